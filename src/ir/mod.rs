@@ -1,0 +1,14 @@
+//! The loop-nest IR: arenas with typed ids, expressions, the arithmetic simplifier and
+//! interval analysis, the printer and the verifier.
+
+pub mod expr;
+pub mod ids;
+pub mod interval;
+pub mod program;
+
+pub use expr::{BinOp, DType, Expr, UnOp};
+pub use ids::{BlockId, BufferId, LoopId, VarId};
+pub use program::{
+    fresh_name, AnnValue, Block, Buffer, BufferKind, Dim3, IterKind, IterVar, Loop, LoopKind, Node, Place, Program,
+    Scope, Store, StorageAlign, ThreadTag, Var,
+};

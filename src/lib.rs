@@ -1,0 +1,4 @@
+//! tessel: an auto-scheduler for tensor programs.
+
+pub mod ir;
+pub mod schedule;

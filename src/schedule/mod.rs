@@ -1,0 +1,3 @@
+//! Schedule primitives and traces.
+
+pub mod inst;
