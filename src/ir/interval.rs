@@ -17,7 +17,10 @@ pub struct Interval {
     pub max: i64,
 }
 
-pub const UNBOUNDED: Interval = Interval { min: i64::MIN, max: i64::MAX };
+pub const UNBOUNDED: Interval = Interval {
+    min: i64::MIN,
+    max: i64::MAX,
+};
 
 impl Interval {
     pub fn point(v: i64) -> Interval {
@@ -41,7 +44,10 @@ impl Interval {
         self.len() == 0
     }
     pub fn union(self, o: Interval) -> Interval {
-        Interval { min: self.min.min(o.min), max: self.max.max(o.max) }
+        Interval {
+            min: self.min.min(o.min),
+            max: self.max.max(o.max),
+        }
     }
 }
 
@@ -56,12 +62,26 @@ fn sat_add(a: i64, b: i64) -> i64 {
 }
 
 fn add(a: Interval, b: Interval) -> Interval {
-    Interval { min: sat_add(a.min, b.min), max: sat_add(a.max, b.max) }
+    Interval {
+        min: sat_add(a.min, b.min),
+        max: sat_add(a.max, b.max),
+    }
 }
 
 fn neg(a: Interval) -> Interval {
-    let f = |v: i64| if v == i64::MIN { i64::MAX } else if v == i64::MAX { i64::MIN } else { -v };
-    Interval { min: f(a.max), max: f(a.min) }
+    let f = |v: i64| {
+        if v == i64::MIN {
+            i64::MAX
+        } else if v == i64::MAX {
+            i64::MIN
+        } else {
+            -v
+        }
+    };
+    Interval {
+        min: f(a.max),
+        max: f(a.min),
+    }
 }
 
 fn mul(a: Interval, b: Interval) -> Interval {
@@ -79,7 +99,10 @@ fn mul(a: Interval, b: Interval) -> Interval {
         a.max.saturating_mul(b.min),
         a.max.saturating_mul(b.max),
     ];
-    Interval { min: *c.iter().min().unwrap(), max: *c.iter().max().unwrap() }
+    Interval {
+        min: *c.iter().min().unwrap(),
+        max: *c.iter().max().unwrap(),
+    }
 }
 
 /// Floor division of integers.
@@ -114,8 +137,16 @@ pub fn bound_with(e: &Expr, var_range: &dyn Fn(VarId) -> Option<Interval>) -> In
                         Interval::new(floordiv(x.min, c), floordiv(x.max, c))
                     }
                     Some(c) if c > 0 => Interval::new(
-                        if x.min == i64::MIN { i64::MIN } else { floordiv(x.min, c) },
-                        if x.max == i64::MAX { i64::MAX } else { floordiv(x.max, c) },
+                        if x.min == i64::MIN {
+                            i64::MIN
+                        } else {
+                            floordiv(x.min, c)
+                        },
+                        if x.max == i64::MAX {
+                            i64::MAX
+                        } else {
+                            floordiv(x.max, c)
+                        },
                     ),
                     _ => UNBOUNDED,
                 },

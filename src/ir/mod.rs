@@ -4,11 +4,13 @@
 pub mod expr;
 pub mod ids;
 pub mod interval;
+pub mod printer;
 pub mod program;
+pub mod simplify;
 
 pub use expr::{BinOp, DType, Expr, UnOp};
 pub use ids::{BlockId, BufferId, LoopId, VarId};
 pub use program::{
-    fresh_name, AnnValue, Block, Buffer, BufferKind, Dim3, IterKind, IterVar, Loop, LoopKind, Node, Place, Program,
-    Scope, Store, StorageAlign, ThreadTag, Var,
+    fresh_name, AnnValue, Block, Buffer, BufferKind, Dim3, IterKind, IterVar, Loop, LoopKind, Node,
+    Place, Program, Scope, StorageAlign, Store, ThreadTag, Var,
 };

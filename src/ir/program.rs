@@ -305,7 +305,13 @@ impl Program {
     /// A new serial loop over `extent` with a fresh variable called `name`.
     pub fn new_loop(&mut self, name: impl Into<String>, extent: i64, body: Vec<Node>) -> LoopId {
         let var = self.new_var(name);
-        self.loops.push(Loop { var, extent, kind: LoopKind::Serial, annotations: BTreeMap::new(), body });
+        self.loops.push(Loop {
+            var,
+            extent,
+            kind: LoopKind::Serial,
+            annotations: BTreeMap::new(),
+            body,
+        });
         LoopId(self.loops.len() as u32 - 1)
     }
     pub fn new_block(&mut self, block: Block) -> BlockId {
@@ -346,7 +352,10 @@ impl Program {
 
     /// Where a node sits, if it is reachable.
     pub fn place(&self, node: Node) -> Option<Place> {
-        self.walk().into_iter().find(|(n, _)| *n == node).map(|(_, p)| p)
+        self.walk()
+            .into_iter()
+            .find(|(n, _)| *n == node)
+            .map(|(_, p)| p)
     }
 
     pub fn parent(&self, node: Node) -> Option<LoopId> {
@@ -416,7 +425,10 @@ impl Program {
 
     /// Finds a live block by name.
     pub fn find_block(&self, name: &str) -> Vec<BlockId> {
-        self.blocks_in_order().into_iter().filter(|b| self.block(*b).name == name).collect()
+        self.blocks_in_order()
+            .into_iter()
+            .filter(|b| self.block(*b).name == name)
+            .collect()
     }
 
     /// Live blocks writing `buf`, in program order.
@@ -480,14 +492,22 @@ impl Program {
 
     /// A block name not used by any live block: `base`, else `base_1`, `base_2`, ...
     pub fn fresh_block_name(&self, base: &str) -> String {
-        let used: Vec<String> = self.blocks_in_order().iter().map(|b| self.block(*b).name.clone()).collect();
+        let used: Vec<String> = self
+            .blocks_in_order()
+            .iter()
+            .map(|b| self.block(*b).name.clone())
+            .collect();
         fresh_name(base, |n| used.iter().any(|u| u == n))
     }
 
     /// A buffer name not used by any parameter or allocation.
     pub fn fresh_buffer_name(&self, base: &str) -> String {
-        let used: Vec<&str> =
-            self.params.iter().chain(self.allocs.iter()).map(|b| self.buffer(*b).name.as_str()).collect();
+        let used: Vec<&str> = self
+            .params
+            .iter()
+            .chain(self.allocs.iter())
+            .map(|b| self.buffer(*b).name.as_str())
+            .collect();
         fresh_name(base, |n| used.contains(&n))
     }
 
@@ -516,5 +536,8 @@ pub fn fresh_name(base: &str, taken: impl Fn(&str) -> bool) -> String {
     if !taken(base) {
         return base.to_string();
     }
-    (1..).map(|i| format!("{base}_{i}")).find(|n| !taken(n)).expect("unbounded")
+    (1..)
+        .map(|i| format!("{base}_{i}"))
+        .find(|n| !taken(n))
+        .expect("unbounded")
 }

@@ -85,38 +85,71 @@ impl InstKind {
     pub fn signature(self) -> Signature {
         use InstKind::*;
         use RvKind as K;
-        let (name, positional, attrs, output): (_, Option<&'static [&'static str]>, &'static [&'static str], _) =
-            match self {
-                GetBlock => ("get_block", Some(&[]), &["name"], Some(K::Block)),
-                GetLoops => ("get_loops", Some(&["block"]), &[], Some(K::Loop)),
-                GetConsumers => ("get_consumers", Some(&["block"]), &[], Some(K::Block)),
-                GetProducers => ("get_producers", Some(&["block"]), &[], Some(K::Block)),
-                Split => ("split", Some(&["loop"]), &["factors"], Some(K::Loop)),
-                Fuse => ("fuse", None, &[], Some(K::Loop)),
-                Reorder => ("reorder", None, &[], None),
-                Bind => ("bind", Some(&["loop"]), &["thread"], None),
-                Vectorize => ("vectorize", Some(&["loop"]), &[], None),
-                Unroll => ("unroll", Some(&["loop"]), &[], None),
-                Parallel => ("parallel", Some(&["loop"]), &[], None),
-                Annotate => ("annotate", Some(&["target"]), &["key", "value"], None),
-                CacheRead => ("cache_read", Some(&["block"]), &["read_index", "scope"], Some(K::Block)),
-                CacheWrite => ("cache_write", Some(&["block"]), &["write_index", "scope"], Some(K::Block)),
-                ComputeAt => ("compute_at", Some(&["block", "loop"]), &[], None),
-                ReverseComputeAt => ("reverse_compute_at", Some(&["block", "loop"]), &[], None),
-                ComputeInline => ("compute_inline", Some(&["block"]), &[], None),
-                ReverseComputeInline => ("reverse_compute_inline", Some(&["block"]), &[], None),
-                DecomposeReduction => ("decompose_reduction", Some(&["block", "loop"]), &[], Some(K::Block)),
-                StorageAlign => {
-                    ("storage_align", Some(&["block"]), &["buffer_index", "axis", "factor", "offset"], None)
-                }
-                SamplePerfectTile => {
-                    ("sample_perfect_tile", Some(&["loop"]), &["n", "max_innermost_factor"], Some(K::Expr))
-                }
-                SampleCategorical => {
-                    ("sample_categorical", Some(&[]), &["candidates", "probs"], Some(K::Expr))
-                }
-            };
-        Signature { name, positional, attrs, output }
+        let (name, positional, attrs, output): (
+            _,
+            Option<&'static [&'static str]>,
+            &'static [&'static str],
+            _,
+        ) = match self {
+            GetBlock => ("get_block", Some(&[]), &["name"], Some(K::Block)),
+            GetLoops => ("get_loops", Some(&["block"]), &[], Some(K::Loop)),
+            GetConsumers => ("get_consumers", Some(&["block"]), &[], Some(K::Block)),
+            GetProducers => ("get_producers", Some(&["block"]), &[], Some(K::Block)),
+            Split => ("split", Some(&["loop"]), &["factors"], Some(K::Loop)),
+            Fuse => ("fuse", None, &[], Some(K::Loop)),
+            Reorder => ("reorder", None, &[], None),
+            Bind => ("bind", Some(&["loop"]), &["thread"], None),
+            Vectorize => ("vectorize", Some(&["loop"]), &[], None),
+            Unroll => ("unroll", Some(&["loop"]), &[], None),
+            Parallel => ("parallel", Some(&["loop"]), &[], None),
+            Annotate => ("annotate", Some(&["target"]), &["key", "value"], None),
+            CacheRead => (
+                "cache_read",
+                Some(&["block"]),
+                &["read_index", "scope"],
+                Some(K::Block),
+            ),
+            CacheWrite => (
+                "cache_write",
+                Some(&["block"]),
+                &["write_index", "scope"],
+                Some(K::Block),
+            ),
+            ComputeAt => ("compute_at", Some(&["block", "loop"]), &[], None),
+            ReverseComputeAt => ("reverse_compute_at", Some(&["block", "loop"]), &[], None),
+            ComputeInline => ("compute_inline", Some(&["block"]), &[], None),
+            ReverseComputeInline => ("reverse_compute_inline", Some(&["block"]), &[], None),
+            DecomposeReduction => (
+                "decompose_reduction",
+                Some(&["block", "loop"]),
+                &[],
+                Some(K::Block),
+            ),
+            StorageAlign => (
+                "storage_align",
+                Some(&["block"]),
+                &["buffer_index", "axis", "factor", "offset"],
+                None,
+            ),
+            SamplePerfectTile => (
+                "sample_perfect_tile",
+                Some(&["loop"]),
+                &["n", "max_innermost_factor"],
+                Some(K::Expr),
+            ),
+            SampleCategorical => (
+                "sample_categorical",
+                Some(&[]),
+                &["candidates", "probs"],
+                Some(K::Expr),
+            ),
+        };
+        Signature {
+            name,
+            positional,
+            attrs,
+            output,
+        }
     }
 
     pub fn name(self) -> &'static str {
@@ -129,7 +162,10 @@ impl InstKind {
 
     /// Sampling instructions carry a decision.
     pub fn is_sampling(self) -> bool {
-        matches!(self, InstKind::SamplePerfectTile | InstKind::SampleCategorical)
+        matches!(
+            self,
+            InstKind::SamplePerfectTile | InstKind::SampleCategorical
+        )
     }
 }
 

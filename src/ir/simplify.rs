@@ -1,0 +1,496 @@
+//! The arithmetic simplifier for integer index expressions.
+//!
+//! Expressions are brought to a canonical linear form `sum(coef * atom) + constant`, where
+//! an atom is a variable, `floordiv(lin, c)`, `floormod(lin, c)` by a positive constant, or
+//! an opaque sub-expression. The rules are the ones schedule primitives need to keep
+//! bindings readable after split and fuse:
+//!
+//! * `(c*q + r) // c = q + r // c` and `(c*q + r) % c = r % c` (exact for floor division);
+//! * `r // c = 0` and `r % c = r` when `r` provably lies in `[0, c)`;
+//! * `(x // a) // b = x // (a*b)` and `(x % a) % b = x % b` when `b` divides `a`;
+//! * `c * (x // c) + x % c = x`.
+//!
+//! Terms keep the order of their first appearance, so `i_0 * 64 + i_1 * 8 + i_2` prints
+//! the way the split produced it.
+
+use super::expr::{BinOp, Expr};
+use super::ids::VarId;
+use super::interval::{bound_with, floordiv, floormod, Interval, UNBOUNDED};
+
+#[derive(Clone, Debug, PartialEq)]
+enum Atom {
+    Var(VarId),
+    Div(Box<Lin>, i64),
+    Mod(Box<Lin>, i64),
+    Opaque(Expr),
+}
+
+#[derive(Clone, Debug, PartialEq, Default)]
+struct Lin {
+    terms: Vec<(Atom, i64)>,
+    c: i64,
+}
+
+impl Lin {
+    fn constant(c: i64) -> Lin {
+        Lin {
+            terms: Vec::new(),
+            c,
+        }
+    }
+    fn atom(a: Atom) -> Lin {
+        Lin {
+            terms: vec![(a, 1)],
+            c: 0,
+        }
+    }
+    fn add_term(&mut self, a: Atom, k: i64) {
+        if k == 0 {
+            return;
+        }
+        if let Some(t) = self.terms.iter_mut().find(|(x, _)| *x == a) {
+            t.1 += k;
+        } else {
+            self.terms.push((a, k));
+        }
+        self.terms.retain(|(_, k)| *k != 0);
+    }
+    fn add(mut self, o: Lin, sign: i64) -> Lin {
+        for (a, k) in o.terms {
+            self.add_term(a, k * sign);
+        }
+        self.c += o.c * sign;
+        self.merge_div_mod();
+        self
+    }
+    fn scale(mut self, k: i64) -> Lin {
+        if k == 0 {
+            return Lin::constant(0);
+        }
+        for t in &mut self.terms {
+            t.1 *= k;
+        }
+        self.c *= k;
+        self
+    }
+    fn as_const(&self) -> Option<i64> {
+        self.terms.is_empty().then_some(self.c)
+    }
+    /// `c * (x // c) + x % c = x`, wherever both terms appear with matching coefficients.
+    fn merge_div_mod(&mut self) {
+        loop {
+            let mut found = None;
+            'outer: for (i, (a, k)) in self.terms.iter().enumerate() {
+                if let Atom::Div(x, c) = a {
+                    for (j, (b, kb)) in self.terms.iter().enumerate() {
+                        if let Atom::Mod(y, d) = b {
+                            if c == d && x == y && *k == kb * c {
+                                found = Some((i, j, (**x).clone(), *kb));
+                                break 'outer;
+                            }
+                        }
+                    }
+                }
+            }
+            let Some((i, j, x, kb)) = found else { return };
+            let (hi, lo) = if i > j { (i, j) } else { (j, i) };
+            self.terms.remove(hi);
+            self.terms.remove(lo);
+            let rest = std::mem::take(self);
+            *self = rest.add(x.scale(kb), 1);
+        }
+    }
+}
+
+struct Ctx<'a> {
+    range: &'a dyn Fn(VarId) -> Option<Interval>,
+}
+
+impl Ctx<'_> {
+    fn atom_range(&self, a: &Atom) -> Interval {
+        match a {
+            Atom::Var(v) => (self.range)(*v).unwrap_or(UNBOUNDED),
+            Atom::Div(l, c) => {
+                let r = self.lin_range(l);
+                if r.is_bounded() {
+                    Interval::new(floordiv(r.min, *c), floordiv(r.max, *c))
+                } else {
+                    UNBOUNDED
+                }
+            }
+            Atom::Mod(l, c) => {
+                let r = self.lin_range(l);
+                if r.is_bounded() && r.min >= 0 && r.max < *c {
+                    r
+                } else {
+                    Interval::new(0, c - 1)
+                }
+            }
+            Atom::Opaque(e) => bound_with(e, self.range),
+        }
+    }
+
+    fn lin_range(&self, l: &Lin) -> Interval {
+        let mut acc = Interval::point(l.c);
+        for (a, k) in &l.terms {
+            let r = self.atom_range(a);
+            if !r.is_bounded() {
+                return UNBOUNDED;
+            }
+            let (x, y) = (r.min.saturating_mul(*k), r.max.saturating_mul(*k));
+            acc = Interval::new(
+                acc.min.saturating_add(x.min(y)),
+                acc.max.saturating_add(x.max(y)),
+            );
+        }
+        acc
+    }
+
+    fn to_lin(&self, e: &Expr) -> Lin {
+        match e {
+            Expr::Int(v) => Lin::constant(*v),
+            Expr::Var(v) => Lin::atom(Atom::Var(*v)),
+            Expr::Bin(BinOp::Add, a, b) => self.to_lin(a).add(self.to_lin(b), 1),
+            Expr::Bin(BinOp::Sub, a, b) => self.to_lin(a).add(self.to_lin(b), -1),
+            Expr::Bin(BinOp::Mul, a, b) => {
+                let (la, lb) = (self.to_lin(a), self.to_lin(b));
+                match (la.as_const(), lb.as_const()) {
+                    (_, Some(k)) => la.scale(k),
+                    (Some(k), None) => lb.scale(k),
+                    _ => Lin::atom(Atom::Opaque(Expr::mul(from_lin(&la), from_lin(&lb)))),
+                }
+            }
+            Expr::Bin(BinOp::FloorDiv, a, b) => match self.to_lin(b).as_const() {
+                Some(c) if c > 0 => self.div(self.to_lin(a), c),
+                _ => self.opaque(e),
+            },
+            Expr::Bin(BinOp::FloorMod, a, b) => match self.to_lin(b).as_const() {
+                Some(c) if c > 0 => self.modulo(self.to_lin(a), c),
+                _ => self.opaque(e),
+            },
+            Expr::Bin(op @ (BinOp::Min | BinOp::Max), a, b) => {
+                let (la, lb) = (self.to_lin(a), self.to_lin(b));
+                let (ra, rb) = (self.lin_range(&la), self.lin_range(&lb));
+                let a_le_b = ra.is_bounded() && rb.is_bounded() && ra.max <= rb.min;
+                let b_le_a = ra.is_bounded() && rb.is_bounded() && rb.max <= ra.min;
+                match (op, a_le_b, b_le_a) {
+                    (BinOp::Min, true, _) | (BinOp::Max, _, true) => la,
+                    (BinOp::Min, _, true) | (BinOp::Max, true, _) => lb,
+                    _ => Lin::atom(Atom::Opaque(Expr::bin(*op, from_lin(&la), from_lin(&lb)))),
+                }
+            }
+            _ => self.opaque(e),
+        }
+    }
+
+    fn opaque(&self, e: &Expr) -> Lin {
+        let inner = match e {
+            Expr::Bin(op, a, b) => Expr::bin(*op, self.simplify(a), self.simplify(b)),
+            Expr::Select(c, a, b) => {
+                Expr::select(self.simplify(c), self.simplify(a), self.simplify(b))
+            }
+            other => other.clone(),
+        };
+        Lin::atom(Atom::Opaque(inner))
+    }
+
+    fn div(&self, l: Lin, c: i64) -> Lin {
+        if c == 1 {
+            return l;
+        }
+        let mut q = Lin::constant(floordiv(l.c, c));
+        let mut rest = Lin::constant(floormod(l.c, c));
+        for (a, k) in l.terms {
+            if k % c == 0 {
+                q.add_term(a, k / c);
+            } else {
+                rest.add_term(a, k);
+            }
+        }
+        let r = self.lin_range(&rest);
+        if r.is_bounded() && r.min >= 0 && r.max < c {
+            return q;
+        }
+        if rest.c == 0 && rest.terms.len() == 1 && rest.terms[0].1 == 1 {
+            if let Atom::Div(inner, a) = &rest.terms[0].0 {
+                return q.add(Lin::atom(Atom::Div(inner.clone(), a * c)), 1);
+            }
+        }
+        q.add(Lin::atom(Atom::Div(Box::new(rest), c)), 1)
+    }
+
+    fn modulo(&self, l: Lin, c: i64) -> Lin {
+        if c == 1 {
+            return Lin::constant(0);
+        }
+        let mut rest = Lin::constant(floormod(l.c, c));
+        for (a, k) in l.terms {
+            let k = floormod(k, c);
+            if k != 0 {
+                rest.add_term(a, k);
+            }
+        }
+        let r = self.lin_range(&rest);
+        if r.is_bounded() && r.min >= 0 && r.max < c {
+            return rest;
+        }
+        if rest.c == 0 && rest.terms.len() == 1 && rest.terms[0].1 == 1 {
+            if let Atom::Mod(inner, a) = &rest.terms[0].0 {
+                if a % c == 0 {
+                    return Lin::atom(Atom::Mod(inner.clone(), c));
+                }
+            }
+        }
+        Lin::atom(Atom::Mod(Box::new(rest), c))
+    }
+
+    fn simplify(&self, e: &Expr) -> Expr {
+        match e {
+            Expr::Bin(op, a, b) if op.is_predicate() => {
+                let (a, b) = (self.simplify(a), self.simplify(b));
+                match op {
+                    BinOp::And => match (a.as_int(), b.as_int()) {
+                        (Some(0), _) | (_, Some(0)) => Expr::Int(0),
+                        (Some(_), _) => b,
+                        (_, Some(_)) => a,
+                        _ => Expr::bin(*op, a, b),
+                    },
+                    BinOp::Or => match (a.as_int(), b.as_int()) {
+                        (Some(x), _) if x != 0 => Expr::Int(1),
+                        (_, Some(x)) if x != 0 => Expr::Int(1),
+                        (Some(_), _) => b,
+                        (_, Some(_)) => a,
+                        _ => Expr::bin(*op, a, b),
+                    },
+                    _ => {
+                        if is_index(&a) && is_index(&b) {
+                            let d = self.to_lin(&a).add(self.to_lin(&b), -1);
+                            let r = self.lin_range(&d);
+                            if let Some(v) = decide(*op, r) {
+                                return Expr::Int(v as i64);
+                            }
+                        }
+                        Expr::bin(*op, a, b)
+                    }
+                }
+            }
+            e if is_index(e) => from_lin(&self.to_lin(e)),
+            Expr::Load(b, idx) => Expr::Load(*b, idx.iter().map(|i| self.simplify(i)).collect()),
+            Expr::Bin(op, a, b) => Expr::bin(*op, self.simplify(a), self.simplify(b)),
+            Expr::Un(op, a) => Expr::Un(*op, Box::new(self.simplify(a))),
+            Expr::Cast(t, a) => Expr::Cast(*t, Box::new(self.simplify(a))),
+            Expr::Select(c, a, b) => {
+                let c = self.simplify(c);
+                match c.as_int() {
+                    Some(0) => self.simplify(b),
+                    Some(_) => self.simplify(a),
+                    None => Expr::select(c, self.simplify(a), self.simplify(b)),
+                }
+            }
+            other => other.clone(),
+        }
+    }
+}
+
+/// The truth value of `d op 0` when it does not depend on the variables, given `d`'s range.
+fn decide(op: BinOp, r: Interval) -> Option<bool> {
+    if !r.is_bounded() {
+        return None;
+    }
+    let (lo, hi) = (r.min, r.max);
+    let (always, never) = match op {
+        BinOp::Lt => (hi < 0, lo >= 0),
+        BinOp::Le => (hi <= 0, lo > 0),
+        BinOp::Gt => (lo > 0, hi <= 0),
+        BinOp::Ge => (lo >= 0, hi < 0),
+        BinOp::Eq => (lo == 0 && hi == 0, lo > 0 || hi < 0),
+        BinOp::Ne => (lo > 0 || hi < 0, lo == 0 && hi == 0),
+        _ => return None,
+    };
+    if always {
+        Some(true)
+    } else if never {
+        Some(false)
+    } else {
+        None
+    }
+}
+
+/// Whether an expression is integer index arithmetic (no loads, floats or predicates).
+pub fn is_index(e: &Expr) -> bool {
+    match e {
+        Expr::Int(_) | Expr::Var(_) => true,
+        Expr::Bin(op, a, b) => {
+            matches!(
+                op,
+                BinOp::Add
+                    | BinOp::Sub
+                    | BinOp::Mul
+                    | BinOp::FloorDiv
+                    | BinOp::FloorMod
+                    | BinOp::Min
+                    | BinOp::Max
+            ) && is_index(a)
+                && is_index(b)
+        }
+        Expr::Select(c, a, b) => {
+            is_index(a) && is_index(b) && matches!(**c, Expr::Bin(op, _, _) if op.is_predicate())
+        }
+        _ => false,
+    }
+}
+
+fn atom_expr(a: &Atom) -> Expr {
+    match a {
+        Atom::Var(v) => Expr::Var(*v),
+        Atom::Div(l, c) => Expr::bin(BinOp::FloorDiv, from_lin(l), Expr::Int(*c)),
+        Atom::Mod(l, c) => Expr::bin(BinOp::FloorMod, from_lin(l), Expr::Int(*c)),
+        Atom::Opaque(e) => e.clone(),
+    }
+}
+
+fn from_lin(l: &Lin) -> Expr {
+    let mut acc: Option<Expr> = None;
+    for (a, k) in &l.terms {
+        let ae = atom_expr(a);
+        let (term, neg) = match *k {
+            1 => (ae, false),
+            -1 => (ae, true),
+            k if k < 0 => (Expr::mul(ae, Expr::Int(-k)), true),
+            k => (Expr::mul(ae, Expr::Int(k)), false),
+        };
+        acc = Some(match (acc, neg) {
+            (None, false) => term,
+            (None, true) => Expr::sub(Expr::Int(0), term),
+            (Some(x), false) => Expr::add(x, term),
+            (Some(x), true) => Expr::sub(x, term),
+        });
+    }
+    match acc {
+        None => Expr::Int(l.c),
+        Some(x) if l.c > 0 => Expr::add(x, Expr::Int(l.c)),
+        Some(x) if l.c < 0 => Expr::sub(x, Expr::Int(-l.c)),
+        Some(x) => x,
+    }
+}
+
+/// Simplifies an expression; variable ranges come from `range` (`None`: unbounded).
+/// Index sub-expressions are brought to canonical linear form; predicates decided by the
+/// ranges fold to `1`/`0`; `Select`s on a folded condition are resolved.
+pub fn simplify(e: &Expr, range: &dyn Fn(VarId) -> Option<Interval>) -> Expr {
+    Ctx { range }.simplify(e)
+}
+
+/// Simplifies with each variable of `extents` ranging over `[0, extent)`.
+pub fn simplify_in(e: &Expr, extents: &std::collections::BTreeMap<VarId, i64>) -> Expr {
+    simplify(e, &|v| extents.get(&v).map(|&x| Interval::new(0, x - 1)))
+}
+
+/// The range of an index expression, with the same range rules as [`simplify`] (tighter
+/// than [`bound_with`] on split/fuse forms).
+pub fn range_of(e: &Expr, range: &dyn Fn(VarId) -> Option<Interval>) -> Interval {
+    let ctx = Ctx { range };
+    if is_index(e) {
+        ctx.lin_range(&ctx.to_lin(e))
+    } else {
+        bound_with(e, range)
+    }
+}
+
+/// Splits an index expression into the part that depends only on `fixed` variables and the
+/// rest: `e = fixed_part + rest`, both simplified. Used by region analysis to keep the
+/// outer-loop part symbolic while relaxing the inner loops.
+pub fn split_terms(
+    e: &Expr,
+    is_fixed: &dyn Fn(VarId) -> bool,
+    range: &dyn Fn(VarId) -> Option<Interval>,
+) -> (Expr, Expr) {
+    let ctx = Ctx { range };
+    let l = ctx.to_lin(e);
+    let mut fixed = Lin::constant(l.c);
+    let mut rest = Lin::constant(0);
+    for (a, k) in l.terms {
+        let vars = atom_expr(&a).vars();
+        if vars.iter().all(|v| is_fixed(*v)) {
+            fixed.add_term(a, k);
+        } else {
+            rest.add_term(a, k);
+        }
+    }
+    (from_lin(&fixed), from_lin(&rest))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn v(i: u32) -> Expr {
+        Expr::Var(VarId(i))
+    }
+    fn fd(a: Expr, c: i64) -> Expr {
+        Expr::bin(BinOp::FloorDiv, a, Expr::Int(c))
+    }
+    fn fm(a: Expr, c: i64) -> Expr {
+        Expr::bin(BinOp::FloorMod, a, Expr::Int(c))
+    }
+
+    #[test]
+    fn fuse_then_unfuse_is_identity() {
+        // f = i * 8 + j with j in [0, 8): f // 8 = i, f % 8 = j
+        let ext: BTreeMap<VarId, i64> = [(VarId(0), 16), (VarId(1), 8)].into_iter().collect();
+        let f = Expr::add(Expr::mul(v(0), Expr::Int(8)), v(1));
+        assert_eq!(simplify_in(&fd(f.clone(), 8), &ext), v(0));
+        assert_eq!(simplify_in(&fm(f, 8), &ext), v(1));
+    }
+
+    #[test]
+    fn split_then_fuse_is_identity() {
+        // i = f // 8 * 8 + f % 8 = f
+        let ext: BTreeMap<VarId, i64> = [(VarId(0), 64)].into_iter().collect();
+        let e = Expr::add(Expr::mul(fd(v(0), 8), Expr::Int(8)), fm(v(0), 8));
+        assert_eq!(simplify_in(&e, &ext), v(0));
+    }
+
+    #[test]
+    fn nested_div_and_mod_fold() {
+        let ext: BTreeMap<VarId, i64> = [(VarId(0), 1024)].into_iter().collect();
+        assert_eq!(simplify_in(&fd(fd(v(0), 4), 8), &ext), fd(v(0), 32));
+        assert_eq!(simplify_in(&fm(fm(v(0), 32), 8), &ext), fm(v(0), 8));
+        // (i * 64 + j) // 8 with j < 64 keeps the mixed part
+        let e = fd(Expr::add(Expr::mul(v(0), Expr::Int(64)), v(1)), 8);
+        let ext2: BTreeMap<VarId, i64> = [(VarId(0), 16), (VarId(1), 64)].into_iter().collect();
+        assert_eq!(
+            simplify_in(&e, &ext2),
+            Expr::add(Expr::mul(v(0), Expr::Int(8)), fd(v(1), 8))
+        );
+    }
+
+    #[test]
+    fn predicates_fold_by_range() {
+        let ext: BTreeMap<VarId, i64> = [(VarId(0), 8), (VarId(1), 8)].into_iter().collect();
+        let e = Expr::lt(
+            Expr::add(Expr::mul(v(0), Expr::Int(8)), v(1)),
+            Expr::Int(64),
+        );
+        assert_eq!(simplify_in(&e, &ext), Expr::Int(1));
+        let e = Expr::lt(
+            Expr::add(Expr::mul(v(0), Expr::Int(8)), v(1)),
+            Expr::Int(60),
+        );
+        assert!(matches!(simplify_in(&e, &ext), Expr::Bin(BinOp::Lt, _, _)));
+    }
+
+    #[test]
+    fn terms_keep_their_order_and_constants_fold() {
+        let ext = BTreeMap::new();
+        let e = Expr::add(
+            Expr::add(Expr::mul(v(2), Expr::Int(3)), Expr::Int(4)),
+            Expr::sub(v(1), Expr::Int(4)),
+        );
+        assert_eq!(
+            simplify_in(&e, &ext),
+            Expr::add(Expr::mul(v(2), Expr::Int(3)), v(1))
+        );
+    }
+}

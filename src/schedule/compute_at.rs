@@ -1,0 +1,426 @@
+//! `compute_at` and `reverse_compute_at`: moving a block under a loop of its consumer
+//! (or producer), computing only the region used (or produced) in one iteration.
+//!
+//! Region analysis: the accesses of the other side under the target loop are rewritten in
+//! terms of loop variables; loops at or above the target are fixed (symbolic) and loops
+//! below it are relaxed over their whole range, so each index becomes
+//! `fixed_part + [lo, hi]`. For a shared buffer the thread loops above the target are
+//! relaxed too: the region is what the whole thread block uses, which is what makes a
+//! cooperative fetch possible. Regions are clamped to the buffer (or iteration domain):
+//! constant ranges are cut, symbolic ones get a predicate.
+//!
+//! Invariant: the moved block computes every point the other side reads in that iteration
+//! (perhaps more, never less), before it (`compute_at`) or after the producers
+//! (`reverse_compute_at`).
+
+use super::error::{Result, ScheduleError};
+use super::util::*;
+use crate::ir::interval::Interval;
+use crate::ir::simplify::{range_of, simplify, split_terms};
+use crate::ir::{
+    BinOp, BlockId, BufferId, BufferKind, Expr, IterKind, LoopId, LoopKind, Node, Program, Scope,
+    ThreadTag, VarId,
+};
+use std::collections::{BTreeMap, HashSet};
+
+/// One dimension of a region: `base + [lo, hi]`, `base` over the fixed loops.
+#[derive(Clone, Debug)]
+struct Dim {
+    base: Expr,
+    lo: i64,
+    hi: i64,
+}
+
+/// The variables that stay symbolic for one iteration of `target`.
+fn fixed_vars(p: &Program, target: LoopId, scope: Scope) -> HashSet<VarId> {
+    let mut chain = p.ancestors(Node::Loop(target));
+    chain.push(target);
+    chain
+        .into_iter()
+        .filter(|l| {
+            let relax = match (scope, p.lp(*l).kind) {
+                (
+                    Scope::Shared,
+                    LoopKind::Thread(ThreadTag::ThreadIdx(_) | ThreadTag::VThread(_)),
+                ) => true,
+                (Scope::Global, _) | (Scope::Shared, _) | (Scope::Local, _) => false,
+            };
+            !relax
+        })
+        .map(|l| p.lp(l).var)
+        .collect()
+}
+
+/// Rewrites `indices` (in `b`'s iteration variables) in terms of loop variables.
+fn in_loop_vars(p: &Program, b: BlockId, indices: &[Expr]) -> Vec<Expr> {
+    let blk = p.block(b);
+    let map: BTreeMap<VarId, Expr> = blk
+        .iter_vars
+        .iter()
+        .zip(&blk.bindings)
+        .map(|(iv, e)| (iv.var, e.clone()))
+        .collect();
+    indices
+        .iter()
+        .map(|e| simplify_loops(p, &e.substitute(&|v| map.get(&v).cloned())))
+        .collect()
+}
+
+/// The region covered by `accesses` (block, indices) for one iteration of `target`.
+fn region(
+    p: &Program,
+    accesses: &[(BlockId, Vec<Expr>)],
+    target: LoopId,
+    scope: Scope,
+    rank: usize,
+) -> Vec<Dim> {
+    let fixed = fixed_vars(p, target, scope);
+    let ext = loop_ranges(p);
+    let range = |v: VarId| ext.get(&v).map(|&x| Interval::new(0, x - 1));
+    let relaxed_range = |v: VarId| {
+        if fixed.contains(&v) {
+            Some(Interval::point(0))
+        } else {
+            range(v)
+        }
+    };
+    let mut dims: Vec<Option<Dim>> = vec![None; rank];
+    let mut constant: Vec<bool> = vec![false; rank];
+    let mut per_access: Vec<Vec<Dim>> = Vec::new();
+    for (b, idx) in accesses {
+        let idx = in_loop_vars(p, *b, idx);
+        let mut row = Vec::new();
+        for e in idx.iter() {
+            let (base, rest) = split_terms(e, &|v| fixed.contains(&v), &range);
+            let clean = rest.vars().iter().all(|v| !fixed.contains(v));
+            if clean {
+                let r = range_of(&rest, &relaxed_range);
+                row.push(Dim {
+                    base,
+                    lo: r.min,
+                    hi: r.max,
+                });
+            } else {
+                let r = range_of(e, &range);
+                row.push(Dim {
+                    base: Expr::Int(0),
+                    lo: r.min,
+                    hi: r.max,
+                });
+            }
+        }
+        per_access.push(row);
+    }
+    for row in &per_access {
+        for (d, dim) in row.iter().enumerate() {
+            dims[d] = Some(match dims[d].take() {
+                None => dim.clone(),
+                Some(acc) if acc.base == dim.base => Dim {
+                    base: acc.base,
+                    lo: acc.lo.min(dim.lo),
+                    hi: acc.hi.max(dim.hi),
+                },
+                Some(_) => {
+                    constant[d] = true;
+                    dim.clone()
+                }
+            });
+        }
+    }
+    // Dimensions whose bases disagree fall back to the constant range over all loops.
+    for d in 0..rank {
+        if constant[d] {
+            let mut acc: Option<Interval> = None;
+            for (b, idx) in accesses {
+                let e = &in_loop_vars(p, *b, idx)[d];
+                let r = range_of(e, &range);
+                acc = Some(acc.map_or(r, |a| a.union(r)));
+            }
+            let r = acc.expect("at least one access");
+            dims[d] = Some(Dim {
+                base: Expr::Int(0),
+                lo: r.min,
+                hi: r.max,
+            });
+        }
+    }
+    dims.into_iter()
+        .map(|d| {
+            d.unwrap_or(Dim {
+                base: Expr::Int(0),
+                lo: 0,
+                hi: 0,
+            })
+        })
+        .collect()
+}
+
+/// Maps each dimension of a `rank`-d access to the position of the iteration variable it
+/// is, when the access indices are distinct spatial iteration variables of `b`.
+fn identity_dims(p: &Program, b: BlockId, indices: &[Expr]) -> Option<Vec<usize>> {
+    let blk = p.block(b);
+    let mut out = Vec::new();
+    for e in indices {
+        let Expr::Var(v) = e else { return None };
+        let pos = blk
+            .iter_vars
+            .iter()
+            .position(|iv| iv.var == *v && iv.kind == IterKind::Spatial)?;
+        if out.contains(&pos) {
+            return None;
+        }
+        out.push(pos);
+    }
+    Some(out)
+}
+
+/// Rebuilds the loops of `b` from a region: one loop per iteration variable (none for a
+/// unit range), bindings `base + lo + ax`, and a predicate where the region may leave
+/// `[0, extent)`. Returns the top node of the new nest.
+fn rebuild(
+    p: &mut Program,
+    b: BlockId,
+    dim_of_iter: &BTreeMap<usize, Dim>,
+    scope_node: Node,
+) -> Node {
+    let blk = p.block(b).clone();
+    let taken = names_in_scope(p, scope_node);
+    let ext = loop_ranges(p);
+    let mut loops: Vec<LoopId> = Vec::new();
+    let mut bindings = Vec::new();
+    let mut guards: Vec<Expr> = Vec::new();
+    let mut used = taken.clone();
+    for (i, iv) in blk.iter_vars.iter().enumerate() {
+        let (base, lo, hi) = match dim_of_iter.get(&i) {
+            Some(d) if matches!(d.base, Expr::Int(_)) => {
+                let b0 = d.base.as_int().unwrap_or(0);
+                (
+                    Expr::Int(0),
+                    (b0 + d.lo).max(0),
+                    (b0 + d.hi).min(iv.extent - 1),
+                )
+            }
+            Some(d) => (d.base.clone(), d.lo, d.hi),
+            None => (Expr::Int(0), 0, iv.extent - 1),
+        };
+        let extent = (hi - lo + 1).max(1);
+        let start = Expr::add(base, Expr::Int(lo));
+        let binding = if extent == 1 {
+            start
+        } else {
+            let name = unique(&format!("ax{i}"), &used);
+            used.insert(name.clone());
+            let l = p.new_loop(name, extent, Vec::new());
+            loops.push(l);
+            Expr::add(start, Expr::Var(p.lp(l).var))
+        };
+        let mut all = ext.clone();
+        for l in &loops {
+            all.insert(p.lp(*l).var, p.lp(*l).extent);
+        }
+        let binding = simplify(&binding, &|v| all.get(&v).map(|&x| Interval::new(0, x - 1)));
+        let r = range_of(&binding, &|v| all.get(&v).map(|&x| Interval::new(0, x - 1)));
+        if !r.is_bounded() || r.min < 0 {
+            guards.push(Expr::bin(BinOp::Ge, binding.clone(), Expr::Int(0)));
+        }
+        if !r.is_bounded() || r.max >= iv.extent {
+            guards.push(Expr::bin(BinOp::Lt, binding.clone(), Expr::Int(iv.extent)));
+        }
+        bindings.push(binding);
+    }
+    let mut body = vec![Node::Block(b)];
+    for l in loops.iter().rev() {
+        p.lp_mut(*l).body = body;
+        body = vec![Node::Loop(*l)];
+    }
+    let pred = guards
+        .into_iter()
+        .reduce(|a, g| Expr::bin(BinOp::And, a, g));
+    let blk = p.block_mut(b);
+    blk.bindings = bindings;
+    blk.predicate = pred;
+    body[0]
+}
+
+fn common_checks(p: &Program, b: BlockId, target: LoopId) -> Result<()> {
+    if p.is_ancestor(target, Node::Block(b)) {
+        return Err(ScheduleError::AlreadyUnderLoop {
+            block: p.block(b).name.clone(),
+            target: p.loop_name(target).into(),
+        });
+    }
+    Ok(())
+}
+
+/// Moves producer `b` under `target`, before the first consumer there, computing the
+/// region its consumers read in one iteration of `target`.
+pub fn compute_at(p: &mut Program, b: BlockId, target: LoopId) -> Result<()> {
+    let name = p.block(b).name.clone();
+    let tname = p.loop_name(target).to_string();
+    common_checks(p, b, target)?;
+    // 1. A non-output block, the only writer of its buffer, whose consumers are all under
+    //    the target loop.
+    let buf = p.block(b).body.buffer;
+    if p.buffer(buf).kind == BufferKind::Output {
+        return Err(ScheduleError::OutputBlock {
+            block: name,
+            buffer: p.buffer(buf).name.clone(),
+        });
+    }
+    let writers = p.writers(buf);
+    if writers != [b] {
+        return Err(ScheduleError::NotSingleWriter {
+            buffer: p.buffer(buf).name.clone(),
+            writers: block_names(p, &writers),
+            primitive: "compute_at",
+        });
+    }
+    let consumers: Vec<BlockId> = p.readers(buf).into_iter().filter(|c| *c != b).collect();
+    if consumers.is_empty() {
+        return Err(ScheduleError::NoConsumers {
+            block: name,
+            what: "consumer",
+        });
+    }
+    let outside: Vec<BlockId> = consumers
+        .iter()
+        .copied()
+        .filter(|c| !p.is_ancestor(target, Node::Block(*c)))
+        .collect();
+    if !outside.is_empty() {
+        return Err(ScheduleError::ConsumerNotUnderLoop {
+            block: name,
+            target: tname,
+            consumers: block_names(p, &outside),
+        });
+    }
+    let dims = identity_dims(p, b, &p.block(b).body.indices.clone()).ok_or_else(|| {
+        ScheduleError::Unsupported {
+            primitive: "compute_at",
+            block: name.clone(),
+            reason: "its store indices are not its spatial iteration variables".into(),
+        }
+    })?;
+    // 2. The region the consumers read under one iteration of the target.
+    let accesses: Vec<(BlockId, Vec<Expr>)> = consumers
+        .iter()
+        .flat_map(|c| {
+            p.block_reads(*c)
+                .into_iter()
+                .filter(|(rb, _)| *rb == buf)
+                .map(move |(_, idx)| (*c, idx))
+        })
+        .collect();
+    let scope = p.buffer(buf).scope;
+    let rank = p.buffer(buf).shape.len();
+    let reg = region(p, &accesses, target, scope, rank);
+    // 3. Detach the block, rebuild its loops, insert before the first consumer.
+    remove_exclusive(p, b);
+    let dim_of_iter: BTreeMap<usize, Dim> = dims
+        .iter()
+        .enumerate()
+        .map(|(d, it)| (*it, reg[d].clone()))
+        .collect();
+    let top = rebuild(p, b, &dim_of_iter, Node::Loop(target));
+    let first = consumers
+        .iter()
+        .filter_map(|c| child_containing(p, Some(target), Node::Block(*c)))
+        .min()
+        .unwrap_or(0);
+    p.lp_mut(target).body.insert(first, top);
+    Ok(())
+}
+
+/// Moves consumer `b` under `target`, after the last producer there, computing the
+/// region its producers write in one iteration of `target`.
+pub fn reverse_compute_at(p: &mut Program, b: BlockId, target: LoopId) -> Result<()> {
+    let name = p.block(b).name.clone();
+    let tname = p.loop_name(target).to_string();
+    common_checks(p, b, target)?;
+    // 1. The block reads one produced buffer, all of whose writers are under the target
+    //    and complete there (no reduction still running across iterations of the target).
+    let produced: Vec<(BufferId, Vec<Expr>)> = p
+        .block_reads(b)
+        .into_iter()
+        .filter(|(buf, _)| {
+            p.buffer(*buf).kind != BufferKind::Input && p.writers(*buf).iter().any(|w| *w != b)
+        })
+        .collect();
+    let (buf, read_idx) = match produced.as_slice() {
+        [] => {
+            return Err(ScheduleError::NoConsumers {
+                block: name,
+                what: "producer",
+            })
+        }
+        [one] => one.clone(),
+        many => {
+            let all_same = many.iter().all(|(x, i)| *x == many[0].0 && *i == many[0].1);
+            if !all_same {
+                return Err(ScheduleError::Unsupported {
+                    primitive: "reverse_compute_at",
+                    block: name,
+                    reason: "it reads more than one produced buffer region".into(),
+                });
+            }
+            many[0].clone()
+        }
+    };
+    let producers: Vec<BlockId> = p.writers(buf).into_iter().filter(|w| *w != b).collect();
+    let outside: Vec<BlockId> = producers
+        .iter()
+        .copied()
+        .filter(|w| !p.is_ancestor(target, Node::Block(*w)))
+        .collect();
+    if !outside.is_empty() {
+        return Err(ScheduleError::ProducerNotUnderLoop {
+            block: name,
+            target: tname,
+            producers: block_names(p, &outside),
+        });
+    }
+    let mut fixed_loops = p.ancestors(Node::Loop(target));
+    fixed_loops.push(target);
+    for w in &producers {
+        let blk = p.block(*w);
+        for (iv, e) in blk.iter_vars.iter().zip(&blk.bindings) {
+            if iv.kind == IterKind::Reduce && fixed_loops.iter().any(|l| e.uses_var(p.lp(*l).var)) {
+                return Err(ScheduleError::IncompleteProducer {
+                    block: name,
+                    target: tname,
+                    producer: blk.name.clone(),
+                });
+            }
+        }
+    }
+    let dims = identity_dims(p, b, &read_idx).ok_or_else(|| ScheduleError::Unsupported {
+        primitive: "reverse_compute_at",
+        block: name.clone(),
+        reason: format!(
+            "it does not read {} at its spatial iteration variables",
+            p.buffer(buf).name
+        ),
+    })?;
+    // 2. The region the producers write under one iteration of the target.
+    let accesses: Vec<(BlockId, Vec<Expr>)> = producers
+        .iter()
+        .map(|w| (*w, p.block(*w).body.indices.clone()))
+        .collect();
+    let scope = p.buffer(buf).scope;
+    let reg = region(p, &accesses, target, scope, read_idx.len());
+    // 3. Detach, rebuild, insert after the last producer.
+    remove_exclusive(p, b);
+    let dim_of_iter: BTreeMap<usize, Dim> = dims
+        .iter()
+        .enumerate()
+        .map(|(d, it)| (*it, reg[d].clone()))
+        .collect();
+    let top = rebuild(p, b, &dim_of_iter, Node::Loop(target));
+    let last = producers
+        .iter()
+        .filter_map(|w| child_containing(p, Some(target), Node::Block(*w)))
+        .max()
+        .map_or(0, |i| i + 1);
+    p.lp_mut(target).body.insert(last, top);
+    Ok(())
+}

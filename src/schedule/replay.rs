@@ -1,0 +1,365 @@
+//! Replaying a trace on a program: one function that turns instructions back into
+//! primitive calls.
+//!
+//! Replay keeps the trace's rv names and uses its decisions (sampling afresh where an
+//! instruction has none), so replaying a trace on the workload it came from prints the
+//! same IR, and replaying it with changed decisions gives another candidate of the same
+//! design space, or a typed error.
+
+use super::error::ScheduleError;
+use super::inst::{Decision, InstKind, Instruction, Operand, Trace};
+use super::state::{AnnArg, BlockRv, ExprRv, IntArg, LoopRv, Schedule, Target};
+use crate::ir::Program;
+use thiserror::Error;
+
+/// A trace that does not replay: which instruction, and why.
+#[derive(Debug, Error, Clone, PartialEq)]
+#[error("instruction {index} ({name}): {source}")]
+pub struct ReplayError {
+    /// Position of the instruction in the trace (0-based).
+    pub index: usize,
+    /// The instruction's name.
+    pub name: &'static str,
+    #[source]
+    pub source: ScheduleError,
+}
+
+struct Replayer {
+    sch: Schedule,
+    /// Trace rv index -> rv index in the new schedule.
+    map: Vec<Option<u32>>,
+}
+
+fn bad(what: &'static str, reason: impl Into<String>) -> ScheduleError {
+    ScheduleError::InvalidArgument {
+        what,
+        reason: reason.into(),
+    }
+}
+
+impl Replayer {
+    fn rv(&self, op: &Operand) -> Result<u32, ScheduleError> {
+        match op {
+            Operand::Rv(i) => self
+                .map
+                .get(*i as usize)
+                .copied()
+                .flatten()
+                .ok_or_else(|| bad("operand", format!("rv #{i} is not defined yet"))),
+            other => Err(bad(
+                "operand",
+                format!("expected a variable, found {other:?}"),
+            )),
+        }
+    }
+    fn block(&self, op: &Operand) -> Result<BlockRv, ScheduleError> {
+        self.rv(op).map(BlockRv)
+    }
+    fn lp(&self, op: &Operand) -> Result<LoopRv, ScheduleError> {
+        self.rv(op).map(LoopRv)
+    }
+    fn int_arg(&self, op: &Operand) -> Result<IntArg, ScheduleError> {
+        match op {
+            Operand::Int(v) => Ok(IntArg::Lit(*v)),
+            Operand::Rv(_) => Ok(IntArg::Rv(ExprRv(self.rv(op)?))),
+            Operand::Product(fs) => Ok(IntArg::Product(
+                fs.iter()
+                    .map(|f| self.int_arg(f))
+                    .collect::<Result<_, _>>()?,
+            )),
+            other => Err(bad(
+                "integer",
+                format!("expected an integer, found {other:?}"),
+            )),
+        }
+    }
+    fn attr<'a>(inst: &'a Instruction, name: &str) -> Result<&'a Operand, ScheduleError> {
+        inst.attr(name)
+            .ok_or_else(|| bad("attribute", format!("{} needs {name}=", inst.kind.name())))
+    }
+    fn int(inst: &Instruction, name: &str) -> Result<i64, ScheduleError> {
+        match Self::attr(inst, name)? {
+            Operand::Int(v) => Ok(*v),
+            other => Err(bad(
+                "attribute",
+                format!("{name} must be an integer, found {other:?}"),
+            )),
+        }
+    }
+    fn string<'a>(inst: &'a Instruction, name: &str) -> Result<&'a str, ScheduleError> {
+        match Self::attr(inst, name)? {
+            Operand::Str(s) => Ok(s),
+            other => Err(bad(
+                "attribute",
+                format!("{name} must be a string, found {other:?}"),
+            )),
+        }
+    }
+    fn input<'a>(inst: &'a Instruction, i: usize) -> Result<&'a Operand, ScheduleError> {
+        inst.inputs.get(i).ok_or_else(|| {
+            bad(
+                "input",
+                format!("{} needs {} inputs", inst.kind.name(), i + 1),
+            )
+        })
+    }
+
+    /// Runs one instruction; returns the new rv indices of its outputs.
+    fn step(&mut self, inst: &Instruction) -> Result<Vec<u32>, ScheduleError> {
+        use InstKind::*;
+        let s = &mut self.sch;
+        let outs: Vec<u32> = match inst.kind {
+            GetBlock => {
+                let name = Self::string(inst, "name")?.to_string();
+                vec![s.get_block(&name)?.0]
+            }
+            GetLoops => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                self.sch.get_loops(b)?.into_iter().map(|l| l.0).collect()
+            }
+            GetConsumers => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                self.sch
+                    .get_consumers(b)?
+                    .into_iter()
+                    .map(|l| l.0)
+                    .collect()
+            }
+            GetProducers => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                self.sch
+                    .get_producers(b)?
+                    .into_iter()
+                    .map(|l| l.0)
+                    .collect()
+            }
+            Split => {
+                let l = self.lp(Self::input(inst, 0)?)?;
+                let Operand::List(fs) = Self::attr(inst, "factors")? else {
+                    return Err(bad("factors", "expected a list"));
+                };
+                let factors: Vec<Option<IntArg>> = fs
+                    .iter()
+                    .map(|f| {
+                        if *f == Operand::None {
+                            Ok(None)
+                        } else {
+                            self.int_arg(f).map(Some)
+                        }
+                    })
+                    .collect::<Result<_, _>>()?;
+                self.sch
+                    .split(l, &factors)?
+                    .into_iter()
+                    .map(|l| l.0)
+                    .collect()
+            }
+            Fuse => {
+                let ls: Vec<LoopRv> = inst
+                    .inputs
+                    .iter()
+                    .map(|o| self.lp(o))
+                    .collect::<Result<_, _>>()?;
+                vec![self.sch.fuse(&ls)?.0]
+            }
+            Reorder => {
+                let ls: Vec<LoopRv> = inst
+                    .inputs
+                    .iter()
+                    .map(|o| self.lp(o))
+                    .collect::<Result<_, _>>()?;
+                self.sch.reorder(&ls)?;
+                vec![]
+            }
+            Bind => {
+                let l = self.lp(Self::input(inst, 0)?)?;
+                let t = Self::string(inst, "thread")?.to_string();
+                self.sch.bind(l, &t)?;
+                vec![]
+            }
+            Vectorize | Unroll | Parallel => {
+                let l = self.lp(Self::input(inst, 0)?)?;
+                match inst.kind {
+                    Vectorize => self.sch.vectorize(l)?,
+                    Unroll => self.sch.unroll(l)?,
+                    _ => self.sch.parallel(l)?,
+                }
+                vec![]
+            }
+            Annotate => {
+                let op = Self::input(inst, 0)?;
+                let idx = self.rv(op)?;
+                let target = match self.sch.trace().rvs.get(idx as usize).map(|r| r.kind) {
+                    Some(super::inst::RvKind::Loop) => Target::Loop(LoopRv(idx)),
+                    _ => Target::Block(BlockRv(idx)),
+                };
+                let key = Self::string(inst, "key")?.to_string();
+                let value = match Self::attr(inst, "value")? {
+                    Operand::Int(v) => AnnArg::Int(*v),
+                    Operand::Str(v) => AnnArg::Str(v.clone()),
+                    o @ Operand::Rv(_) => AnnArg::Rv(ExprRv(self.rv(o)?)),
+                    other => return Err(bad("annotate value", format!("{other:?}"))),
+                };
+                self.sch.annotate(target, &key, value)?;
+                vec![]
+            }
+            CacheRead | CacheWrite => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                let scope = Self::string(inst, "scope")?.to_string();
+                if inst.kind == CacheRead {
+                    vec![
+                        self.sch
+                            .cache_read(b, Self::int(inst, "read_index")?, &scope)?
+                            .0,
+                    ]
+                } else {
+                    vec![
+                        self.sch
+                            .cache_write(b, Self::int(inst, "write_index")?, &scope)?
+                            .0,
+                    ]
+                }
+            }
+            ComputeAt | ReverseComputeAt | DecomposeReduction => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                let l = self.lp(Self::input(inst, 1)?)?;
+                match inst.kind {
+                    ComputeAt => {
+                        self.sch.compute_at(b, l)?;
+                        vec![]
+                    }
+                    ReverseComputeAt => {
+                        self.sch.reverse_compute_at(b, l)?;
+                        vec![]
+                    }
+                    _ => vec![self.sch.decompose_reduction(b, l)?.0],
+                }
+            }
+            ComputeInline | ReverseComputeInline => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                if inst.kind == ComputeInline {
+                    self.sch.compute_inline(b)?
+                } else {
+                    self.sch.reverse_compute_inline(b)?
+                }
+                vec![]
+            }
+            StorageAlign => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                self.sch.storage_align(
+                    b,
+                    Self::int(inst, "buffer_index")?,
+                    Self::int(inst, "axis")?,
+                    Self::int(inst, "factor")?,
+                    Self::int(inst, "offset")?,
+                )?;
+                vec![]
+            }
+            SamplePerfectTile => {
+                let l = self.lp(Self::input(inst, 0)?)?;
+                let decision = match &inst.decision {
+                    Some(Decision::Tile(t)) => Some(t.clone()),
+                    None => None,
+                    Some(other) => {
+                        return Err(bad(
+                            "decision",
+                            format!("{other:?} for sample_perfect_tile"),
+                        ))
+                    }
+                };
+                let n = Self::int(inst, "n")?;
+                let m = Self::int(inst, "max_innermost_factor")?;
+                self.sch
+                    .sample_perfect_tile(l, n, m, decision)?
+                    .into_iter()
+                    .map(|v| v.0)
+                    .collect()
+            }
+            SampleCategorical => {
+                let ints = |o: &Operand| -> Result<Vec<i64>, ScheduleError> {
+                    match o {
+                        Operand::List(xs) => xs
+                            .iter()
+                            .map(|x| match x {
+                                Operand::Int(v) => Ok(*v),
+                                other => Err(bad("candidates", format!("{other:?}"))),
+                            })
+                            .collect(),
+                        other => Err(bad("candidates", format!("{other:?}"))),
+                    }
+                };
+                let floats = |o: &Operand| -> Result<Vec<f64>, ScheduleError> {
+                    match o {
+                        Operand::List(xs) => xs
+                            .iter()
+                            .map(|x| match x {
+                                Operand::Float(v) => Ok(*v),
+                                Operand::Int(v) => Ok(*v as f64),
+                                other => Err(bad("probs", format!("{other:?}"))),
+                            })
+                            .collect(),
+                        other => Err(bad("probs", format!("{other:?}"))),
+                    }
+                };
+                let c = ints(Self::attr(inst, "candidates")?)?;
+                let p = floats(Self::attr(inst, "probs")?)?;
+                let decision = match &inst.decision {
+                    Some(Decision::Categorical(i)) => Some(*i),
+                    None => None,
+                    Some(other) => {
+                        return Err(bad("decision", format!("{other:?} for sample_categorical")))
+                    }
+                };
+                vec![self.sch.sample_categorical(&c, &p, decision)?.0]
+            }
+        };
+        Ok(outs)
+    }
+}
+
+/// Replays `trace` on `prog`. Sampling instructions without a decision draw from `seed`.
+pub fn replay(trace: &Trace, prog: Program, seed: u64) -> Result<Schedule, ReplayError> {
+    let mut r = Replayer {
+        sch: Schedule::new(prog, seed),
+        map: vec![None; trace.rvs.len()],
+    };
+    for (index, inst) in trace.insts.iter().enumerate() {
+        let err = |source| ReplayError {
+            index,
+            name: inst.kind.name(),
+            source,
+        };
+        let names: Vec<String> = inst
+            .outputs
+            .iter()
+            .map(|o| {
+                trace
+                    .rvs
+                    .get(*o as usize)
+                    .map_or_else(|| "_".into(), |r| r.name.clone())
+            })
+            .collect();
+        r.sch.next_names = Some(names);
+        let outs = r.step(inst).map_err(err)?;
+        r.sch.next_names = None;
+        let fixed_arity = !matches!(
+            inst.kind,
+            InstKind::GetLoops | InstKind::GetConsumers | InstKind::GetProducers
+        );
+        if outs.len() != inst.outputs.len()
+            && !(fixed_arity && inst.outputs.is_empty() && outs.is_empty())
+        {
+            return Err(err(ScheduleError::OutputCount {
+                instruction: inst.kind.name().into(),
+                given: inst.outputs.len(),
+                actual: outs.len(),
+            }));
+        }
+        for (o, n) in inst.outputs.iter().zip(outs) {
+            if let Some(slot) = r.map.get_mut(*o as usize) {
+                *slot = Some(n);
+            }
+        }
+    }
+    Ok(r.sch)
+}

@@ -1,0 +1,705 @@
+//! The [`Schedule`]: a program being transformed, the trace of what was done to it, and
+//! the random variables that name its blocks, loops and sampled values.
+//!
+//! Every public method is one primitive: it checks, transforms, verifies and records one
+//! [`Instruction`]. A primitive that fails (or whose result does not verify) leaves the
+//! program exactly as it was and records nothing.
+
+use super::annotation::{self, AnnTarget};
+use super::error::{Result, ScheduleError};
+use super::inst::{Decision, InstKind, Instruction, Operand, RvInfo, RvKind, Trace};
+use super::{cache, compute_at, get, inline, loop_transformation, reduction, sampling};
+use crate::ir::{AnnValue, BlockId, LoopId, Node, Program};
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::HashSet;
+
+/// A block random variable: an index into the trace's rvs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BlockRv(pub u32);
+/// A loop random variable.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct LoopRv(pub u32);
+/// An integer random variable (a sampled value).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ExprRv(pub u32);
+
+/// An integer argument: a literal, a sampled value, or a product of them.
+#[derive(Clone, Debug, PartialEq)]
+pub enum IntArg {
+    Lit(i64),
+    Rv(ExprRv),
+    Product(Vec<IntArg>),
+}
+
+impl From<i64> for IntArg {
+    fn from(v: i64) -> IntArg {
+        IntArg::Lit(v)
+    }
+}
+impl From<ExprRv> for IntArg {
+    fn from(v: ExprRv) -> IntArg {
+        IntArg::Rv(v)
+    }
+}
+
+/// The value of an annotation argument.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AnnArg {
+    Int(i64),
+    Str(String),
+    Rv(ExprRv),
+}
+
+/// What an annotation is attached to.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Target {
+    Block(BlockRv),
+    Loop(LoopRv),
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum RvValue {
+    Block(BlockId),
+    Loop(LoopId),
+    Int(i64),
+}
+
+/// A program under transformation, with its trace.
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    prog: Program,
+    trace: Trace,
+    values: Vec<RvValue>,
+    rng: ChaCha8Rng,
+    /// Output names to use for the next instruction (set by replay).
+    pub(crate) next_names: Option<Vec<String>>,
+    verify: bool,
+}
+
+/// Checks run after every primitive.
+fn post_check(p: &Program) -> std::result::Result<(), String> {
+    let _ = p;
+    Ok(())
+}
+
+impl Schedule {
+    /// A schedule of `prog` whose sampling instructions draw from `seed`.
+    pub fn new(prog: Program, seed: u64) -> Schedule {
+        Schedule {
+            prog,
+            trace: Trace::default(),
+            values: Vec::new(),
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            next_names: None,
+            verify: true,
+        }
+    }
+
+    /// Turns the verifier after each primitive off (it is on by default).
+    pub fn without_verifier(mut self) -> Schedule {
+        self.verify = false;
+        self
+    }
+
+    pub fn program(&self) -> &Program {
+        &self.prog
+    }
+    pub fn into_program(self) -> Program {
+        self.prog
+    }
+    pub fn trace(&self) -> &Trace {
+        &self.trace
+    }
+
+    /// The name an rv prints as.
+    pub fn rv_name(&self, rv: u32) -> &str {
+        self.trace
+            .rvs
+            .get(rv as usize)
+            .map_or("?", |r| r.name.as_str())
+    }
+
+    // ----- rv resolution ----------------------------------------------------------------
+
+    fn block_id(&self, rv: BlockRv) -> Result<BlockId> {
+        match self.values.get(rv.0 as usize) {
+            Some(RvValue::Block(b)) if self.prog.is_live(Node::Block(*b)) => Ok(*b),
+            Some(RvValue::Block(_)) => Err(ScheduleError::StaleRv {
+                rv: self.rv_name(rv.0).into(),
+                kind: "block",
+            }),
+            _ => Err(ScheduleError::RvKind {
+                rv: self.rv_name(rv.0).into(),
+                expected: "block",
+            }),
+        }
+    }
+    fn loop_id(&self, rv: LoopRv) -> Result<LoopId> {
+        match self.values.get(rv.0 as usize) {
+            Some(RvValue::Loop(l)) if self.prog.is_live(Node::Loop(*l)) => Ok(*l),
+            Some(RvValue::Loop(_)) => Err(ScheduleError::StaleRv {
+                rv: self.rv_name(rv.0).into(),
+                kind: "loop",
+            }),
+            _ => Err(ScheduleError::RvKind {
+                rv: self.rv_name(rv.0).into(),
+                expected: "loop",
+            }),
+        }
+    }
+    /// The value of a sampled integer.
+    pub fn value(&self, rv: ExprRv) -> Result<i64> {
+        match self.values.get(rv.0 as usize) {
+            Some(RvValue::Int(v)) => Ok(*v),
+            _ => Err(ScheduleError::RvKind {
+                rv: self.rv_name(rv.0).into(),
+                expected: "sampled integer",
+            }),
+        }
+    }
+    fn int(&self, a: &IntArg) -> Result<i64> {
+        match a {
+            IntArg::Lit(v) => Ok(*v),
+            IntArg::Rv(r) => self.value(*r),
+            IntArg::Product(fs) => fs.iter().try_fold(1i64, |acc, f| {
+                let v = self.int(f)?;
+                acc.checked_mul(v)
+                    .ok_or_else(|| ScheduleError::InvalidArgument {
+                        what: "product",
+                        reason: "overflow".into(),
+                    })
+            }),
+        }
+    }
+    fn int_operand(a: &IntArg) -> Operand {
+        match a {
+            IntArg::Lit(v) => Operand::Int(*v),
+            IntArg::Rv(r) => Operand::Rv(r.0),
+            IntArg::Product(fs) => Operand::Product(fs.iter().map(Self::int_operand).collect()),
+        }
+    }
+
+    // ----- recording --------------------------------------------------------------------
+
+    /// Runs a transformation of the program; on error or failed verification restores it.
+    fn transact<T>(
+        &mut self,
+        primitive: &'static str,
+        f: impl FnOnce(&mut Program) -> Result<T>,
+    ) -> Result<T> {
+        let backup = self.prog.clone();
+        let out = f(&mut self.prog);
+        match out {
+            Ok(v) => {
+                if self.verify {
+                    if let Err(reason) = post_check(&self.prog) {
+                        self.prog = backup;
+                        return Err(ScheduleError::Verify { primitive, reason });
+                    }
+                }
+                Ok(v)
+            }
+            Err(e) => {
+                self.prog = backup;
+                Err(e)
+            }
+        }
+    }
+
+    fn default_name(&self, kind: RvKind, value: &RvValue, taken: &HashSet<String>) -> String {
+        let base = match (kind, value) {
+            (RvKind::Loop, RvValue::Loop(l)) => self.prog.loop_name(*l).to_string(),
+            (RvKind::Block, _) => format!(
+                "b{}",
+                self.trace
+                    .rvs
+                    .iter()
+                    .filter(|r| r.kind == RvKind::Block)
+                    .count()
+            ),
+            _ => format!(
+                "v{}",
+                self.trace
+                    .rvs
+                    .iter()
+                    .filter(|r| r.kind == RvKind::Expr)
+                    .count()
+            ),
+        };
+        crate::ir::fresh_name(&base, |n| taken.contains(n))
+    }
+
+    fn record(
+        &mut self,
+        kind: InstKind,
+        inputs: Vec<Operand>,
+        attrs: Vec<(&str, Operand)>,
+        decision: Option<Decision>,
+        outs: Vec<RvValue>,
+    ) -> Vec<u32> {
+        let names = self.next_names.take();
+        let out_kind = kind.signature().output;
+        let mut taken: HashSet<String> = self.trace.rvs.iter().map(|r| r.name.clone()).collect();
+        let mut ids = Vec::new();
+        for (i, v) in outs.into_iter().enumerate() {
+            let rk = match v {
+                RvValue::Block(_) => RvKind::Block,
+                RvValue::Loop(_) => RvKind::Loop,
+                RvValue::Int(_) => RvKind::Expr,
+            };
+            debug_assert!(out_kind.is_none_or(|k| k == rk));
+            let name = match names.as_ref().and_then(|n| n.get(i)) {
+                Some(n) => n.clone(),
+                None => self.default_name(rk, &v, &taken),
+            };
+            taken.insert(name.clone());
+            self.trace.rvs.push(RvInfo { kind: rk, name });
+            self.values.push(v);
+            ids.push(self.trace.rvs.len() as u32 - 1);
+        }
+        self.trace.insts.push(Instruction {
+            kind,
+            inputs,
+            attrs: attrs.into_iter().map(|(k, v)| (k.to_string(), v)).collect(),
+            outputs: ids.clone(),
+            decision,
+        });
+        ids
+    }
+
+    // ----- lookup -----------------------------------------------------------------------
+
+    /// `get_block(name)`.
+    pub fn get_block(&mut self, name: &str) -> Result<BlockRv> {
+        let b = get::get_block(&self.prog, name)?;
+        let ids = self.record(
+            InstKind::GetBlock,
+            vec![],
+            vec![("name", Operand::Str(name.into()))],
+            None,
+            vec![RvValue::Block(b)],
+        );
+        Ok(BlockRv(ids[0]))
+    }
+
+    /// `get_loops(block)`: the loops around the block, outermost first.
+    pub fn get_loops(&mut self, block: BlockRv) -> Result<Vec<LoopRv>> {
+        let b = self.block_id(block)?;
+        let loops = get::get_loops(&self.prog, b);
+        let ids = self.record(
+            InstKind::GetLoops,
+            vec![Operand::Rv(block.0)],
+            vec![],
+            None,
+            loops.into_iter().map(RvValue::Loop).collect(),
+        );
+        Ok(ids.into_iter().map(LoopRv).collect())
+    }
+
+    /// `get_consumers(block)`.
+    pub fn get_consumers(&mut self, block: BlockRv) -> Result<Vec<BlockRv>> {
+        let b = self.block_id(block)?;
+        let bs = get::get_consumers(&self.prog, b);
+        let ids = self.record(
+            InstKind::GetConsumers,
+            vec![Operand::Rv(block.0)],
+            vec![],
+            None,
+            bs.into_iter().map(RvValue::Block).collect(),
+        );
+        Ok(ids.into_iter().map(BlockRv).collect())
+    }
+
+    /// `get_producers(block)`.
+    pub fn get_producers(&mut self, block: BlockRv) -> Result<Vec<BlockRv>> {
+        let b = self.block_id(block)?;
+        let bs = get::get_producers(&self.prog, b);
+        let ids = self.record(
+            InstKind::GetProducers,
+            vec![Operand::Rv(block.0)],
+            vec![],
+            None,
+            bs.into_iter().map(RvValue::Block).collect(),
+        );
+        Ok(ids.into_iter().map(BlockRv).collect())
+    }
+
+    // ----- loop transformations ---------------------------------------------------------
+
+    /// `split(loop, factors)`; one factor may be `None` (inferred).
+    pub fn split(&mut self, lp: LoopRv, factors: &[Option<IntArg>]) -> Result<Vec<LoopRv>> {
+        let l = self.loop_id(lp)?;
+        let values: Vec<Option<i64>> = factors
+            .iter()
+            .map(|f| f.as_ref().map(|a| self.int(a)).transpose())
+            .collect::<Result<_>>()?;
+        let new = self.transact("split", |p| loop_transformation::split(p, l, &values))?;
+        let ops = factors
+            .iter()
+            .map(|f| f.as_ref().map_or(Operand::None, Self::int_operand))
+            .collect();
+        let ids = self.record(
+            InstKind::Split,
+            vec![Operand::Rv(lp.0)],
+            vec![("factors", Operand::List(ops))],
+            None,
+            new.into_iter().map(RvValue::Loop).collect(),
+        );
+        Ok(ids.into_iter().map(LoopRv).collect())
+    }
+
+    /// `fuse(loops...)`.
+    pub fn fuse(&mut self, loops: &[LoopRv]) -> Result<LoopRv> {
+        let ls: Vec<LoopId> = loops
+            .iter()
+            .map(|l| self.loop_id(*l))
+            .collect::<Result<_>>()?;
+        let f = self.transact("fuse", |p| loop_transformation::fuse(p, &ls))?;
+        let ids = self.record(
+            InstKind::Fuse,
+            loops.iter().map(|l| Operand::Rv(l.0)).collect(),
+            vec![],
+            None,
+            vec![RvValue::Loop(f)],
+        );
+        Ok(LoopRv(ids[0]))
+    }
+
+    /// `reorder(loops...)`.
+    pub fn reorder(&mut self, loops: &[LoopRv]) -> Result<()> {
+        let ls: Vec<LoopId> = loops
+            .iter()
+            .map(|l| self.loop_id(*l))
+            .collect::<Result<_>>()?;
+        self.transact("reorder", |p| loop_transformation::reorder(p, &ls))?;
+        self.record(
+            InstKind::Reorder,
+            loops.iter().map(|l| Operand::Rv(l.0)).collect(),
+            vec![],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
+    // ----- loop kinds and annotations ---------------------------------------------------
+
+    /// `bind(loop, thread)`.
+    pub fn bind(&mut self, lp: LoopRv, thread: &str) -> Result<()> {
+        let l = self.loop_id(lp)?;
+        self.transact("bind", |p| annotation::bind(p, l, thread))?;
+        self.record(
+            InstKind::Bind,
+            vec![Operand::Rv(lp.0)],
+            vec![("thread", Operand::Str(thread.into()))],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// `vectorize(loop)`.
+    pub fn vectorize(&mut self, lp: LoopRv) -> Result<()> {
+        let l = self.loop_id(lp)?;
+        self.transact("vectorize", |p| annotation::vectorize(p, l))?;
+        self.record(
+            InstKind::Vectorize,
+            vec![Operand::Rv(lp.0)],
+            vec![],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// `unroll(loop)`.
+    pub fn unroll(&mut self, lp: LoopRv) -> Result<()> {
+        let l = self.loop_id(lp)?;
+        self.transact("unroll", |p| annotation::unroll(p, l))?;
+        self.record(
+            InstKind::Unroll,
+            vec![Operand::Rv(lp.0)],
+            vec![],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// `parallel(loop)`.
+    pub fn parallel(&mut self, lp: LoopRv) -> Result<()> {
+        let l = self.loop_id(lp)?;
+        self.transact("parallel", |p| annotation::parallel(p, l))?;
+        self.record(
+            InstKind::Parallel,
+            vec![Operand::Rv(lp.0)],
+            vec![],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// `annotate(block_or_loop, key, value)`.
+    pub fn annotate(&mut self, target: Target, key: &str, value: AnnArg) -> Result<()> {
+        let (t, op) = match target {
+            Target::Block(b) => (AnnTarget::Block(self.block_id(b)?), Operand::Rv(b.0)),
+            Target::Loop(l) => (AnnTarget::Loop(self.loop_id(l)?), Operand::Rv(l.0)),
+        };
+        let (v, vop) = match &value {
+            AnnArg::Int(i) => (AnnValue::Int(*i), Operand::Int(*i)),
+            AnnArg::Str(s) => (AnnValue::Str(s.clone()), Operand::Str(s.clone())),
+            AnnArg::Rv(r) => (AnnValue::Int(self.value(*r)?), Operand::Rv(r.0)),
+        };
+        self.transact("annotate", |p| annotation::annotate(p, t, key, v))?;
+        self.record(
+            InstKind::Annotate,
+            vec![op],
+            vec![("key", Operand::Str(key.into())), ("value", vop)],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// `storage_align(block, buffer_index, axis, factor, offset)`.
+    pub fn storage_align(
+        &mut self,
+        block: BlockRv,
+        buffer_index: i64,
+        axis: i64,
+        factor: i64,
+        offset: i64,
+    ) -> Result<()> {
+        let b = self.block_id(block)?;
+        self.transact("storage_align", |p| {
+            annotation::storage_align(p, b, buffer_index, axis, factor, offset)
+        })?;
+        self.record(
+            InstKind::StorageAlign,
+            vec![Operand::Rv(block.0)],
+            vec![
+                ("buffer_index", Operand::Int(buffer_index)),
+                ("axis", Operand::Int(axis)),
+                ("factor", Operand::Int(factor)),
+                ("offset", Operand::Int(offset)),
+            ],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
+    // ----- caches, compute location, inlining, reduction --------------------------------
+
+    /// `cache_read(block, read_index, scope)`: returns the copy block.
+    pub fn cache_read(&mut self, block: BlockRv, read_index: i64, scope: &str) -> Result<BlockRv> {
+        let b = self.block_id(block)?;
+        let nb = self.transact("cache_read", |p| cache::cache_read(p, b, read_index, scope))?;
+        let ids = self.record(
+            InstKind::CacheRead,
+            vec![Operand::Rv(block.0)],
+            vec![
+                ("read_index", Operand::Int(read_index)),
+                ("scope", Operand::Str(scope.into())),
+            ],
+            None,
+            vec![RvValue::Block(nb)],
+        );
+        Ok(BlockRv(ids[0]))
+    }
+
+    /// `cache_write(block, write_index, scope)`: returns the copy-back block.
+    pub fn cache_write(
+        &mut self,
+        block: BlockRv,
+        write_index: i64,
+        scope: &str,
+    ) -> Result<BlockRv> {
+        let b = self.block_id(block)?;
+        let nb = self.transact("cache_write", |p| {
+            cache::cache_write(p, b, write_index, scope)
+        })?;
+        let ids = self.record(
+            InstKind::CacheWrite,
+            vec![Operand::Rv(block.0)],
+            vec![
+                ("write_index", Operand::Int(write_index)),
+                ("scope", Operand::Str(scope.into())),
+            ],
+            None,
+            vec![RvValue::Block(nb)],
+        );
+        Ok(BlockRv(ids[0]))
+    }
+
+    /// `compute_at(block, loop)`.
+    pub fn compute_at(&mut self, block: BlockRv, lp: LoopRv) -> Result<()> {
+        let (b, l) = (self.block_id(block)?, self.loop_id(lp)?);
+        self.transact("compute_at", |p| compute_at::compute_at(p, b, l))?;
+        self.record(
+            InstKind::ComputeAt,
+            vec![Operand::Rv(block.0), Operand::Rv(lp.0)],
+            vec![],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// `reverse_compute_at(block, loop)`.
+    pub fn reverse_compute_at(&mut self, block: BlockRv, lp: LoopRv) -> Result<()> {
+        let (b, l) = (self.block_id(block)?, self.loop_id(lp)?);
+        self.transact("reverse_compute_at", |p| {
+            compute_at::reverse_compute_at(p, b, l)
+        })?;
+        self.record(
+            InstKind::ReverseComputeAt,
+            vec![Operand::Rv(block.0), Operand::Rv(lp.0)],
+            vec![],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// `compute_inline(block)`.
+    pub fn compute_inline(&mut self, block: BlockRv) -> Result<()> {
+        let b = self.block_id(block)?;
+        self.transact("compute_inline", |p| inline::compute_inline(p, b))?;
+        self.record(
+            InstKind::ComputeInline,
+            vec![Operand::Rv(block.0)],
+            vec![],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// `reverse_compute_inline(block)`.
+    pub fn reverse_compute_inline(&mut self, block: BlockRv) -> Result<()> {
+        let b = self.block_id(block)?;
+        self.transact("reverse_compute_inline", |p| {
+            inline::reverse_compute_inline(p, b)
+        })?;
+        self.record(
+            InstKind::ReverseComputeInline,
+            vec![Operand::Rv(block.0)],
+            vec![],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// `decompose_reduction(block, loop)`: returns the init block.
+    pub fn decompose_reduction(&mut self, block: BlockRv, lp: LoopRv) -> Result<BlockRv> {
+        let (b, l) = (self.block_id(block)?, self.loop_id(lp)?);
+        let ib = self.transact("decompose_reduction", |p| {
+            reduction::decompose_reduction(p, b, l)
+        })?;
+        let ids = self.record(
+            InstKind::DecomposeReduction,
+            vec![Operand::Rv(block.0), Operand::Rv(lp.0)],
+            vec![],
+            None,
+            vec![RvValue::Block(ib)],
+        );
+        Ok(BlockRv(ids[0]))
+    }
+
+    // ----- sampling ---------------------------------------------------------------------
+
+    /// `sample_perfect_tile(loop, n, max_innermost_factor)`: `n` factors of the loop's
+    /// extent. With `decision`, checks and uses it instead of sampling.
+    pub fn sample_perfect_tile(
+        &mut self,
+        lp: LoopRv,
+        n: i64,
+        max_innermost: i64,
+        decision: Option<Vec<i64>>,
+    ) -> Result<Vec<ExprRv>> {
+        let l = self.loop_id(lp)?;
+        let extent = self.prog.lp(l).extent;
+        if !(1..=16).contains(&n) {
+            return Err(ScheduleError::InvalidArgument {
+                what: "sample_perfect_tile n",
+                reason: format!("{n} is not in 1..=16"),
+            });
+        }
+        let tiles = match decision {
+            Some(t) => {
+                sampling::check_tile(extent, n as usize, max_innermost, &t).map_err(|reason| {
+                    ScheduleError::InvalidDecision {
+                        instruction: format!("sample_perfect_tile({})", self.rv_name(lp.0)),
+                        decision: format!("{t:?}"),
+                        reason,
+                    }
+                })?;
+                t
+            }
+            None => sampling::sample_tile(&mut self.rng, extent, n as usize, max_innermost)?,
+        };
+        let ids = self.record(
+            InstKind::SamplePerfectTile,
+            vec![Operand::Rv(lp.0)],
+            vec![
+                ("n", Operand::Int(n)),
+                ("max_innermost_factor", Operand::Int(max_innermost)),
+            ],
+            Some(Decision::Tile(tiles.clone())),
+            tiles.into_iter().map(RvValue::Int).collect(),
+        );
+        Ok(ids.into_iter().map(ExprRv).collect())
+    }
+
+    /// `sample_categorical(candidates, probs)`: one of the candidates. With `decision`
+    /// (an index), checks and uses it instead of sampling.
+    pub fn sample_categorical(
+        &mut self,
+        candidates: &[i64],
+        probs: &[f64],
+        decision: Option<usize>,
+    ) -> Result<ExprRv> {
+        if candidates.is_empty() || candidates.len() != probs.len() {
+            return Err(ScheduleError::InvalidArgument {
+                what: "sample_categorical",
+                reason: format!(
+                    "{} candidates and {} probabilities",
+                    candidates.len(),
+                    probs.len()
+                ),
+            });
+        }
+        let index = match decision {
+            Some(i) if i < candidates.len() => i,
+            Some(i) => {
+                return Err(ScheduleError::InvalidDecision {
+                    instruction: "sample_categorical".into(),
+                    decision: i.to_string(),
+                    reason: format!("there are {} candidates", candidates.len()),
+                })
+            }
+            None => sampling::sample_index(&mut self.rng, probs)?,
+        };
+        let ids = self.record(
+            InstKind::SampleCategorical,
+            vec![],
+            vec![
+                (
+                    "candidates",
+                    Operand::List(candidates.iter().map(|c| Operand::Int(*c)).collect()),
+                ),
+                (
+                    "probs",
+                    Operand::List(probs.iter().map(|p| Operand::Float(*p)).collect()),
+                ),
+            ],
+            Some(Decision::Categorical(index)),
+            vec![RvValue::Int(candidates[index])],
+        );
+        Ok(ExprRv(ids[0]))
+    }
+}

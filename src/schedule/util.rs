@@ -1,0 +1,136 @@
+//! Helpers shared by the primitives: tree surgery, substitution into bindings, names.
+
+use crate::ir::interval::Interval;
+use crate::ir::simplify::simplify;
+use crate::ir::{BinOp, BlockId, Expr, LoopId, LoopKind, Node, Program, VarId};
+use std::collections::{BTreeMap, HashSet};
+
+/// How a loop kind reads in messages.
+pub fn kind_str(k: LoopKind) -> String {
+    match k {
+        LoopKind::Serial => "serial".into(),
+        LoopKind::Parallel => "parallel".into(),
+        LoopKind::Vectorized => "vectorized".into(),
+        LoopKind::Unrolled => "unrolled".into(),
+        LoopKind::Thread(t) => format!("bound to {t}"),
+    }
+}
+
+/// Names of loops visible around `node`: its ancestors and everything under it.
+pub fn names_in_scope(p: &Program, node: Node) -> HashSet<String> {
+    let mut names: HashSet<String> = p
+        .ancestors(node)
+        .iter()
+        .map(|l| p.loop_name(*l).to_string())
+        .collect();
+    if let Node::Loop(l) = node {
+        names.extend(p.loops_under(l).iter().map(|c| p.loop_name(*c).to_string()));
+    }
+    names
+}
+
+/// A name not in `taken`: `base`, else `base_1`, ...
+pub fn unique(base: &str, taken: &HashSet<String>) -> String {
+    crate::ir::fresh_name(base, |n| taken.contains(n))
+}
+
+/// Replaces `old` by `new` at its place in the tree.
+pub fn replace_node(p: &mut Program, old: Node, new: Node) {
+    if let Some(place) = p.place(old) {
+        p.body_mut(place.parent)[place.index] = new;
+    }
+}
+
+/// Range of every live loop variable.
+pub fn loop_ranges(p: &Program) -> BTreeMap<VarId, i64> {
+    p.loop_var_extents()
+}
+
+/// Simplifies an expression over the ranges of live loop variables.
+pub fn simplify_loops(p: &Program, e: &Expr) -> Expr {
+    let ext = loop_ranges(p);
+    simplify(e, &|v| ext.get(&v).map(|&x| Interval::new(0, x - 1)))
+}
+
+/// Simplifies an expression in terms of a block's iteration variables.
+pub fn simplify_iters(p: &Program, b: BlockId, e: &Expr) -> Expr {
+    let ext: BTreeMap<VarId, i64> = p
+        .block(b)
+        .iter_vars
+        .iter()
+        .map(|iv| (iv.var, iv.extent))
+        .collect();
+    simplify(e, &|v| ext.get(&v).map(|&x| Interval::new(0, x - 1)))
+}
+
+/// Conjunction of an optional predicate with another condition, simplified over the live
+/// loops; `None` when it is always true.
+pub fn and_predicate(p: &Program, old: Option<Expr>, extra: Expr) -> Option<Expr> {
+    let e = match old {
+        Some(o) => Expr::bin(BinOp::And, o, extra),
+        None => extra,
+    };
+    normalize_predicate(p, e)
+}
+
+/// Simplifies a predicate over the live loops; `None` when it is always true.
+pub fn normalize_predicate(p: &Program, e: Expr) -> Option<Expr> {
+    let s = simplify_loops(p, &e);
+    match s.as_int() {
+        Some(v) if v != 0 => None,
+        _ => Some(s),
+    }
+}
+
+/// Substitutes loop variables in the bindings and predicates of `blocks`, then simplifies.
+pub fn substitute_bindings(p: &mut Program, blocks: &[BlockId], map: &BTreeMap<VarId, Expr>) {
+    let f = |v: VarId| map.get(&v).cloned();
+    for b in blocks {
+        let blk = p.block(*b).clone();
+        let bindings: Vec<Expr> = blk
+            .bindings
+            .iter()
+            .map(|e| simplify_loops(p, &e.substitute(&f)))
+            .collect();
+        let pred = blk
+            .predicate
+            .as_ref()
+            .and_then(|e| normalize_predicate(p, e.substitute(&f)));
+        let blk = p.block_mut(*b);
+        blk.bindings = bindings;
+        blk.predicate = pred;
+    }
+}
+
+/// Removes a block from the tree together with the chain of loops that contain nothing
+/// else. Returns the removed top node.
+pub fn remove_exclusive(p: &mut Program, b: BlockId) -> Node {
+    let mut top = Node::Block(b);
+    while let Some(parent) = p.parent(top) {
+        if p.lp(parent).body.len() == 1 {
+            top = Node::Loop(parent);
+        } else {
+            break;
+        }
+    }
+    if let Some(place) = p.place(top) {
+        p.body_mut(place.parent).remove(place.index);
+    }
+    top
+}
+
+/// The child of `parent`'s body (index) whose subtree contains `node`, if any.
+pub fn child_containing(p: &Program, parent: Option<LoopId>, node: Node) -> Option<usize> {
+    let body = p.body(parent);
+    body.iter()
+        .position(|c| *c == node || matches!(c, Node::Loop(l) if p.is_ancestor(*l, node)))
+}
+
+/// Names of blocks, joined for messages.
+pub fn block_names(p: &Program, blocks: &[BlockId]) -> String {
+    blocks
+        .iter()
+        .map(|b| p.block(*b).name.clone())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
