@@ -122,7 +122,8 @@ impl Schedule {
 
     // ----- rv resolution ----------------------------------------------------------------
 
-    fn block_id(&self, rv: BlockRv) -> Result<BlockId> {
+    /// The block an rv names, if it is still live.
+    pub fn block_id(&self, rv: BlockRv) -> Result<BlockId> {
         match self.values.get(rv.0 as usize) {
             Some(RvValue::Block(b)) if self.prog.is_live(Node::Block(*b)) => Ok(*b),
             Some(RvValue::Block(_)) => Err(ScheduleError::StaleRv {
@@ -135,7 +136,8 @@ impl Schedule {
             }),
         }
     }
-    fn loop_id(&self, rv: LoopRv) -> Result<LoopId> {
+    /// The loop an rv names, if it is still live.
+    pub fn loop_id(&self, rv: LoopRv) -> Result<LoopId> {
         match self.values.get(rv.0 as usize) {
             Some(RvValue::Loop(l)) if self.prog.is_live(Node::Loop(*l)) => Ok(*l),
             Some(RvValue::Loop(_)) => Err(ScheduleError::StaleRv {

@@ -113,3 +113,186 @@ fn mlc_schedule_prints_like_the_seed() {
     println!("{text}");
     assert!(text.contains("for ax0_ax1_fused_2 in T.vectorized(4):"));
 }
+
+/// Applies `f` expecting an error; asserts the program is unchanged and returns the error.
+fn rejected(sch: &mut Schedule, f: impl FnOnce(&mut Schedule) -> Result<()>) -> ScheduleError {
+    let before = sch.program().clone();
+    let trace_len = sch.trace().insts.len();
+    let err = f(sch).expect_err("the primitive should be rejected");
+    assert_eq!(
+        sch.program(),
+        &before,
+        "a rejected primitive changed the IR: {err}"
+    );
+    assert_eq!(
+        sch.trace().insts.len(),
+        trace_len,
+        "a rejected primitive was recorded"
+    );
+    err
+}
+
+#[test]
+fn fusing_loops_that_are_not_nested_is_rejected() {
+    let mut sch = Schedule::new(matmul(64, 64, 64), 0);
+    let c = sch.get_block("C").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let e = rejected(&mut sch, |s| s.fuse(&[l[0], l[2]]).map(|_| ()));
+    assert_eq!(e.to_string(), "loop k is not directly nested in loop i");
+}
+
+#[test]
+fn fusing_a_loop_with_two_children_is_rejected() {
+    let mut sch = Schedule::new(matmul(64, 64, 64), 0);
+    let c = sch.get_block("C").unwrap();
+    let wb = sch.cache_write(c, 0, "local").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    sch.reverse_compute_at(wb, l[1]).unwrap();
+    let e = rejected(&mut sch, |s| s.fuse(&[l[1], l[2]]).map(|_| ()));
+    assert_eq!(e.to_string(), "loop k is not the only child of loop j");
+}
+
+#[test]
+fn reordering_loops_of_different_nests_is_rejected() {
+    let mut sch = Schedule::new(matmul(64, 64, 64), 0);
+    let c = sch.get_block("C").unwrap();
+    let wb = sch.cache_write(c, 0, "local").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let w = sch.get_loops(wb).unwrap();
+    let e = rejected(&mut sch, |s| s.reorder(&[l[1], w[0]]));
+    assert_eq!(
+        e.to_string(),
+        "loops j, ax0 are not in one chain of nested loops"
+    );
+}
+
+#[test]
+fn binding_a_reduction_loop_to_blockidx_is_rejected() {
+    let mut sch = Schedule::new(matmul(64, 64, 64), 0);
+    let c = sch.get_block("C").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let e = rejected(&mut sch, |s| s.bind(l[2], "blockIdx.x"));
+    assert_eq!(
+        e.to_string(),
+        "cannot bind loop k to blockIdx.x: it carries the reduction of block C"
+    );
+    let e = rejected(&mut sch, |s| s.bind(l[0], "blockIdx.w"));
+    assert!(matches!(e, ScheduleError::UnknownThread { .. }));
+}
+
+#[test]
+fn vectorizing_an_outer_loop_is_rejected() {
+    let mut sch = Schedule::new(matmul(64, 64, 64), 0);
+    let c = sch.get_block("C").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let e = rejected(&mut sch, |s| s.vectorize(l[1]));
+    assert_eq!(
+        e.to_string(),
+        "cannot vectorize loop j: it is not innermost (its body must be a single block)"
+    );
+    let e = rejected(&mut sch, |s| s.vectorize(l[2]));
+    assert!(matches!(e, ScheduleError::LoopCarriesReduction { .. }));
+}
+
+#[test]
+fn compute_at_of_an_output_block_is_rejected() {
+    // The seed's first attempt: compute_at(C_local...) on the write-back block fails
+    // because it is an output block; reverse_compute_at is the primitive for consumers.
+    let mut sch = Schedule::new(matmul(64, 64, 64), 0);
+    let c = sch.get_block("C").unwrap();
+    let wb = sch.cache_write(c, 0, "local").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let e = rejected(&mut sch, |s| s.compute_at(wb, l[1]));
+    assert!(
+        e.to_string().starts_with(
+            "block C_local writes the output buffer C; compute_at cannot move an output block"
+        ),
+        "{e}"
+    );
+    sch.reverse_compute_at(wb, l[1]).unwrap();
+}
+
+#[test]
+fn compute_at_with_a_consumer_outside_the_loop_is_rejected() {
+    // The seed's second error: the shared cache's consumer is the local cache, which must
+    // be moved under the loop first.
+    let mut sch = Schedule::new(matmul(64, 64, 64), 0);
+    let c = sch.get_block("C").unwrap();
+    let a_shared = sch.cache_read(c, 0, "shared").unwrap();
+    let a_local = sch.cache_read(c, 0, "local").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let k = sch.split(l[2], &[None, Some(8.into())]).unwrap();
+    let e = rejected(&mut sch, |s| s.compute_at(a_shared, k[0]));
+    assert_eq!(
+        e.to_string(),
+        "compute_at of A_shared under loop k_0: consumer A_shared_local is not under loop k_0"
+    );
+    sch.compute_at(a_local, k[1]).unwrap();
+    sch.compute_at(a_shared, k[0]).unwrap();
+}
+
+#[test]
+fn shared_cache_under_k0_covers_one_block_tile() {
+    let mut sch = Schedule::new(matmul(1024, 1024, 1024), 0);
+    let c = sch.get_block("C").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let i = sch
+        .split(l[0], &[None, Some(8.into()), Some(8.into())])
+        .unwrap();
+    let j = sch
+        .split(l[1], &[None, Some(8.into()), Some(8.into())])
+        .unwrap();
+    let k = sch.split(l[2], &[None, Some(8.into())]).unwrap();
+    sch.reorder(&[i[0], j[0], i[1], j[1], k[0], k[1], i[2], j[2]])
+        .unwrap();
+    sch.bind(i[0], "blockIdx.y").unwrap();
+    sch.bind(j[0], "blockIdx.x").unwrap();
+    let tx = sch.fuse(&[i[1], j[1]]).unwrap();
+    sch.bind(tx, "threadIdx.x").unwrap();
+    let a = sch.cache_read(c, 0, "shared").unwrap();
+    sch.compute_at(a, k[0]).unwrap();
+    let loops = sch.get_loops(a).unwrap();
+    let p = sch.program();
+    let extents: Vec<i64> = loops
+        .iter()
+        .map(|l| p.lp(sch.loop_id(*l).unwrap()).extent)
+        .collect();
+    assert_eq!(
+        &extents[extents.len() - 2..],
+        &[64, 8],
+        "A_shared should be a 64x8 tile under k_0"
+    );
+}
+
+#[test]
+fn imperfect_split_adds_a_predicate() {
+    let mut sch = Schedule::new(matmul(10, 8, 8), 0);
+    let c = sch.get_block("C").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    sch.split(l[0], &[None, Some(4.into())]).unwrap();
+    let text = print_program(sch.program());
+    assert!(
+        text.contains("for i_0, i_1, j, k in T.grid(3, 4, 8, 8):"),
+        "{text}"
+    );
+    assert!(text.contains("T.where(i_0 * 4 + i_1 < 10)"), "{text}");
+}
+
+#[test]
+fn sampled_tiles_split_a_loop_and_bad_decisions_are_errors() {
+    let mut sch = Schedule::new(matmul(64, 64, 64), 3);
+    let c = sch.get_block("C").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let t = sch.sample_perfect_tile(l[0], 3, 8, None).unwrap();
+    let prod: i64 = t.iter().map(|v| sch.value(*v).unwrap()).product();
+    assert_eq!(prod, 64);
+    sch.split(
+        l[0],
+        &[Some(t[0].into()), Some(t[1].into()), Some(t[2].into())],
+    )
+    .unwrap();
+    let e = sch
+        .sample_perfect_tile(l[1], 2, 64, Some(vec![3, 3]))
+        .unwrap_err();
+    assert!(matches!(e, ScheduleError::InvalidDecision { .. }), "{e}");
+}
