@@ -5,6 +5,7 @@ pub mod expr;
 pub mod ids;
 pub mod interval;
 pub mod program;
+pub mod verify;
 
 pub use expr::{BinOp, DType, Expr, UnOp};
 pub use ids::{BlockId, BufferId, LoopId, VarId};
@@ -12,3 +13,4 @@ pub use program::{
     fresh_name, AnnValue, Block, Buffer, BufferKind, Dim3, IterKind, IterVar, Loop, LoopKind, Node, Place, Program,
     Scope, Store, StorageAlign, ThreadTag, Var,
 };
+pub use verify::{verify, verify_all, VerifyError, VerifyResult};
