@@ -1,3 +1,6 @@
 //! Schedule primitives and traces.
 
 pub mod inst;
+pub mod json;
+pub mod text;
+pub mod validate;
