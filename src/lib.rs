@@ -1,4 +1,6 @@
 //! tessel: an auto-scheduler for tensor programs.
 
+pub mod codegen;
 pub mod ir;
+pub mod lower;
 pub mod schedule;
