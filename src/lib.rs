@@ -3,4 +3,5 @@
 pub mod codegen;
 pub mod ir;
 pub mod lower;
+pub mod measure;
 pub mod schedule;
