@@ -2,3 +2,4 @@
 
 pub mod ir;
 pub mod schedule;
+pub mod workload;
