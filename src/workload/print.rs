@@ -178,6 +178,11 @@ fn write_scalar(
             list(out, &idx.iter().collect::<Vec<_>>());
             out.push(']');
         }
+        Scalar::Bin(BinOp::Max, a, b) if **b == Scalar::Float(0.0) => {
+            out.push_str("relu(");
+            write_scalar(out, a, 0, tensor, axis);
+            out.push(')');
+        }
         Scalar::Bin(op, a, b) => match prec(*op) {
             Some(p) => {
                 write_scalar(out, a, p, tensor, axis);
