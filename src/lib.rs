@@ -6,3 +6,4 @@ pub mod ir;
 pub mod lower;
 pub mod measure;
 pub mod schedule;
+pub mod workload;
