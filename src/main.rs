@@ -5,11 +5,16 @@ use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use tessel::ir::printer::print_program;
+use tessel::lower::{lower, Backend};
 use tessel::schedule::{replay, text, Schedule};
-
+use tessel::workload::{self, Workload};
 
 #[derive(Parser)]
-#[command(name = "tessel", version, about = "An auto-scheduler for tensor programs")]
+#[command(
+    name = "tessel",
+    version,
+    about = "An auto-scheduler for tensor programs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -25,6 +30,10 @@ enum Emit {
     Workload,
     /// The canonical workload text and its key.
     Key,
+    /// CUDA C for the scheduled program (with each kernel's launch configuration).
+    Cuda,
+    /// C for the host CPU.
+    C,
 }
 
 #[derive(Subcommand)]
@@ -51,18 +60,33 @@ enum Command {
 }
 
 fn load_workload(arg: &str) -> Result<Workload> {
-    workload::from_cli(arg, |path| std::fs::read_to_string(path)).with_context(|| format!("workload {arg}"))
+    workload::from_cli(arg, |path| std::fs::read_to_string(path))
+        .with_context(|| format!("workload {arg}"))
 }
 
 fn load_schedule(w: &Workload, path: &PathBuf) -> Result<Schedule> {
-    let src = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let src =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let trace = text::parse(&src).map_err(|e| anyhow::anyhow!("{}:{e}", path.display()))?;
     replay(&trace, w.to_program(), 0).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
+/// Lowers and prints a program for a backend.
+fn generate(p: &tessel::ir::Program, backend: Backend) -> Result<tessel::codegen::Source> {
+    let lowered = lower(p, backend)?;
+    Ok(match backend {
+        Backend::Cuda => tessel::codegen::cuda::generate(&lowered)?,
+        Backend::Cpu => tessel::codegen::cpu::generate(&lowered)?,
+    })
+}
+
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Show { workload, schedule, emit } => {
+        Command::Show {
+            workload,
+            schedule,
+            emit,
+        } => {
             let w = load_workload(&workload)?;
             let sch = match &schedule {
                 Some(path) => load_schedule(&w, path)?,
@@ -73,14 +97,23 @@ fn run(cli: Cli) -> Result<()> {
                 Emit::Trace => print!("{}", text::print(sch.trace())),
                 Emit::Workload => print!("{}", w.to_text()),
                 Emit::Key => print!("{}\n{}\n", w.canonical_text(), w.key()),
+                Emit::Cuda => print!("{}", generate(sch.program(), Backend::Cuda)?.code),
+                Emit::C => print!("{}", generate(sch.program(), Backend::Cpu)?.code),
             }
         }
-        Command::Check { workload, schedule, seed } => {
+        Command::Check {
+            workload,
+            schedule,
+            seed,
+        } => {
             let w = load_workload(&workload)?;
             let sch = load_schedule(&w, &schedule)?;
             let reference = w.to_program();
             match tessel::interp::check(&reference, sch.program(), seed) {
-                Ok(err) => println!("ok: relative error {err:.3e} (tolerance {:.0e})", tessel::interp::TOLERANCE),
+                Ok(err) => println!(
+                    "ok: relative error {err:.3e} (tolerance {:.0e})",
+                    tessel::interp::TOLERANCE
+                ),
                 Err(e) => bail!("check failed: {e}"),
             }
         }

@@ -16,15 +16,26 @@ pub(super) enum Dialect {
 }
 
 const KEYWORDS: &[&str] = &[
-    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float",
-    "for", "goto", "if", "int", "long", "register", "return", "short", "signed", "sizeof", "static", "struct", "switch",
-    "typedef", "union", "unsigned", "void", "volatile", "while", "half", "float4", "float2", "dim3", "main",
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+    "enum", "extern", "float", "for", "goto", "if", "int", "long", "register", "return", "short",
+    "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void",
+    "volatile", "while", "half", "float4", "float2", "dim3", "main",
 ];
 
 /// A C identifier for a program name.
 pub(super) fn ident(name: &str) -> String {
-    let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
-    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) || KEYWORDS.contains(&s.as_str()) {
+    let mut s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) || KEYWORDS.contains(&s.as_str())
+    {
         s = format!("v_{s}");
     }
     s
@@ -37,7 +48,11 @@ pub(super) fn ctype(d: DType, dialect: Dialect) -> Result<&'static str> {
         DType::Bool => Ok("bool"),
         DType::F16 => Err(CodegenError::Unsupported {
             what: "float16".into(),
-            backend: if dialect == Dialect::Cuda { "cuda" } else { "cpu" },
+            backend: if dialect == Dialect::Cuda {
+                "cuda"
+            } else {
+                "cpu"
+            },
         }),
     }
 }
@@ -62,7 +77,13 @@ impl<'a> Printer<'a> {
             };
             ranges.insert(*v, ext);
         }
-        Printer { p, k, dialect, out: String::new(), ranges }
+        Printer {
+            p,
+            k,
+            dialect,
+            out: String::new(),
+            ranges,
+        }
     }
 
     pub fn var(&self, v: VarId) -> String {
@@ -86,7 +107,9 @@ impl<'a> Printer<'a> {
     }
 
     fn nonneg(&self, e: &Expr) -> bool {
-        let r = range_of(e, &|v| self.ranges.get(&v).map(|&x| Interval::new(0, x - 1)));
+        let r = range_of(e, &|v| {
+            self.ranges.get(&v).map(|&x| Interval::new(0, x - 1))
+        });
         r.is_bounded() && r.min >= 0
     }
 
@@ -95,7 +118,9 @@ impl<'a> Printer<'a> {
             Expr::Int(v) => v.to_string(),
             Expr::Float(v) => float_lit(*v, self.dialect),
             Expr::Var(v) => self.var(*v),
-            Expr::Load(b, idx) => format!("{}[{}]", ident(&self.p.buffer(*b).name), self.expr(&idx[0])),
+            Expr::Load(b, idx) => {
+                format!("{}[{}]", ident(&self.p.buffer(*b).name), self.expr(&idx[0]))
+            }
             Expr::Bin(op, a, b) => {
                 let (x, y) = (self.expr(a), self.expr(b));
                 let fl = self.is_float(a) || self.is_float(b);
@@ -137,8 +162,14 @@ impl<'a> Printer<'a> {
                     UnOp::Abs => format!("fabsf({x})"),
                 }
             }
-            Expr::Select(c, a, b) => format!("({} ? {} : {})", self.expr(c), self.expr(a), self.expr(b)),
-            Expr::Cast(t, a) => format!("(({}){})", ctype(*t, self.dialect).unwrap_or("float"), self.expr(a)),
+            Expr::Select(c, a, b) => {
+                format!("({} ? {} : {})", self.expr(c), self.expr(a), self.expr(b))
+            }
+            Expr::Cast(t, a) => format!(
+                "(({}){})",
+                ctype(*t, self.dialect).unwrap_or("float"),
+                self.expr(a)
+            ),
         }
     }
 
@@ -151,7 +182,12 @@ impl<'a> Printer<'a> {
     }
 
     /// Prints statements; `allocs_at` prints the allocations placed at a loop's body.
-    pub fn stmts(&mut self, body: &[KStmt], depth: usize, allocs_at: &dyn Fn(&mut Self, Option<VarId>, usize)) {
+    pub fn stmts(
+        &mut self,
+        body: &[KStmt],
+        depth: usize,
+        allocs_at: &dyn Fn(&mut Self, Option<VarId>, usize),
+    ) {
         for s in body {
             match s {
                 KStmt::Comment(c) => self.line(depth, &format!("// block {c}")),
@@ -162,12 +198,25 @@ impl<'a> Printer<'a> {
                     self.stmts(then, depth + 1, allocs_at);
                     self.line(depth, "}");
                 }
-                KStmt::Store { buffer, indices, value } => {
-                    let lhs = format!("{}[{}]", ident(&self.p.buffer(*buffer).name), self.expr(&indices[0]));
+                KStmt::Store {
+                    buffer,
+                    indices,
+                    value,
+                } => {
+                    let lhs = format!(
+                        "{}[{}]",
+                        ident(&self.p.buffer(*buffer).name),
+                        self.expr(&indices[0])
+                    );
                     let rhs = self.expr(value);
                     self.line(depth, &format!("{lhs} = {rhs};"));
                 }
-                KStmt::For { var, extent, kind, body } => {
+                KStmt::For {
+                    var,
+                    extent,
+                    kind,
+                    body,
+                } => {
                     self.ranges.insert(*var, *extent);
                     let v = self.var(*var);
                     if *kind == ForKind::Vectorized && self.dialect == Dialect::Cuda {
@@ -188,13 +237,21 @@ impl<'a> Printer<'a> {
                         }
                     }
                     match (kind, self.dialect) {
-                        (ForKind::Unrolled, Dialect::Cuda) | (ForKind::Vectorized, Dialect::Cuda) => self.line(depth, "#pragma unroll"),
-                        (ForKind::Unrolled, Dialect::C) => self.line(depth, &format!("#pragma GCC unroll {}", extent.min(&64))),
+                        (ForKind::Unrolled, Dialect::Cuda)
+                        | (ForKind::Vectorized, Dialect::Cuda) => {
+                            self.line(depth, "#pragma unroll")
+                        }
+                        (ForKind::Unrolled, Dialect::C) => {
+                            self.line(depth, &format!("#pragma GCC unroll {}", extent.min(&64)))
+                        }
                         (ForKind::Vectorized, Dialect::C) => self.line(depth, "#pragma omp simd"),
                         (ForKind::Parallel, _) => self.line(depth, "#pragma omp parallel for"),
                         (ForKind::Serial, _) => {}
                     }
-                    self.line(depth, &format!("for (int {v} = 0; {v} < {extent}; ++{v}) {{"));
+                    self.line(
+                        depth,
+                        &format!("for (int {v} = 0; {v} < {extent}; ++{v}) {{"),
+                    );
                     allocs_at(self, Some(*var), depth + 1);
                     self.stmts(body, depth + 1, allocs_at);
                     self.line(depth, "}");
@@ -207,12 +264,26 @@ impl<'a> Printer<'a> {
     /// `None` prints the loop as an unrolled scalar loop instead.
     fn vector_copy(&self, var: VarId, lanes: i64, body: &[KStmt]) -> Option<String> {
         let (_, store) = crate::lower::kernel_vector_body(body, var).ok()?;
-        let KStmt::Store { buffer, indices, value } = store else { return None };
-        let Expr::Load(src, sidx) = value else { return None };
+        let KStmt::Store {
+            buffer,
+            indices,
+            value,
+        } = store
+        else {
+            return None;
+        };
+        let Expr::Load(src, sidx) = value else {
+            return None;
+        };
         let ty = if lanes == 4 { "float4" } else { "float2" };
         let at_zero = |e: &Expr| e.substitute(&|v| (v == var).then_some(Expr::Int(0)));
-        let d = self.expr(&crate::ir::simplify::simplify(&at_zero(&indices[0]), &|_| None));
-        let s = self.expr(&crate::ir::simplify::simplify(&at_zero(&sidx[0]), &|_| None));
+        let d = self.expr(&crate::ir::simplify::simplify(
+            &at_zero(&indices[0]),
+            &|_| None,
+        ));
+        let s = self.expr(&crate::ir::simplify::simplify(&at_zero(&sidx[0]), &|_| {
+            None
+        }));
         Some(format!(
             "*({ty}*)({} + {d}) = *({ty}*)({} + {s});",
             ident(&self.p.buffer(*buffer).name),

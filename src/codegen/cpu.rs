@@ -27,13 +27,27 @@ pub fn generate(l: &Lowered) -> Result<Source> {
         let params: Vec<String> = k
             .params
             .iter()
-            .map(|b| Ok(format!("{}* restrict {}", ctype(p.buffer(*b).dtype, Dialect::C)?, ident(&p.buffer(*b).name))))
+            .map(|b| {
+                Ok(format!(
+                    "{}* restrict {}",
+                    ctype(p.buffer(*b).dtype, Dialect::C)?,
+                    ident(&p.buffer(*b).name)
+                ))
+            })
             .collect::<Result<_>>()?;
         let _ = writeln!(code, "\nvoid {}({}) {{", ident(&k.name), params.join(", "));
         let mut decls = Vec::new();
         for a in &k.allocs {
             let b = p.buffer(a.buffer);
-            decls.push((a.at, format!("{} {}[{}];", ctype(b.dtype, Dialect::C)?, ident(&b.name), a.size)));
+            decls.push((
+                a.at,
+                format!(
+                    "{} {}[{}];",
+                    ctype(b.dtype, Dialect::C)?,
+                    ident(&b.name),
+                    a.size
+                ),
+            ));
         }
         let mut pr = Printer::new(p, k, Dialect::C);
         let allocs_at = move |pr: &mut Printer, at: Option<crate::ir::VarId>, depth: usize| {
@@ -55,9 +69,20 @@ pub fn generate(l: &Lowered) -> Result<Source> {
             .params
             .iter()
             .enumerate()
-            .map(|(i, b)| Ok(format!("({}*)args[{i}]", ctype(p.buffer(*b).dtype, Dialect::C)?)))
+            .map(|(i, b)| {
+                Ok(format!(
+                    "({}*)args[{i}]",
+                    ctype(p.buffer(*b).dtype, Dialect::C)?
+                ))
+            })
             .collect::<Result<_>>()?;
-        let _ = writeln!(code, "\nvoid tessel_entry_{}(void **args) {{ {}({}); }}", kernels.len(), ident(&k.name), casts.join(", "));
+        let _ = writeln!(
+            code,
+            "\nvoid tessel_entry_{}(void **args) {{ {}({}); }}",
+            kernels.len(),
+            ident(&k.name),
+            casts.join(", ")
+        );
         kernels.push(Launch {
             name: format!("tessel_entry_{}", kernels.len()),
             grid: [1; 3],
@@ -67,6 +92,20 @@ pub fn generate(l: &Lowered) -> Result<Source> {
             params: k.params.iter().map(|b| p.buffer(*b).name.clone()).collect(),
         });
     }
-    let workspaces = l.workspaces.iter().map(|b| (p.buffer(*b).name.clone(), p.buffer(*b).numel(), p.buffer(*b).dtype.bytes())).collect();
-    Ok(Source { code, kernels, workspaces })
+    let workspaces = l
+        .workspaces
+        .iter()
+        .map(|b| {
+            (
+                p.buffer(*b).name.clone(),
+                p.buffer(*b).numel(),
+                p.buffer(*b).dtype.bytes(),
+            )
+        })
+        .collect();
+    Ok(Source {
+        code,
+        kernels,
+        workspaces,
+    })
 }

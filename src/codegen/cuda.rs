@@ -25,7 +25,13 @@ fn kernel(l: &Lowered, k: &Kernel, out: &mut String) -> Result<Launch> {
     let params: Vec<String> = k
         .params
         .iter()
-        .map(|b| Ok(format!("{}* __restrict__ {}", ctype(p.buffer(*b).dtype, Dialect::Cuda)?, ident(&p.buffer(*b).name))))
+        .map(|b| {
+            Ok(format!(
+                "{}* __restrict__ {}",
+                ctype(p.buffer(*b).dtype, Dialect::Cuda)?,
+                ident(&p.buffer(*b).name)
+            ))
+        })
         .collect::<Result<_>>()?;
     let shared = k.shared_bytes(p);
     let dynamic = shared > STATIC_SHARED_LIMIT;
@@ -41,7 +47,13 @@ fn kernel(l: &Lowered, k: &Kernel, out: &mut String) -> Result<Launch> {
         shared,
         if dynamic { " (dynamic)" } else { "" }
     );
-    let _ = writeln!(out, "extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{", k.threads(), ident(&k.name), params.join(", "));
+    let _ = writeln!(
+        out,
+        "extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{",
+        k.threads(),
+        ident(&k.name),
+        params.join(", ")
+    );
     if dynamic {
         out.push_str("  extern __shared__ __align__(16) unsigned char tessel_smem[];\n");
     }
@@ -86,6 +98,20 @@ pub fn generate(l: &Lowered) -> Result<Source> {
         kernels.push(kernel(l, k, &mut code)?);
     }
     let p = &l.program;
-    let workspaces = l.workspaces.iter().map(|b| (p.buffer(*b).name.clone(), p.buffer(*b).numel(), p.buffer(*b).dtype.bytes())).collect();
-    Ok(Source { code, kernels, workspaces })
+    let workspaces = l
+        .workspaces
+        .iter()
+        .map(|b| {
+            (
+                p.buffer(*b).name.clone(),
+                p.buffer(*b).numel(),
+                p.buffer(*b).dtype.bytes(),
+            )
+        })
+        .collect();
+    Ok(Source {
+        code,
+        kernels,
+        workspaces,
+    })
 }

@@ -4,8 +4,8 @@
 //! program's own names, so a reader can follow the source next to the printed IR.
 
 mod c_like;
-pub mod cuda;
 pub mod cpu;
+pub mod cuda;
 
 use thiserror::Error;
 

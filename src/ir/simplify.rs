@@ -227,7 +227,12 @@ impl Ctx<'_> {
     /// `rest = g*big + small` with `g` dividing `c` and `small` in `[0, g)`, so that
     /// `rest // c = big // (c/g)` and `rest % c = (big % (c/g)) * g + small`.
     fn factor_out(&self, rest: &Lin, c: i64) -> Option<(i64, Lin, Lin)> {
-        let mut gs: Vec<i64> = rest.terms.iter().map(|(_, k)| gcd(k.abs(), c)).filter(|g| *g > 1 && *g < c).collect();
+        let mut gs: Vec<i64> = rest
+            .terms
+            .iter()
+            .map(|(_, k)| gcd(k.abs(), c))
+            .filter(|g| *g > 1 && *g < c)
+            .collect();
         gs.sort_unstable_by(|a, b| b.cmp(a));
         gs.dedup();
         for g in gs {
@@ -515,7 +520,10 @@ mod tests {
         let ext: BTreeMap<VarId, i64> = [(VarId(0), 64), (VarId(1), 4)].into_iter().collect();
         let x = Expr::add(Expr::mul(v(0), Expr::Int(4)), v(1));
         assert_eq!(simplify_in(&fd(x.clone(), 8), &ext), fd(v(0), 2));
-        assert_eq!(simplify_in(&fm(x, 8), &ext), Expr::add(Expr::mul(fm(v(0), 2), Expr::Int(4)), v(1)));
+        assert_eq!(
+            simplify_in(&fm(x, 8), &ext),
+            Expr::add(Expr::mul(fm(v(0), 2), Expr::Int(4)), v(1))
+        );
     }
 
     #[test]

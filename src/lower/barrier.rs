@@ -32,7 +32,11 @@ fn stmt_rw(p: &Program, s: &KStmt, rw: &mut Rw) {
             expr_reads(p, cond, rw);
             then.iter().for_each(|c| stmt_rw(p, c, rw));
         }
-        KStmt::Store { buffer, indices, value } => {
+        KStmt::Store {
+            buffer,
+            indices,
+            value,
+        } => {
             if p.buffer(*buffer).scope == Scope::Shared {
                 rw.writes.insert(*buffer);
             }
@@ -59,7 +63,9 @@ fn process(p: &Program, body: &mut Vec<KStmt>, is_loop_body: bool) -> Result<()>
             KStmt::If { cond, then } => {
                 process(p, then, false)?;
                 if contains_sync(then) {
-                    return Err(LowerError::DivergentBarrier { name: crate::ir::printer::expr_str(p, cond) });
+                    return Err(LowerError::DivergentBarrier {
+                        name: crate::ir::printer::expr_str(p, cond),
+                    });
                 }
             }
             _ => {}
@@ -83,7 +89,10 @@ fn process(p: &Program, body: &mut Vec<KStmt>, is_loop_body: bool) -> Result<()>
         all.writes.extend(rw.writes);
         out.push(s);
     }
-    if is_loop_body && !all.reads.is_disjoint(&all.writes) && !matches!(out.last(), Some(KStmt::Sync)) {
+    if is_loop_body
+        && !all.reads.is_disjoint(&all.writes)
+        && !matches!(out.last(), Some(KStmt::Sync))
+    {
         out.push(KStmt::Sync);
     }
     *body = out;

@@ -23,7 +23,11 @@ struct Access {
 fn collect_expr(e: &Expr, path: &[VarId], out: &mut Vec<Access>) {
     e.visit(&mut |x| {
         if let Expr::Load(b, idx) = x {
-            out.push(Access { buffer: *b, indices: idx.clone(), path: path.to_vec() });
+            out.push(Access {
+                buffer: *b,
+                indices: idx.clone(),
+                path: path.to_vec(),
+            });
         }
     });
 }
@@ -40,8 +44,16 @@ fn collect(body: &[KStmt], path: &mut Vec<VarId>, out: &mut Vec<Access>) {
                 collect_expr(cond, path, out);
                 collect(then, path, out);
             }
-            KStmt::Store { buffer, indices, value } => {
-                out.push(Access { buffer: *buffer, indices: indices.clone(), path: path.clone() });
+            KStmt::Store {
+                buffer,
+                indices,
+                value,
+            } => {
+                out.push(Access {
+                    buffer: *buffer,
+                    indices: indices.clone(),
+                    path: path.clone(),
+                });
                 indices.iter().for_each(|i| collect_expr(i, path, out));
                 collect_expr(value, path, out);
             }
@@ -74,7 +86,12 @@ fn strides(extents: &[i64], align: &[crate::ir::StorageAlign]) -> (Vec<i64>, i64
 }
 
 /// Compacts the kernel's shared and local buffers and flattens every access.
-pub(super) fn compact(p: &Program, k: &mut Kernel, backend: Backend, ranges: &BTreeMap<VarId, i64>) -> Result<()> {
+pub(super) fn compact(
+    p: &Program,
+    k: &mut Kernel,
+    backend: Backend,
+    ranges: &BTreeMap<VarId, i64>,
+) -> Result<()> {
     let mut accesses = Vec::new();
     collect(&k.body, &mut Vec::new(), &mut accesses);
     let mut layouts: BTreeMap<BufferId, Layout> = BTreeMap::new();
@@ -85,7 +102,13 @@ pub(super) fn compact(p: &Program, k: &mut Kernel, backend: Backend, ranges: &BT
         let compacted = p.allocs.contains(&buf) && b.scope != Scope::Global;
         if !compacted {
             let (st, _) = strides(&b.shape, &[]);
-            layouts.insert(buf, Layout { offset: vec![Expr::Int(0); b.shape.len()], strides: st });
+            layouts.insert(
+                buf,
+                Layout {
+                    offset: vec![Expr::Int(0); b.shape.len()],
+                    strides: st,
+                },
+            );
             continue;
         }
         let acc: Vec<&Access> = accesses.iter().filter(|a| a.buffer == buf).collect();
@@ -144,15 +167,30 @@ pub(super) fn compact(p: &Program, k: &mut Kernel, backend: Backend, ranges: &BT
             Backend::Cuda => None,
             Backend::Cpu => lca.last().copied(),
         };
-        k.allocs.push(Alloc { buffer: buf, scope: b.scope, size, at });
-        layouts.insert(buf, Layout { offset, strides: st });
+        k.allocs.push(Alloc {
+            buffer: buf,
+            scope: b.scope,
+            size,
+            at,
+        });
+        layouts.insert(
+            buf,
+            Layout {
+                offset,
+                strides: st,
+            },
+        );
     }
     let flat = |buf: BufferId, idx: &[Expr]| -> Vec<Expr> {
         let l = &layouts[&buf];
         let mut sum: Option<Expr> = None;
         for (d, e) in idx.iter().enumerate() {
             let local = Expr::sub(e.clone(), l.offset[d].clone());
-            let term = if l.strides[d] == 1 { local } else { Expr::mul(local, Expr::Int(l.strides[d])) };
+            let term = if l.strides[d] == 1 {
+                local
+            } else {
+                Expr::mul(local, Expr::Int(l.strides[d]))
+            };
             sum = Some(match sum {
                 None => term,
                 Some(s) => Expr::add(s, term),
@@ -179,7 +217,11 @@ fn rewrite(body: &mut [KStmt], flat: &dyn Fn(BufferId, &[Expr]) -> Vec<Expr>) {
                 *cond = rewrite_expr(cond, flat);
                 rewrite(then, flat);
             }
-            KStmt::Store { buffer, indices, value } => {
+            KStmt::Store {
+                buffer,
+                indices,
+                value,
+            } => {
                 let idx: Vec<Expr> = indices.iter().map(|i| rewrite_expr(i, flat)).collect();
                 *indices = flat(*buffer, &idx);
                 *value = rewrite_expr(value, flat);
@@ -196,8 +238,18 @@ pub(super) fn check_vectors(p: &Program, k: &Kernel, ranges: &BTreeMap<VarId, i6
     fn walk(p: &Program, body: &[KStmt], ranges: &BTreeMap<VarId, i64>) -> Result<()> {
         for s in body {
             match s {
-                KStmt::For { var, extent, kind: ForKind::Vectorized, body } => {
-                    vector_store(p, body, *var, *extent, ranges).map_err(|reason| LowerError::Vectorize { name: p.var_name(*var).into(), reason })?;
+                KStmt::For {
+                    var,
+                    extent,
+                    kind: ForKind::Vectorized,
+                    body,
+                } => {
+                    vector_store(p, body, *var, *extent, ranges).map_err(|reason| {
+                        LowerError::Vectorize {
+                            name: p.var_name(*var).into(),
+                            reason,
+                        }
+                    })?;
                 }
                 KStmt::For { body, .. } => walk(p, body, ranges)?,
                 KStmt::If { then, .. } => walk(p, then, ranges)?,
@@ -210,15 +262,24 @@ pub(super) fn check_vectors(p: &Program, k: &Kernel, ranges: &BTreeMap<VarId, i6
 }
 
 /// The store of a vectorized loop body, when the body has the accepted shape.
-pub(crate) fn vector_body(body: &[KStmt], var: VarId) -> std::result::Result<(Option<&Expr>, &KStmt), String> {
-    let real: Vec<&KStmt> = body.iter().filter(|s| !matches!(s, KStmt::Comment(_))).collect();
+pub(crate) fn vector_body(
+    body: &[KStmt],
+    var: VarId,
+) -> std::result::Result<(Option<&Expr>, &KStmt), String> {
+    let real: Vec<&KStmt> = body
+        .iter()
+        .filter(|s| !matches!(s, KStmt::Comment(_)))
+        .collect();
     match real.as_slice() {
         [s @ KStmt::Store { .. }] => Ok((None, s)),
         [KStmt::If { cond, then }] => {
             if cond.uses_var(var) {
                 return Err("its guard depends on the lane (imperfect tile)".into());
             }
-            let inner: Vec<&KStmt> = then.iter().filter(|s| !matches!(s, KStmt::Comment(_))).collect();
+            let inner: Vec<&KStmt> = then
+                .iter()
+                .filter(|s| !matches!(s, KStmt::Comment(_)))
+                .collect();
             match inner.as_slice() {
                 [s @ KStmt::Store { .. }] => Ok((Some(cond), s)),
                 _ => Err("its body is not a single store".into()),
@@ -229,7 +290,12 @@ pub(crate) fn vector_body(body: &[KStmt], var: VarId) -> std::result::Result<(Op
 }
 
 /// Whether a flat index is `aligned_base + lane`.
-pub(crate) fn contiguous(idx: &Expr, var: VarId, lanes: i64, ranges: &BTreeMap<VarId, i64>) -> std::result::Result<(), String> {
+pub(crate) fn contiguous(
+    idx: &Expr,
+    var: VarId,
+    lanes: i64,
+    ranges: &BTreeMap<VarId, i64>,
+) -> std::result::Result<(), String> {
     let range = |v: VarId| ranges.get(&v).map(|&x| Interval::new(0, x - 1));
     let next = idx.substitute(&|v| (v == var).then(|| Expr::add(Expr::Var(var), Expr::Int(1))));
     let step = simplify(&Expr::sub(next, idx.clone()), &range);
@@ -239,16 +305,35 @@ pub(crate) fn contiguous(idx: &Expr, var: VarId, lanes: i64, ranges: &BTreeMap<V
     let base = idx.substitute(&|v| (v == var).then_some(Expr::Int(0)));
     let m = simplify(&Expr::bin(BinOp::FloorMod, base, Expr::Int(lanes)), &range);
     if m != Expr::Int(0) {
-        return Err(format!("its accesses are not provably aligned to {lanes} elements"));
+        return Err(format!(
+            "its accesses are not provably aligned to {lanes} elements"
+        ));
     }
     Ok(())
 }
 
-fn vector_store(p: &Program, body: &[KStmt], var: VarId, lanes: i64, ranges: &BTreeMap<VarId, i64>) -> std::result::Result<(), String> {
+fn vector_store(
+    p: &Program,
+    body: &[KStmt],
+    var: VarId,
+    lanes: i64,
+    ranges: &BTreeMap<VarId, i64>,
+) -> std::result::Result<(), String> {
     let (_, store) = vector_body(body, var)?;
-    let KStmt::Store { buffer, indices, value } = store else { unreachable!("vector_body returns a store") };
+    let KStmt::Store {
+        buffer,
+        indices,
+        value,
+    } = store
+    else {
+        unreachable!("vector_body returns a store")
+    };
     if p.buffer(*buffer).dtype != DType::F32 {
-        return Err(format!("only float32 vectors are supported, {} is {}", p.buffer(*buffer).name, p.buffer(*buffer).dtype));
+        return Err(format!(
+            "only float32 vectors are supported, {} is {}",
+            p.buffer(*buffer).name,
+            p.buffer(*buffer).dtype
+        ));
     }
     if lanes != 2 && lanes != 4 {
         return Err(format!("{lanes} lanes (float2 and float4 are supported)"));

@@ -22,11 +22,23 @@ pub enum ForKind {
 /// A statement of a kernel.
 #[derive(Clone, Debug, PartialEq)]
 pub enum KStmt {
-    For { var: VarId, extent: i64, kind: ForKind, body: Vec<KStmt> },
-    If { cond: Expr, then: Vec<KStmt> },
+    For {
+        var: VarId,
+        extent: i64,
+        kind: ForKind,
+        body: Vec<KStmt>,
+    },
+    If {
+        cond: Expr,
+        then: Vec<KStmt>,
+    },
     /// `buffer[indices] = value`. After lowering, `indices` (and the indices of every
     /// load in `value`) hold one flat index into the (compacted) buffer.
-    Store { buffer: BufferId, indices: Vec<Expr>, value: Expr },
+    Store {
+        buffer: BufferId,
+        indices: Vec<Expr>,
+        value: Expr,
+    },
     /// `__syncthreads()`.
     Sync,
     /// A comment naming the block a store came from (for readers of the generated code).
@@ -74,7 +86,10 @@ impl Kernel {
     }
     /// The thread tag a variable stands for, if any.
     pub fn thread_of(&self, v: VarId) -> Option<ThreadTag> {
-        self.thread_vars.iter().find(|(x, _)| *x == v).map(|(_, t)| *t)
+        self.thread_vars
+            .iter()
+            .find(|(x, _)| *x == v)
+            .map(|(_, t)| *t)
     }
 }
 

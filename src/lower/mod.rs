@@ -14,17 +14,19 @@
 //!    read by others, and before it is overwritten in the next iteration; vectorized loops
 //!    are checked to be contiguous and aligned, or rejected.
 
-pub mod kernel;
 mod barrier;
 mod compact;
+pub mod kernel;
 mod vthread;
 
-pub use kernel::{Alloc, ForKind, KStmt, Kernel, Lowered};
 pub(crate) use compact::vector_body as kernel_vector_body;
+pub use kernel::{Alloc, ForKind, KStmt, Kernel, Lowered};
 
-use crate::ir::simplify::simplify;
 use crate::ir::interval::Interval;
-use crate::ir::{BinOp, BlockId, Dim3, Expr, IterKind, LoopId, LoopKind, Node, Program, Scope, ThreadTag, VarId};
+use crate::ir::simplify::simplify;
+use crate::ir::{
+    BinOp, BlockId, Dim3, Expr, IterKind, LoopId, LoopKind, Node, Program, Scope, ThreadTag, VarId,
+};
 use std::collections::BTreeMap;
 use thiserror::Error;
 
@@ -39,7 +41,11 @@ pub enum Backend {
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum LowerError {
     #[error("loop {name} is bound to {tag}, which the {backend} backend cannot run")]
-    ThreadOnCpu { name: String, tag: String, backend: &'static str },
+    ThreadOnCpu {
+        name: String,
+        tag: String,
+        backend: &'static str,
+    },
     #[error("loop nest {name} is not bound to blockIdx/threadIdx: every root loop nest of a CUDA program must be")]
     Unbound { name: String },
     #[error("loop {name} is above a blockIdx loop: bind it or move it inside")]
@@ -62,16 +68,26 @@ pub type Result<T> = std::result::Result<T, LowerError>;
 /// A loop of the program during lowering, with its body in program order.
 #[derive(Clone, Debug)]
 pub(crate) enum Tree {
-    Loop { id: LoopId, body: Vec<Tree> },
+    Loop {
+        id: LoopId,
+        body: Vec<Tree>,
+    },
     /// A loop the lowering made (a sunk virtual thread), unrolled.
-    Unrolled { var: VarId, extent: i64, body: Vec<Tree> },
+    Unrolled {
+        var: VarId,
+        extent: i64,
+        body: Vec<Tree>,
+    },
     Block(BlockId),
 }
 
 fn to_tree(p: &Program, n: Node) -> Tree {
     match n {
         Node::Block(b) => Tree::Block(b),
-        Node::Loop(l) => Tree::Loop { id: l, body: p.lp(l).body.iter().map(|c| to_tree(p, *c)).collect() },
+        Node::Loop(l) => Tree::Loop {
+            id: l,
+            body: p.lp(l).body.iter().map(|c| to_tree(p, *c)).collect(),
+        },
     }
 }
 
@@ -79,7 +95,12 @@ fn to_tree(p: &Program, n: Node) -> Tree {
 pub fn lower(p: &Program, backend: Backend) -> Result<Lowered> {
     crate::ir::verify::verify(p).map_err(|e| LowerError::Invalid(e.to_string()))?;
     let mut prog = p.clone();
-    let workspaces: Vec<_> = prog.allocs.iter().copied().filter(|b| prog.buffer(*b).scope == Scope::Global).collect();
+    let workspaces: Vec<_> = prog
+        .allocs
+        .iter()
+        .copied()
+        .filter(|b| prog.buffer(*b).scope == Scope::Global)
+        .collect();
     let mut kernels = Vec::new();
     let roots = prog.root.clone();
     match backend {
@@ -88,12 +109,22 @@ pub fn lower(p: &Program, backend: Backend) -> Result<Lowered> {
             for (n, _) in prog.walk() {
                 if let Node::Loop(l) = n {
                     if let LoopKind::Thread(t) = prog.lp(l).kind {
-                        return Err(LowerError::ThreadOnCpu { name: prog.loop_name(l).into(), tag: t.to_string(), backend: "cpu" });
+                        return Err(LowerError::ThreadOnCpu {
+                            name: prog.loop_name(l).into(),
+                            tag: t.to_string(),
+                            backend: "cpu",
+                        });
                     }
                 }
             }
             let trees: Vec<Tree> = roots.iter().map(|n| to_tree(&prog, *n)).collect();
-            let k = build_kernel(&mut prog, &format!("{}_kernel", p.name), trees, backend, &workspaces)?;
+            let k = build_kernel(
+                &mut prog,
+                &format!("{}_kernel", p.name),
+                trees,
+                backend,
+                &workspaces,
+            )?;
             kernels.push(k);
         }
         Backend::Cuda => {
@@ -101,19 +132,29 @@ pub fn lower(p: &Program, backend: Backend) -> Result<Lowered> {
                 let tree = to_tree(&prog, *n);
                 check_grid_nest(&prog, *n)?;
                 let trees = vthread::sink_all(&prog, tree);
-                let name = if roots.len() == 1 { format!("{}_kernel", p.name) } else { format!("{}_kernel{i}", p.name) };
+                let name = if roots.len() == 1 {
+                    format!("{}_kernel", p.name)
+                } else {
+                    format!("{}_kernel{i}", p.name)
+                };
                 kernels.push(build_kernel(&mut prog, &name, trees, backend, &workspaces)?);
             }
         }
     }
-    Ok(Lowered { program: prog, kernels, workspaces })
+    Ok(Lowered {
+        program: prog,
+        kernels,
+        workspaces,
+    })
 }
 
 /// A CUDA root nest: blockIdx loops outermost (no serial loop above them), some thread
 /// binding somewhere.
 fn check_grid_nest(p: &Program, n: Node) -> Result<()> {
     let Node::Loop(top) = n else {
-        return Err(LowerError::Invalid("a block at the root is not inside any loop".into()));
+        return Err(LowerError::Invalid(
+            "a block at the root is not inside any loop".into(),
+        ));
     };
     let mut any_thread = false;
     let mut serial_above: Option<LoopId> = None;
@@ -124,7 +165,9 @@ fn check_grid_nest(p: &Program, n: Node) -> Result<()> {
             any_thread = true;
             if t.is_block_idx() {
                 if let Some(s) = serial_above {
-                    return Err(LowerError::SerialAboveBlockIdx { name: p.loop_name(s).into() });
+                    return Err(LowerError::SerialAboveBlockIdx {
+                        name: p.loop_name(s).into(),
+                    });
                 }
             }
         }
@@ -139,7 +182,9 @@ fn check_grid_nest(p: &Program, n: Node) -> Result<()> {
         }
     }
     if !any_thread {
-        return Err(LowerError::Unbound { name: p.loop_name(top).into() });
+        return Err(LowerError::Unbound {
+            name: p.loop_name(top).into(),
+        });
     }
     Ok(())
 }
@@ -184,7 +229,11 @@ impl Builder<'_> {
                         ThreadTag::BlockIdx(d) => {
                             let slot = &mut self.grid[dim_index(d)];
                             if *slot != 1 && *slot != e {
-                                return Err(LowerError::GridMismatch { tag: tag.to_string(), a: *slot, b: e });
+                                return Err(LowerError::GridMismatch {
+                                    tag: tag.to_string(),
+                                    a: *slot,
+                                    b: e,
+                                });
                             }
                             *slot = e;
                         }
@@ -231,7 +280,12 @@ impl Builder<'_> {
             Tree::Unrolled { var, extent, body } => {
                 self.ranges.insert(*var, *extent);
                 let body = self.stmts(body)?;
-                Ok(vec![KStmt::For { var: *var, extent: *extent, kind: ForKind::Unrolled, body }])
+                Ok(vec![KStmt::For {
+                    var: *var,
+                    extent: *extent,
+                    kind: ForKind::Unrolled,
+                    body,
+                }])
             }
             Tree::Loop { id, body } => {
                 let lp = self.prog.lp(*id).clone();
@@ -243,7 +297,10 @@ impl Builder<'_> {
                         let inner = self.stmts(body)?;
                         let full = self.ranges[&tv];
                         if lp.extent < full {
-                            Ok(vec![KStmt::If { cond: Expr::lt(Expr::Var(tv), Expr::Int(lp.extent)), then: inner }])
+                            Ok(vec![KStmt::If {
+                                cond: Expr::lt(Expr::Var(tv), Expr::Int(lp.extent)),
+                                then: inner,
+                            }])
                         } else {
                             Ok(inner)
                         }
@@ -262,15 +319,28 @@ impl Builder<'_> {
                             LoopKind::Vectorized => ForKind::Vectorized,
                             LoopKind::Parallel => {
                                 if self.backend == Backend::Cuda {
-                                    return Err(LowerError::ParallelOnCuda { name: self.prog.loop_name(*id).into() });
+                                    return Err(LowerError::ParallelOnCuda {
+                                        name: self.prog.loop_name(*id).into(),
+                                    });
                                 }
                                 ForKind::Parallel
                             }
                             LoopKind::Thread(_) => ForKind::Serial,
                         };
                         let inner = self.stmts(body)?;
-                        let fk = if fk == ForKind::Serial && auto_unroll(self.prog, &lp.annotations, lp.extent) { ForKind::Unrolled } else { fk };
-                        Ok(vec![KStmt::For { var: lp.var, extent: lp.extent, kind: fk, body: inner }])
+                        let fk = if fk == ForKind::Serial
+                            && auto_unroll(self.prog, &lp.annotations, lp.extent)
+                        {
+                            ForKind::Unrolled
+                        } else {
+                            fk
+                        };
+                        Ok(vec![KStmt::For {
+                            var: lp.var,
+                            extent: lp.extent,
+                            kind: fk,
+                            body: inner,
+                        }])
                     }
                 }
             }
@@ -281,7 +351,12 @@ impl Builder<'_> {
     fn block(&mut self, b: BlockId) -> Result<Vec<KStmt>> {
         let blk = self.prog.block(b).clone();
         let sub = |e: &Expr| -> Expr { e.substitute(&|v| self.subst.get(&v).cloned()) };
-        let bind: BTreeMap<VarId, Expr> = blk.iter_vars.iter().zip(&blk.bindings).map(|(iv, e)| (iv.var, sub(e))).collect();
+        let bind: BTreeMap<VarId, Expr> = blk
+            .iter_vars
+            .iter()
+            .zip(&blk.bindings)
+            .map(|(iv, e)| (iv.var, sub(e)))
+            .collect();
         let inst = |e: &Expr| -> Expr { self.simp(&e.substitute(&|v| bind.get(&v).cloned())) };
         let mut stmts = Vec::new();
         if let Some(init) = &blk.init {
@@ -292,18 +367,32 @@ impl Builder<'_> {
                 .map(|iv| Expr::bin(BinOp::Eq, bind[&iv.var].clone(), Expr::Int(0)))
                 .collect();
             let cond = self.simp(&conds.into_iter().reduce(Expr::and).unwrap_or(Expr::Int(1)));
-            let store = KStmt::Store { buffer: init.buffer, indices: init.indices.iter().map(&inst).collect(), value: inst(&init.value) };
+            let store = KStmt::Store {
+                buffer: init.buffer,
+                indices: init.indices.iter().map(&inst).collect(),
+                value: inst(&init.value),
+            };
             match cond.as_int() {
                 Some(0) => {}
                 Some(_) => stmts.push(store),
-                None => stmts.push(KStmt::If { cond, then: vec![store] }),
+                None => stmts.push(KStmt::If {
+                    cond,
+                    then: vec![store],
+                }),
             }
         }
-        stmts.push(KStmt::Store { buffer: blk.body.buffer, indices: blk.body.indices.iter().map(&inst).collect(), value: inst(&blk.body.value) });
+        stmts.push(KStmt::Store {
+            buffer: blk.body.buffer,
+            indices: blk.body.indices.iter().map(&inst).collect(),
+            value: inst(&blk.body.value),
+        });
         let mut out = vec![KStmt::Comment(blk.name.clone())];
         match blk.predicate.as_ref().map(|e| self.simp(&sub(e))) {
             Some(c) if c.as_int() == Some(0) => {}
-            Some(c) if c.as_int().is_none() => out.push(KStmt::If { cond: c, then: stmts }),
+            Some(c) if c.as_int().is_none() => out.push(KStmt::If {
+                cond: c,
+                then: stmts,
+            }),
             _ => out.extend(stmts),
         }
         Ok(out)
@@ -320,16 +409,43 @@ fn auto_unroll(p: &Program, ann: &BTreeMap<String, crate::ir::AnnValue>, extent:
     }
 }
 
-fn build_kernel(prog: &mut Program, name: &str, trees: Vec<Tree>, backend: Backend, workspaces: &[crate::ir::BufferId]) -> Result<Kernel> {
-    let mut b = Builder { prog, backend, thread_var: BTreeMap::new(), grid: [1; 3], block: [1; 3], ranges: BTreeMap::new(), subst: BTreeMap::new() };
+fn build_kernel(
+    prog: &mut Program,
+    name: &str,
+    trees: Vec<Tree>,
+    backend: Backend,
+    workspaces: &[crate::ir::BufferId],
+) -> Result<Kernel> {
+    let mut b = Builder {
+        prog,
+        backend,
+        thread_var: BTreeMap::new(),
+        grid: [1; 3],
+        block: [1; 3],
+        ranges: BTreeMap::new(),
+        subst: BTreeMap::new(),
+    };
     for t in &trees {
         b.collect_dims(t)?;
     }
     let body = b.stmts(&trees)?;
     let thread_vars: Vec<(VarId, ThreadTag)> = b.thread_var.iter().map(|(t, v)| (*v, *t)).collect();
     let (grid, block, ranges) = (b.grid, b.block, b.ranges.clone());
-    let params: Vec<_> = prog.params.iter().copied().chain(workspaces.iter().copied()).collect();
-    let mut kernel = Kernel { name: name.into(), params, allocs: Vec::new(), grid, block, thread_vars, body };
+    let params: Vec<_> = prog
+        .params
+        .iter()
+        .copied()
+        .chain(workspaces.iter().copied())
+        .collect();
+    let mut kernel = Kernel {
+        name: name.into(),
+        params,
+        allocs: Vec::new(),
+        grid,
+        block,
+        thread_vars,
+        body,
+    };
     compact::compact(prog, &mut kernel, backend, &ranges)?;
     if backend == Backend::Cuda {
         barrier::insert_barriers(prog, &mut kernel)?;

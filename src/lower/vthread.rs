@@ -11,7 +11,8 @@ use crate::ir::{BlockId, LoopKind, Program, ThreadTag, VarId};
 
 fn block_uses(p: &Program, b: BlockId, v: VarId) -> bool {
     let blk = p.block(b);
-    blk.bindings.iter().any(|e| e.uses_var(v)) || blk.predicate.as_ref().is_some_and(|e| e.uses_var(v))
+    blk.bindings.iter().any(|e| e.uses_var(v))
+        || blk.predicate.as_ref().is_some_and(|e| e.uses_var(v))
 }
 
 fn uses(p: &Program, t: &Tree, v: VarId) -> bool {
@@ -26,10 +27,18 @@ fn hoistable(p: &Program, t: &Tree, v: VarId) -> bool {
     match t {
         Tree::Block(b) => {
             let blk = p.block(*b);
-            let accumulates = blk.init.is_some() || blk.body.value.loads().iter().any(|(buf, _)| *buf == blk.body.buffer);
+            let accumulates = blk.init.is_some()
+                || blk
+                    .body
+                    .value
+                    .loads()
+                    .iter()
+                    .any(|(buf, _)| *buf == blk.body.buffer);
             block_uses(p, *b, v) || !accumulates
         }
-        Tree::Loop { body, .. } | Tree::Unrolled { body, .. } => body.iter().all(|c| hoistable(p, c, v)),
+        Tree::Loop { body, .. } | Tree::Unrolled { body, .. } => {
+            body.iter().all(|c| hoistable(p, c, v))
+        }
     }
 }
 
@@ -41,9 +50,24 @@ fn sink(p: &Program, v: VarId, extent: i64, trees: Vec<Tree>) -> Vec<Tree> {
                 return t;
             }
             match t {
-                Tree::Block(b) => Tree::Unrolled { var: v, extent, body: vec![Tree::Block(b)] },
-                Tree::Loop { id, body } => Tree::Loop { id, body: sink(p, v, extent, body) },
-                Tree::Unrolled { var, extent: e, body } => Tree::Unrolled { var, extent: e, body: sink(p, v, extent, body) },
+                Tree::Block(b) => Tree::Unrolled {
+                    var: v,
+                    extent,
+                    body: vec![Tree::Block(b)],
+                },
+                Tree::Loop { id, body } => Tree::Loop {
+                    id,
+                    body: sink(p, v, extent, body),
+                },
+                Tree::Unrolled {
+                    var,
+                    extent: e,
+                    body,
+                } => Tree::Unrolled {
+                    var,
+                    extent: e,
+                    body: sink(p, v, extent, body),
+                },
             }
         })
         .collect()
@@ -55,7 +79,11 @@ pub(crate) fn sink_all(p: &Program, t: Tree) -> Vec<Tree> {
     match t {
         Tree::Block(_) => vec![t],
         Tree::Unrolled { var, extent, body } => {
-            vec![Tree::Unrolled { var, extent, body: body.into_iter().flat_map(|c| sink_all(p, c)).collect() }]
+            vec![Tree::Unrolled {
+                var,
+                extent,
+                body: body.into_iter().flat_map(|c| sink_all(p, c)).collect(),
+            }]
         }
         Tree::Loop { id, body } => {
             let body: Vec<Tree> = body.into_iter().flat_map(|c| sink_all(p, c)).collect();

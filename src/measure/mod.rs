@@ -56,7 +56,13 @@ pub struct TimingConfig {
 
 impl Default for TimingConfig {
     fn default() -> Self {
-        TimingConfig { warmup_seconds: 0.05, min_runs: 10, max_runs: 200, max_seconds: 1.0, flush_cache: true }
+        TimingConfig {
+            warmup_seconds: 0.05,
+            min_runs: 10,
+            max_runs: 200,
+            max_seconds: 1.0,
+            flush_cache: true,
+        }
     }
 }
 
@@ -65,7 +71,15 @@ impl Default for TimingConfig {
 pub enum Peer {
     /// `C[b] = A[b] @ B[b]` in row-major fp32, NN layout (cuBLAS on CUDA, ndarray's `dot`
     /// on the CPU). `a`, `b`, `c` index the params.
-    Gemm { batch: i64, m: i64, n: i64, k: i64, a: usize, b: usize, c: usize },
+    Gemm {
+        batch: i64,
+        m: i64,
+        n: i64,
+        k: i64,
+        a: usize,
+        b: usize,
+        c: usize,
+    },
 }
 
 /// Everything the worker needs.
@@ -126,7 +140,10 @@ pub struct Failure {
 
 impl Failure {
     pub fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
-        Failure { kind, message: message.into() }
+        Failure {
+            kind,
+            message: message.into(),
+        }
     }
 }
 
@@ -161,6 +178,10 @@ pub fn stats(runs: &[f64]) -> (f64, f64, f64) {
     }
     let mut v = runs.to_vec();
     v.sort_by(|a, b| a.total_cmp(b));
-    let median = if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 };
+    let median = if v.len() % 2 == 1 {
+        v[v.len() / 2]
+    } else {
+        (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
+    };
     (median, v[0], v[v.len() - 1])
 }

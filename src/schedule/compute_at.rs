@@ -184,7 +184,16 @@ fn rebuild(
     scope_node: Node,
 ) -> Node {
     let blk = p.block(b).clone();
-    let taken = names_in_scope(p, scope_node);
+    // New loops nest under the target: only names visible there can clash.
+    let taken: HashSet<String> = match scope_node {
+        Node::Loop(l) => p
+            .ancestors(scope_node)
+            .into_iter()
+            .chain([l])
+            .map(|x| p.loop_name(x).to_string())
+            .collect(),
+        Node::Block(_) => HashSet::new(),
+    };
     let ext = loop_ranges(p);
     let mut loops: Vec<LoopId> = Vec::new();
     let mut bindings = Vec::new();

@@ -6,7 +6,7 @@
 
 use super::error::{Result, ScheduleError};
 use super::util::*;
-use crate::ir::{BinOp, Expr, LoopId, LoopKind, Node, Program};
+use crate::ir::{BinOp, Expr, IterKind, LoopId, LoopKind, Node, Program};
 use std::collections::BTreeMap;
 
 /// Splits `l` into `factors.len()` nested loops, outermost first. At most one factor may
@@ -134,7 +134,35 @@ pub fn fuse(p: &mut Program, loops: &[LoopId]) -> Result<LoopId> {
     if loops.len() == 1 {
         return Ok(loops[0]);
     }
-    // 2. One loop over the product of the extents.
+    // 2. A fused loop must not mix data-parallel and reduction iterations of a block:
+    //    the reduction would no longer start at its first step for every output element.
+    for b in p.blocks_under(Node::Loop(loops[0])) {
+        let blk = p.block(b);
+        let kind_of = |l: &LoopId| {
+            let v = p.lp(*l).var;
+            let used = |k| {
+                blk.iter_vars
+                    .iter()
+                    .zip(&blk.bindings)
+                    .any(|(iv, e)| iv.kind == k && e.uses_var(v))
+            };
+            (used(IterKind::Spatial), used(IterKind::Reduce))
+        };
+        let spatial = loops.iter().find(|l| kind_of(l).0);
+        let reduce = loops.iter().find(|l| kind_of(l).1);
+        if let (Some(s), Some(r)) = (spatial, reduce) {
+            return Err(ScheduleError::Unsupported {
+                primitive: "fuse",
+                block: blk.name.clone(),
+                reason: format!(
+                    "it uses loop {} as spatial and loop {} as reduction",
+                    p.loop_name(*s),
+                    p.loop_name(*r)
+                ),
+            });
+        }
+    }
+    // 3. One loop over the product of the extents.
     let name: Vec<&str> = loops.iter().map(|l| p.loop_name(*l)).collect();
     let name = format!("{}_fused", name.join("_"));
     let taken = names_in_scope(p, Node::Loop(loops[0]));
@@ -148,7 +176,7 @@ pub fn fuse(p: &mut Program, loops: &[LoopId]) -> Result<LoopId> {
     let body = p.lp(*loops.last().expect("non-empty")).body.clone();
     let fused = p.new_loop(unique(&name, &taken), extent, body);
     replace_node(p, Node::Loop(loops[0]), Node::Loop(fused));
-    // 3. l_i = f // stride_i % extent_i.
+    // 4. l_i = f // stride_i % extent_i.
     let fv = Expr::Var(p.lp(fused).var);
     let mut map = BTreeMap::new();
     let mut stride = 1;

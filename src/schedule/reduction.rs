@@ -7,7 +7,9 @@
 
 use super::error::{Result, ScheduleError};
 use super::util::*;
-use crate::ir::{Block, BlockId, Expr, IterKind, IterVar, LoopId, Node, Program, Store, VarId};
+use crate::ir::{
+    BinOp, Block, BlockId, Expr, IterKind, IterVar, LoopId, Node, Program, Store, VarId,
+};
 use std::collections::BTreeMap;
 
 /// Splits block `b` into `<name>_init` (placed before `target`) and `<name>_update`.
@@ -26,6 +28,27 @@ pub fn decompose_reduction(p: &mut Program, b: BlockId, target: LoopId) -> Resul
             target: tname,
         });
     };
+    //    No reduction loop may enclose the target: the init would rerun between steps.
+    let reduce_bindings: Vec<&Expr> = blk
+        .iter_vars
+        .iter()
+        .zip(&blk.bindings)
+        .filter(|(iv, _)| iv.kind == IterKind::Reduce)
+        .map(|(_, e)| e)
+        .collect();
+    if let Some(outer) = anc[..pos]
+        .iter()
+        .find(|l| reduce_bindings.iter().any(|e| e.uses_var(p.lp(**l).var)))
+    {
+        return Err(ScheduleError::Unsupported {
+            primitive: "decompose_reduction",
+            block: blk.name,
+            reason: format!(
+                "the reduction loop {} encloses the target loop {tname}",
+                p.loop_name(*outer)
+            ),
+        });
+    }
     // 2. Classify the loops from the target down: spatial-only loops are copied.
     let spatial: Vec<&Expr> = blk
         .iter_vars
@@ -59,14 +82,27 @@ pub fn decompose_reduction(p: &mut Program, b: BlockId, target: LoopId) -> Resul
             copied.push(*l);
         }
     }
-    if let Some(pred) = &blk.predicate {
-        for l in &anc[pos..] {
-            if !copied.contains(l) && pred.uses_var(p.lp(*l).var) {
+    // The init keeps the conjuncts of the predicate that do not involve the reduction
+    // loops below the target (those only mask reduction steps).
+    let dropped: Vec<VarId> = anc[pos..]
+        .iter()
+        .filter(|l| !copied.contains(l))
+        .map(|l| p.lp(*l).var)
+        .collect();
+    let mut init_pred: Vec<Expr> = Vec::new();
+    for c in blk.predicate.iter().flat_map(conjuncts) {
+        let uses_dropped = dropped.iter().any(|v| c.uses_var(*v));
+        let uses_copied = copied.iter().any(|l| c.uses_var(p.lp(*l).var));
+        match (uses_dropped, uses_copied) {
+            (false, _) => init_pred.push(c),
+            (true, false) => {}
+            (true, true) => {
                 return Err(ScheduleError::Unsupported {
                     primitive: "decompose_reduction",
                     block: blk.name,
-                    reason: format!("its predicate uses the reduction loop {}", p.loop_name(*l)),
-                });
+                    reason: "its predicate mixes spatial and reduction loops in one condition"
+                        .into(),
+                })
             }
         }
     }
@@ -105,10 +141,10 @@ pub fn decompose_reduction(p: &mut Program, b: BlockId, target: LoopId) -> Resul
         name: p.fresh_block_name(&format!("{}_init", blk.name)),
         iter_vars,
         bindings,
-        predicate: blk
-            .predicate
-            .as_ref()
-            .map(|e| e.substitute(&|v| loop_map.get(&v).cloned())),
+        predicate: init_pred
+            .into_iter()
+            .map(|e| e.substitute(&|v| loop_map.get(&v).cloned()))
+            .reduce(Expr::and),
         init: None,
         body: Store {
             buffer: init.buffer,
@@ -131,4 +167,16 @@ pub fn decompose_reduction(p: &mut Program, b: BlockId, target: LoopId) -> Resul
     ub.init = None;
     ub.name = update_name;
     Ok(ib)
+}
+
+/// The conjuncts of a predicate (`a and b and c` -> `[a, b, c]`).
+fn conjuncts(e: &Expr) -> Vec<Expr> {
+    match e {
+        Expr::Bin(BinOp::And, a, b) => {
+            let mut v = conjuncts(a);
+            v.extend(conjuncts(b));
+            v
+        }
+        other => vec![other.clone()],
+    }
 }

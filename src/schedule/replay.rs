@@ -95,7 +95,7 @@ impl Replayer {
             )),
         }
     }
-    fn input<'a>(inst: &'a Instruction, i: usize) -> Result<&'a Operand, ScheduleError> {
+    fn input(inst: &Instruction, i: usize) -> Result<&Operand, ScheduleError> {
         inst.inputs.get(i).ok_or_else(|| {
             bad(
                 "input",

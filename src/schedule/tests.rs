@@ -306,3 +306,18 @@ fn mlc_schedule_lowers_to_cuda() {
     std::fs::write("/tmp/mlc.cu", &src.code).unwrap();
     println!("{}", src.code);
 }
+
+#[test]
+fn decompose_reduction_inside_a_reduction_loop_is_rejected() {
+    // Found by the property test: an init placed inside k would reset the sum each step.
+    let mut sch = Schedule::new(matmul(8, 8, 8), 0);
+    let c = sch.get_block("C").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let k = sch.split(l[2], &[None, Some(2.into())]).unwrap();
+    let e = rejected(&mut sch, |s| s.decompose_reduction(c, k[1]).map(|_| ()));
+    assert_eq!(
+        e.to_string(),
+        "decompose_reduction of block C: the reduction loop k_0 encloses the target loop k_1"
+    );
+    sch.decompose_reduction(c, k[0]).unwrap();
+}

@@ -1,0 +1,265 @@
+//! Property tests: random sequences of primitives on small workloads. Whatever the
+//! sequence, a rejected primitive leaves the program unchanged, an accepted one leaves
+//! IR that verifies, the result computes what the unscheduled program computes, and the
+//! trace round-trips through text and JSON and replays to the same IR.
+
+use proptest::prelude::*;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use tessel::interp;
+use tessel::ir::printer::print_program;
+use tessel::ir::verify::verify;
+use tessel::schedule::{json, replay, text, AnnArg, IntArg, LoopRv, Schedule, Target};
+use tessel::workload;
+
+const THREADS: [&str; 6] = [
+    "blockIdx.x",
+    "blockIdx.y",
+    "threadIdx.x",
+    "threadIdx.y",
+    "vthread.x",
+    "threadIdx.z",
+];
+const SCOPES: [&str; 3] = ["shared", "local", "global"];
+
+/// One random primitive (sometimes illegal on purpose). Returns whether it applied.
+fn random_step(sch: &mut Schedule, rng: &mut ChaCha8Rng) -> bool {
+    let names: Vec<String> = {
+        let p = sch.program();
+        p.blocks_in_order()
+            .iter()
+            .map(|b| p.block(*b).name.clone())
+            .collect()
+    };
+    let name = &names[rng.gen_range(0..names.len())];
+    let Ok(b) = sch.get_block(name) else {
+        return false;
+    };
+    let Ok(loops) = sch.get_loops(b) else {
+        return false;
+    };
+    let pick = |rng: &mut ChaCha8Rng, ls: &[LoopRv]| {
+        if ls.is_empty() {
+            None
+        } else {
+            Some(ls[rng.gen_range(0..ls.len())])
+        }
+    };
+    let extent = |sch: &Schedule, l: LoopRv| {
+        sch.loop_id(l)
+            .map(|id| sch.program().lp(id).extent)
+            .unwrap_or(1)
+    };
+    let before = sch.program().clone();
+    let r: Result<(), _> = match rng.gen_range(0..15) {
+        0 => match pick(rng, &loops) {
+            Some(l) => {
+                let e = extent(sch, l);
+                let f = rng.gen_range(1..=e.max(1));
+                let factors = if rng.gen_bool(0.5) {
+                    vec![None, Some(IntArg::Lit(f))]
+                } else {
+                    vec![
+                        Some(IntArg::Lit(f)),
+                        None,
+                        Some(IntArg::Lit(rng.gen_range(1..=2))),
+                    ]
+                };
+                sch.split(l, &factors).map(|_| ())
+            }
+            None => return false,
+        },
+        1 if loops.len() >= 2 => {
+            let i = rng.gen_range(0..loops.len() - 1);
+            sch.fuse(&loops[i..i + 2]).map(|_| ())
+        }
+        2 if loops.len() >= 2 => {
+            let i = rng.gen_range(0..loops.len());
+            let j = rng.gen_range(0..loops.len());
+            sch.reorder(&[loops[j], loops[i]])
+        }
+        3 => match pick(rng, &loops) {
+            Some(l) => sch.bind(l, THREADS[rng.gen_range(0..THREADS.len())]),
+            None => return false,
+        },
+        4 => match loops.last() {
+            Some(l) => sch.vectorize(*l),
+            None => return false,
+        },
+        5 => match pick(rng, &loops) {
+            Some(l) => sch.unroll(l),
+            None => return false,
+        },
+        6 => match pick(rng, &loops) {
+            Some(l) => sch.parallel(l),
+            None => return false,
+        },
+        7 => {
+            let idx = rng.gen_range(0..3);
+            match sch.cache_read(b, idx, SCOPES[rng.gen_range(0..3)]) {
+                Ok(c) => match pick(rng, &loops) {
+                    Some(l) if rng.gen_bool(0.7) => {
+                        let _ = sch.compute_at(c, l);
+                        Ok(())
+                    }
+                    _ => Ok(()),
+                },
+                Err(e) => Err(e),
+            }
+        }
+        8 => match sch.cache_write(b, 0, SCOPES[rng.gen_range(0..3)]) {
+            Ok(c) => match pick(rng, &loops) {
+                Some(l) if rng.gen_bool(0.7) => {
+                    let _ = sch.reverse_compute_at(c, l);
+                    Ok(())
+                }
+                _ => Ok(()),
+            },
+            Err(e) => Err(e),
+        },
+        9 => {
+            if rng.gen_bool(0.5) {
+                sch.compute_inline(b)
+            } else {
+                sch.reverse_compute_inline(b)
+            }
+        }
+        10 => match pick(rng, &loops) {
+            Some(l) => sch.decompose_reduction(b, l).map(|_| ()),
+            None => return false,
+        },
+        11 => match pick(rng, &loops) {
+            Some(l) => {
+                let n = rng.gen_range(2..=3);
+                match sch.sample_perfect_tile(l, n, rng.gen_range(1..=8), None) {
+                    Ok(vs) => sch
+                        .split(
+                            l,
+                            &vs.iter().map(|v| Some(IntArg::Rv(*v))).collect::<Vec<_>>(),
+                        )
+                        .map(|_| ()),
+                    Err(e) => Err(e),
+                }
+            }
+            None => return false,
+        },
+        12 => sch.storage_align(b, 0, rng.gen_range(0..2), 32, rng.gen_range(0..32)),
+        13 => match pick(rng, &loops) {
+            Some(l) => {
+                let v = sch.sample_categorical(&[0, 16, 64], &[0.3, 0.3, 0.4], None);
+                match v {
+                    Ok(v) => sch.annotate(
+                        Target::Loop(l),
+                        "pragma_auto_unroll_max_step",
+                        AnnArg::Rv(v),
+                    ),
+                    Err(e) => Err(e),
+                }
+            }
+            None => return false,
+        },
+        _ => {
+            // compute_at / reverse_compute_at to a loop of another block.
+            let other = &names[rng.gen_range(0..names.len())];
+            let Ok(ob) = sch.get_block(other) else {
+                return false;
+            };
+            let Ok(ol) = sch.get_loops(ob) else {
+                return false;
+            };
+            match pick(rng, &ol) {
+                Some(l) if rng.gen_bool(0.5) => sch.compute_at(b, l),
+                Some(l) => sch.reverse_compute_at(b, l),
+                None => return false,
+            }
+        }
+    };
+    match r {
+        Ok(()) => {
+            if let Err(e) = verify(sch.program()) {
+                panic!(
+                    "an accepted primitive left invalid IR: {e}\n{}",
+                    text::print(sch.trace())
+                );
+            }
+            true
+        }
+        Err(e) => {
+            assert_eq!(
+                sch.program(),
+                &before,
+                "rejected primitive ({e}) changed the IR"
+            );
+            false
+        }
+    }
+}
+
+fn check_random_schedule(spec: &str, seed: u64, steps: usize) -> usize {
+    let w = workload::preset(spec).unwrap();
+    let reference = w.to_program();
+    let mut sch = Schedule::new(w.to_program(), seed);
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let applied = (0..steps)
+        .filter(|_| random_step(&mut sch, &mut rng))
+        .count();
+    let trace = sch.trace().clone();
+    let ir = print_program(sch.program());
+    match interp::check(&reference, sch.program(), seed) {
+        Ok(err) => assert!(
+            err < interp::TOLERANCE,
+            "relative error {err}\n{}\n{ir}",
+            text::print(&trace)
+        ),
+        Err(e) => panic!("{e}\ntrace:\n{}\nIR:\n{ir}", text::print(&trace)),
+    }
+    let parsed = text::parse(&text::print(&trace)).unwrap();
+    assert_eq!(parsed, trace);
+    assert_eq!(json::from_json(&json::to_json(&trace)).unwrap(), trace);
+    let again = replay(&parsed, w.to_program(), seed ^ 1)
+        .unwrap_or_else(|e| panic!("{e}\n{}", text::print(&trace)));
+    assert_eq!(
+        print_program(again.program()),
+        ir,
+        "replay printed different IR"
+    );
+    applied
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 150, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn random_schedules_of_matmul(seed in any::<u64>()) {
+        check_random_schedule("matmul:12x10x8", seed, 14);
+    }
+
+    #[test]
+    fn random_schedules_of_conv2d(seed in any::<u64>()) {
+        check_random_schedule("conv2d_nchw:n=1,c=3,h=5,w=5,k=4,r=3,s=3,stride=1,pad=1", seed, 14);
+    }
+
+    #[test]
+    fn random_schedules_of_dense_bias_relu(seed in any::<u64>()) {
+        check_random_schedule("dense_bias_relu:m=6,n=10,k=8", seed, 14);
+    }
+
+    #[test]
+    fn random_schedules_of_conv2d_relu(seed in any::<u64>()) {
+        check_random_schedule("conv2d_relu_nchw:n=1,c=2,h=6,w=6,k=3,r=3,s=3,stride=2,pad=1", seed, 14);
+    }
+}
+
+#[test]
+fn random_sequences_mostly_apply() {
+    // Guard against a generator that only produces rejected primitives (which would make
+    // the properties above vacuous).
+    let applied: usize = (0..40)
+        .map(|s| check_random_schedule("matmul:12x10x8", s, 14))
+        .sum();
+    assert!(
+        applied > 40 * 14 / 4,
+        "only {applied} of {} primitives applied",
+        40 * 14
+    );
+}
