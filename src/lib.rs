@@ -1,4 +1,5 @@
 //! tessel: an auto-scheduler for tensor programs.
 
+pub mod database;
 pub mod ir;
 pub mod schedule;
