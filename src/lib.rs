@@ -1,5 +1,10 @@
 //! tessel: an auto-scheduler for tensor programs.
 
+pub mod codegen;
 pub mod database;
+pub mod interp;
 pub mod ir;
+pub mod lower;
+pub mod measure;
 pub mod schedule;
+pub mod workload;

@@ -7,12 +7,9 @@ use std::process::ExitCode;
 use tessel::ir::printer::print_program;
 use tessel::schedule::{replay, text, Schedule};
 
+
 #[derive(Parser)]
-#[command(
-    name = "tessel",
-    version,
-    about = "An auto-scheduler for tensor programs"
-)]
+#[command(name = "tessel", version, about = "An auto-scheduler for tensor programs")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -54,24 +51,18 @@ enum Command {
 }
 
 fn load_workload(arg: &str) -> Result<Workload> {
-    workload::from_cli(arg, |path| std::fs::read_to_string(path))
-        .with_context(|| format!("workload {arg}"))
+    workload::from_cli(arg, |path| std::fs::read_to_string(path)).with_context(|| format!("workload {arg}"))
 }
 
 fn load_schedule(w: &Workload, path: &PathBuf) -> Result<Schedule> {
-    let src =
-        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let trace = text::parse_trace(&src).map_err(|e| anyhow::anyhow!("{}:{e}", path.display()))?;
+    let src = std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    let trace = text::parse(&src).map_err(|e| anyhow::anyhow!("{}:{e}", path.display()))?;
     replay(&trace, w.to_program(), 0).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }
 
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
-        Command::Show {
-            workload,
-            schedule,
-            emit,
-        } => {
+        Command::Show { workload, schedule, emit } => {
             let w = load_workload(&workload)?;
             let sch = match &schedule {
                 Some(path) => load_schedule(&w, path)?,
@@ -79,24 +70,17 @@ fn run(cli: Cli) -> Result<()> {
             };
             match emit {
                 Emit::Ir => print!("{}", print_program(sch.program())),
-                Emit::Trace => print!("{}", text::print_trace(sch.trace())),
+                Emit::Trace => print!("{}", text::print(sch.trace())),
                 Emit::Workload => print!("{}", w.to_text()),
                 Emit::Key => print!("{}\n{}\n", w.canonical_text(), w.key()),
             }
         }
-        Command::Check {
-            workload,
-            schedule,
-            seed,
-        } => {
+        Command::Check { workload, schedule, seed } => {
             let w = load_workload(&workload)?;
             let sch = load_schedule(&w, &schedule)?;
             let reference = w.to_program();
             match tessel::interp::check(&reference, sch.program(), seed) {
-                Ok(err) => println!(
-                    "ok: relative error {err:.3e} (tolerance {:.0e})",
-                    tessel::interp::TOLERANCE
-                ),
+                Ok(err) => println!("ok: relative error {err:.3e} (tolerance {:.0e})", tessel::interp::TOLERANCE),
                 Err(e) => bail!("check failed: {e}"),
             }
         }

@@ -138,6 +138,7 @@ pub enum Expr {
     Cast(DType, Box<Expr>),
 }
 
+#[allow(clippy::should_implement_trait)]
 impl Expr {
     pub fn var(v: VarId) -> Expr {
         Expr::Var(v)

@@ -7,6 +7,7 @@ pub mod interval;
 pub mod printer;
 pub mod program;
 pub mod simplify;
+pub mod verify;
 
 pub use expr::{BinOp, DType, Expr, UnOp};
 pub use ids::{BlockId, BufferId, LoopId, VarId};
@@ -14,3 +15,4 @@ pub use program::{
     fresh_name, AnnValue, Block, Buffer, BufferKind, Dim3, IterKind, IterVar, Loop, LoopKind, Node,
     Place, Program, Scope, StorageAlign, Store, ThreadTag, Var,
 };
+pub use verify::{verify, verify_all, VerifyError, VerifyResult};

@@ -79,7 +79,7 @@ impl Buffer {
 }
 
 /// One of the three dimensions of a thread index.
-#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Serialize, Deserialize)]
 pub enum Dim3 {
     X,
     Y,
@@ -87,7 +87,7 @@ pub enum Dim3 {
 }
 
 /// What a thread-bound loop is bound to.
-#[derive(Copy, Clone, PartialEq, Eq, Hash, Debug, Serialize, Deserialize)]
+#[derive(Copy, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug, Serialize, Deserialize)]
 pub enum ThreadTag {
     BlockIdx(Dim3),
     ThreadIdx(Dim3),

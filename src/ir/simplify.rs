@@ -8,7 +8,9 @@
 //! * `(c*q + r) // c = q + r // c` and `(c*q + r) % c = r % c` (exact for floor division);
 //! * `r // c = 0` and `r % c = r` when `r` provably lies in `[0, c)`;
 //! * `(x // a) // b = x // (a*b)` and `(x % a) % b = x % b` when `b` divides `a`;
-//! * `c * (x // c) + x % c = x`.
+//! * `c * (x // c) + x % c = x`;
+//! * `(g*y + r) // c = y // (c/g)` and `(g*y + r) % c = (y % (c/g)) * g + r` when `g`
+//!   divides `c` and `r` lies in `[0, g)` (a vector lane inside an aligned group).
 //!
 //! Terms keep the order of their first appearance, so `i_0 * 64 + i_1 * 8 + i_2` prints
 //! the way the split produced it.
@@ -216,7 +218,37 @@ impl Ctx<'_> {
                 return q.add(Lin::atom(Atom::Div(inner.clone(), a * c)), 1);
             }
         }
+        if let Some((g, big, _)) = self.factor_out(&rest, c) {
+            return q.add(self.div(big, c / g), 1);
+        }
         q.add(Lin::atom(Atom::Div(Box::new(rest), c)), 1)
+    }
+
+    /// `rest = g*big + small` with `g` dividing `c` and `small` in `[0, g)`, so that
+    /// `rest // c = big // (c/g)` and `rest % c = (big % (c/g)) * g + small`.
+    fn factor_out(&self, rest: &Lin, c: i64) -> Option<(i64, Lin, Lin)> {
+        let mut gs: Vec<i64> = rest.terms.iter().map(|(_, k)| gcd(k.abs(), c)).filter(|g| *g > 1 && *g < c).collect();
+        gs.sort_unstable_by(|a, b| b.cmp(a));
+        gs.dedup();
+        for g in gs {
+            let mut big = Lin::constant(floordiv(rest.c, g));
+            let mut small = Lin::constant(floormod(rest.c, g));
+            for (a, k) in &rest.terms {
+                if k % g == 0 {
+                    big.add_term(a.clone(), k / g);
+                } else {
+                    small.add_term(a.clone(), *k);
+                }
+            }
+            if big.terms.is_empty() {
+                continue;
+            }
+            let r = self.lin_range(&small);
+            if r.is_bounded() && r.min >= 0 && r.max < g {
+                return Some((g, big, small));
+            }
+        }
+        None
     }
 
     fn modulo(&self, l: Lin, c: i64) -> Lin {
@@ -240,6 +272,9 @@ impl Ctx<'_> {
                     return Lin::atom(Atom::Mod(inner.clone(), c));
                 }
             }
+        }
+        if let Some((g, big, small)) = self.factor_out(&rest, c) {
+            return self.modulo(big, c / g).scale(g).add(small, 1);
         }
         Lin::atom(Atom::Mod(Box::new(rest), c))
     }
@@ -289,6 +324,14 @@ impl Ctx<'_> {
             }
             other => other.clone(),
         }
+    }
+}
+
+fn gcd(a: i64, b: i64) -> i64 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
     }
 }
 
@@ -464,6 +507,15 @@ mod tests {
             simplify_in(&e, &ext2),
             Expr::add(Expr::mul(v(0), Expr::Int(8)), fd(v(1), 8))
         );
+    }
+
+    #[test]
+    fn lanes_factor_out_of_div_and_mod() {
+        // (4 * t + l) // 8 = t // 2 and (4 * t + l) % 8 = t % 2 * 4 + l for l in [0, 4)
+        let ext: BTreeMap<VarId, i64> = [(VarId(0), 64), (VarId(1), 4)].into_iter().collect();
+        let x = Expr::add(Expr::mul(v(0), Expr::Int(4)), v(1));
+        assert_eq!(simplify_in(&fd(x.clone(), 8), &ext), fd(v(0), 2));
+        assert_eq!(simplify_in(&fm(x, 8), &ext), Expr::add(Expr::mul(fm(v(0), 2), Expr::Int(4)), v(1)));
     }
 
     #[test]

@@ -7,16 +7,20 @@ pub mod error;
 pub mod get;
 pub mod inline;
 pub mod inst;
+pub mod json;
 pub mod loop_transformation;
 pub mod reduction;
+pub mod replay;
 pub mod sampling;
 pub mod state;
+pub mod text;
 pub mod util;
+pub mod validate;
 
 pub use error::{Result, ScheduleError};
 pub use inst::{Decision, InstKind, Instruction, Operand, RvInfo, RvKind, Trace};
-pub use state::{AnnArg, BlockRv, ExprRv, IntArg, LoopRv, Schedule, Target};
-pub mod replay;
 pub use replay::{replay, ReplayError};
+pub use state::{AnnArg, BlockRv, ExprRv, IntArg, LoopRv, Schedule, Target};
+
 #[cfg(test)]
 mod tests;

@@ -79,8 +79,7 @@ pub struct Schedule {
 
 /// Checks run after every primitive.
 fn post_check(p: &Program) -> std::result::Result<(), String> {
-    let _ = p;
-    Ok(())
+    crate::ir::verify::verify(p).map_err(|e| e.to_string())
 }
 
 impl Schedule {

@@ -296,3 +296,13 @@ fn sampled_tiles_split_a_loop_and_bad_decisions_are_errors() {
         .unwrap_err();
     assert!(matches!(e, ScheduleError::InvalidDecision { .. }), "{e}");
 }
+
+#[test]
+fn mlc_schedule_lowers_to_cuda() {
+    let mut sch = Schedule::new(matmul(1024, 1024, 1024), 0);
+    mlc_blocking_shared(&mut sch).unwrap();
+    let l = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda).unwrap();
+    let src = crate::codegen::cuda::generate(&l).unwrap();
+    std::fs::write("/tmp/mlc.cu", &src.code).unwrap();
+    println!("{}", src.code);
+}

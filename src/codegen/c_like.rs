@@ -1,0 +1,246 @@
+//! The statement and expression printer shared by the CUDA and C back ends.
+
+use super::{CodegenError, Result};
+use crate::ir::interval::Interval;
+use crate::ir::simplify::range_of;
+use crate::ir::{BinOp, DType, Expr, Program, UnOp, VarId};
+use crate::lower::{ForKind, KStmt, Kernel};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Which dialect to print.
+#[derive(Copy, Clone, PartialEq, Eq)]
+pub(super) enum Dialect {
+    Cuda,
+    C,
+}
+
+const KEYWORDS: &[&str] = &[
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float",
+    "for", "goto", "if", "int", "long", "register", "return", "short", "signed", "sizeof", "static", "struct", "switch",
+    "typedef", "union", "unsigned", "void", "volatile", "while", "half", "float4", "float2", "dim3", "main",
+];
+
+/// A C identifier for a program name.
+pub(super) fn ident(name: &str) -> String {
+    let mut s: String = name.chars().map(|c| if c.is_ascii_alphanumeric() || c == '_' { c } else { '_' }).collect();
+    if s.is_empty() || s.starts_with(|c: char| c.is_ascii_digit()) || KEYWORDS.contains(&s.as_str()) {
+        s = format!("v_{s}");
+    }
+    s
+}
+
+pub(super) fn ctype(d: DType, dialect: Dialect) -> Result<&'static str> {
+    match d {
+        DType::F32 => Ok("float"),
+        DType::I32 => Ok("int"),
+        DType::Bool => Ok("bool"),
+        DType::F16 => Err(CodegenError::Unsupported {
+            what: "float16".into(),
+            backend: if dialect == Dialect::Cuda { "cuda" } else { "cpu" },
+        }),
+    }
+}
+
+pub(super) struct Printer<'a> {
+    pub p: &'a Program,
+    pub k: &'a Kernel,
+    pub dialect: Dialect,
+    pub out: String,
+    /// Loop variable extents in scope, for deciding when `/` and `%` are floor division.
+    ranges: BTreeMap<VarId, i64>,
+}
+
+impl<'a> Printer<'a> {
+    pub fn new(p: &'a Program, k: &'a Kernel, dialect: Dialect) -> Self {
+        let mut ranges = BTreeMap::new();
+        for (v, tag) in &k.thread_vars {
+            let ext = match tag {
+                crate::ir::ThreadTag::BlockIdx(d) => k.grid[*d as usize],
+                crate::ir::ThreadTag::ThreadIdx(d) => k.block[*d as usize],
+                crate::ir::ThreadTag::VThread(_) => 1,
+            };
+            ranges.insert(*v, ext);
+        }
+        Printer { p, k, dialect, out: String::new(), ranges }
+    }
+
+    pub fn var(&self, v: VarId) -> String {
+        if let Some(tag) = self.k.thread_of(v) {
+            return format!("((int){tag})");
+        }
+        ident(self.p.var_name(v))
+    }
+
+    fn is_float(&self, e: &Expr) -> bool {
+        match e {
+            Expr::Float(_) => true,
+            Expr::Load(b, _) => self.p.buffer(*b).dtype.is_float(),
+            Expr::Cast(t, _) => t.is_float(),
+            Expr::Bin(op, a, b) if !op.is_predicate() => self.is_float(a) || self.is_float(b),
+            Expr::Un(UnOp::Not, _) => false,
+            Expr::Un(_, a) => self.is_float(a) || !matches!(**a, Expr::Int(_) | Expr::Var(_)),
+            Expr::Select(_, a, b) => self.is_float(a) || self.is_float(b),
+            _ => false,
+        }
+    }
+
+    fn nonneg(&self, e: &Expr) -> bool {
+        let r = range_of(e, &|v| self.ranges.get(&v).map(|&x| Interval::new(0, x - 1)));
+        r.is_bounded() && r.min >= 0
+    }
+
+    pub fn expr(&self, e: &Expr) -> String {
+        match e {
+            Expr::Int(v) => v.to_string(),
+            Expr::Float(v) => float_lit(*v, self.dialect),
+            Expr::Var(v) => self.var(*v),
+            Expr::Load(b, idx) => format!("{}[{}]", ident(&self.p.buffer(*b).name), self.expr(&idx[0])),
+            Expr::Bin(op, a, b) => {
+                let (x, y) = (self.expr(a), self.expr(b));
+                let fl = self.is_float(a) || self.is_float(b);
+                match op {
+                    BinOp::Add => format!("({x} + {y})"),
+                    BinOp::Sub => format!("({x} - {y})"),
+                    BinOp::Mul => format!("({x} * {y})"),
+                    BinOp::Div => format!("({x} / {y})"),
+                    BinOp::FloorDiv | BinOp::FloorMod => {
+                        let div = *op == BinOp::FloorDiv;
+                        if self.nonneg(a) && matches!(b.as_int(), Some(c) if c > 0) {
+                            format!("({x} {} {y})", if div { "/" } else { "%" })
+                        } else if div {
+                            format!("tessel_floordiv({x}, {y})")
+                        } else {
+                            format!("tessel_floormod({x}, {y})")
+                        }
+                    }
+                    BinOp::Min => format!("{}({x}, {y})", if fl { "fminf" } else { "min" }),
+                    BinOp::Max => format!("{}({x}, {y})", if fl { "fmaxf" } else { "max" }),
+                    BinOp::Lt => format!("({x} < {y})"),
+                    BinOp::Le => format!("({x} <= {y})"),
+                    BinOp::Gt => format!("({x} > {y})"),
+                    BinOp::Ge => format!("({x} >= {y})"),
+                    BinOp::Eq => format!("({x} == {y})"),
+                    BinOp::Ne => format!("({x} != {y})"),
+                    BinOp::And => format!("({x} && {y})"),
+                    BinOp::Or => format!("({x} || {y})"),
+                }
+            }
+            Expr::Un(op, a) => {
+                let x = self.expr(a);
+                match op {
+                    UnOp::Neg => format!("(-{x})"),
+                    UnOp::Not => format!("(!{x})"),
+                    UnOp::Exp => format!("expf({x})"),
+                    UnOp::Sqrt => format!("sqrtf({x})"),
+                    UnOp::Tanh => format!("tanhf({x})"),
+                    UnOp::Abs => format!("fabsf({x})"),
+                }
+            }
+            Expr::Select(c, a, b) => format!("({} ? {} : {})", self.expr(c), self.expr(a), self.expr(b)),
+            Expr::Cast(t, a) => format!("(({}){})", ctype(*t, self.dialect).unwrap_or("float"), self.expr(a)),
+        }
+    }
+
+    fn line(&mut self, depth: usize, s: &str) {
+        for _ in 0..depth {
+            self.out.push_str("  ");
+        }
+        self.out.push_str(s);
+        self.out.push('\n');
+    }
+
+    /// Prints statements; `allocs_at` prints the allocations placed at a loop's body.
+    pub fn stmts(&mut self, body: &[KStmt], depth: usize, allocs_at: &dyn Fn(&mut Self, Option<VarId>, usize)) {
+        for s in body {
+            match s {
+                KStmt::Comment(c) => self.line(depth, &format!("// block {c}")),
+                KStmt::Sync => self.line(depth, "__syncthreads();"),
+                KStmt::If { cond, then } => {
+                    let c = self.expr(cond);
+                    self.line(depth, &format!("if {} {{", paren(&c)));
+                    self.stmts(then, depth + 1, allocs_at);
+                    self.line(depth, "}");
+                }
+                KStmt::Store { buffer, indices, value } => {
+                    let lhs = format!("{}[{}]", ident(&self.p.buffer(*buffer).name), self.expr(&indices[0]));
+                    let rhs = self.expr(value);
+                    self.line(depth, &format!("{lhs} = {rhs};"));
+                }
+                KStmt::For { var, extent, kind, body } => {
+                    self.ranges.insert(*var, *extent);
+                    let v = self.var(*var);
+                    if *kind == ForKind::Vectorized && self.dialect == Dialect::Cuda {
+                        if let Some(line) = self.vector_copy(*var, *extent, body) {
+                            let guard = body.iter().find_map(|s| match s {
+                                KStmt::If { cond, .. } => Some(self.expr(cond)),
+                                _ => None,
+                            });
+                            match guard {
+                                Some(g) => {
+                                    self.line(depth, &format!("if {} {{", paren(&g)));
+                                    self.line(depth + 1, &line);
+                                    self.line(depth, "}");
+                                }
+                                None => self.line(depth, &line),
+                            }
+                            continue;
+                        }
+                    }
+                    match (kind, self.dialect) {
+                        (ForKind::Unrolled, Dialect::Cuda) | (ForKind::Vectorized, Dialect::Cuda) => self.line(depth, "#pragma unroll"),
+                        (ForKind::Unrolled, Dialect::C) => self.line(depth, &format!("#pragma GCC unroll {}", extent.min(&64))),
+                        (ForKind::Vectorized, Dialect::C) => self.line(depth, "#pragma omp simd"),
+                        (ForKind::Parallel, _) => self.line(depth, "#pragma omp parallel for"),
+                        (ForKind::Serial, _) => {}
+                    }
+                    self.line(depth, &format!("for (int {v} = 0; {v} < {extent}; ++{v}) {{"));
+                    allocs_at(self, Some(*var), depth + 1);
+                    self.stmts(body, depth + 1, allocs_at);
+                    self.line(depth, "}");
+                }
+            }
+        }
+    }
+
+    /// A float4/float2 copy for a vectorized loop whose store copies one contiguous load;
+    /// `None` prints the loop as an unrolled scalar loop instead.
+    fn vector_copy(&self, var: VarId, lanes: i64, body: &[KStmt]) -> Option<String> {
+        let (_, store) = crate::lower::kernel_vector_body(body, var).ok()?;
+        let KStmt::Store { buffer, indices, value } = store else { return None };
+        let Expr::Load(src, sidx) = value else { return None };
+        let ty = if lanes == 4 { "float4" } else { "float2" };
+        let at_zero = |e: &Expr| e.substitute(&|v| (v == var).then_some(Expr::Int(0)));
+        let d = self.expr(&crate::ir::simplify::simplify(&at_zero(&indices[0]), &|_| None));
+        let s = self.expr(&crate::ir::simplify::simplify(&at_zero(&sidx[0]), &|_| None));
+        Some(format!(
+            "*({ty}*)({} + {d}) = *({ty}*)({} + {s});",
+            ident(&self.p.buffer(*buffer).name),
+            ident(&self.p.buffer(*src).name)
+        ))
+    }
+}
+
+fn paren(s: &str) -> String {
+    if s.starts_with('(') && s.ends_with(')') {
+        s.to_string()
+    } else {
+        format!("({s})")
+    }
+}
+
+fn float_lit(v: f64, dialect: Dialect) -> String {
+    if v.is_infinite() {
+        let s = if v < 0.0 { "-" } else { "" };
+        return match dialect {
+            Dialect::Cuda => format!("{s}__int_as_float(0x7f800000)"),
+            Dialect::C => format!("{s}INFINITY"),
+        };
+    }
+    let mut s = format!("{v:?}");
+    if !s.contains('.') && !s.contains('e') {
+        s.push_str(".0");
+    }
+    let _ = write!(s, "f");
+    s
+}

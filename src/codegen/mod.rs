@@ -1,0 +1,43 @@
+//! Code generation: kernel IR to CUDA C (one `extern "C" __global__` function per kernel,
+//! launch configuration beside it) and to C for the CPU (OpenMP parallel loops,
+//! `omp simd` inner loops). Both print the kernel IR statement by statement with the
+//! program's own names, so a reader can follow the source next to the printed IR.
+
+mod c_like;
+pub mod cuda;
+pub mod cpu;
+
+use thiserror::Error;
+
+/// Why a kernel cannot be printed for a backend.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum CodegenError {
+    #[error("{what} is not supported by the {backend} backend yet")]
+    Unsupported { what: String, backend: &'static str },
+}
+
+/// The result of code generation.
+pub type Result<T> = std::result::Result<T, CodegenError>;
+
+/// Launch configuration of one kernel.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Launch {
+    pub name: String,
+    pub grid: [u32; 3],
+    pub block: [u32; 3],
+    /// Dynamic shared memory bytes (0 when the kernel's shared memory is static).
+    pub dynamic_shared_bytes: u32,
+    /// Static shared memory bytes.
+    pub static_shared_bytes: u32,
+    /// Parameter buffer names in call order.
+    pub params: Vec<String>,
+}
+
+/// Generated source with the launch configuration of each kernel, in launch order.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Source {
+    pub code: String,
+    pub kernels: Vec<Launch>,
+    /// Global workspace buffers the caller allocates: (name, elements, bytes per element).
+    pub workspaces: Vec<(String, i64, usize)>,
+}

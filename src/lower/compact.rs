@@ -1,0 +1,270 @@
+//! Buffer compaction and index flattening, and the vector-access check.
+//!
+//! A shared or local buffer is allocated for the region its accesses cover below their
+//! common loop (the allocation point): loops above it and the thread indices that do not
+//! share the buffer (blockIdx for shared; blockIdx and threadIdx for local) stay symbolic,
+//! the rest are relaxed over their range, so each index becomes `base + [lo, hi]` and the
+//! buffer shrinks to the extents `hi - lo + 1`. Parameters and global workspaces keep
+//! their full shape.
+
+use super::kernel::{Alloc, ForKind, KStmt, Kernel};
+use super::{Backend, LowerError, Result};
+use crate::ir::interval::Interval;
+use crate::ir::simplify::{range_of, simplify, split_terms};
+use crate::ir::{BinOp, BufferId, DType, Expr, Program, Scope, VarId};
+use std::collections::{BTreeMap, BTreeSet};
+
+struct Access {
+    buffer: BufferId,
+    indices: Vec<Expr>,
+    path: Vec<VarId>,
+}
+
+fn collect_expr(e: &Expr, path: &[VarId], out: &mut Vec<Access>) {
+    e.visit(&mut |x| {
+        if let Expr::Load(b, idx) = x {
+            out.push(Access { buffer: *b, indices: idx.clone(), path: path.to_vec() });
+        }
+    });
+}
+
+fn collect(body: &[KStmt], path: &mut Vec<VarId>, out: &mut Vec<Access>) {
+    for s in body {
+        match s {
+            KStmt::For { var, body, .. } => {
+                path.push(*var);
+                collect(body, path, out);
+                path.pop();
+            }
+            KStmt::If { cond, then } => {
+                collect_expr(cond, path, out);
+                collect(then, path, out);
+            }
+            KStmt::Store { buffer, indices, value } => {
+                out.push(Access { buffer: *buffer, indices: indices.clone(), path: path.clone() });
+                indices.iter().for_each(|i| collect_expr(i, path, out));
+                collect_expr(value, path, out);
+            }
+            KStmt::Sync | KStmt::Comment(_) => {}
+        }
+    }
+}
+
+/// How one buffer's indices map to its flat storage.
+struct Layout {
+    /// Subtracted from each index.
+    offset: Vec<Expr>,
+    strides: Vec<i64>,
+}
+
+fn strides(extents: &[i64], align: &[crate::ir::StorageAlign]) -> (Vec<i64>, i64) {
+    let n = extents.len();
+    let mut st = vec![1i64; n];
+    for d in (0..n.saturating_sub(1)).rev() {
+        let mut s = st[d + 1] * extents[d + 1];
+        if let Some(a) = align.iter().find(|a| a.axis == d) {
+            while s % a.factor != a.offset % a.factor {
+                s += 1;
+            }
+        }
+        st[d] = s;
+    }
+    let size = if n == 0 { 1 } else { st[0] * extents[0] };
+    (st, size.max(1))
+}
+
+/// Compacts the kernel's shared and local buffers and flattens every access.
+pub(super) fn compact(p: &Program, k: &mut Kernel, backend: Backend, ranges: &BTreeMap<VarId, i64>) -> Result<()> {
+    let mut accesses = Vec::new();
+    collect(&k.body, &mut Vec::new(), &mut accesses);
+    let mut layouts: BTreeMap<BufferId, Layout> = BTreeMap::new();
+    let buffers: BTreeSet<BufferId> = accesses.iter().map(|a| a.buffer).collect();
+    let range = |v: VarId| ranges.get(&v).map(|&x| Interval::new(0, x - 1));
+    for buf in buffers {
+        let b = p.buffer(buf);
+        let compacted = p.allocs.contains(&buf) && b.scope != Scope::Global;
+        if !compacted {
+            let (st, _) = strides(&b.shape, &[]);
+            layouts.insert(buf, Layout { offset: vec![Expr::Int(0); b.shape.len()], strides: st });
+            continue;
+        }
+        let acc: Vec<&Access> = accesses.iter().filter(|a| a.buffer == buf).collect();
+        // The allocation point: the loops common to all accesses.
+        let mut lca: Vec<VarId> = acc[0].path.clone();
+        for a in &acc[1..] {
+            let n = lca.iter().zip(&a.path).take_while(|(x, y)| x == y).count();
+            lca.truncate(n);
+        }
+        let mut fixed: BTreeSet<VarId> = lca.iter().copied().collect();
+        for (v, tag) in &k.thread_vars {
+            let keep = tag.is_block_idx() || (b.scope == Scope::Local && tag.is_thread_idx());
+            if keep {
+                fixed.insert(*v);
+            }
+        }
+        let relaxed = |v: VarId| if fixed.contains(&v) { None } else { range(v) };
+        let rank = b.shape.len();
+        let mut dims: Vec<Option<(Expr, i64, i64)>> = vec![None; rank];
+        let mut fallback = vec![false; rank];
+        for a in &acc {
+            for (d, e) in a.indices.iter().enumerate() {
+                let (base, rest) = split_terms(e, &|v| fixed.contains(&v), &range);
+                let r = range_of(&rest, &relaxed);
+                let clean = r.is_bounded() && rest.vars().iter().all(|v| !fixed.contains(v));
+                if !clean {
+                    fallback[d] = true;
+                    continue;
+                }
+                dims[d] = Some(match dims[d].take() {
+                    None => (base, r.min, r.max),
+                    Some((b0, lo, hi)) if b0 == base => (b0, lo.min(r.min), hi.max(r.max)),
+                    Some(other) => {
+                        fallback[d] = true;
+                        other
+                    }
+                });
+            }
+        }
+        let mut offset = Vec::new();
+        let mut extents = Vec::new();
+        for d in 0..rank {
+            match (&dims[d], fallback[d]) {
+                (Some((base, lo, hi)), false) if hi - lo < b.shape[d] => {
+                    offset.push(simplify(&Expr::add(base.clone(), Expr::Int(*lo)), &range));
+                    extents.push(hi - lo + 1);
+                }
+                _ => {
+                    offset.push(Expr::Int(0));
+                    extents.push(b.shape[d]);
+                }
+            }
+        }
+        let (st, size) = strides(&extents, &b.align);
+        let at = match backend {
+            Backend::Cuda => None,
+            Backend::Cpu => lca.last().copied(),
+        };
+        k.allocs.push(Alloc { buffer: buf, scope: b.scope, size, at });
+        layouts.insert(buf, Layout { offset, strides: st });
+    }
+    let flat = |buf: BufferId, idx: &[Expr]| -> Vec<Expr> {
+        let l = &layouts[&buf];
+        let mut sum: Option<Expr> = None;
+        for (d, e) in idx.iter().enumerate() {
+            let local = Expr::sub(e.clone(), l.offset[d].clone());
+            let term = if l.strides[d] == 1 { local } else { Expr::mul(local, Expr::Int(l.strides[d])) };
+            sum = Some(match sum {
+                None => term,
+                Some(s) => Expr::add(s, term),
+            });
+        }
+        vec![simplify(&sum.unwrap_or(Expr::Int(0)), &range)]
+    };
+    rewrite(&mut k.body, &flat);
+    Ok(())
+}
+
+fn rewrite_expr(e: &Expr, flat: &dyn Fn(BufferId, &[Expr]) -> Vec<Expr>) -> Expr {
+    e.rewrite(&mut |x| match x {
+        Expr::Load(b, idx) => Expr::Load(b, flat(b, &idx)),
+        other => other,
+    })
+}
+
+fn rewrite(body: &mut [KStmt], flat: &dyn Fn(BufferId, &[Expr]) -> Vec<Expr>) {
+    for s in body {
+        match s {
+            KStmt::For { body, .. } => rewrite(body, flat),
+            KStmt::If { cond, then } => {
+                *cond = rewrite_expr(cond, flat);
+                rewrite(then, flat);
+            }
+            KStmt::Store { buffer, indices, value } => {
+                let idx: Vec<Expr> = indices.iter().map(|i| rewrite_expr(i, flat)).collect();
+                *indices = flat(*buffer, &idx);
+                *value = rewrite_expr(value, flat);
+            }
+            KStmt::Sync | KStmt::Comment(_) => {}
+        }
+    }
+}
+
+/// Checks every vectorized loop of a CUDA kernel: 2 or 4 float32 lanes, one store (under
+/// a lane-invariant guard at most) whose index and loads are contiguous in the lane and
+/// aligned to the vector width, or lane-invariant loads.
+pub(super) fn check_vectors(p: &Program, k: &Kernel, ranges: &BTreeMap<VarId, i64>) -> Result<()> {
+    fn walk(p: &Program, body: &[KStmt], ranges: &BTreeMap<VarId, i64>) -> Result<()> {
+        for s in body {
+            match s {
+                KStmt::For { var, extent, kind: ForKind::Vectorized, body } => {
+                    vector_store(p, body, *var, *extent, ranges).map_err(|reason| LowerError::Vectorize { name: p.var_name(*var).into(), reason })?;
+                }
+                KStmt::For { body, .. } => walk(p, body, ranges)?,
+                KStmt::If { then, .. } => walk(p, then, ranges)?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+    walk(p, &k.body, ranges)
+}
+
+/// The store of a vectorized loop body, when the body has the accepted shape.
+pub(crate) fn vector_body(body: &[KStmt], var: VarId) -> std::result::Result<(Option<&Expr>, &KStmt), String> {
+    let real: Vec<&KStmt> = body.iter().filter(|s| !matches!(s, KStmt::Comment(_))).collect();
+    match real.as_slice() {
+        [s @ KStmt::Store { .. }] => Ok((None, s)),
+        [KStmt::If { cond, then }] => {
+            if cond.uses_var(var) {
+                return Err("its guard depends on the lane (imperfect tile)".into());
+            }
+            let inner: Vec<&KStmt> = then.iter().filter(|s| !matches!(s, KStmt::Comment(_))).collect();
+            match inner.as_slice() {
+                [s @ KStmt::Store { .. }] => Ok((Some(cond), s)),
+                _ => Err("its body is not a single store".into()),
+            }
+        }
+        _ => Err("its body is not a single store".into()),
+    }
+}
+
+/// Whether a flat index is `aligned_base + lane`.
+pub(crate) fn contiguous(idx: &Expr, var: VarId, lanes: i64, ranges: &BTreeMap<VarId, i64>) -> std::result::Result<(), String> {
+    let range = |v: VarId| ranges.get(&v).map(|&x| Interval::new(0, x - 1));
+    let next = idx.substitute(&|v| (v == var).then(|| Expr::add(Expr::Var(var), Expr::Int(1))));
+    let step = simplify(&Expr::sub(next, idx.clone()), &range);
+    if step != Expr::Int(1) {
+        return Err("its accesses are not contiguous in the lane".into());
+    }
+    let base = idx.substitute(&|v| (v == var).then_some(Expr::Int(0)));
+    let m = simplify(&Expr::bin(BinOp::FloorMod, base, Expr::Int(lanes)), &range);
+    if m != Expr::Int(0) {
+        return Err(format!("its accesses are not provably aligned to {lanes} elements"));
+    }
+    Ok(())
+}
+
+fn vector_store(p: &Program, body: &[KStmt], var: VarId, lanes: i64, ranges: &BTreeMap<VarId, i64>) -> std::result::Result<(), String> {
+    let (_, store) = vector_body(body, var)?;
+    let KStmt::Store { buffer, indices, value } = store else { unreachable!("vector_body returns a store") };
+    if p.buffer(*buffer).dtype != DType::F32 {
+        return Err(format!("only float32 vectors are supported, {} is {}", p.buffer(*buffer).name, p.buffer(*buffer).dtype));
+    }
+    if lanes != 2 && lanes != 4 {
+        return Err(format!("{lanes} lanes (float2 and float4 are supported)"));
+    }
+    contiguous(&indices[0], var, lanes, ranges)?;
+    let mut err = Ok(());
+    value.visit(&mut |e| {
+        if let Expr::Load(b, idx) = e {
+            if idx[0].uses_var(var) && err.is_ok() {
+                if p.buffer(*b).dtype != DType::F32 {
+                    err = Err(format!("{} is not float32", p.buffer(*b).name));
+                } else {
+                    err = contiguous(&idx[0], var, lanes, ranges);
+                }
+            }
+        }
+    });
+    err
+}

@@ -1,0 +1,89 @@
+//! The kernel IR: what lowering produces and code generators print.
+//!
+//! Thread-bound loops are gone (their variables stand for `blockIdx`/`threadIdx`),
+//! blocks have become guarded stores with flat indices into compacted buffers, and
+//! barriers are explicit.
+
+use crate::ir::{BufferId, Expr, Program, Scope, ThreadTag, VarId};
+
+/// How a kernel loop runs.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum ForKind {
+    Serial,
+    /// Unrolled by the compiler (`#pragma unroll`).
+    Unrolled,
+    /// Vectorized: on CUDA a proven-contiguous, aligned vector access of `extent` lanes;
+    /// on the CPU a loop the C compiler vectorizes (`#pragma omp simd`).
+    Vectorized,
+    /// CPU threads (`#pragma omp parallel for`).
+    Parallel,
+}
+
+/// A statement of a kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub enum KStmt {
+    For { var: VarId, extent: i64, kind: ForKind, body: Vec<KStmt> },
+    If { cond: Expr, then: Vec<KStmt> },
+    /// `buffer[indices] = value`. After lowering, `indices` (and the indices of every
+    /// load in `value`) hold one flat index into the (compacted) buffer.
+    Store { buffer: BufferId, indices: Vec<Expr>, value: Expr },
+    /// `__syncthreads()`.
+    Sync,
+    /// A comment naming the block a store came from (for readers of the generated code).
+    Comment(String),
+}
+
+/// A buffer allocated inside the kernel, compacted to the region it is used in.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Alloc {
+    pub buffer: BufferId,
+    pub scope: Scope,
+    /// Elements, after padding for `storage_align`.
+    pub size: i64,
+    /// Where it is declared: at the kernel's top (`None`) or at the start of a loop body.
+    pub at: Option<VarId>,
+}
+
+/// One kernel: a `__global__` function on CUDA, a C function on the CPU.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    pub name: String,
+    /// Global buffers, in call order: the program's parameters, then workspaces.
+    pub params: Vec<BufferId>,
+    pub allocs: Vec<Alloc>,
+    /// Grid and block dimensions (x, y, z); all 1 on the CPU.
+    pub grid: [i64; 3],
+    pub block: [i64; 3],
+    /// The variables standing for thread indices.
+    pub thread_vars: Vec<(VarId, ThreadTag)>,
+    pub body: Vec<KStmt>,
+}
+
+impl Kernel {
+    /// Bytes of shared memory the kernel allocates statically.
+    pub fn shared_bytes(&self, p: &Program) -> i64 {
+        self.allocs
+            .iter()
+            .filter(|a| a.scope == Scope::Shared)
+            .map(|a| a.size * p.buffer(a.buffer).dtype.bytes() as i64)
+            .sum()
+    }
+    /// Threads per block.
+    pub fn threads(&self) -> i64 {
+        self.block.iter().product()
+    }
+    /// The thread tag a variable stands for, if any.
+    pub fn thread_of(&self, v: VarId) -> Option<ThreadTag> {
+        self.thread_vars.iter().find(|(x, _)| *x == v).map(|(_, t)| *t)
+    }
+}
+
+/// A lowered program: its kernels, launched in order, and the global workspaces they
+/// share (intermediate buffers in global memory, allocated by the caller).
+#[derive(Clone, Debug)]
+pub struct Lowered {
+    /// The program the kernels index into (for buffer and variable names).
+    pub program: Program,
+    pub kernels: Vec<Kernel>,
+    pub workspaces: Vec<BufferId>,
+}

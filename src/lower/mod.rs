@@ -1,0 +1,339 @@
+//! Lowering: a scheduled program becomes kernels.
+//!
+//! 1. Each root loop nest becomes one kernel. On CUDA its outer loops must be bound to
+//!    `blockIdx`; thread-bound loops disappear and their variables stand for the thread
+//!    indices (a loop shorter than the launch dimension gets a guard).
+//! 2. Virtual threads are sunk to the statements that use them and unrolled there, so a
+//!    cooperative fetch that does not depend on the virtual thread runs once (as TVM's
+//!    virtual-thread injection does). Only idempotent statements are hoisted that way.
+//! 3. Blocks become guarded stores: bindings substituted, predicate and init as `if`s.
+//! 4. Shared and local buffers are compacted to the region one thread block (shared) or
+//!    one thread (local) touches, relaxing the loops below their allocation point and the
+//!    thread indices that share them; `storage_align` pads strides; indices are flattened.
+//! 5. CUDA: `__syncthreads()` is inserted where shared memory written by some threads is
+//!    read by others, and before it is overwritten in the next iteration; vectorized loops
+//!    are checked to be contiguous and aligned, or rejected.
+
+pub mod kernel;
+mod barrier;
+mod compact;
+mod vthread;
+
+pub use kernel::{Alloc, ForKind, KStmt, Kernel, Lowered};
+pub(crate) use compact::vector_body as kernel_vector_body;
+
+use crate::ir::simplify::simplify;
+use crate::ir::interval::Interval;
+use crate::ir::{BinOp, BlockId, Dim3, Expr, IterKind, LoopId, LoopKind, Node, Program, Scope, ThreadTag, VarId};
+use std::collections::BTreeMap;
+use thiserror::Error;
+
+/// What the kernels are for.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Cuda,
+    Cpu,
+}
+
+/// Why a program cannot be lowered for a backend.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum LowerError {
+    #[error("loop {name} is bound to {tag}, which the {backend} backend cannot run")]
+    ThreadOnCpu { name: String, tag: String, backend: &'static str },
+    #[error("loop nest {name} is not bound to blockIdx/threadIdx: every root loop nest of a CUDA program must be")]
+    Unbound { name: String },
+    #[error("loop {name} is above a blockIdx loop: bind it or move it inside")]
+    SerialAboveBlockIdx { name: String },
+    #[error("{tag} is bound with extent {a} and {b} in one kernel")]
+    GridMismatch { tag: String, a: i64, b: i64 },
+    #[error("loop {name} is parallel: the cuda backend has no CPU threads (bind it to a thread instead)")]
+    ParallelOnCuda { name: String },
+    #[error("cannot vectorize loop {name}: {reason}")]
+    Vectorize { name: String, reason: String },
+    #[error("a barrier would be needed inside loop {name}, which only part of the threads run")]
+    DivergentBarrier { name: String },
+    #[error("invalid program: {0}")]
+    Invalid(String),
+}
+
+/// The result of lowering.
+pub type Result<T> = std::result::Result<T, LowerError>;
+
+/// A loop of the program during lowering, with its body in program order.
+#[derive(Clone, Debug)]
+pub(crate) enum Tree {
+    Loop { id: LoopId, body: Vec<Tree> },
+    /// A loop the lowering made (a sunk virtual thread), unrolled.
+    Unrolled { var: VarId, extent: i64, body: Vec<Tree> },
+    Block(BlockId),
+}
+
+fn to_tree(p: &Program, n: Node) -> Tree {
+    match n {
+        Node::Block(b) => Tree::Block(b),
+        Node::Loop(l) => Tree::Loop { id: l, body: p.lp(l).body.iter().map(|c| to_tree(p, *c)).collect() },
+    }
+}
+
+/// Lowers a verified program for a backend.
+pub fn lower(p: &Program, backend: Backend) -> Result<Lowered> {
+    crate::ir::verify::verify(p).map_err(|e| LowerError::Invalid(e.to_string()))?;
+    let mut prog = p.clone();
+    let workspaces: Vec<_> = prog.allocs.iter().copied().filter(|b| prog.buffer(*b).scope == Scope::Global).collect();
+    let mut kernels = Vec::new();
+    let roots = prog.root.clone();
+    match backend {
+        Backend::Cpu => {
+            // One C function for the whole program; thread bindings are errors.
+            for (n, _) in prog.walk() {
+                if let Node::Loop(l) = n {
+                    if let LoopKind::Thread(t) = prog.lp(l).kind {
+                        return Err(LowerError::ThreadOnCpu { name: prog.loop_name(l).into(), tag: t.to_string(), backend: "cpu" });
+                    }
+                }
+            }
+            let trees: Vec<Tree> = roots.iter().map(|n| to_tree(&prog, *n)).collect();
+            let k = build_kernel(&mut prog, &format!("{}_kernel", p.name), trees, backend, &workspaces)?;
+            kernels.push(k);
+        }
+        Backend::Cuda => {
+            for (i, n) in roots.iter().enumerate() {
+                let tree = to_tree(&prog, *n);
+                check_grid_nest(&prog, *n)?;
+                let trees = vthread::sink_all(&prog, tree);
+                let name = if roots.len() == 1 { format!("{}_kernel", p.name) } else { format!("{}_kernel{i}", p.name) };
+                kernels.push(build_kernel(&mut prog, &name, trees, backend, &workspaces)?);
+            }
+        }
+    }
+    Ok(Lowered { program: prog, kernels, workspaces })
+}
+
+/// A CUDA root nest: blockIdx loops outermost (no serial loop above them), some thread
+/// binding somewhere.
+fn check_grid_nest(p: &Program, n: Node) -> Result<()> {
+    let Node::Loop(top) = n else {
+        return Err(LowerError::Invalid("a block at the root is not inside any loop".into()));
+    };
+    let mut any_thread = false;
+    let mut serial_above: Option<LoopId> = None;
+    let mut stack = vec![(top, false)];
+    while let Some((l, under_serial)) = stack.pop() {
+        let kind = p.lp(l).kind;
+        if let LoopKind::Thread(t) = kind {
+            any_thread = true;
+            if t.is_block_idx() {
+                if let Some(s) = serial_above {
+                    return Err(LowerError::SerialAboveBlockIdx { name: p.loop_name(s).into() });
+                }
+            }
+        }
+        let serial_here = !matches!(kind, LoopKind::Thread(_));
+        if serial_here && serial_above.is_none() && !under_serial {
+            serial_above = Some(l);
+        }
+        for c in &p.lp(l).body {
+            if let Node::Loop(c) = c {
+                stack.push((*c, under_serial || serial_here));
+            }
+        }
+    }
+    if !any_thread {
+        return Err(LowerError::Unbound { name: p.loop_name(top).into() });
+    }
+    Ok(())
+}
+
+struct Builder<'a> {
+    prog: &'a mut Program,
+    backend: Backend,
+    /// Thread-bound loop variable -> the kernel's variable for that tag.
+    thread_var: BTreeMap<ThreadTag, VarId>,
+    grid: [i64; 3],
+    block: [i64; 3],
+    /// Extents of kernel loop variables (and thread variables), for simplification.
+    ranges: BTreeMap<VarId, i64>,
+    /// Loop variable -> replacement (thread variable).
+    subst: BTreeMap<VarId, Expr>,
+}
+
+fn dim_index(d: Dim3) -> usize {
+    match d {
+        Dim3::X => 0,
+        Dim3::Y => 1,
+        Dim3::Z => 2,
+    }
+}
+
+impl Builder<'_> {
+    fn range_fn(&self) -> impl Fn(VarId) -> Option<Interval> + '_ {
+        |v| self.ranges.get(&v).map(|&x| Interval::new(0, x - 1))
+    }
+
+    fn simp(&self, e: &Expr) -> Expr {
+        simplify(e, &self.range_fn())
+    }
+
+    /// Collects launch dimensions from the thread-bound loops of a tree.
+    fn collect_dims(&mut self, t: &Tree) -> Result<()> {
+        match t {
+            Tree::Loop { id, body } => {
+                if let LoopKind::Thread(tag) = self.prog.lp(*id).kind {
+                    let e = self.prog.lp(*id).extent;
+                    match tag {
+                        ThreadTag::BlockIdx(d) => {
+                            let slot = &mut self.grid[dim_index(d)];
+                            if *slot != 1 && *slot != e {
+                                return Err(LowerError::GridMismatch { tag: tag.to_string(), a: *slot, b: e });
+                            }
+                            *slot = e;
+                        }
+                        ThreadTag::ThreadIdx(d) => {
+                            let slot = &mut self.block[dim_index(d)];
+                            *slot = (*slot).max(e);
+                        }
+                        ThreadTag::VThread(_) => {}
+                    }
+                }
+                body.iter().try_for_each(|c| self.collect_dims(c))
+            }
+            Tree::Unrolled { body, .. } => body.iter().try_for_each(|c| self.collect_dims(c)),
+            Tree::Block(_) => Ok(()),
+        }
+    }
+
+    fn thread_var(&mut self, tag: ThreadTag) -> VarId {
+        if let Some(v) = self.thread_var.get(&tag) {
+            return *v;
+        }
+        let v = self.prog.new_var(tag.to_string());
+        let extent = match tag {
+            ThreadTag::BlockIdx(d) => self.grid[dim_index(d)],
+            ThreadTag::ThreadIdx(d) => self.block[dim_index(d)],
+            ThreadTag::VThread(_) => 1,
+        };
+        self.ranges.insert(v, extent);
+        self.thread_var.insert(tag, v);
+        v
+    }
+
+    fn stmts(&mut self, trees: &[Tree]) -> Result<Vec<KStmt>> {
+        let mut out = Vec::new();
+        for t in trees {
+            out.extend(self.stmt(t)?);
+        }
+        Ok(out)
+    }
+
+    fn stmt(&mut self, t: &Tree) -> Result<Vec<KStmt>> {
+        match t {
+            Tree::Block(b) => self.block(*b),
+            Tree::Unrolled { var, extent, body } => {
+                self.ranges.insert(*var, *extent);
+                let body = self.stmts(body)?;
+                Ok(vec![KStmt::For { var: *var, extent: *extent, kind: ForKind::Unrolled, body }])
+            }
+            Tree::Loop { id, body } => {
+                let lp = self.prog.lp(*id).clone();
+                match lp.kind {
+                    LoopKind::Thread(tag @ (ThreadTag::BlockIdx(_) | ThreadTag::ThreadIdx(_))) => {
+                        let tv = self.thread_var(tag);
+                        self.subst.insert(lp.var, Expr::Var(tv));
+                        self.ranges.insert(lp.var, lp.extent);
+                        let inner = self.stmts(body)?;
+                        let full = self.ranges[&tv];
+                        if lp.extent < full {
+                            Ok(vec![KStmt::If { cond: Expr::lt(Expr::Var(tv), Expr::Int(lp.extent)), then: inner }])
+                        } else {
+                            Ok(inner)
+                        }
+                    }
+                    kind => {
+                        self.ranges.insert(lp.var, lp.extent);
+                        let fk = match kind {
+                            LoopKind::Serial | LoopKind::Thread(ThreadTag::VThread(_)) => {
+                                if matches!(kind, LoopKind::Thread(_)) {
+                                    ForKind::Unrolled
+                                } else {
+                                    ForKind::Serial
+                                }
+                            }
+                            LoopKind::Unrolled => ForKind::Unrolled,
+                            LoopKind::Vectorized => ForKind::Vectorized,
+                            LoopKind::Parallel => {
+                                if self.backend == Backend::Cuda {
+                                    return Err(LowerError::ParallelOnCuda { name: self.prog.loop_name(*id).into() });
+                                }
+                                ForKind::Parallel
+                            }
+                            LoopKind::Thread(_) => ForKind::Serial,
+                        };
+                        let inner = self.stmts(body)?;
+                        let fk = if fk == ForKind::Serial && auto_unroll(self.prog, &lp.annotations, lp.extent) { ForKind::Unrolled } else { fk };
+                        Ok(vec![KStmt::For { var: lp.var, extent: lp.extent, kind: fk, body: inner }])
+                    }
+                }
+            }
+        }
+    }
+
+    /// A block as a guarded store (multi-dimensional indices; flattened later).
+    fn block(&mut self, b: BlockId) -> Result<Vec<KStmt>> {
+        let blk = self.prog.block(b).clone();
+        let sub = |e: &Expr| -> Expr { e.substitute(&|v| self.subst.get(&v).cloned()) };
+        let bind: BTreeMap<VarId, Expr> = blk.iter_vars.iter().zip(&blk.bindings).map(|(iv, e)| (iv.var, sub(e))).collect();
+        let inst = |e: &Expr| -> Expr { self.simp(&e.substitute(&|v| bind.get(&v).cloned())) };
+        let mut stmts = Vec::new();
+        if let Some(init) = &blk.init {
+            let conds: Vec<Expr> = blk
+                .iter_vars
+                .iter()
+                .filter(|iv| iv.kind == IterKind::Reduce)
+                .map(|iv| Expr::bin(BinOp::Eq, bind[&iv.var].clone(), Expr::Int(0)))
+                .collect();
+            let cond = self.simp(&conds.into_iter().reduce(Expr::and).unwrap_or(Expr::Int(1)));
+            let store = KStmt::Store { buffer: init.buffer, indices: init.indices.iter().map(&inst).collect(), value: inst(&init.value) };
+            match cond.as_int() {
+                Some(0) => {}
+                Some(_) => stmts.push(store),
+                None => stmts.push(KStmt::If { cond, then: vec![store] }),
+            }
+        }
+        stmts.push(KStmt::Store { buffer: blk.body.buffer, indices: blk.body.indices.iter().map(&inst).collect(), value: inst(&blk.body.value) });
+        let mut out = vec![KStmt::Comment(blk.name.clone())];
+        match blk.predicate.as_ref().map(|e| self.simp(&sub(e))) {
+            Some(c) if c.as_int() == Some(0) => {}
+            Some(c) if c.as_int().is_none() => out.push(KStmt::If { cond: c, then: stmts }),
+            _ => out.extend(stmts),
+        }
+        Ok(out)
+    }
+}
+
+/// `pragma_auto_unroll_max_step` on a loop (or `pragma_unroll_explicit`) asks for loops of
+/// at most that many iterations to be unrolled.
+fn auto_unroll(p: &Program, ann: &BTreeMap<String, crate::ir::AnnValue>, extent: i64) -> bool {
+    let _ = p;
+    match ann.get("pragma_auto_unroll_max_step") {
+        Some(crate::ir::AnnValue::Int(max)) => extent <= *max,
+        _ => false,
+    }
+}
+
+fn build_kernel(prog: &mut Program, name: &str, trees: Vec<Tree>, backend: Backend, workspaces: &[crate::ir::BufferId]) -> Result<Kernel> {
+    let mut b = Builder { prog, backend, thread_var: BTreeMap::new(), grid: [1; 3], block: [1; 3], ranges: BTreeMap::new(), subst: BTreeMap::new() };
+    for t in &trees {
+        b.collect_dims(t)?;
+    }
+    let body = b.stmts(&trees)?;
+    let thread_vars: Vec<(VarId, ThreadTag)> = b.thread_var.iter().map(|(t, v)| (*v, *t)).collect();
+    let (grid, block, ranges) = (b.grid, b.block, b.ranges.clone());
+    let params: Vec<_> = prog.params.iter().copied().chain(workspaces.iter().copied()).collect();
+    let mut kernel = Kernel { name: name.into(), params, allocs: Vec::new(), grid, block, thread_vars, body };
+    compact::compact(prog, &mut kernel, backend, &ranges)?;
+    if backend == Backend::Cuda {
+        barrier::insert_barriers(prog, &mut kernel)?;
+        compact::check_vectors(prog, &kernel, &ranges)?;
+    }
+    Ok(kernel)
+}

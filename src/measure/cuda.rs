@@ -1,0 +1,1 @@
+//! The CUDA side of measurement (NVRTC build, launch, timing, cuBLAS peer).

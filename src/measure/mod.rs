@@ -1,0 +1,166 @@
+//! Measurement: build, run, check and time candidate kernels, in an isolated worker
+//! process.
+//!
+//! The parent sends a [`Job`] to a worker (the same binary, hidden subcommand) over a pipe;
+//! the worker compiles the candidates, runs the reference once on fresh random inputs,
+//! then for each candidate poisons the outputs with NaN, runs it, compares with the
+//! reference by relative error, times it, and answers one [`Outcome`] per candidate. A
+//! candidate that crashes the worker, hangs or leaves a sticky CUDA error becomes a typed
+//! failure; the parent starts a fresh worker and goes on with the next one.
+
+pub mod cpu;
+pub mod cuda;
+
+use crate::codegen::Source;
+use crate::ir::DType;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// Where kernels run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Device {
+    /// The host CPU, kernels built with the system C compiler.
+    Cpu,
+    /// The first CUDA device, kernels built with NVRTC for `arch` (e.g. `sm_90a`).
+    Cuda { arch: String },
+}
+
+/// One parameter buffer of the program, in call order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ParamSpec {
+    pub name: String,
+    pub shape: Vec<i64>,
+    pub dtype: DType,
+    pub is_output: bool,
+}
+
+impl ParamSpec {
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product::<i64>().max(0) as usize
+    }
+}
+
+/// How to time.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TimingConfig {
+    /// Warm up for at least this long before timing.
+    pub warmup_seconds: f64,
+    /// Time at least this many runs...
+    pub min_runs: usize,
+    /// ...and at most this many, stopping early once `max_seconds` have been spent.
+    pub max_runs: usize,
+    pub max_seconds: f64,
+    /// Flush the L2 cache (CUDA) or the last-level cache (CPU) between timed runs.
+    pub flush_cache: bool,
+}
+
+impl Default for TimingConfig {
+    fn default() -> Self {
+        TimingConfig { warmup_seconds: 0.05, min_runs: 10, max_runs: 200, max_seconds: 1.0, flush_cache: true }
+    }
+}
+
+/// A library routine timed on the same inputs, for comparison.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Peer {
+    /// `C[b] = A[b] @ B[b]` in row-major fp32, NN layout (cuBLAS on CUDA, ndarray's `dot`
+    /// on the CPU). `a`, `b`, `c` index the params.
+    Gemm { batch: i64, m: i64, n: i64, k: i64, a: usize, b: usize, c: usize },
+}
+
+/// Everything the worker needs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    pub device: Device,
+    pub params: Vec<ParamSpec>,
+    /// The unscheduled program, lowered naively: the reference result.
+    pub reference: Source,
+    pub candidates: Vec<Source>,
+    pub seed: u64,
+    pub timing: TimingConfig,
+    pub peer: Option<Peer>,
+    /// Relative error above which a result is wrong.
+    pub tolerance: f64,
+    /// Seconds one candidate may take (build + check + timing) before it is a timeout.
+    pub timeout_seconds: f64,
+}
+
+/// What compiling a kernel reported.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct BuildInfo {
+    pub compile_seconds: f64,
+    pub registers: Option<u32>,
+    pub spill_stores: Option<u32>,
+    pub spill_loads: Option<u32>,
+    pub shared_bytes: Option<u32>,
+    /// The compiler's log (warnings, `-Xptxas -v` report).
+    pub log: String,
+}
+
+/// Kinds of failure, as recorded in the database.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// A schedule primitive failed while building the candidate.
+    Instantiation,
+    /// The postprocessors rejected it before compiling (target limits).
+    Rejected,
+    Compile,
+    /// The kernel could not be launched (resources, configuration).
+    Launch,
+    /// It faulted while running (illegal address and its kin).
+    Runtime,
+    WrongAnswer,
+    Timeout,
+    /// The worker process died.
+    Crash,
+}
+
+/// A typed failure with its message.
+#[derive(Clone, Debug, PartialEq, Error, Serialize, Deserialize)]
+#[error("{kind:?}: {message}")]
+pub struct Failure {
+    pub kind: FailureKind,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(kind: FailureKind, message: impl Into<String>) -> Failure {
+        Failure { kind, message: message.into() }
+    }
+}
+
+/// A successful measurement.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Measured {
+    pub median_seconds: f64,
+    pub min_seconds: f64,
+    pub max_seconds: f64,
+    pub runs: Vec<f64>,
+    pub rel_error: f64,
+    pub build: BuildInfo,
+}
+
+/// The peer's timing on the same inputs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PeerMeasured {
+    pub name: String,
+    pub median_seconds: f64,
+    pub min_seconds: f64,
+    pub max_seconds: f64,
+    pub rel_error: f64,
+}
+
+/// The result for one candidate.
+pub type Outcome = std::result::Result<Measured, Failure>;
+
+/// Summary statistics of run times.
+pub fn stats(runs: &[f64]) -> (f64, f64, f64) {
+    if runs.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    let mut v = runs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let median = if v.len() % 2 == 1 { v[v.len() / 2] } else { (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0 };
+    (median, v[0], v[v.len() - 1])
+}

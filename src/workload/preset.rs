@@ -1,0 +1,411 @@
+//! Presets: `NAME:key=value,...` specs that expand to workload text.
+//!
+//! Each preset builds the text of its workload and parses it, so presets and files go
+//! through one checker. Errors in a spec point at line 1 and the column of the
+//! offending part of the spec string.
+
+use super::model::Workload;
+use super::{parse, Pos, Result, WorkloadError};
+
+/// The names of all presets, in the order they are documented.
+pub const PRESET_NAMES: &[&str] = &[
+    "matmul",
+    "batch_matmul",
+    "conv2d_nchw",
+    "conv2d_nhwc",
+    "depthwise_conv2d_nchw",
+    "dense_bias_relu",
+    "conv2d_relu_nchw",
+    "concat_conv2d_relu_nchw",
+];
+
+/// Largest value accepted for a numeric key; keeps all shape arithmetic far from overflow.
+const MAX_VALUE: i64 = i32::MAX as i64;
+
+/// The keys of a preset with their defaults (`None`: required).
+fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
+    const CONV: &[(&str, Option<&str>)] = &[
+        ("n", None),
+        ("c", None),
+        ("h", None),
+        ("w", None),
+        ("k", None),
+        ("r", None),
+        ("s", None),
+        ("stride", Some("1")),
+        ("pad", Some("0")),
+        ("dilation", Some("1")),
+        ("dtype", Some("f32")),
+    ];
+    match preset {
+        "matmul" => &[
+            ("m", None),
+            ("n", None),
+            ("k", None),
+            ("layout", Some("nn")),
+            ("dtype", Some("f32")),
+        ],
+        "batch_matmul" => &[
+            ("b", None),
+            ("m", None),
+            ("n", None),
+            ("k", None),
+            ("dtype", Some("f32")),
+        ],
+        "depthwise_conv2d_nchw" => &[
+            ("n", None),
+            ("c", None),
+            ("h", None),
+            ("w", None),
+            ("r", None),
+            ("s", None),
+            ("stride", Some("1")),
+            ("pad", Some("0")),
+            ("dilation", Some("1")),
+            ("dtype", Some("f32")),
+        ],
+        "dense_bias_relu" => &[
+            ("m", None),
+            ("n", None),
+            ("k", None),
+            ("dtype", Some("f32")),
+        ],
+        "concat_conv2d_relu_nchw" => &[
+            ("n", None),
+            ("c1", None),
+            ("c2", None),
+            ("h", None),
+            ("w", None),
+            ("k", None),
+            ("r", None),
+            ("s", None),
+            ("stride", Some("1")),
+            ("pad", Some("0")),
+            ("dilation", Some("1")),
+            ("dtype", Some("f32")),
+        ],
+        _ => CONV,
+    }
+}
+
+/// The parsed `key=value` pairs of a spec, with the column of each key and value.
+struct Args<'a> {
+    preset: &'a str,
+    vals: Vec<(&'static str, String, u32)>,
+}
+
+fn at(col: u32, msg: String) -> WorkloadError {
+    WorkloadError::at(Pos { line: 1, col }, msg)
+}
+
+impl Args<'_> {
+    fn raw(&self, key: &str) -> (&str, u32) {
+        self.vals
+            .iter()
+            .find(|(k, _, _)| *k == key)
+            .map_or(("", 1), |(_, v, c)| (v.as_str(), *c))
+    }
+    /// An integer value, at least `min`.
+    fn int(&self, key: &str, min: i64) -> Result<i64> {
+        let (v, col) = self.raw(key);
+        let n: i64 = v.parse().map_err(|_| {
+            at(
+                col,
+                format!("value of '{key}' must be an integer, found '{v}'"),
+            )
+        })?;
+        if n < min {
+            let need = if min == 1 {
+                "positive".to_string()
+            } else {
+                format!("at least {min}")
+            };
+            return Err(at(col, format!("key '{key}' must be {need}, found {n}")));
+        }
+        if n > MAX_VALUE {
+            return Err(at(
+                col,
+                format!("key '{key}' is too large (at most {MAX_VALUE}), found {n}"),
+            ));
+        }
+        Ok(n)
+    }
+    fn choice(&self, key: &str, allowed: &[&str]) -> Result<String> {
+        let (v, col) = self.raw(key);
+        if allowed.contains(&v) {
+            Ok(v.to_string())
+        } else {
+            Err(at(
+                col,
+                format!(
+                    "value of '{key}' must be one of {}, found '{v}'",
+                    allowed.join(", ")
+                ),
+            ))
+        }
+    }
+    fn dtype(&self) -> Result<String> {
+        self.choice("dtype", &["f32", "f16"])
+    }
+}
+
+/// 1-based column of byte offset `off` in `s`.
+fn col_of(s: &str, off: usize) -> u32 {
+    u32::try_from(s.get(..off).map_or(off, |p| p.chars().count()) + 1).unwrap_or(u32::MAX)
+}
+
+/// Splits the spec into its preset name and arguments, filling in defaults.
+fn parse_spec(spec: &str) -> Result<Args<'_>> {
+    let (name, rest, rest_off) = match spec.split_once(':') {
+        Some((n, r)) => (n, r, n.len() + 1),
+        None => (spec, "", spec.len()),
+    };
+    let Some(&preset) = PRESET_NAMES.iter().find(|p| **p == name) else {
+        return Err(at(
+            1,
+            format!(
+                "unknown preset '{name}' (known: {})",
+                PRESET_NAMES.join(", ")
+            ),
+        ));
+    };
+    let known = keys(preset);
+    let mut given: Vec<(&str, String, u32, u32)> = Vec::new();
+    let mut off = rest_off;
+    for item in rest.split(',') {
+        let item_off = off;
+        off += item.len() + 1;
+        if rest.is_empty() {
+            break;
+        }
+        if preset == "matmul" && !item.contains('=') {
+            let parts: Vec<&str> = item.split('x').collect();
+            if parts.len() != 3 {
+                return Err(at(
+                    col_of(spec, item_off),
+                    format!("expected MxNxK or key=value pairs, found '{item}'"),
+                ));
+            }
+            let mut o = item_off;
+            for (k, p) in ["m", "n", "k"].into_iter().zip(parts) {
+                if given.iter().any(|g| g.0 == k) {
+                    return Err(at(col_of(spec, o), format!("key '{k}' is given twice")));
+                }
+                given.push((k, p.to_string(), col_of(spec, o), col_of(spec, o)));
+                o += p.len() + 1;
+            }
+            continue;
+        }
+        let Some((k, v)) = item.split_once('=') else {
+            return Err(at(
+                col_of(spec, item_off),
+                format!("expected key=value, found '{item}'"),
+            ));
+        };
+        let key_col = col_of(spec, item_off);
+        let val_col = col_of(spec, item_off + k.len() + 1);
+        if given.iter().any(|g| g.0 == k) {
+            return Err(at(key_col, format!("key '{k}' is given twice")));
+        }
+        given.push((k, v.to_string(), key_col, val_col));
+    }
+    let mut vals = Vec::new();
+    for (k, _, key_col, _) in &given {
+        if !known.iter().any(|(n, _)| n == k) {
+            let names: Vec<&str> = known.iter().map(|(n, _)| *n).collect();
+            return Err(at(
+                *key_col,
+                format!(
+                    "unknown key '{k}' for preset '{preset}' (known: {})",
+                    names.join(", ")
+                ),
+            ));
+        }
+    }
+    for (k, default) in known {
+        match given.iter().find(|g| g.0 == *k) {
+            Some((_, v, _, val_col)) => vals.push((*k, v.clone(), *val_col)),
+            None => match default {
+                Some(d) => vals.push((*k, (*d).to_string(), 1)),
+                None => {
+                    return Err(at(
+                        col_of(spec, spec.len()),
+                        format!("missing key '{k}' for preset '{preset}'"),
+                    ))
+                }
+            },
+        }
+    }
+    Ok(Args { preset, vals })
+}
+
+/// Builds the workload named by a preset spec such as `matmul:1024x1024x1024` or
+/// `conv2d_nchw:n=1,c=64,h=56,w=56,k=64,r=3,s=3,pad=1`.
+pub fn preset(spec: &str) -> Result<Workload> {
+    let a = parse_spec(spec)?;
+    let text = match a.preset {
+        "matmul" => matmul(&a)?,
+        "batch_matmul" => {
+            let (b, m, n, k, dt) = (
+                a.int("b", 1)?,
+                a.int("m", 1)?,
+                a.int("n", 1)?,
+                a.int("k", 1)?,
+                a.dtype()?,
+            );
+            format!(
+                "input A: {dt}[{b}, {m}, {k}]\ninput B: {dt}[{b}, {k}, {n}]\n\
+                 C[b, i, j] = sum(A[b, i, k] * B[b, k, j], k)\n"
+            )
+        }
+        "dense_bias_relu" => {
+            let (m, n, k, dt) = (a.int("m", 1)?, a.int("n", 1)?, a.int("k", 1)?, a.dtype()?);
+            format!(
+                "input X: {dt}[{m}, {k}]\ninput W: {dt}[{n}, {k}]\ninput bias: {dt}[{n}]\n\
+                 T_dense[i, j] = sum(X[i, k] * W[j, k], k)\n\
+                 T_add[i, j] = T_dense[i, j] + bias[j]\n\
+                 T_relu[i, j] = relu(T_add[i, j])\n"
+            )
+        }
+        preset => conv(&a, preset)?,
+    };
+    parse(&format!("workload {}\n{text}", a.preset))
+}
+
+fn matmul(a: &Args) -> Result<String> {
+    let (m, n, k, dt) = (a.int("m", 1)?, a.int("n", 1)?, a.int("k", 1)?, a.dtype()?);
+    let layout = a.choice("layout", &["nn", "nt", "tn"])?;
+    let (ashape, aidx) = if layout == "tn" {
+        (format!("{k}, {m}"), "k, i")
+    } else {
+        (format!("{m}, {k}"), "i, k")
+    };
+    let (bshape, bidx) = if layout == "nt" {
+        (format!("{n}, {k}"), "j, k")
+    } else {
+        (format!("{k}, {n}"), "k, j")
+    };
+    Ok(format!(
+        "input A: {dt}[{ashape}]\ninput B: {dt}[{bshape}]\nC[i, j] = sum(A[{aidx}] * B[{bidx}], k)\n"
+    ))
+}
+
+/// `out * stride + r * dilation`, without unit factors.
+fn window(out: &str, stride: i64, r: &str, dilation: i64) -> String {
+    let a = if stride == 1 {
+        out.to_string()
+    } else {
+        format!("{out} * {stride}")
+    };
+    let b = if dilation == 1 {
+        r.to_string()
+    } else {
+        format!("{r} * {dilation}")
+    };
+    format!("{a} + {b}")
+}
+
+/// The output extent of a convolution along one spatial dimension.
+fn out_extent(
+    a: &Args,
+    (hk, h): (&str, i64),
+    (rk, r): (&str, i64),
+    pad: i64,
+    stride: i64,
+    dil: i64,
+) -> Result<i64> {
+    let padded = h + 2 * pad;
+    let window = dil * (r - 1) + 1;
+    if window > padded {
+        return Err(at(
+            a.raw(rk).1,
+            format!(
+                "conv window {window} ({rk}={r}, dilation={dil}) exceeds padded input {padded} ({hk}={h}, pad={pad})"
+            ),
+        ));
+    }
+    Ok((padded - window) / stride + 1)
+}
+
+/// The conv2d family: optional concat, padding, the convolution, optional relu.
+fn conv(a: &Args, preset: &str) -> Result<String> {
+    let dt = a.dtype()?;
+    let n = a.int("n", 1)?;
+    let (c, concat) = if preset == "concat_conv2d_relu_nchw" {
+        let (c1, c2) = (a.int("c1", 1)?, a.int("c2", 1)?);
+        (c1 + c2, Some((c1, c2)))
+    } else {
+        (a.int("c", 1)?, None)
+    };
+    let (h, w) = (a.int("h", 1)?, a.int("w", 1)?);
+    let depthwise = preset == "depthwise_conv2d_nchw";
+    let k = if depthwise { c } else { a.int("k", 1)? };
+    let (r, s) = (a.int("r", 1)?, a.int("s", 1)?);
+    let (stride, pad, dil) = (a.int("stride", 1)?, a.int("pad", 0)?, a.int("dilation", 1)?);
+    let oh = out_extent(a, ("h", h), ("r", r), pad, stride, dil)?;
+    let ow = out_extent(a, ("w", w), ("s", s), pad, stride, dil)?;
+    let nhwc = preset == "conv2d_nhwc";
+    let mut t = String::new();
+    let mut src = "data".to_string();
+    match concat {
+        Some((c1, c2)) => {
+            t += &format!(
+                "input data0: {dt}[{n}, {c1}, {h}, {w}]\ninput data1: {dt}[{n}, {c2}, {h}, {w}]\n"
+            );
+            src = "concat".to_string();
+        }
+        None if nhwc => t += &format!("input data: {dt}[{n}, {h}, {w}, {c}]\n"),
+        None => t += &format!("input data: {dt}[{n}, {c}, {h}, {w}]\n"),
+    }
+    t += &match (nhwc, depthwise) {
+        (true, _) => format!("input weight: {dt}[{r}, {s}, {c}, {k}]\n"),
+        (false, true) => format!("input weight: {dt}[{c}, 1, {r}, {s}]\n"),
+        (false, false) => format!("input weight: {dt}[{k}, {c}, {r}, {s}]\n"),
+    };
+    if concat.is_some() {
+        t += "concat = concat(data0, data1, axis=1)\n";
+    }
+    if pad > 0 {
+        let (ph, pw, he, we) = (h + 2 * pad, w + 2 * pad, h + pad, w + pad);
+        if nhwc {
+            t += &format!(
+                "pad_temp[i0, i1: {ph}, i2: {pw}, i3] = if_then_else(i1 >= {pad} && i1 < {he} && i2 >= {pad} && i2 < {we}, \
+                 {src}[i0, i1 - {pad}, i2 - {pad}, i3], 0.0)\n"
+            );
+        } else {
+            t += &format!(
+                "pad_temp[i0, i1, i2: {ph}, i3: {pw}] = if_then_else(i2 >= {pad} && i2 < {he} && i3 >= {pad} && i3 < {we}, \
+                 {src}[i0, i1, i2 - {pad}, i3 - {pad}], 0.0)\n"
+            );
+        }
+        src = "pad_temp".to_string();
+    }
+    let (y, x) = (
+        window("yy", stride, "ry", dil),
+        window("xx", stride, "rx", dil),
+    );
+    let out = if nhwc {
+        t += &format!(
+            "conv2d_nhwc[nn, yy: {oh}, xx: {ow}, ff] = sum({src}[nn, {y}, {x}, rc] * weight[ry, rx, rc, ff], ry, rx, rc)\n"
+        );
+        "conv2d_nhwc"
+    } else if depthwise {
+        let (y, x) = (
+            window("i", stride, "di", dil),
+            window("j", stride, "dj", dil),
+        );
+        t += &format!(
+            "depthwise_conv2d_nchw[b, c, i: {oh}, j: {ow}] = sum({src}[b, c, {y}, {x}] * weight[c, 0, di, dj], di, dj)\n"
+        );
+        "depthwise_conv2d_nchw"
+    } else {
+        t += &format!(
+            "conv2d_nchw[nn, ff, yy: {oh}, xx: {ow}] = sum({src}[nn, rc, {y}, {x}] * weight[ff, rc, ry, rx], rc, ry, rx)\n"
+        );
+        "conv2d_nchw"
+    };
+    if preset.contains("relu") {
+        t += &format!("T_relu[ax0, ax1, ax2, ax3] = relu({out}[ax0, ax1, ax2, ax3])\n");
+    }
+    Ok(t)
+}
