@@ -1,0 +1,394 @@
+//! Storing records and looking them up.
+
+use super::types::{Committed, Filter, Lookup, Match, NewRecord, Record, Stats, Status, TargetKey};
+use super::validate::{check_new, median};
+use super::{sha256_hex, Context, Database, DatabaseError, Result};
+use crate::schedule::json::{from_json, to_json};
+use crate::schedule::Trace;
+use crate::workload::Workload;
+use rusqlite::types::Value;
+use rusqlite::{params, OptionalExtension, Row, Transaction};
+
+/// The columns [`read_record`] expects, in order, over `records r JOIN targets t`.
+pub(crate) const RECORD_COLUMNS: &str = "r.id, r.workload_key, t.kind, t.arch, t.device, \
+     t.toolchain, r.trace_json, r.status, r.error_text, r.run_secs, r.median_secs, \
+     r.tessel_version, r.created_at";
+
+impl Database {
+    /// Stores `record` unless the same trace is already stored for its workload and
+    /// target, in which case nothing is written and the existing id is returned. A
+    /// record with an implausible run time, an `ok` one without run times, or a key
+    /// that is not the hash of its canonical text is refused.
+    pub fn commit(&mut self, record: &NewRecord) -> Result<Committed> {
+        check_new(record).map_err(DatabaseError::InvalidRecord)?;
+        let tx = self.write()?;
+        let done = insert_record(&tx, record)?;
+        tx.commit().ctx("committing a record")?;
+        Ok(done)
+    }
+
+    /// Whether `trace` was already measured (successfully or not) for `workload` on
+    /// exactly `target`: the tuner skips it.
+    pub fn has_measured(
+        &self,
+        workload: &Workload,
+        target: &TargetKey,
+        trace: &Trace,
+    ) -> Result<bool> {
+        let dedup = sha256_hex(&to_json(trace));
+        self.conn
+            .query_row(
+                "SELECT 1 FROM records r JOIN targets t ON t.id = r.target_id \
+                 WHERE r.workload_key = ?1 AND r.dedup_key = ?2 AND t.kind = ?3 \
+                 AND t.arch = ?4 AND t.device = ?5 AND t.toolchain = ?6",
+                params![
+                    workload.key(),
+                    dedup,
+                    target.kind.name(),
+                    target.arch,
+                    target.device,
+                    target.toolchain
+                ],
+                |_| Ok(()),
+            )
+            .optional()
+            .ctx("looking up a trace")
+            .map(|found| found.is_some())
+    }
+
+    /// The fastest `ok` record of `workload` for `target`: measured on that exact
+    /// target if any is, else on another device of the same kind and arch (marked as a
+    /// fallback); `None` when there is neither.
+    pub fn best(&self, workload: &Workload, target: &TargetKey) -> Result<Option<Lookup>> {
+        Ok(self.top_k(workload, target, 1)?.into_iter().next())
+    }
+
+    /// Up to `k` `ok` records of `workload`, those measured on `target` first, then those
+    /// from other devices of the same kind and arch (marked as fallbacks), each group
+    /// fastest first. Never a record of another kind or arch, never a failure.
+    pub fn top_k(&self, workload: &Workload, target: &TargetKey, k: usize) -> Result<Vec<Lookup>> {
+        let key = workload.key();
+        match self.workload_text(&key)? {
+            None => return Ok(Vec::new()),
+            Some(text) if text != workload.canonical_text() => {
+                return Err(DatabaseError::KeyMismatch { key })
+            }
+            Some(_) => {}
+        }
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM records r JOIN targets t ON t.id = r.target_id \
+             WHERE r.workload_key = ?1 AND r.status = 'ok' AND t.kind = ?2 AND t.arch = ?3 \
+             ORDER BY (t.device = ?4 AND t.toolchain = ?5) DESC, r.median_secs ASC, r.id ASC \
+             LIMIT ?6"
+        );
+        let limit = i64::try_from(k).unwrap_or(i64::MAX);
+        let mut stmt = self.conn.prepare(&sql).ctx("preparing a lookup")?;
+        let rows = stmt
+            .query_map(
+                params![
+                    key,
+                    target.kind.name(),
+                    target.arch,
+                    target.device,
+                    target.toolchain,
+                    limit
+                ],
+                read_row,
+            )
+            .ctx("looking up records")?;
+        let mut out = Vec::new();
+        for row in rows {
+            let record = parse_record(row.ctx("reading a record")?)?;
+            let matched = if record.target == *target {
+                Match::Exact
+            } else {
+                Match::Fallback {
+                    measured_on: record.target.clone(),
+                }
+            };
+            out.push(Lookup { record, matched });
+        }
+        Ok(out)
+    }
+
+    /// The stored canonical text of workload `key`, if any.
+    pub fn workload_text(&self, key: &str) -> Result<Option<String>> {
+        self.conn
+            .query_row(
+                "SELECT canonical_text FROM workloads WHERE key = ?1",
+                [key],
+                |r| r.get(0),
+            )
+            .optional()
+            .ctx("reading a workload")
+    }
+
+    /// The records `filter` selects, in (workload, target, trace) order.
+    pub fn records(&self, filter: &Filter) -> Result<Vec<Record>> {
+        let (where_sql, args) = filter_sql(filter);
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM records r JOIN targets t ON t.id = r.target_id \
+             WHERE {where_sql} ORDER BY r.workload_key, t.kind, t.arch, t.device, \
+             t.toolchain, r.dedup_key"
+        );
+        let mut stmt = self.conn.prepare(&sql).ctx("preparing a record query")?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(args), read_row)
+            .ctx("reading records")?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(parse_record(row.ctx("reading a record")?)?);
+        }
+        Ok(out)
+    }
+
+    /// Record counts by workload, target and status.
+    pub fn stats(&self) -> Result<Stats> {
+        let count = |sql: &str| -> Result<Vec<(Vec<Value>, u64)>> {
+            let mut stmt = self.conn.prepare(sql).ctx("preparing stats")?;
+            let n = stmt.column_count();
+            let rows = stmt
+                .query_map([], |r| {
+                    let mut vals = Vec::with_capacity(n - 1);
+                    for i in 0..n - 1 {
+                        vals.push(r.get::<_, Value>(i)?);
+                    }
+                    Ok((vals, r.get::<_, i64>(n - 1)?))
+                })
+                .ctx("counting records")?;
+            rows.map(|r| {
+                r.map(|(v, c)| (v, u64::try_from(c).unwrap_or(0)))
+                    .ctx("counting records")
+            })
+            .collect()
+        };
+        let text = |v: &Value| match v {
+            Value::Text(s) => s.clone(),
+            other => format!("{other:?}"),
+        };
+        let mut stats = Stats::default();
+        for (v, c) in count("SELECT workload_key, count(*) FROM records GROUP BY 1 ORDER BY 1")? {
+            stats.by_workload.push((text(&v[0]), c));
+            stats.records += c;
+        }
+        for (v, c) in count(
+            "SELECT t.kind, t.arch, t.device, t.toolchain, count(*) FROM records r \
+             JOIN targets t ON t.id = r.target_id GROUP BY t.id ORDER BY 1, 2, 3, 4",
+        )? {
+            let kind =
+                super::TargetKind::parse(&text(&v[0])).ok_or_else(|| DatabaseError::Corrupt {
+                    id: 0,
+                    detail: format!("target kind {:?}", v[0]),
+                })?;
+            let target = TargetKey {
+                kind,
+                arch: text(&v[1]),
+                device: text(&v[2]),
+                toolchain: text(&v[3]),
+            };
+            stats.by_target.push((target, c));
+        }
+        let by_status = count("SELECT status, count(*) FROM records GROUP BY 1")?;
+        for status in Status::ALL {
+            if let Some((_, c)) = by_status.iter().find(|(v, _)| text(&v[0]) == status.name()) {
+                stats.by_status.push((status, *c));
+            }
+        }
+        Ok(stats)
+    }
+}
+
+/// The SQL condition (over `records r JOIN targets t`) and its parameters for `filter`.
+pub(crate) fn filter_sql(filter: &Filter) -> (String, Vec<Value>) {
+    let mut conds = vec!["1".to_string()];
+    let mut args: Vec<Value> = Vec::new();
+    if let Some(w) = &filter.workload {
+        args.push(Value::Text(w.clone()));
+        conds.push(format!("r.workload_key = ?{}", args.len()));
+    }
+    if let Some(t) = &filter.target {
+        for (col, v) in [
+            ("kind", t.kind.name()),
+            ("arch", &t.arch),
+            ("device", &t.device),
+            ("toolchain", &t.toolchain),
+        ] {
+            args.push(Value::Text(v.to_string()));
+            conds.push(format!("t.{col} = ?{}", args.len()));
+        }
+    }
+    if filter.best_only {
+        conds.push(
+            "r.status = 'ok' AND r.id = (SELECT r2.id FROM records r2 \
+             WHERE r2.workload_key = r.workload_key AND r2.target_id = r.target_id \
+             AND r2.status = 'ok' ORDER BY r2.median_secs ASC, r2.id ASC LIMIT 1)"
+                .to_string(),
+        );
+    }
+    (conds.join(" AND "), args)
+}
+
+/// Inserts `r` (already checked) in `tx`, with its workload and target.
+pub(crate) fn insert_record(tx: &Transaction<'_>, r: &NewRecord) -> Result<Committed> {
+    let stored: Option<String> = tx
+        .query_row(
+            "SELECT canonical_text FROM workloads WHERE key = ?1",
+            [&r.workload_key],
+            |row| row.get(0),
+        )
+        .optional()
+        .ctx("reading a workload")?;
+    match stored {
+        Some(text) if text != r.canonical_text => {
+            return Err(DatabaseError::KeyMismatch {
+                key: r.workload_key.clone(),
+            })
+        }
+        Some(_) => {}
+        None => {
+            tx.execute(
+                "INSERT INTO workloads (key, canonical_text, format_version) VALUES (?1, ?2, ?3)",
+                params![
+                    r.workload_key,
+                    r.canonical_text,
+                    format_version(&r.canonical_text)?
+                ],
+            )
+            .ctx("storing a workload")?;
+        }
+    }
+    let t = &r.target;
+    tx.execute(
+        "INSERT INTO targets (kind, arch, device, toolchain) VALUES (?1, ?2, ?3, ?4) \
+         ON CONFLICT DO NOTHING",
+        params![t.kind.name(), t.arch, t.device, t.toolchain],
+    )
+    .ctx("storing a target")?;
+    let target_id: i64 = tx
+        .query_row(
+            "SELECT id FROM targets WHERE kind = ?1 AND arch = ?2 AND device = ?3 \
+             AND toolchain = ?4",
+            params![t.kind.name(), t.arch, t.device, t.toolchain],
+            |row| row.get(0),
+        )
+        .ctx("reading a target")?;
+    let trace_json = to_json(&r.trace);
+    let dedup = sha256_hex(&trace_json);
+    let runs = serde_json::to_string(&r.run_secs)
+        .map_err(|e| DatabaseError::InvalidRecord(format!("run times do not serialize: {e}")))?;
+    let med = if r.status == Status::Ok {
+        median(&r.run_secs)
+    } else {
+        None
+    };
+    let inserted = tx
+        .execute(
+            "INSERT INTO records (workload_key, target_id, trace_json, dedup_key, status, \
+             error_text, run_secs, median_secs, tessel_version, created_at) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT DO NOTHING",
+            params![
+                r.workload_key,
+                target_id,
+                trace_json,
+                dedup,
+                r.status.name(),
+                r.error,
+                runs,
+                med,
+                r.tessel_version,
+                r.created_at
+            ],
+        )
+        .ctx("storing a record")?;
+    if inserted == 1 {
+        return Ok(Committed::Stored(tx.last_insert_rowid()));
+    }
+    let id = tx
+        .query_row(
+            "SELECT id FROM records WHERE workload_key = ?1 AND target_id = ?2 \
+             AND dedup_key = ?3",
+            params![r.workload_key, target_id, dedup],
+            |row| row.get(0),
+        )
+        .ctx("reading a duplicate record")?;
+    Ok(Committed::Duplicate(id))
+}
+
+/// The format version in the canonical text's header line `tessel-workload v<N>`.
+fn format_version(text: &str) -> Result<i64> {
+    text.lines()
+        .next()
+        .and_then(|l| l.strip_prefix("tessel-workload v"))
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .filter(|v| *v >= 1)
+        .ok_or_else(|| {
+            DatabaseError::InvalidRecord(
+                "canonical text does not start with `tessel-workload v<N>`".into(),
+            )
+        })
+}
+
+/// One row of [`RECORD_COLUMNS`], untyped.
+pub(crate) struct RowData {
+    pub id: i64,
+    pub workload_key: String,
+    pub kind: String,
+    pub arch: String,
+    pub device: String,
+    pub toolchain: String,
+    pub trace_json: String,
+    pub status: String,
+    pub error: Option<String>,
+    pub run_secs: String,
+    pub median_secs: Option<f64>,
+    pub tessel_version: String,
+    pub created_at: i64,
+}
+
+/// Reads a row of [`RECORD_COLUMNS`] from this database (whose tables are STRICT).
+pub(crate) fn read_row(r: &Row<'_>) -> rusqlite::Result<RowData> {
+    Ok(RowData {
+        id: r.get(0)?,
+        workload_key: r.get(1)?,
+        kind: r.get(2)?,
+        arch: r.get(3)?,
+        device: r.get(4)?,
+        toolchain: r.get(5)?,
+        trace_json: r.get(6)?,
+        status: r.get(7)?,
+        error: r.get(8)?,
+        run_secs: r.get(9)?,
+        median_secs: r.get(10)?,
+        tessel_version: r.get(11)?,
+        created_at: r.get(12)?,
+    })
+}
+
+/// Turns a stored row into a [`Record`]; a field that does not parse is corruption.
+pub(crate) fn parse_record(d: RowData) -> Result<Record> {
+    let corrupt = |detail: String| DatabaseError::Corrupt { id: d.id, detail };
+    let kind = super::TargetKind::parse(&d.kind)
+        .ok_or_else(|| corrupt(format!("target kind {:?}", d.kind)))?;
+    let status =
+        Status::parse(&d.status).ok_or_else(|| corrupt(format!("status {:?}", d.status)))?;
+    let trace = from_json(&d.trace_json).map_err(|e| corrupt(format!("trace: {e}")))?;
+    let run_secs: Vec<f64> =
+        serde_json::from_str(&d.run_secs).map_err(|e| corrupt(format!("run times: {e}")))?;
+    Ok(Record {
+        id: d.id,
+        workload_key: d.workload_key,
+        target: TargetKey {
+            kind,
+            arch: d.arch,
+            device: d.device,
+            toolchain: d.toolchain,
+        },
+        trace,
+        status,
+        error: d.error,
+        run_secs,
+        median_secs: d.median_secs,
+        tessel_version: d.tessel_version,
+        created_at: d.created_at,
+    })
+}

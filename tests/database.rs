@@ -1,0 +1,577 @@
+//! The record database end to end: commits and lookups, sharing through files, real
+//! concurrent and killed writer processes, and untrusted files that must be refused.
+//!
+//! The process tests re-run this test executable as a child (`child_writer`, selected
+//! with `--exact` and given its job through `TESSEL_TEST_*` environment variables); run
+//! without those variables, `child_writer` does nothing.
+
+use rusqlite::Connection;
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use tessel::database::{
+    canonical_program, Committed, Database, DatabaseError, Filter, ImportMode, Match, NewRecord,
+    Status, TargetKey, TargetKind,
+};
+use tessel::schedule::{AnnArg, IntArg, Schedule, Target, Trace};
+use tessel::workload::{preset, Workload};
+
+fn matmul() -> Workload {
+    preset("matmul:16x16x16").unwrap()
+}
+
+fn target(kind: TargetKind, arch: &str, device: &str) -> TargetKey {
+    TargetKey {
+        kind,
+        arch: arch.into(),
+        device: device.into(),
+        toolchain: "nvrtc 13.0, driver 13.0".into(),
+    }
+}
+
+fn h100() -> TargetKey {
+    target(TargetKind::Cuda, "sm_90a", "NVIDIA H100 80GB HBM3")
+}
+
+fn h200() -> TargetKey {
+    target(TargetKind::Cuda, "sm_90a", "NVIDIA H200")
+}
+
+/// A valid trace of the canonical matmul: its `i` loop split by a sampled tile, tagged
+/// with annotation `tag = n` so that traces differ.
+fn trace(w: &Workload, tile: [i64; 2], tag: &str, n: i64) -> Trace {
+    let mut s = Schedule::new(canonical_program(w).unwrap(), 0);
+    let b = s.get_block("t2").unwrap();
+    let loops = s.get_loops(b).unwrap();
+    let t = s
+        .sample_perfect_tile(loops[0], 2, 16, Some(tile.to_vec()))
+        .unwrap();
+    s.split(loops[0], &[Some(IntArg::Rv(t[0])), Some(IntArg::Rv(t[1]))])
+        .unwrap();
+    s.annotate(Target::Block(b), tag, AnnArg::Int(n)).unwrap();
+    s.trace().clone()
+}
+
+fn ok(w: &Workload, t: &TargetKey, n: i64, secs: f64) -> NewRecord {
+    NewRecord::ok(
+        w,
+        t.clone(),
+        trace(w, [4, 4], "tag", n),
+        vec![secs, secs * 1.1, secs * 0.9],
+    )
+}
+
+fn sha(path: &Path) -> Vec<u8> {
+    Sha256::digest(std::fs::read(path).unwrap()).to_vec()
+}
+
+fn jsonl(db: &Database) -> String {
+    let mut out = Vec::new();
+    db.export_jsonl(&mut out, &Filter::default()).unwrap();
+    String::from_utf8(out).unwrap()
+}
+
+/// A database file with three ok records on the H100, one on the H200 and a failure.
+fn populated(dir: &Path) -> PathBuf {
+    let path = dir.join("source.db");
+    let mut db = Database::open(&path).unwrap();
+    let w = matmul();
+    for (n, secs) in [(1, 3e-5), (2, 1e-5), (3, 2e-5)] {
+        db.commit(&ok(&w, &h100(), n, secs)).unwrap();
+    }
+    db.commit(&ok(&w, &h200(), 4, 5e-6)).unwrap();
+    let fail = NewRecord::failed(
+        &w,
+        h100(),
+        trace(&w, [2, 8], "tag", 5),
+        Status::CompileError,
+        "ptxas: too many registers",
+    );
+    db.commit(&fail).unwrap();
+    path
+}
+
+#[test]
+fn best_prefers_exact_then_same_arch_never_other_kind() {
+    let mut db = Database::open_in_memory().unwrap();
+    let w = matmul();
+    db.commit(&ok(&w, &h100(), 1, 3e-5)).unwrap();
+    db.commit(&ok(&w, &h100(), 2, 1e-5)).unwrap();
+    db.commit(&ok(&w, &h200(), 3, 5e-6)).unwrap();
+    let best = db.best(&w, &h100()).unwrap().unwrap();
+    assert_eq!(best.matched, Match::Exact);
+    assert_eq!(best.record.median_secs, Some(1e-5));
+
+    let other_h100 = target(TargetKind::Cuda, "sm_90a", "NVIDIA H100 PCIe");
+    let fallback = db.best(&w, &other_h100).unwrap().unwrap();
+    assert_eq!(
+        fallback.matched,
+        Match::Fallback {
+            measured_on: h200()
+        }
+    );
+    assert!(fallback.is_fallback());
+
+    let ampere = target(TargetKind::Cuda, "sm_80", "NVIDIA A100");
+    assert_eq!(db.best(&w, &ampere).unwrap(), None);
+    let cpu = TargetKey {
+        kind: TargetKind::Cpu,
+        arch: "sm_90a".into(),
+        device: "NVIDIA H100 80GB HBM3".into(),
+        toolchain: "nvrtc 13.0, driver 13.0".into(),
+    };
+    assert_eq!(db.best(&w, &cpu).unwrap(), None, "never across kinds");
+
+    let top = db.top_k(&w, &h100(), 10).unwrap();
+    let medians: Vec<_> = top.iter().map(|l| l.record.median_secs.unwrap()).collect();
+    assert_eq!(
+        medians,
+        vec![1e-5, 3e-5, 5e-6],
+        "exact first, each group fastest first"
+    );
+    assert!(top[2].is_fallback());
+}
+
+#[test]
+fn failures_are_kept_and_never_returned() {
+    let mut db = Database::open_in_memory().unwrap();
+    let w = matmul();
+    let t = trace(&w, [2, 8], "tag", 1);
+    let fail = NewRecord::failed(&w, h100(), t.clone(), Status::WrongAnswer, "max error 3.5");
+    assert!(!db.has_measured(&w, &h100(), &t).unwrap());
+    assert!(matches!(db.commit(&fail).unwrap(), Committed::Stored(_)));
+    assert!(db.has_measured(&w, &h100(), &t).unwrap());
+    assert!(!db.has_measured(&w, &h200(), &t).unwrap());
+    assert_eq!(db.best(&w, &h100()).unwrap(), None);
+    assert_eq!(
+        db.stats().unwrap().by_status,
+        vec![(Status::WrongAnswer, 1)]
+    );
+}
+
+#[test]
+fn a_duplicate_is_reported_not_stored() {
+    let mut db = Database::open_in_memory().unwrap();
+    let w = matmul();
+    let Committed::Stored(id) = db.commit(&ok(&w, &h100(), 1, 1e-5)).unwrap() else {
+        panic!("first commit must store");
+    };
+    assert_eq!(
+        db.commit(&ok(&w, &h100(), 1, 2e-5)).unwrap(),
+        Committed::Duplicate(id)
+    );
+    assert!(matches!(
+        db.commit(&ok(&w, &h200(), 1, 2e-5)).unwrap(),
+        Committed::Stored(_)
+    ));
+    assert_eq!(db.stats().unwrap().records, 2);
+}
+
+#[test]
+fn commit_refuses_impossible_records() {
+    let mut db = Database::open_in_memory().unwrap();
+    let w = matmul();
+    for runs in [
+        vec![],
+        vec![1e-12],
+        vec![-1.0],
+        vec![f64::NAN],
+        vec![7200.0],
+    ] {
+        let mut r = ok(&w, &h100(), 1, 1e-5);
+        r.run_secs = runs.clone();
+        let err = db.commit(&r).unwrap_err();
+        assert!(
+            matches!(err, DatabaseError::InvalidRecord(_)),
+            "{runs:?}: {err}"
+        );
+    }
+    let mut r = ok(&w, &h100(), 1, 1e-5);
+    r.workload_key = "0".repeat(64);
+    assert!(matches!(
+        db.commit(&r),
+        Err(DatabaseError::InvalidRecord(_))
+    ));
+    assert_eq!(db.stats().unwrap().records, 0);
+}
+
+#[test]
+fn export_then_import_answers_best_identically() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = Database::open(populated(dir.path())).unwrap();
+    let file = dir.path().join("shared.db");
+    assert_eq!(source.export(&file, &Filter::default()).unwrap(), 5);
+    assert!(matches!(
+        source.export(&file, &Filter::default()),
+        Err(DatabaseError::Exists { .. })
+    ));
+    let before = sha(&file);
+
+    let mut dest = Database::open(dir.path().join("dest.db")).unwrap();
+    let report = dest.import(&file, ImportMode::AllOrNothing).unwrap();
+    assert!(report.merged);
+    assert_eq!(report.accepted.len(), 5, "{report:?}");
+    assert!(report.rejected.is_empty() && report.duplicates.is_empty());
+    assert_eq!(sha(&file), before, "the imported file is never modified");
+
+    let w = matmul();
+    let other = target(TargetKind::Cuda, "sm_90a", "NVIDIA GH200");
+    for t in [h100(), h200(), other] {
+        let a = source.best(&w, &t).unwrap().unwrap();
+        let b = dest.best(&w, &t).unwrap().unwrap();
+        assert_eq!((a.matched, a.record.trace), (b.matched, b.record.trace));
+        assert_eq!(a.record.median_secs, b.record.median_secs);
+    }
+    assert_eq!(jsonl(&source), jsonl(&dest));
+
+    let again = dest.import(&file, ImportMode::AllOrNothing).unwrap();
+    assert_eq!((again.accepted.len(), again.duplicates.len()), (0, 5));
+}
+
+#[test]
+fn export_filters_best_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = Database::open(populated(dir.path())).unwrap();
+    let file = dir.path().join("best.db");
+    let filter = Filter {
+        workload: Some(matmul().key()),
+        target: Some(h100()),
+        best_only: true,
+    };
+    assert_eq!(source.export(&file, &filter).unwrap(), 1);
+    let mut dest = Database::open_in_memory().unwrap();
+    dest.import(&file, ImportMode::AllOrNothing).unwrap();
+    let best = dest.best(&matmul(), &h100()).unwrap().unwrap();
+    assert_eq!(best.record.median_secs, Some(1e-5));
+    assert_eq!(dest.stats().unwrap().by_target, vec![(h100(), 1)]);
+}
+
+#[test]
+fn jsonl_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = Database::open(populated(dir.path())).unwrap();
+    let text = jsonl(&source);
+    assert_eq!(text.lines().count(), 5);
+    let mut dest = Database::open_in_memory().unwrap();
+    let report = dest
+        .import_jsonl(text.as_bytes(), ImportMode::AllOrNothing)
+        .unwrap();
+    assert_eq!(report.accepted, vec![1, 2, 3, 4, 5]);
+    assert_eq!(jsonl(&dest), text);
+    let w = matmul();
+    assert_eq!(
+        source.best(&w, &h100()).unwrap().unwrap().record.trace,
+        dest.best(&w, &h100()).unwrap().unwrap().record.trace
+    );
+}
+
+#[test]
+fn newer_schema_is_refused_and_left_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = populated(dir.path());
+    let file = dir.path().join("future.db");
+    Database::open(&path)
+        .unwrap()
+        .export(&file, &Filter::default())
+        .unwrap();
+    Connection::open(&file)
+        .unwrap()
+        .pragma_update(None, "user_version", 2)
+        .unwrap();
+    let before = sha(&file);
+    let err = Database::open(&file).unwrap_err();
+    assert!(
+        matches!(err, DatabaseError::NewerSchema { found: 2, .. }),
+        "{err}"
+    );
+    let mut dest = Database::open_in_memory().unwrap();
+    let err = dest.import(&file, ImportMode::SkipRejected).unwrap_err();
+    assert!(
+        matches!(err, DatabaseError::NewerSchema { found: 2, .. }),
+        "{err}"
+    );
+    assert_eq!(sha(&file), before);
+    assert_eq!(dest.stats().unwrap().records, 0);
+}
+
+/// Imports `file` into a database holding one record, expecting nothing to change.
+fn assert_refused(file: &Path) -> String {
+    let mut dest = Database::open_in_memory().unwrap();
+    let w = matmul();
+    dest.commit(&ok(&w, &h100(), 99, 1e-3)).unwrap();
+    let before_db = jsonl(&dest);
+    let before_file = sha(file);
+    let outcome = dest.import(file, ImportMode::AllOrNothing);
+    assert_eq!(jsonl(&dest), before_db, "nothing partial is merged");
+    assert_eq!(sha(file), before_file, "the source is never modified");
+    match outcome {
+        Err(e) => e.to_string(),
+        Ok(report) => {
+            assert!(!report.merged && !report.rejected.is_empty(), "{report:?}");
+            format!("{:?}", report.rejected)
+        }
+    }
+}
+
+#[test]
+fn damaged_files_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("shared.db");
+    Database::open(populated(dir.path()))
+        .unwrap()
+        .export(&file, &Filter::default())
+        .unwrap();
+    let bytes = std::fs::read(&file).unwrap();
+
+    let text = dir.path().join("text.db");
+    std::fs::write(&text, "tessel records, honest\n".repeat(100)).unwrap();
+    let why = assert_refused(&text);
+    assert!(why.contains("not a readable SQLite database"), "{why}");
+
+    let truncated = dir.path().join("truncated.db");
+    std::fs::write(&truncated, &bytes[..bytes.len() / 2]).unwrap();
+    let why = assert_refused(&truncated);
+    assert!(!why.is_empty());
+
+    let corrupted = dir.path().join("corrupted.db");
+    let mut flipped = bytes.clone();
+    let mid = flipped.len() / 2;
+    for b in &mut flipped[mid - 512..mid + 512] {
+        *b = !*b;
+    }
+    std::fs::write(&corrupted, &flipped).unwrap();
+    let why = assert_refused(&corrupted);
+    assert!(!why.is_empty());
+}
+
+/// An export of the populated database with `sql` run on it.
+fn tampered(dir: &Path, name: &str, sql: &str) -> PathBuf {
+    let file = dir.join(name);
+    Database::open(dir.join("source.db"))
+        .unwrap()
+        .export(&file, &Filter::default())
+        .unwrap();
+    Connection::open(&file).unwrap().execute_batch(sql).unwrap();
+    file
+}
+
+#[test]
+fn bad_records_are_refused_with_their_id() {
+    let dir = tempfile::tempdir().unwrap();
+    populated(dir.path());
+    let w = matmul();
+    let overflowing = tessel::schedule::json::to_json(
+        &trace(&w, [4, 4], "tag", 2).with_decision(2, tessel::schedule::Decision::Tile(vec![4, 8])),
+    );
+    let cases = [
+        (
+            "noreplay.db",
+            "UPDATE records SET trace_json = replace(trace_json, '\"t2\"', '\"nope\"') WHERE id = 2"
+                .to_string(),
+            "does not replay",
+        ),
+        (
+            "fast.db",
+            "UPDATE records SET run_secs = '[1e-12]', median_secs = 1e-12 WHERE id = 2".into(),
+            "impossible",
+        ),
+        (
+            "negative.db",
+            "UPDATE records SET run_secs = '[-1.0]', median_secs = -1.0 WHERE id = 2".into(),
+            "impossible",
+        ),
+        (
+            "median.db",
+            "UPDATE records SET median_secs = 1.0 WHERE id = 2".into(),
+            "not the median",
+        ),
+        (
+            "oob.db",
+            format!(
+                "UPDATE records SET trace_json = '{}' WHERE id = 2",
+                overflowing.replace('\'', "''")
+            ),
+            "does not replay",
+        ),
+        (
+            "status.db",
+            "PRAGMA ignore_check_constraints = ON; \
+             UPDATE records SET status = 'great' WHERE id = 2"
+                .into(),
+            "unknown status",
+        ),
+        (
+            "key.db",
+            "PRAGMA foreign_keys = OFF; \
+             UPDATE workloads SET canonical_text = canonical_text || ' '"
+                .into(),
+            "canonical",
+        ),
+    ];
+    for (name, sql, expected) in cases {
+        let file = tampered(dir.path(), name, &sql);
+        let why = assert_refused(&file);
+        assert!(why.contains(expected), "{name}: {why}");
+
+        let mut dest = Database::open_in_memory().unwrap();
+        let report = dest.import(&file, ImportMode::SkipRejected).unwrap();
+        assert!(report.merged);
+        assert!(
+            report.rejected.iter().any(|r| r.source_id == 2),
+            "{name}: {report:?}"
+        );
+        assert_eq!(
+            report.accepted.len() + report.rejected.len(),
+            5,
+            "{name}: {report:?}"
+        );
+    }
+}
+
+#[test]
+fn jsonl_bad_lines_are_refused_by_line_number() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = Database::open(populated(dir.path())).unwrap();
+    let mut lines: Vec<String> = jsonl(&source).lines().map(String::from).collect();
+    let bad = lines
+        .iter()
+        .position(|l| l.contains("\"status\":\"ok\""))
+        .unwrap();
+    let mut record: serde_json::Value = serde_json::from_str(&lines[bad]).unwrap();
+    record["run_secs"] = serde_json::json!([-1.0]);
+    record["median_secs"] = serde_json::json!(-1.0);
+    lines[bad] = record.to_string();
+    lines.push("{not json".into());
+    let text = lines.join("\n");
+    let mut dest = Database::open_in_memory().unwrap();
+    let report = dest
+        .import_jsonl(text.as_bytes(), ImportMode::AllOrNothing)
+        .unwrap();
+    assert!(!report.merged);
+    let ids: Vec<i64> = report.rejected.iter().map(|r| r.source_id).collect();
+    assert_eq!(ids, vec![bad as i64 + 1, 6]);
+    assert!(
+        report.rejected[0].reason.contains("impossible"),
+        "{report:?}"
+    );
+    assert!(
+        report.rejected[1].reason.contains("not a record"),
+        "{report:?}"
+    );
+    assert_eq!(dest.stats().unwrap().records, 0);
+}
+
+const CHILD_DB: &str = "TESSEL_TEST_DB";
+const CHILD_TAG: &str = "TESSEL_TEST_TAG";
+const CHILD_COUNT: &str = "TESSEL_TEST_COUNT";
+
+/// The child half of the process tests: commits `TESSEL_TEST_COUNT` records tagged
+/// `TESSEL_TEST_TAG` to `TESSEL_TEST_DB`, printing `committed N` after each. Does nothing
+/// when `TESSEL_TEST_DB` is unset (an ordinary test run).
+#[test]
+fn child_writer() {
+    let Ok(path) = std::env::var(CHILD_DB) else {
+        return;
+    };
+    let tag = std::env::var(CHILD_TAG).unwrap();
+    let count: i64 = std::env::var(CHILD_COUNT).unwrap().parse().unwrap();
+    let mut db = Database::open(&path).unwrap();
+    let w = matmul();
+    let mut stdout = std::io::stdout();
+    for n in 0..count {
+        let r = NewRecord::ok(&w, h100(), trace(&w, [4, 4], &tag, n), vec![1e-5]);
+        assert!(matches!(db.commit(&r).unwrap(), Committed::Stored(_)));
+        writeln!(stdout, "committed {n}").unwrap();
+        stdout.flush().unwrap();
+    }
+}
+
+fn spawn_writer(db: &Path, tag: &str, count: i64) -> std::process::Child {
+    Command::new(std::env::current_exe().unwrap())
+        .args(["child_writer", "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_DB, db)
+        .env(CHILD_TAG, tag)
+        .env(CHILD_COUNT, count.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// The tags of the annotations in the stored records, with their values.
+fn stored_tags(db: &Database) -> Vec<(String, i64)> {
+    let mut out: Vec<(String, i64)> = db
+        .records(&Filter::default())
+        .unwrap()
+        .iter()
+        .filter_map(|r| {
+            let inst = r.trace.insts.last()?;
+            let key = match inst.attr("key")? {
+                tessel::schedule::Operand::Str(s) => s.clone(),
+                _ => return None,
+            };
+            match inst.attr("value")? {
+                tessel::schedule::Operand::Int(v) => Some((key, *v)),
+                _ => None,
+            }
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn two_writer_processes_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    drop(Database::open(&path).unwrap());
+    let children: Vec<_> = ["a", "b"]
+        .iter()
+        .map(|tag| spawn_writer(&path, tag, 60))
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success());
+    }
+    let db = Database::open(&path).unwrap();
+    let mut expected: Vec<(String, i64)> = ["a", "b"]
+        .iter()
+        .flat_map(|t| (0..60).map(move |n| (t.to_string(), n)))
+        .collect();
+    expected.sort();
+    assert_eq!(stored_tags(&db), expected);
+}
+
+#[test]
+fn a_killed_writer_leaves_a_sound_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("killed.db");
+    drop(Database::open(&path).unwrap());
+    let mut child = spawn_writer(&path, "k", 1_000_000);
+    let stdout = child.stdout.take().unwrap();
+    let mut committed = Vec::new();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.unwrap();
+        if let Some(n) = line.strip_prefix("committed ") {
+            committed.push(n.parse::<i64>().unwrap());
+            if committed.len() == 40 {
+                break;
+            }
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let conn = Connection::open(&path).unwrap();
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(check, "ok");
+    drop(conn);
+    let db = Database::open(&path).unwrap();
+    let stored = stored_tags(&db);
+    for n in committed {
+        assert!(stored.contains(&("k".to_string(), n)), "record {n} lost");
+    }
+}
