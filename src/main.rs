@@ -122,6 +122,10 @@ fn run(cli: Cli) -> Result<()> {
 }
 
 fn main() -> ExitCode {
+    // The measurement worker is a hidden subcommand, outside clap: it speaks JSON lines.
+    if std::env::args_os().nth(1).is_some_and(|a| a == tessel::measure::worker::WORKER_SUBCOMMAND) {
+        return ExitCode::from(u8::try_from(tessel::measure::worker::worker_main()).unwrap_or(1));
+    }
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

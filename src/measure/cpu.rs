@@ -1,1 +1,637 @@
-//! The CPU side of measurement (C compiler build, load, run, timing, ndarray peer).
+//! The CPU side of measurement: build C with the system compiler, load it with
+//! `libloading`, run it on host buffers, time it, and time ndarray's `dot` as the peer.
+//!
+//! [`CpuRunner`] has the shape of the CUDA runner so the worker drives both the same way:
+//! [`prepare`](CpuRunner::prepare) the buffers once, [`build`](CpuRunner::build) each
+//! source into a handle, [`run_once`](CpuRunner::run_once) it with NaN-poisoned outputs,
+//! [`time`](CpuRunner::time) it. Everything here runs inside the worker process: a kernel
+//! that writes out of bounds or never returns takes the worker down or hangs it, and the
+//! parent ([`super::worker::Measurer`]) turns that into a typed failure.
+//!
+//! Cache flushing between timed runs: on x86_64 every cache line of the buffers the kernel
+//! touches is evicted with `clflush` (the working set leaves every level, at a cost that
+//! grows with the working set rather than with the LLC, which virtual machines report as
+//! the host's, here 260 MB); elsewhere a scratch buffer twice the last-level cache
+//! (clamped to 8..256 MB) is written.
+
+use super::{BuildInfo, Failure, FailureKind, ParamSpec, Peer, TimingConfig};
+use crate::codegen::{self, Source};
+use crate::ir::{DType, Program};
+use crate::lower::{lower, Backend};
+use libloading::Library;
+use std::ffi::c_void;
+use std::process::Command;
+use std::time::Instant;
+
+/// The error when no C compiler runs.
+pub const NO_COMPILER: &str =
+    "no C compiler found (tried $CC, cc, gcc, clang): install one or use --target cuda";
+
+/// Compiler output kept in a failure or a build log, at most.
+const MAX_LOG: usize = 16 << 10;
+
+/// The C compiler and its flags.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuToolchain {
+    /// The compiler command (`cc`, `gcc`, a path).
+    pub cc: String,
+    /// Flags before `-o out.so in.c`.
+    pub flags: Vec<String>,
+}
+
+impl CpuToolchain {
+    /// `-O3 -march=native -fopenmp -shared -fPIC -std=c11`.
+    pub fn default_flags() -> Vec<String> {
+        [
+            "-O3",
+            "-march=native",
+            "-fopenmp",
+            "-shared",
+            "-fPIC",
+            "-std=c11",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    }
+
+    /// The first compiler that answers `--version` among `$CC`, `cc`, `gcc`, `clang`,
+    /// with the default flags.
+    pub fn detect() -> Result<CpuToolchain, Failure> {
+        let from_env = std::env::var("CC").ok().filter(|s| !s.trim().is_empty());
+        let tried = from_env
+            .into_iter()
+            .chain(["cc", "gcc", "clang"].iter().map(|s| s.to_string()));
+        for cc in tried {
+            if crate::target::cpu::cc_version(&cc).is_some() {
+                return Ok(CpuToolchain {
+                    cc,
+                    flags: CpuToolchain::default_flags(),
+                });
+            }
+        }
+        Err(Failure::new(FailureKind::Compile, NO_COMPILER))
+    }
+}
+
+/// The C entry point every CPU kernel exports: buffer pointers in `Launch.params` order.
+type EntryFn = unsafe extern "C" fn(*mut *mut c_void);
+
+/// Where one kernel argument lives.
+#[derive(Copy, Clone, Debug)]
+enum Slot {
+    /// A program parameter (index into the runner's buffers).
+    Param(usize),
+    /// A workspace the source declared (index into the module's workspaces).
+    Own(usize),
+    /// A workspace given to `prepare`.
+    Shared(usize),
+}
+
+/// One built source: its kernels, resolved, and the library that keeps them alive.
+struct Module {
+    entries: Vec<(EntryFn, Vec<Slot>)>,
+    workspaces: Vec<Vec<f32>>,
+    /// Dropped after `entries` (fields drop in order), so no entry outlives its code.
+    _lib: Library,
+}
+
+/// Builds, runs and times C kernels on the host.
+pub struct CpuRunner {
+    toolchain: CpuToolchain,
+    dir: tempfile::TempDir,
+    params: Vec<ParamSpec>,
+    /// One buffer per parameter.
+    buffers: Vec<Vec<f32>>,
+    shared: Vec<(String, Vec<f32>)>,
+    modules: Vec<Module>,
+    flusher: Flusher,
+}
+
+impl CpuRunner {
+    /// A runner with the detected toolchain and a fresh temporary directory.
+    pub fn new() -> Result<CpuRunner, Failure> {
+        CpuRunner::with_toolchain(CpuToolchain::detect()?)
+    }
+
+    /// A runner with a given toolchain.
+    pub fn with_toolchain(toolchain: CpuToolchain) -> Result<CpuRunner, Failure> {
+        let dir = tempfile::Builder::new()
+            .prefix("tessel-cpu-")
+            .tempdir()
+            .map_err(|e| {
+                Failure::new(
+                    FailureKind::Launch,
+                    format!("cannot create a temporary directory: {e}"),
+                )
+            })?;
+        Ok(CpuRunner {
+            toolchain,
+            dir,
+            params: Vec::new(),
+            buffers: Vec::new(),
+            shared: Vec::new(),
+            modules: Vec::new(),
+            flusher: Flusher::default(),
+        })
+    }
+
+    /// The toolchain kernels are built with.
+    pub fn toolchain(&self) -> &CpuToolchain {
+        &self.toolchain
+    }
+
+    /// Allocates the host buffers: `inputs` holds one vector per input parameter (those
+    /// with `is_output == false`), in parameter order; outputs start as NaN; `workspaces`
+    /// (name, elements, bytes per element) are shared by every kernel that names them
+    /// without declaring them itself.
+    pub fn prepare(
+        &mut self,
+        params: &[ParamSpec],
+        inputs: &[Vec<f32>],
+        workspaces: &[(String, i64, usize)],
+    ) -> Result<(), Failure> {
+        let launch = |m: String| Failure::new(FailureKind::Launch, m);
+        let n_inputs = params.iter().filter(|p| !p.is_output).count();
+        if inputs.len() != n_inputs {
+            return Err(launch(format!(
+                "{} input vectors for {n_inputs} input parameters",
+                inputs.len()
+            )));
+        }
+        let mut inputs = inputs.iter();
+        let mut buffers = Vec::with_capacity(params.len());
+        for p in params {
+            if p.dtype != DType::F32 {
+                return Err(launch(format!(
+                    "parameter {} is {:?}: the CPU runner handles float32 only",
+                    p.name, p.dtype
+                )));
+            }
+            if p.is_output {
+                buffers.push(vec![f32::NAN; p.numel()]);
+            } else {
+                let data = inputs
+                    .next()
+                    .ok_or_else(|| launch("too few inputs".to_string()))?;
+                if data.len() != p.numel() {
+                    return Err(launch(format!(
+                        "input {} has {} elements, its shape needs {}",
+                        p.name,
+                        data.len(),
+                        p.numel()
+                    )));
+                }
+                buffers.push(data.clone());
+            }
+        }
+        self.params = params.to_vec();
+        self.buffers = buffers;
+        self.shared = workspaces
+            .iter()
+            .map(|(name, n, bytes)| (name.clone(), workspace(*n, *bytes)))
+            .collect();
+        Ok(())
+    }
+
+    /// Compiles `src`, loads it and resolves `tessel_entry_N` for each kernel; the handle
+    /// names the result in `run_once` and `time`.
+    pub fn build(&mut self, src: &Source) -> Result<(usize, BuildInfo), Failure> {
+        let id = self.modules.len();
+        let c_path = self.dir.path().join(format!("kernel{id}.c"));
+        let so_path = self.dir.path().join(format!("kernel{id}.so"));
+        let launch = |m: String| Failure::new(FailureKind::Launch, m);
+        std::fs::write(&c_path, &src.code)
+            .map_err(|e| launch(format!("cannot write {}: {e}", c_path.display())))?;
+        let start = Instant::now();
+        let out = Command::new(&self.toolchain.cc)
+            .args(&self.toolchain.flags)
+            .arg("-o")
+            .arg(&so_path)
+            .arg(&c_path)
+            .output()
+            .map_err(|e| {
+                Failure::new(
+                    FailureKind::Compile,
+                    format!("{NO_COMPILER} ({}: {e})", self.toolchain.cc),
+                )
+            })?;
+        let compile_seconds = start.elapsed().as_secs_f64();
+        let log = truncate(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ));
+        if !out.status.success() {
+            return Err(Failure::new(
+                FailureKind::Compile,
+                format!("{} failed ({}):\n{log}", self.toolchain.cc, out.status),
+            ));
+        }
+        // SAFETY: the library is a kernel we just compiled; its initialisers are the C
+        // runtime's and OpenMP's. A kernel that misbehaves later is what the worker
+        // process is isolated for.
+        let lib = unsafe { Library::new(&so_path) }
+            .map_err(|e| launch(format!("cannot load {}: {e}", so_path.display())))?;
+        let workspaces: Vec<Vec<f32>> = src
+            .workspaces
+            .iter()
+            .map(|(_, n, bytes)| workspace(*n, *bytes))
+            .collect();
+        let mut entries = Vec::with_capacity(src.kernels.len());
+        for k in &src.kernels {
+            // SAFETY: every CPU kernel's entry has the signature `void (void **)`
+            // (codegen::cpu); the pointer is used only while `lib` is alive.
+            let f: EntryFn = unsafe { lib.get::<EntryFn>(k.name.as_bytes()) }
+                .map(|s| *s)
+                .map_err(|e| launch(format!("kernel entry {} not found: {e}", k.name)))?;
+            let slots = k
+                .params
+                .iter()
+                .map(|name| self.slot(src, name))
+                .collect::<Result<Vec<_>, _>>()?;
+            entries.push((f, slots));
+        }
+        self.modules.push(Module {
+            entries,
+            workspaces,
+            _lib: lib,
+        });
+        Ok((
+            id,
+            BuildInfo {
+                compile_seconds,
+                log,
+                ..BuildInfo::default()
+            },
+        ))
+    }
+
+    fn slot(&self, src: &Source, name: &str) -> Result<Slot, Failure> {
+        if let Some(i) = self.params.iter().position(|p| p.name == name) {
+            return Ok(Slot::Param(i));
+        }
+        if let Some(i) = src.workspaces.iter().position(|w| w.0 == name) {
+            return Ok(Slot::Own(i));
+        }
+        if let Some(i) = self.shared.iter().position(|w| w.0 == name) {
+            return Ok(Slot::Shared(i));
+        }
+        Err(Failure::new(
+            FailureKind::Launch,
+            format!("kernel argument {name} is neither a parameter nor a workspace"),
+        ))
+    }
+
+    /// Poisons the outputs with NaN, runs every kernel of the handle in order and
+    /// returns the outputs (in parameter order).
+    pub fn run_once(&mut self, handle: usize) -> Result<Vec<Vec<f32>>, Failure> {
+        for (p, b) in self.params.iter().zip(&mut self.buffers) {
+            if p.is_output {
+                b.fill(f32::NAN);
+            }
+        }
+        self.launch(handle)?;
+        Ok(self
+            .params
+            .iter()
+            .zip(&self.buffers)
+            .filter(|(p, _)| p.is_output)
+            .map(|(_, b)| b.clone())
+            .collect())
+    }
+
+    /// Times the handle: warm-up by time, then timed runs (seconds each), the cache
+    /// flushed before each when asked.
+    pub fn time(&mut self, handle: usize, cfg: &TimingConfig) -> Result<Vec<f64>, Failure> {
+        self.module(handle)?;
+        time_loop(cfg, |step| match step {
+            Step::Run => self.launch(handle),
+            Step::Flush => {
+                self.flush(handle);
+                Ok(())
+            }
+        })
+    }
+
+    /// Times the peer on the same inputs the same way; returns the run times and the
+    /// peer's output (the GEMM's `C`, flattened).
+    pub fn time_peer(
+        &mut self,
+        peer: &Peer,
+        cfg: &TimingConfig,
+    ) -> Result<(Vec<f64>, Vec<f32>), Failure> {
+        match peer {
+            Peer::Gemm {
+                batch,
+                m,
+                n,
+                k,
+                a,
+                b,
+                c,
+            } => {
+                let dims = GemmDims {
+                    batch: *batch,
+                    m: *m,
+                    n: *n,
+                    k: *k,
+                };
+                let shape_ok = |i: usize, numel: i64, output: bool| {
+                    self.params
+                        .get(i)
+                        .is_some_and(|p| p.numel() as i64 == numel && p.is_output == output)
+                };
+                if dims.batch <= 0
+                    || dims.m <= 0
+                    || dims.n <= 0
+                    || dims.k <= 0
+                    || !shape_ok(*a, dims.batch * dims.m * dims.k, false)
+                    || !shape_ok(*b, dims.batch * dims.k * dims.n, false)
+                    || !shape_ok(*c, dims.batch * dims.m * dims.n, true)
+                {
+                    return Err(Failure::new(
+                        FailureKind::Launch,
+                        format!("peer {peer:?} does not match the parameters"),
+                    ));
+                }
+                gemm_peer(
+                    &self.buffers[*a],
+                    &self.buffers[*b],
+                    dims,
+                    cfg,
+                    &mut self.flusher,
+                )
+            }
+        }
+    }
+
+    fn module(&self, handle: usize) -> Result<&Module, Failure> {
+        self.modules
+            .get(handle)
+            .ok_or_else(|| Failure::new(FailureKind::Launch, format!("no built kernel {handle}")))
+    }
+
+    fn launch(&mut self, handle: usize) -> Result<(), Failure> {
+        self.module(handle)?;
+        let CpuRunner {
+            modules,
+            buffers,
+            shared,
+            ..
+        } = self;
+        let m = &mut modules[handle];
+        for (f, slots) in &m.entries {
+            let mut args: Vec<*mut c_void> = slots
+                .iter()
+                .map(|s| match *s {
+                    Slot::Param(i) => buffers[i].as_mut_ptr().cast(),
+                    Slot::Own(i) => m.workspaces[i].as_mut_ptr().cast(),
+                    Slot::Shared(i) => shared[i].1.as_mut_ptr().cast(),
+                })
+                .collect();
+            // SAFETY: each pointer is a live buffer of the size the kernel's program
+            // declares; a kernel that strays outside it is contained by the worker.
+            unsafe { f(args.as_mut_ptr()) };
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self, handle: usize) {
+        let CpuRunner {
+            modules,
+            buffers,
+            shared,
+            flusher,
+            ..
+        } = self;
+        let mut bufs: Vec<&[f32]> = buffers.iter().map(Vec::as_slice).collect();
+        bufs.extend(shared.iter().map(|s| s.1.as_slice()));
+        if let Some(m) = modules.get(handle) {
+            bufs.extend(m.workspaces.iter().map(Vec::as_slice));
+        }
+        flusher.flush(&bufs);
+    }
+}
+
+/// The reference source: the unscheduled program lowered for the CPU.
+pub fn naive_source(program: &Program) -> Result<Source, Failure> {
+    let lowered = lower(program, Backend::Cpu).map_err(|e| {
+        Failure::new(
+            FailureKind::Instantiation,
+            format!("lowering the reference: {e}"),
+        )
+    })?;
+    codegen::cpu::generate(&lowered).map_err(|e| {
+        Failure::new(
+            FailureKind::Instantiation,
+            format!("generating the reference: {e}"),
+        )
+    })
+}
+
+/// A zeroed workspace of `n` elements of `bytes` bytes, as 4-byte words.
+fn workspace(n: i64, bytes: usize) -> Vec<f32> {
+    vec![0.0; (n.max(0) as usize * bytes).div_ceil(4)]
+}
+
+fn truncate(mut s: String) -> String {
+    if s.len() > MAX_LOG {
+        let mut cut = MAX_LOG;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str("\n[... truncated]");
+    }
+    s
+}
+
+/// What the timing loop asks of the thing it times.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    Run,
+    Flush,
+}
+
+/// Warm up for `warmup_seconds` (at least one run), then time between `min_runs` and
+/// `max_runs` runs, stopping once `max_seconds` have passed and `min_runs` are done.
+pub(crate) fn time_loop(
+    cfg: &TimingConfig,
+    mut step: impl FnMut(Step) -> Result<(), Failure>,
+) -> Result<Vec<f64>, Failure> {
+    let warm = Instant::now();
+    loop {
+        step(Step::Run)?;
+        if warm.elapsed().as_secs_f64() >= cfg.warmup_seconds {
+            break;
+        }
+    }
+    let min = cfg.min_runs.max(1);
+    let max = cfg.max_runs.max(min);
+    let start = Instant::now();
+    let mut runs = Vec::with_capacity(min);
+    while runs.len() < max && (runs.len() < min || start.elapsed().as_secs_f64() < cfg.max_seconds)
+    {
+        if cfg.flush_cache {
+            step(Step::Flush)?;
+        }
+        let t = Instant::now();
+        step(Step::Run)?;
+        runs.push(t.elapsed().as_secs_f64());
+    }
+    Ok(runs)
+}
+
+/// Evicts buffers from the caches between timed runs (see the module doc).
+#[derive(Default)]
+struct Flusher {
+    /// The scratch buffer written where `clflush` is not available.
+    #[cfg(not(target_arch = "x86_64"))]
+    scratch: Vec<u8>,
+}
+
+impl Flusher {
+    fn flush(&mut self, bufs: &[&[f32]]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_clflush, _mm_mfence};
+            for b in bufs {
+                let (start, end) = (
+                    b.as_ptr() as usize,
+                    b.as_ptr() as usize + std::mem::size_of_val(*b),
+                );
+                let mut line = start & !63;
+                while line < end {
+                    // SAFETY: `line` lies within (or on the cache line of) a live buffer;
+                    // clflush is part of SSE2, which every x86_64 CPU has.
+                    unsafe { _mm_clflush(line as *const u8) };
+                    line += 64;
+                }
+            }
+            // SAFETY: SSE2, as above.
+            unsafe { _mm_mfence() };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = bufs;
+            if self.scratch.is_empty() {
+                let llc = crate::target::cpu::last_level_cache_bytes_sysfs();
+                self.scratch = vec![0; (2 * llc).clamp(8 << 20, 256 << 20) as usize];
+            }
+            for x in self.scratch.iter_mut() {
+                *x = x.wrapping_add(1);
+            }
+            std::hint::black_box(&self.scratch);
+        }
+    }
+}
+
+#[derive(Copy, Clone, Debug)]
+struct GemmDims {
+    batch: i64,
+    m: i64,
+    n: i64,
+    k: i64,
+}
+
+/// ndarray's `dot` (`general_mat_mul`, the same matrixmultiply path without allocating
+/// the result) per batch, timed like a kernel.
+fn gemm_peer(
+    a: &[f32],
+    b: &[f32],
+    d: GemmDims,
+    cfg: &TimingConfig,
+    flusher: &mut Flusher,
+) -> Result<(Vec<f64>, Vec<f32>), Failure> {
+    use ndarray::linalg::general_mat_mul;
+    use ndarray::{Array3, ArrayView3};
+    let (batch, m, n, k) = (d.batch as usize, d.m as usize, d.n as usize, d.k as usize);
+    let shape =
+        |e: ndarray::ShapeError| Failure::new(FailureKind::Launch, format!("peer gemm: {e}"));
+    let a = ArrayView3::from_shape((batch, m, k), a).map_err(shape)?;
+    let b = ArrayView3::from_shape((batch, k, n), b).map_err(shape)?;
+    let mut c = Array3::<f32>::from_elem((batch, m, n), f32::NAN);
+    let run = |c: &mut Array3<f32>| {
+        for i in 0..batch {
+            let mut ci = c.index_axis_mut(ndarray::Axis(0), i);
+            general_mat_mul(
+                1.0,
+                &a.index_axis(ndarray::Axis(0), i),
+                &b.index_axis(ndarray::Axis(0), i),
+                0.0,
+                &mut ci,
+            );
+        }
+    };
+    run(&mut c);
+    let out = c.iter().copied().collect();
+    let (a_s, b_s) = (a.as_slice().unwrap_or(&[]), b.as_slice().unwrap_or(&[]));
+    let runs = time_loop(cfg, |step| {
+        match step {
+            Step::Run => run(&mut c),
+            Step::Flush => flusher.flush(&[a_s, b_s, c.as_slice().unwrap_or(&[])]),
+        }
+        Ok(())
+    })?;
+    Ok((runs, out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> TimingConfig {
+        TimingConfig {
+            warmup_seconds: 0.0,
+            min_runs: 3,
+            max_runs: 5,
+            max_seconds: 0.01,
+            flush_cache: true,
+        }
+    }
+
+    #[test]
+    fn time_loop_respects_the_run_bounds() {
+        let mut calls = (0, 0);
+        let runs = time_loop(&cfg(), |s| {
+            match s {
+                Step::Run => calls.0 += 1,
+                Step::Flush => calls.1 += 1,
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert!((3..=5).contains(&runs.len()));
+        assert_eq!(calls, (runs.len() + 1, runs.len()));
+        assert!(runs.iter().all(|t| t.is_finite() && *t >= 0.0));
+    }
+
+    #[test]
+    fn time_loop_stops_on_failure() {
+        let e = time_loop(&cfg(), |_| Err(Failure::new(FailureKind::Runtime, "boom"))).unwrap_err();
+        assert_eq!(e.kind, FailureKind::Runtime);
+    }
+
+    #[test]
+    fn gemm_peer_multiplies() {
+        // [[1, 2], [3, 4]] @ [[5, 6], [7, 8]] = [[19, 22], [43, 50]], twice (batch 2).
+        let a = [1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0, 4.0];
+        let b = [5.0, 6.0, 7.0, 8.0, 5.0, 6.0, 7.0, 8.0];
+        let d = GemmDims {
+            batch: 2,
+            m: 2,
+            n: 2,
+            k: 2,
+        };
+        let (runs, out) = gemm_peer(&a, &b, d, &cfg(), &mut Flusher::default()).unwrap();
+        assert_eq!(out, vec![19.0, 22.0, 43.0, 50.0, 19.0, 22.0, 43.0, 50.0]);
+        assert!(!runs.is_empty());
+    }
+
+    #[test]
+    fn truncates_long_logs_on_a_char_boundary() {
+        let s = truncate("é".repeat(MAX_LOG));
+        assert!(s.ends_with("[... truncated]") && s.len() < MAX_LOG + 32);
+    }
+}

@@ -1,0 +1,854 @@
+//! The isolated measurement worker and the parent that drives it.
+//!
+//! **Wire protocol.** The parent starts `<exe> __worker` and writes one [`Job`] as a JSON
+//! line on its stdin, then closes it. The worker answers JSON lines on stdout ([`Reply`]),
+//! flushing after each:
+//!
+//! 1. `{"ready": true}` once the reference is built and run, or
+//!    `{"reference_failed": Failure}` (then it stops);
+//! 2. `{"index": i, "outcome": Outcome}` per candidate, in order (`i` counts from 0 in
+//!    the job it was sent; `Outcome` is `{"Ok": Measured}` or `{"Err": Failure}`);
+//! 3. `{"peer": {"Ok": PeerMeasured} | {"Err": Failure}}` when the job asks for a peer.
+//!
+//! Lines that are not replies (a kernel's `printf`) are ignored. Several jobs may be sent
+//! one per line; the worker answers each in turn and exits 0 at the end of its input.
+//!
+//! **Isolation.** [`Measurer`] reads the replies through a reader thread and a channel
+//! with a per-candidate timeout. When the worker dies (end of output before the job is
+//! answered: a segfault, an abort, an exit) the candidate in flight becomes
+//! [`FailureKind::Crash`]; when it is silent for longer than the timeout, it is killed
+//! and the candidate becomes [`FailureKind::Timeout`]; a [`FailureKind::Runtime`]
+//! outcome (a sticky CUDA error) also retires the worker. In each case a fresh worker is
+//! started on the remaining candidates (it recomputes the reference) and measuring goes
+//! on. Nothing a kernel does can take the parent down.
+
+use super::cpu::CpuRunner;
+use super::cuda::{self, CudaRunner};
+use super::{
+    stats, BuildInfo, Device, Failure, FailureKind, Job, Measured, Outcome, ParamSpec, Peer,
+    PeerMeasured,
+};
+use crate::codegen::Source;
+use crate::ir::{BufferKind, Program};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// The hidden subcommand `main.rs` routes to [`worker_main`].
+pub const WORKER_SUBCOMMAND: &str = "__worker";
+
+/// One line from the worker to the parent (see the module doc).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Reply {
+    Candidate { index: usize, outcome: Outcome },
+    Peer { peer: Result<PeerMeasured, Failure> },
+    ReferenceFailed { reference_failed: Failure },
+    Ready { ready: bool },
+}
+
+/// The parameters of a program, in call order, as a [`Job`] names them.
+pub fn param_specs(p: &Program) -> Vec<ParamSpec> {
+    p.params
+        .iter()
+        .map(|b| {
+            let buf = p.buffer(*b);
+            ParamSpec {
+                name: buf.name.clone(),
+                shape: buf.shape.clone(),
+                dtype: buf.dtype,
+                is_output: buf.kind == BufferKind::Output,
+            }
+        })
+        .collect()
+}
+
+/// Fresh inputs for a job: one vector per input parameter, uniform in [-1, 1] without
+/// zero, from ChaCha8 seeded with `seed` (the same on every platform).
+pub fn random_inputs(params: &[ParamSpec], seed: u64) -> Vec<Vec<f32>> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    params
+        .iter()
+        .filter(|p| !p.is_output)
+        .map(|p| {
+            (0..p.numel())
+                .map(|_| loop {
+                    let x: f32 = rng.gen_range(-1.0..=1.0);
+                    if x != 0.0 {
+                        break x;
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// The relative L2 error of `outs` against `reference` over all outputs together; a
+/// non-finite element is a wrong answer that names the first one.
+pub fn compare(
+    params: &[ParamSpec],
+    outs: &[Vec<f32>],
+    reference: &[Vec<f32>],
+) -> Result<f64, Failure> {
+    let wrong = |m: String| Failure::new(FailureKind::WrongAnswer, m);
+    if outs.len() != reference.len() {
+        return Err(wrong(format!(
+            "{} outputs, the reference has {}",
+            outs.len(),
+            reference.len()
+        )));
+    }
+    let (mut num, mut den) = (0.0f64, 0.0f64);
+    for ((p, o), r) in params
+        .iter()
+        .filter(|p| p.is_output)
+        .zip(outs)
+        .zip(reference)
+    {
+        if o.len() != r.len() {
+            return Err(wrong(format!(
+                "output {} has {} elements, the reference {}",
+                p.name,
+                o.len(),
+                r.len()
+            )));
+        }
+        for (i, (x, y)) in o.iter().zip(r).enumerate() {
+            if !x.is_finite() {
+                return Err(wrong(format!(
+                    "{}{} is {x} (the first non-finite output element)",
+                    p.name,
+                    index_text(&p.shape, i)
+                )));
+            }
+            num += (f64::from(*x) - f64::from(*y)).powi(2);
+            den += f64::from(*y).powi(2);
+        }
+    }
+    Ok(if den > 0.0 {
+        (num / den).sqrt()
+    } else {
+        num.sqrt()
+    })
+}
+
+/// `[i, j]` for a flat row-major offset into `shape`.
+fn index_text(shape: &[i64], mut flat: usize) -> String {
+    let mut idx = vec![0usize; shape.len()];
+    for (d, e) in shape.iter().enumerate().rev() {
+        let e = (*e).max(1) as usize;
+        idx[d] = flat % e;
+        flat /= e;
+    }
+    format!(
+        "[{}]",
+        idx.iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+/// The runner for a job's device.
+enum Runner {
+    Cpu(CpuRunner),
+    Cuda { runner: CudaRunner, arch: String },
+}
+
+impl Runner {
+    fn new(device: &Device) -> Result<Runner, Failure> {
+        Ok(match device {
+            Device::Cpu => Runner::Cpu(CpuRunner::new()?),
+            Device::Cuda { arch } => Runner::Cuda {
+                runner: CudaRunner::new()?,
+                arch: arch.clone(),
+            },
+        })
+    }
+
+    fn prepare(
+        &mut self,
+        params: &[ParamSpec],
+        inputs: &[Vec<f32>],
+        ws: &[(String, i64, usize)],
+    ) -> Result<(), Failure> {
+        match self {
+            Runner::Cpu(r) => r.prepare(params, inputs, ws),
+            Runner::Cuda { runner, .. } => runner.prepare(params, inputs, ws),
+        }
+    }
+
+    fn build(&mut self, src: &Source) -> Result<(usize, BuildInfo), Failure> {
+        match self {
+            Runner::Cpu(r) => r.build(src),
+            Runner::Cuda { runner, arch } => {
+                let start = Instant::now();
+                let cubin = cuda::compile(&src.code, arch)?;
+                let info = BuildInfo {
+                    compile_seconds: start.elapsed().as_secs_f64(),
+                    ..BuildInfo::default()
+                };
+                Ok((runner.load(std::slice::from_ref(&cubin), src)?, info))
+            }
+        }
+    }
+
+    fn run_once(&mut self, h: usize) -> Result<Vec<Vec<f32>>, Failure> {
+        match self {
+            Runner::Cpu(r) => r.run_once(h),
+            Runner::Cuda { runner, .. } => runner.run_once(h),
+        }
+    }
+
+    fn time(&mut self, h: usize, cfg: &super::TimingConfig) -> Result<Vec<f64>, Failure> {
+        match self {
+            Runner::Cpu(r) => r.time(h, cfg),
+            Runner::Cuda { runner, .. } => runner.time(h, cfg),
+        }
+    }
+
+    fn time_peer(
+        &mut self,
+        peer: &Peer,
+        cfg: &super::TimingConfig,
+    ) -> Result<(Vec<f64>, Vec<f32>), Failure> {
+        match self {
+            Runner::Cpu(r) => r.time_peer(peer, cfg),
+            Runner::Cuda { runner, .. } => runner.time_peer(peer, cfg),
+        }
+    }
+
+    fn peer_name(&self) -> &'static str {
+        match self {
+            Runner::Cpu(_) => "ndarray dot (matrixmultiply)",
+            Runner::Cuda { .. } => "cuBLAS",
+        }
+    }
+}
+
+/// The worker process: answers each job read from stdin (see the module doc). Returns
+/// the exit code.
+pub fn worker_main() -> i32 {
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { return 2 };
+        if line.trim().is_empty() {
+            continue;
+        }
+        let written = match serde_json::from_str::<Job>(&line) {
+            Ok(job) => answer(&job, &mut out),
+            Err(e) => {
+                let f = Failure::new(
+                    FailureKind::Launch,
+                    format!("the worker cannot read the job: {e}"),
+                );
+                send(
+                    &mut out,
+                    &Reply::ReferenceFailed {
+                        reference_failed: f,
+                    },
+                )
+            }
+        };
+        if written.is_err() {
+            // The parent is gone: nobody to answer.
+            return 3;
+        }
+    }
+    0
+}
+
+fn send(out: &mut impl Write, reply: &Reply) -> std::io::Result<()> {
+    let line = serde_json::to_string(reply).map_err(std::io::Error::other)?;
+    writeln!(out, "{line}")?;
+    out.flush()
+}
+
+/// Measures one job, writing its replies.
+fn answer(job: &Job, out: &mut impl Write) -> std::io::Result<()> {
+    let inputs = random_inputs(&job.params, job.seed);
+    let reference = Runner::new(&job.device).and_then(|mut runner| {
+        let outs = run_reference(&mut runner, job, &inputs)?;
+        Ok((runner, outs))
+    });
+    let (mut runner, reference) = match reference {
+        Ok(r) => r,
+        Err(f) => {
+            return send(
+                out,
+                &Reply::ReferenceFailed {
+                    reference_failed: f,
+                },
+            )
+        }
+    };
+    send(out, &Reply::Ready { ready: true })?;
+    for (index, src) in job.candidates.iter().enumerate() {
+        let outcome = measure_candidate(&mut runner, job, src, &reference);
+        send(out, &Reply::Candidate { index, outcome })?;
+    }
+    if let Some(peer) = &job.peer {
+        let result = measure_peer(&mut runner, job, peer, &reference);
+        send(out, &Reply::Peer { peer: result })?;
+    }
+    Ok(())
+}
+
+fn run_reference(
+    runner: &mut Runner,
+    job: &Job,
+    inputs: &[Vec<f32>],
+) -> Result<Vec<Vec<f32>>, Failure> {
+    runner.prepare(&job.params, inputs, &job.reference.workspaces)?;
+    let (h, _) = runner.build(&job.reference)?;
+    let outs = runner.run_once(h)?;
+    // A reference that leaves NaN behind cannot judge anything.
+    compare(&job.params, &outs, &outs)?;
+    Ok(outs)
+}
+
+fn measure_candidate(
+    runner: &mut Runner,
+    job: &Job,
+    src: &Source,
+    reference: &[Vec<f32>],
+) -> Outcome {
+    let (h, build) = runner.build(src)?;
+    let outs = runner.run_once(h)?;
+    let rel_error = compare(&job.params, &outs, reference)?;
+    check_tolerance(rel_error, job.tolerance)?;
+    let runs = runner.time(h, &job.timing)?;
+    let (median_seconds, min_seconds, max_seconds) = checked_stats(&runs)?;
+    Ok(Measured {
+        median_seconds,
+        min_seconds,
+        max_seconds,
+        runs,
+        rel_error,
+        build,
+    })
+}
+
+fn measure_peer(
+    runner: &mut Runner,
+    job: &Job,
+    peer: &Peer,
+    reference: &[Vec<f32>],
+) -> Result<PeerMeasured, Failure> {
+    let (runs, out) = runner.time_peer(peer, &job.timing)?;
+    let Peer::Gemm { c, .. } = peer;
+    let slot = job.params.iter().take(*c).filter(|p| p.is_output).count();
+    let (spec, want) = match (job.params.get(*c), reference.get(slot)) {
+        (Some(spec), Some(want)) if spec.is_output => (spec, want),
+        _ => {
+            return Err(Failure::new(
+                FailureKind::Launch,
+                format!("peer output {c} is not an output parameter"),
+            ))
+        }
+    };
+    let rel_error = compare(
+        std::slice::from_ref(spec),
+        &[out],
+        std::slice::from_ref(want),
+    )?;
+    check_tolerance(rel_error, job.tolerance)?;
+    let (median_seconds, min_seconds, max_seconds) = checked_stats(&runs)?;
+    Ok(PeerMeasured {
+        name: runner.peer_name().to_string(),
+        median_seconds,
+        min_seconds,
+        max_seconds,
+        rel_error,
+    })
+}
+
+fn check_tolerance(rel_error: f64, tolerance: f64) -> Result<(), Failure> {
+    if rel_error.is_finite() && rel_error <= tolerance {
+        Ok(())
+    } else {
+        Err(Failure::new(
+            FailureKind::WrongAnswer,
+            format!("relative error {rel_error:.3e} exceeds the tolerance {tolerance:.0e}"),
+        ))
+    }
+}
+
+/// Median, min, max of run times that are all finite (JSON has no NaN).
+fn checked_stats(runs: &[f64]) -> Result<(f64, f64, f64), Failure> {
+    if runs.is_empty() || runs.iter().any(|t| !t.is_finite() || *t < 0.0) {
+        return Err(Failure::new(
+            FailureKind::Runtime,
+            format!("bad timing runs {runs:?}"),
+        ));
+    }
+    Ok(stats(runs))
+}
+
+/// Why measuring could not start or could not judge any candidate.
+#[derive(Debug, Error)]
+pub enum MeasureError {
+    #[error("cannot start the measurement worker {exe}: {source}")]
+    Spawn { exe: String, source: std::io::Error },
+    /// The reference (or the runner itself) failed: no candidate can be checked.
+    #[error("the reference failed, so no candidate can be checked: {0}")]
+    Reference(Failure),
+}
+
+/// Drives worker processes: sends a job, collects one outcome per candidate, restarts
+/// the worker after a crash, a timeout or a runtime error.
+#[derive(Clone, Debug)]
+pub struct Measurer {
+    exe: PathBuf,
+    args: Vec<String>,
+    envs: Vec<(String, String)>,
+    timeout: Option<Duration>,
+    reference_timeout: Duration,
+    peer_failure: Option<Failure>,
+    workers_started: usize,
+}
+
+impl Measurer {
+    /// Measures with `<exe> __worker`.
+    pub fn new(exe: impl Into<PathBuf>) -> Measurer {
+        Measurer {
+            exe: exe.into(),
+            args: vec![WORKER_SUBCOMMAND.to_string()],
+            envs: Vec::new(),
+            timeout: None,
+            reference_timeout: Duration::from_secs(300),
+            peer_failure: None,
+            workers_started: 0,
+        }
+    }
+
+    /// Measures with this very binary (`std::env::current_exe()` + `__worker`).
+    pub fn for_current_exe() -> Result<Measurer, MeasureError> {
+        let exe = std::env::current_exe().map_err(|source| MeasureError::Spawn {
+            exe: "the current executable".into(),
+            source,
+        })?;
+        Ok(Measurer::new(exe))
+    }
+
+    /// How long one candidate (build, check, timing) may take; overrides the job's
+    /// `timeout_seconds`.
+    pub fn with_timeout(mut self, timeout: Duration) -> Measurer {
+        self.timeout = Some(timeout);
+        self
+    }
+
+    /// How long starting a worker and checking the reference may take (default 300 s:
+    /// the naive reference of a large workload is slow).
+    pub fn with_reference_timeout(mut self, timeout: Duration) -> Measurer {
+        self.reference_timeout = timeout;
+        self
+    }
+
+    /// Replaces the worker's arguments (default `["__worker"]`).
+    pub fn with_args(mut self, args: impl IntoIterator<Item = impl Into<String>>) -> Measurer {
+        self.args = args.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Sets an environment variable for the worker.
+    pub fn with_env(mut self, key: impl Into<String>, value: impl Into<String>) -> Measurer {
+        self.envs.push((key.into(), value.into()));
+        self
+    }
+
+    /// Why the peer of the last `measure` call failed, when it did.
+    pub fn peer_failure(&self) -> Option<&Failure> {
+        self.peer_failure.as_ref()
+    }
+
+    /// How many worker processes this measurer has started.
+    pub fn workers_started(&self) -> usize {
+        self.workers_started
+    }
+
+    /// Measures every candidate of the job (one outcome each, in order) and the peer if
+    /// asked; fails only when no worker starts or the reference fails.
+    pub fn measure(
+        &mut self,
+        job: &Job,
+    ) -> Result<(Vec<Outcome>, Option<PeerMeasured>), MeasureError> {
+        self.peer_failure = None;
+        let n = job.candidates.len();
+        let timeout = self.timeout.unwrap_or_else(|| {
+            Duration::try_from_secs_f64(job.timeout_seconds).unwrap_or(Duration::from_secs(60))
+        });
+        let mut outcomes: Vec<Outcome> = Vec::with_capacity(n);
+        let mut peer = None;
+        let mut peer_pending = job.peer.is_some();
+        while outcomes.len() < n || peer_pending {
+            let base = outcomes.len();
+            let sub = Job {
+                candidates: job.candidates[base..].to_vec(),
+                ..job.clone()
+            };
+            let mut w = self.spawn()?;
+            w.send(&sub);
+            let mut ready = false;
+            let mut deadline = Instant::now() + self.reference_timeout;
+            let ended = loop {
+                if outcomes.len() == n && !peer_pending {
+                    break None;
+                }
+                match w.next(deadline) {
+                    Event::Reply(Reply::Ready { .. }) => {
+                        ready = true;
+                        deadline = Instant::now() + timeout;
+                    }
+                    Event::Reply(Reply::ReferenceFailed { reference_failed }) => {
+                        return Err(MeasureError::Reference(reference_failed))
+                    }
+                    Event::Reply(Reply::Candidate { index, outcome })
+                        if ready && base + index == outcomes.len() =>
+                    {
+                        deadline = Instant::now() + timeout;
+                        let sticky = matches!(&outcome, Err(f) if f.kind == FailureKind::Runtime);
+                        outcomes.push(outcome);
+                        if sticky && outcomes.len() < n {
+                            break None;
+                        }
+                    }
+                    Event::Reply(Reply::Peer { peer: p }) if ready && outcomes.len() == n => {
+                        peer_pending = false;
+                        match p {
+                            Ok(p) => peer = Some(p),
+                            Err(f) => self.peer_failure = Some(f),
+                        }
+                    }
+                    Event::Reply(other) => w.noise(format!("out-of-order reply {other:?}")),
+                    Event::Eof => break Some(FailureKind::Crash),
+                    Event::Timeout => break Some(FailureKind::Timeout),
+                }
+            };
+            let Some(kind) = ended else { continue };
+            let what = if !ready {
+                "checking the reference"
+            } else if outcomes.len() < n {
+                "measuring this candidate"
+            } else {
+                "timing the peer"
+            };
+            let failure = Failure::new(kind, w.post_mortem(kind, what, timeout));
+            if !ready {
+                return Err(MeasureError::Reference(failure));
+            } else if outcomes.len() < n {
+                outcomes.push(Err(failure));
+            } else {
+                peer_pending = false;
+                self.peer_failure = Some(failure);
+            }
+        }
+        Ok((outcomes, peer))
+    }
+
+    fn spawn(&mut self) -> Result<Worker, MeasureError> {
+        self.workers_started += 1;
+        Worker::spawn(&self.exe, &self.args, &self.envs).map_err(|source| MeasureError::Spawn {
+            exe: self.exe.display().to_string(),
+            source,
+        })
+    }
+}
+
+/// What the parent hears next from a worker.
+enum Event {
+    Reply(Reply),
+    Eof,
+    Timeout,
+}
+
+/// Output kept for a post-mortem, at most.
+const TAIL: usize = 4096;
+
+/// A running worker process with threads reading its stdout and stderr.
+struct Worker {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    stderr: Arc<Mutex<VecDeque<u8>>>,
+    noise: VecDeque<String>,
+    /// The worker's `TMPDIR`, removed by the parent when the worker is dropped (after it
+    /// is killed), so a crashed worker leaves no build files behind.
+    _tmp: tempfile::TempDir,
+}
+
+impl Worker {
+    fn spawn(
+        exe: &std::path::Path,
+        args: &[String],
+        envs: &[(String, String)],
+    ) -> std::io::Result<Worker> {
+        let tmp = tempfile::Builder::new()
+            .prefix("tessel-worker-")
+            .tempdir()?;
+        let mut child = Command::new(exe)
+            .env("TMPDIR", tmp.path())
+            .args(args)
+            .envs(envs.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        let stdin = child.stdin.take();
+        let (tx, lines) = mpsc::channel();
+        if let Some(stdout) = child.stdout.take() {
+            std::thread::spawn(move || {
+                let mut r = BufReader::new(stdout);
+                let mut buf = Vec::new();
+                loop {
+                    buf.clear();
+                    match r.read_until(b'\n', &mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {
+                            if tx
+                                .send(String::from_utf8_lossy(&buf).trim_end().to_string())
+                                .is_err()
+                            {
+                                break;
+                            }
+                        }
+                    }
+                }
+            });
+        }
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(mut err) = child.stderr.take() {
+            let tail = Arc::clone(&stderr);
+            std::thread::spawn(move || {
+                let mut chunk = [0u8; 1024];
+                while let Ok(k @ 1..) = err.read(&mut chunk) {
+                    let Ok(mut t) = tail.lock() else { break };
+                    t.extend(&chunk[..k]);
+                    let excess = t.len().saturating_sub(TAIL);
+                    t.drain(..excess);
+                }
+            });
+        }
+        Ok(Worker {
+            child,
+            stdin,
+            lines,
+            stderr,
+            noise: VecDeque::new(),
+            _tmp: tmp,
+        })
+    }
+
+    /// Writes the job and closes stdin; a worker that is already gone shows up as
+    /// end of output.
+    fn send(&mut self, job: &Job) {
+        if let (Some(mut stdin), Ok(line)) = (self.stdin.take(), serde_json::to_string(job)) {
+            let _ = writeln!(stdin, "{line}").and_then(|_| stdin.flush());
+        }
+    }
+
+    fn next(&mut self, deadline: Instant) -> Event {
+        loop {
+            match self
+                .lines
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(line) => match serde_json::from_str::<Reply>(&line) {
+                    Ok(reply) => return Event::Reply(reply),
+                    Err(_) => self.noise(line),
+                },
+                Err(RecvTimeoutError::Timeout) => return Event::Timeout,
+                Err(RecvTimeoutError::Disconnected) => return Event::Eof,
+            }
+        }
+    }
+
+    fn noise(&mut self, line: String) {
+        if !line.trim().is_empty() {
+            self.noise.push_back(line);
+            if self.noise.len() > 8 {
+                self.noise.pop_front();
+            }
+        }
+    }
+
+    /// Ends the worker and says what happened to it.
+    fn post_mortem(&mut self, kind: FailureKind, what: &str, timeout: Duration) -> String {
+        let status = match kind {
+            FailureKind::Timeout => {
+                self.kill();
+                format!(
+                    "no answer within {:.1} s while {what}; the worker was killed",
+                    timeout.as_secs_f64()
+                )
+            }
+            _ => format!(
+                "the worker died while {what}: {}",
+                describe(self.wait_briefly())
+            ),
+        };
+        // Give the stderr reader a moment to drain what the worker wrote last.
+        std::thread::sleep(Duration::from_millis(20));
+        let mut msg = status;
+        let err = self
+            .stderr
+            .lock()
+            .map(|mut t| {
+                String::from_utf8_lossy(t.make_contiguous())
+                    .trim()
+                    .to_string()
+            })
+            .unwrap_or_default();
+        if !err.is_empty() {
+            msg.push_str(&format!("\nstderr:\n{err}"));
+        }
+        if !self.noise.is_empty() {
+            msg.push_str(&format!(
+                "\nstdout:\n{}",
+                Vec::from(self.noise.clone()).join("\n")
+            ));
+        }
+        msg
+    }
+
+    /// The exit status, waiting up to two seconds before killing.
+    fn wait_briefly(&mut self) -> Option<ExitStatus> {
+        let until = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < until {
+            match self.child.try_wait() {
+                Ok(Some(s)) => return Some(s),
+                Ok(None) => std::thread::sleep(Duration::from_millis(5)),
+                Err(_) => break,
+            }
+        }
+        self.kill();
+        None
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if !matches!(self.child.try_wait(), Ok(Some(_))) {
+            self.kill();
+        }
+    }
+}
+
+/// "killed by signal 11 (SIGSEGV)", "exit code 3".
+fn describe(status: Option<ExitStatus>) -> String {
+    let Some(status) = status else {
+        return "it closed its output but did not exit, so it was killed".to_string();
+    };
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(sig) = status.signal() {
+            let name = match sig {
+                4 => " (SIGILL)",
+                6 => " (SIGABRT)",
+                7 => " (SIGBUS)",
+                8 => " (SIGFPE)",
+                9 => " (SIGKILL)",
+                11 => " (SIGSEGV)",
+                _ => "",
+            };
+            return format!("killed by signal {sig}{name}");
+        }
+    }
+    match status.code() {
+        Some(c) => format!("exit code {c}"),
+        None => status.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::DType;
+
+    fn spec(name: &str, shape: Vec<i64>, is_output: bool) -> ParamSpec {
+        ParamSpec {
+            name: name.into(),
+            shape,
+            dtype: DType::F32,
+            is_output,
+        }
+    }
+
+    #[test]
+    fn inputs_are_deterministic_nonzero_and_bounded() {
+        let params = [
+            spec("A", vec![4, 8], false),
+            spec("C", vec![4], true),
+            spec("B", vec![3], false),
+        ];
+        let a = random_inputs(&params, 7);
+        assert_eq!(a.iter().map(Vec::len).collect::<Vec<_>>(), vec![32, 3]);
+        assert_eq!(a, random_inputs(&params, 7));
+        assert_ne!(a, random_inputs(&params, 8));
+        assert!(a
+            .iter()
+            .flatten()
+            .all(|x| *x != 0.0 && (-1.0..=1.0).contains(x)));
+    }
+
+    #[test]
+    fn compare_names_the_first_nan() {
+        let params = [spec("A", vec![2], false), spec("C", vec![2, 3], true)];
+        let reference = vec![vec![1.0; 6]];
+        assert_eq!(compare(&params, &reference, &reference), Ok(0.0));
+        let mut bad = reference.clone();
+        bad[0][4] = f32::NAN;
+        let e = compare(&params, &bad, &reference).unwrap_err();
+        assert_eq!(e.kind, FailureKind::WrongAnswer);
+        assert!(e.message.starts_with("C[1, 1] is NaN"), "{}", e.message);
+        let off = vec![vec![1.0, 1.0, 1.0, 1.0, 1.0, 4.0]];
+        let err = compare(&params, &off, &reference).unwrap();
+        assert!((err - (9.0f64 / 6.0).sqrt()).abs() < 1e-12);
+    }
+
+    #[test]
+    fn replies_round_trip_in_the_documented_shape() {
+        let r = Reply::Candidate {
+            index: 3,
+            outcome: Err(Failure::new(FailureKind::Compile, "x")),
+        };
+        let line = serde_json::to_string(&r).unwrap();
+        assert_eq!(
+            line,
+            r#"{"index":3,"outcome":{"Err":{"kind":"compile","message":"x"}}}"#
+        );
+        assert_eq!(serde_json::from_str::<Reply>(&line).unwrap(), r);
+        for r in [
+            Reply::Ready { ready: true },
+            Reply::ReferenceFailed {
+                reference_failed: Failure::new(FailureKind::Crash, "y"),
+            },
+        ] {
+            assert_eq!(
+                serde_json::from_str::<Reply>(&serde_json::to_string(&r).unwrap()).unwrap(),
+                r
+            );
+        }
+        assert!(serde_json::from_str::<Reply>("hello from printf").is_err());
+    }
+
+    #[test]
+    fn describes_exit_statuses() {
+        assert!(describe(None).contains("killed"));
+    }
+}

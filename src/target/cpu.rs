@@ -1,0 +1,273 @@
+//! The host CPU as a target: model, cores, SIMD width, cache sizes and the C compiler,
+//! read from `/proc/cpuinfo`, `/sys/devices/system/cpu` and `cc --version`.
+//!
+//! Reading never fails: what a machine does not report (another OS, a container that
+//! hides `/sys`) stays `"unknown"` or 0, and the fingerprint says so. The parsers are
+//! pure functions over the files' text, tested on captured samples.
+
+use super::TargetFingerprint;
+use std::path::Path;
+use std::process::Command;
+
+/// What tessel knows about the host CPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CpuInfo {
+    /// `model name` from `/proc/cpuinfo`.
+    pub model_name: String,
+    /// Physical cores (distinct `physical id`/`core id` pairs), or `threads` when the
+    /// machine does not say.
+    pub cores: usize,
+    /// Hardware threads this process may run on.
+    pub threads: usize,
+    /// The widest vector extension: `avx512`, `avx2`, `avx`, `sse4.2`, `neon` or `scalar`.
+    pub simd: String,
+    /// Data cache sizes per level in bytes (0 when unknown).
+    pub l1d_bytes: u64,
+    pub l2_bytes: u64,
+    pub l3_bytes: u64,
+    /// First line of `<cc> --version`, when a compiler answered.
+    pub cc_version: Option<String>,
+}
+
+impl CpuInfo {
+    /// Queries the machine; `cc` is the C compiler kernels are built with.
+    pub fn query(cc: &str) -> CpuInfo {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        let parsed = parse_cpuinfo(&cpuinfo);
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1);
+        let caches = read_caches(Path::new("/sys/devices/system/cpu/cpu0/cache"));
+        CpuInfo {
+            model_name: parsed.model_name.unwrap_or_else(|| "unknown".to_string()),
+            cores: if parsed.cores > 0 {
+                parsed.cores.min(threads.max(1))
+            } else {
+                threads
+            },
+            threads,
+            simd: simd_level(&parsed.flags).to_string(),
+            l1d_bytes: caches.l1d,
+            l2_bytes: caches.l2,
+            l3_bytes: caches.l3,
+            cc_version: cc_version(cc),
+        }
+    }
+
+    /// The instruction-set name used in fingerprints and for arch fallback:
+    /// `x86_64-avx2`, `aarch64-neon`.
+    pub fn arch(&self) -> String {
+        format!("{}-{}", std::env::consts::ARCH, self.simd)
+    }
+
+    /// The size of the largest cache level reported (0 when none is).
+    pub fn last_level_cache_bytes(&self) -> u64 {
+        self.l3_bytes.max(self.l2_bytes).max(self.l1d_bytes)
+    }
+
+    /// The database fingerprint of this CPU built with the given compiler flags.
+    pub fn fingerprint(&self, flags: &[String]) -> TargetFingerprint {
+        let cc = self
+            .cc_version
+            .clone()
+            .unwrap_or_else(|| "no C compiler".to_string());
+        TargetFingerprint {
+            kind: "cpu".to_string(),
+            arch: self.arch(),
+            device: format!(
+                "{} ({} cores, {} threads)",
+                self.model_name, self.cores, self.threads
+            ),
+            toolchain: format!("{cc}; {}", flags.join(" ")),
+        }
+    }
+}
+
+/// What `/proc/cpuinfo` says.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ParsedCpuinfo {
+    pub model_name: Option<String>,
+    /// Distinct (physical id, core id) pairs; 0 when the file has none.
+    pub cores: usize,
+    /// The first processor's feature flags (`flags` on x86, `Features` on ARM).
+    pub flags: Vec<String>,
+}
+
+/// Parses the text of `/proc/cpuinfo`.
+pub fn parse_cpuinfo(text: &str) -> ParsedCpuinfo {
+    let mut out = ParsedCpuinfo::default();
+    let mut pairs = std::collections::BTreeSet::new();
+    let mut physical: Option<String> = None;
+    for line in text.lines() {
+        let Some((key, value)) = line.split_once(':') else {
+            continue;
+        };
+        let (key, value) = (key.trim(), value.trim());
+        match key {
+            "model name" | "Model" if out.model_name.is_none() => {
+                out.model_name = Some(value.to_string())
+            }
+            "flags" | "Features" if out.flags.is_empty() => {
+                out.flags = value.split_whitespace().map(str::to_string).collect();
+            }
+            "physical id" => physical = Some(value.to_string()),
+            "core id" => {
+                pairs.insert((physical.clone().unwrap_or_default(), value.to_string()));
+            }
+            _ => {}
+        }
+    }
+    out.cores = pairs.len();
+    out
+}
+
+/// The widest SIMD extension among the CPU flags.
+pub fn simd_level(flags: &[String]) -> &'static str {
+    let has = |f: &str| flags.iter().any(|x| x == f);
+    if has("avx512f") {
+        "avx512"
+    } else if has("avx2") {
+        "avx2"
+    } else if has("avx") {
+        "avx"
+    } else if has("sse4_2") {
+        "sse4.2"
+    } else if has("asimd") || cfg!(target_arch = "aarch64") {
+        "neon"
+    } else {
+        "scalar"
+    }
+}
+
+/// The largest cache reported under `/sys` for cpu0 (0 when none is), without running
+/// the compiler as [`CpuInfo::query`] does.
+pub fn last_level_cache_bytes_sysfs() -> u64 {
+    let c = read_caches(Path::new("/sys/devices/system/cpu/cpu0/cache"));
+    c.l3.max(c.l2).max(c.l1d)
+}
+
+/// Data and unified cache sizes by level.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheSizes {
+    pub l1d: u64,
+    pub l2: u64,
+    pub l3: u64,
+}
+
+/// Reads `index*/{level,type,size}` under a `cpuN/cache` directory.
+fn read_caches(dir: &Path) -> CacheSizes {
+    let mut sizes = CacheSizes::default();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return sizes;
+    };
+    for entry in entries.flatten() {
+        let read = |f: &str| std::fs::read_to_string(entry.path().join(f)).unwrap_or_default();
+        add_cache(
+            &mut sizes,
+            read("level").trim(),
+            read("type").trim(),
+            read("size").trim(),
+        );
+    }
+    sizes
+}
+
+/// Records one cache described as sysfs does (`level` "2", `type` "Unified", `size`
+/// "2048K"); instruction caches are skipped.
+pub fn add_cache(sizes: &mut CacheSizes, level: &str, kind: &str, size: &str) {
+    if kind == "Instruction" {
+        return;
+    }
+    let Some(bytes) = parse_size(size) else {
+        return;
+    };
+    match level {
+        "1" => sizes.l1d = sizes.l1d.max(bytes),
+        "2" => sizes.l2 = sizes.l2.max(bytes),
+        "3" => sizes.l3 = sizes.l3.max(bytes),
+        _ => {}
+    }
+}
+
+/// Parses a sysfs cache size: `48K`, `2048K`, `32M`, or plain bytes.
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (digits, mult) = match s.chars().last()? {
+        'K' | 'k' => (&s[..s.len() - 1], 1u64 << 10),
+        'M' | 'm' => (&s[..s.len() - 1], 1 << 20),
+        'G' | 'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    digits.trim().parse::<u64>().ok().map(|n| n * mult)
+}
+
+/// The first line of `<cc> --version`, or `None` when it does not run.
+pub fn cc_version(cc: &str) -> Option<String> {
+    let out = Command::new(cc).arg("--version").output().ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .map(|l| l.trim().to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const X86: &str =
+        "processor\t: 0\nvendor_id\t: GenuineIntel\nmodel name\t: Intel(R) Xeon(R) Processor\n\
+physical id\t: 0\ncore id\t\t: 0\nflags\t\t: fpu sse sse2 sse4_2 avx avx2 fma\n\n\
+processor\t: 1\nmodel name\t: Intel(R) Xeon(R) Processor\nphysical id\t: 0\ncore id\t\t: 1\n\
+flags\t\t: fpu sse sse2 sse4_2 avx avx2 fma\n";
+
+    #[test]
+    fn parses_x86_cpuinfo() {
+        let p = parse_cpuinfo(X86);
+        assert_eq!(p.model_name.as_deref(), Some("Intel(R) Xeon(R) Processor"));
+        assert_eq!(p.cores, 2);
+        assert_eq!(simd_level(&p.flags), "avx2");
+    }
+
+    #[test]
+    fn simd_prefers_the_widest() {
+        let flags = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(simd_level(&flags("sse4_2 avx avx2 avx512f")), "avx512");
+        assert_eq!(simd_level(&flags("sse4_2 avx")), "avx");
+        if cfg!(target_arch = "x86_64") {
+            assert_eq!(simd_level(&flags("sse2")), "scalar");
+        }
+    }
+
+    #[test]
+    fn parses_sysfs_cache_sizes() {
+        let mut c = CacheSizes::default();
+        add_cache(&mut c, "1", "Data", "48K");
+        add_cache(&mut c, "1", "Instruction", "64K");
+        add_cache(&mut c, "2", "Unified", "2048K");
+        add_cache(&mut c, "3", "Unified", "260M");
+        add_cache(&mut c, "3", "Unified", "garbage");
+        assert_eq!(
+            c,
+            CacheSizes {
+                l1d: 48 << 10,
+                l2: 2 << 20,
+                l3: 260 << 20
+            }
+        );
+        assert_eq!(parse_size("123"), Some(123));
+        assert_eq!(parse_size(""), None);
+    }
+
+    #[test]
+    fn queries_this_machine() {
+        let info = CpuInfo::query("cc");
+        assert!(info.threads >= 1 && info.cores >= 1);
+        let fp = info.fingerprint(&["-O3".to_string()]);
+        assert_eq!(fp.kind, "cpu");
+        assert!(fp.arch.starts_with(std::env::consts::ARCH));
+        assert!(fp.toolchain.ends_with("-O3"));
+    }
+}

@@ -1,0 +1,198 @@
+//! The CPU measurement path end to end: the `tessel __worker` process builds C kernels
+//! with the system compiler, checks them against the naive reference and times them; a
+//! kernel that crashes, hangs, computes garbage or does not compile becomes a typed
+//! failure and the next candidate is still measured.
+
+use std::time::Duration;
+use tessel::codegen::{self, Launch, Source};
+use tessel::lower::{lower, Backend};
+use tessel::measure::cpu::naive_source;
+use tessel::measure::worker::{param_specs, MeasureError, Measurer};
+use tessel::measure::{Device, FailureKind, Job, Outcome, Peer, TimingConfig};
+use tessel::schedule::{replay, text};
+
+const N: i64 = 64;
+
+/// Tiled for cache, parallel outer loop, vectorized inner loop.
+const CPU_SCHEDULE: &str = r#"
+b0 = get_block("C")
+i, j, k = get_loops(b0)
+i0, i1 = split(i, factors=[None, 8])
+j0, j1 = split(j, factors=[None, 16])
+reorder(i0, j0, i1, k, j1)
+parallel(i0)
+vectorize(j1)
+"#;
+
+fn program() -> tessel::ir::Program {
+    tessel::workload::preset(&format!("matmul:{N}x{N}x{N}"))
+        .expect("preset")
+        .to_program()
+}
+
+fn scheduled() -> Source {
+    let trace = text::parse(CPU_SCHEDULE).expect("trace parses");
+    let sch = replay(&trace, program(), 0).expect("schedule applies");
+    codegen::cpu::generate(&lower(sch.program(), Backend::Cpu).expect("lowers")).expect("generates")
+}
+
+/// A hand-written kernel over the matmul's buffers.
+fn hand(body: &str) -> Source {
+    Source {
+        code: format!(
+            "void tessel_entry_0(void **args) {{\n  float *C = (float *)args[2];\n  {body}\n}}\n"
+        ),
+        kernels: vec![Launch {
+            name: "tessel_entry_0".into(),
+            grid: [1; 3],
+            block: [1; 3],
+            dynamic_shared_bytes: 0,
+            static_shared_bytes: 0,
+            params: vec!["A".into(), "B".into(), "C".into()],
+        }],
+        workspaces: vec![],
+    }
+}
+
+fn job(candidates: Vec<Source>) -> Job {
+    let p = program();
+    Job {
+        device: Device::Cpu,
+        params: param_specs(&p),
+        reference: naive_source(&p).expect("reference"),
+        candidates,
+        seed: 1,
+        timing: TimingConfig {
+            warmup_seconds: 0.002,
+            min_runs: 3,
+            max_runs: 10,
+            max_seconds: 0.02,
+            flush_cache: true,
+        },
+        peer: None,
+        tolerance: 1e-4,
+        timeout_seconds: 30.0,
+    }
+}
+
+fn measurer() -> Measurer {
+    Measurer::new(env!("CARGO_BIN_EXE_tessel")).with_timeout(Duration::from_secs(3))
+}
+
+fn kind(o: &Outcome) -> Option<FailureKind> {
+    o.as_ref().err().map(|f| f.kind)
+}
+
+fn assert_ok(o: &Outcome) {
+    let m = o
+        .as_ref()
+        .unwrap_or_else(|f| panic!("expected a measurement, got {f}"));
+    assert!(m.rel_error < 1e-4, "rel error {}", m.rel_error);
+    assert!(!m.runs.is_empty() && m.runs.iter().all(|t| t.is_finite() && *t > 0.0));
+    assert!(m.min_seconds <= m.median_seconds && m.median_seconds <= m.max_seconds);
+    assert!(m.build.compile_seconds > 0.0);
+}
+
+#[test]
+fn every_failure_is_typed_and_the_next_candidate_still_runs() {
+    let candidates = vec![
+        scheduled(),
+        // A wild pointer store, far outside any mapping.
+        hand("volatile float *wild = C + ((long)1 << 40); *wild = 1.0f;"),
+        scheduled(),
+        hand("volatile long spin = 0; for (;;) spin++;"),
+        scheduled(),
+        hand("for (int i = 0; i < 64 * 64; i++) C[i] = 1.0f;"),
+        hand("for (int i = 0; i < 64 * 64; i++) if (i != 5) C[i] = 1.0f;"),
+        hand("this is not C;"),
+        scheduled(),
+    ];
+    let mut m = measurer();
+    let (outcomes, peer) = m.measure(&job(candidates)).expect("measures");
+    assert!(peer.is_none());
+    assert_eq!(outcomes.len(), 9);
+    for i in [0, 2, 4, 8] {
+        assert_ok(&outcomes[i]);
+    }
+    let err = |i: usize| outcomes[i].as_ref().unwrap_err();
+    assert_eq!(
+        kind(&outcomes[1]),
+        Some(FailureKind::Crash),
+        "{:?}",
+        outcomes[1]
+    );
+    assert!(err(1).message.contains("SIGSEGV"), "{}", err(1).message);
+    assert_eq!(
+        kind(&outcomes[3]),
+        Some(FailureKind::Timeout),
+        "{:?}",
+        outcomes[3]
+    );
+    assert_eq!(
+        kind(&outcomes[5]),
+        Some(FailureKind::WrongAnswer),
+        "{:?}",
+        outcomes[5]
+    );
+    assert!(
+        err(5).message.contains("exceeds the tolerance"),
+        "{}",
+        err(5).message
+    );
+    // Output poisoning: the element the kernel never wrote is named.
+    assert_eq!(kind(&outcomes[6]), Some(FailureKind::WrongAnswer));
+    assert!(
+        err(6).message.starts_with("C[0, 5] is NaN"),
+        "{}",
+        err(6).message
+    );
+    assert_eq!(kind(&outcomes[7]), Some(FailureKind::Compile));
+    assert!(err(7).message.contains("error"), "{}", err(7).message);
+    // One worker, then a fresh one after the crash and after the timeout.
+    assert_eq!(m.workers_started(), 3);
+}
+
+#[test]
+fn the_ndarray_peer_is_checked_and_timed() {
+    let mut j = job(vec![scheduled()]);
+    j.peer = Some(Peer::Gemm {
+        batch: 1,
+        m: N,
+        n: N,
+        k: N,
+        a: 0,
+        b: 1,
+        c: 2,
+    });
+    let mut m = measurer();
+    let (outcomes, peer) = m.measure(&j).expect("measures");
+    assert_ok(&outcomes[0]);
+    let peer = peer.unwrap_or_else(|| panic!("no peer: {:?}", m.peer_failure()));
+    assert!(peer.name.contains("ndarray"));
+    assert!(peer.rel_error < 1e-4 && peer.median_seconds > 0.0 && peer.median_seconds.is_finite());
+}
+
+#[test]
+fn a_broken_reference_is_reported_as_such() {
+    let mut j = job(vec![scheduled()]);
+    j.reference = hand("not C either");
+    match measurer().measure(&j) {
+        Err(MeasureError::Reference(f)) => {
+            assert_eq!(f.kind, FailureKind::Compile);
+            assert!(f.message.contains("error"), "{}", f.message);
+        }
+        other => panic!("expected a reference failure, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_missing_worker_binary_is_an_error_not_a_panic() {
+    let e = Measurer::new("/nonexistent/tessel")
+        .measure(&job(vec![]))
+        .map(|_| ());
+    assert!(e.is_ok(), "no candidates and no peer need no worker");
+    let e = Measurer::new("/nonexistent/tessel")
+        .measure(&job(vec![hand("")]))
+        .unwrap_err();
+    assert!(matches!(e, MeasureError::Spawn { .. }), "{e}");
+}
