@@ -36,6 +36,12 @@ enum Emit {
     C,
 }
 
+#[derive(Copy, Clone, ValueEnum)]
+enum TargetArg {
+    Cpu,
+    Cuda,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Print a workload's IR, naive or after a schedule, or its trace.
@@ -50,6 +56,23 @@ enum Command {
     },
     /// Apply a schedule and check it against the unscheduled program with the reference
     /// interpreter on random inputs (use small shapes: it runs every loop serially).
+    /// Build a scheduled workload for a target, check it against the reference on random
+    /// inputs, time it; `--compare` times the library routine a user would otherwise call
+    /// (cuBLAS on CUDA, ndarray's `dot` on the CPU) on the same inputs.
+    Run {
+        workload: String,
+        #[arg(long)]
+        schedule: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "cpu")]
+        target: TargetArg,
+        /// The CUDA architecture to compile for.
+        #[arg(long, default_value = "sm_90a")]
+        arch: String,
+        #[arg(long)]
+        compare: bool,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
     Check {
         workload: String,
         #[arg(long)]
@@ -80,6 +103,76 @@ fn generate(p: &tessel::ir::Program, backend: Backend) -> Result<tessel::codegen
     })
 }
 
+fn seconds(s: f64) -> String {
+    if s < 1e-3 {
+        format!("{:.1} us", s * 1e6)
+    } else {
+        format!("{:.3} ms", s * 1e3)
+    }
+}
+
+fn rate(flops: f64, s: f64) -> String {
+    let f = flops / s;
+    if f >= 1e12 {
+        format!("{:.2} TFLOP/s", f / 1e12)
+    } else {
+        format!("{:.1} GFLOP/s", f / 1e9)
+    }
+}
+
+/// `tessel run`: measure one schedule (or the naive program) in the isolated worker.
+fn run_measure(spec: &str, schedule: Option<&PathBuf>, target: TargetArg, arch: &str, compare: bool, seed: u64) -> Result<()> {
+    use tessel::measure::{session, worker::Measurer, Device};
+    let w = load_workload(spec)?;
+    let program = match schedule {
+        Some(path) => load_schedule(&w, path)?.into_program(),
+        None => w.to_program(),
+    };
+    let device = match target {
+        TargetArg::Cpu => Device::Cpu,
+        TargetArg::Cuda => {
+            Device::Cuda { arch: arch.to_string() }
+        }
+    };
+    let candidate = session::source_for(&program, &device).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let job = session::job(&w, vec![candidate], device.clone(), compare, seed).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    if compare && job.peer.is_none() {
+        eprintln!("note: --compare has a peer for plain matmul and batch_matmul workloads only");
+    }
+    let mut measurer = Measurer::for_current_exe()?;
+    let (outcomes, peer) = measurer.measure(&job)?;
+    let flops = w.flops();
+    println!("workload  {spec}  (key {})", &w.key()[..16]);
+    match &device {
+        Device::Cpu => {
+            let tc = tessel::measure::cpu::CpuToolchain::detect().map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            let info = tessel::target::cpu::CpuInfo::query(&tc.cc);
+            println!("target    cpu: {} ({}, {} threads, {})", info.model_name, info.arch(), info.threads, info.cc_version.clone().unwrap_or_else(|| tc.cc.clone()));
+        }
+        Device::Cuda { arch } => println!("target    cuda {arch}"),
+    }
+    let m = match outcomes.into_iter().next() {
+        Some(Ok(m)) => m,
+        Some(Err(f)) => bail!("{:?}: {}", f.kind, f.message),
+        None => bail!("the worker returned no result"),
+    };
+    println!("check     ok: relative error {:.2e} (tolerance {:.0e})", m.rel_error, job.tolerance);
+    if let Some(r) = m.build.registers {
+        println!("build     {} registers, {} bytes spill stores, {} bytes spill loads, {:.0} ms compile", r, m.build.spill_stores.unwrap_or(0), m.build.spill_loads.unwrap_or(0), m.build.compile_seconds * 1e3);
+    }
+    println!("latency   median {} (min {}, max {}, {} runs)", seconds(m.median_seconds), seconds(m.min_seconds), seconds(m.max_seconds), m.runs.len());
+    println!("speed     {}", rate(flops, m.median_seconds));
+    match (peer, measurer.peer_failure()) {
+        (Some(pm), _) => {
+            println!("peer      {}: median {} ({}), relative error {:.2e}", pm.name, seconds(pm.median_seconds), rate(flops, pm.median_seconds), pm.rel_error);
+            println!("ratio     tessel / {} = {:.2}x (throughput; >1 is faster)", pm.name, pm.median_seconds / m.median_seconds);
+        }
+        (None, Some(f)) => println!("peer      failed: {:?}: {}", f.kind, f.message),
+        (None, None) => {}
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Show {
@@ -100,6 +193,9 @@ fn run(cli: Cli) -> Result<()> {
                 Emit::Cuda => print!("{}", generate(sch.program(), Backend::Cuda)?.code),
                 Emit::C => print!("{}", generate(sch.program(), Backend::Cpu)?.code),
             }
+        }
+        Command::Run { workload, schedule, target, arch, compare, seed } => {
+            run_measure(&workload, schedule.as_ref(), target, &arch, compare, seed)?
         }
         Command::Check {
             workload,

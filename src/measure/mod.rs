@@ -10,6 +10,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod session;
 pub mod worker;
 
 use crate::codegen::Source;

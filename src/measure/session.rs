@@ -1,0 +1,106 @@
+//! Putting a measurement together: the candidate's source, the naive reference, the peer
+//! routine for GEMM-shaped workloads, and the [`Job`] that carries them to the worker.
+
+use super::worker::param_specs;
+use super::{Device, Failure, FailureKind, Job, Peer, TimingConfig};
+use crate::codegen::{self, Source};
+use crate::ir::{IterKind, LoopKind, Node, Program};
+use crate::lower::{lower, Backend};
+use crate::schedule::{IntArg, Schedule};
+use crate::workload::{self, Workload};
+
+/// Lowers and prints a program for a device. Failures are `Instantiation` (the program
+/// cannot be lowered for that device) or `Rejected`.
+pub fn source_for(program: &Program, device: &Device) -> Result<Source, Failure> {
+    let backend = match device {
+        Device::Cpu => Backend::Cpu,
+        Device::Cuda { .. } => Backend::Cuda,
+    };
+    let lowered = lower(program, backend).map_err(|e| Failure::new(FailureKind::Instantiation, e.to_string()))?;
+    let src = match backend {
+        Backend::Cpu => codegen::cpu::generate(&lowered),
+        Backend::Cuda => codegen::cuda::generate(&lowered),
+    };
+    src.map_err(|e| Failure::new(FailureKind::Instantiation, e.to_string()))
+}
+
+/// The unscheduled program made runnable on a CUDA device in the simplest way: in each
+/// root loop nest, the data-parallel loops of its block are fused and spread over
+/// 256-thread blocks; reductions stay serial in each thread.
+pub fn naive_cuda_program(program: &Program) -> Result<Program, Failure> {
+    let err = |e: crate::schedule::ScheduleError| Failure::new(FailureKind::Instantiation, format!("naive CUDA reference: {e}"));
+    let mut sch = Schedule::new(program.clone(), 0);
+    let names: Vec<String> = program.blocks_in_order().iter().map(|b| program.block(*b).name.clone()).collect();
+    for name in names {
+        let b = sch.get_block(&name).map_err(err)?;
+        let loops = sch.get_loops(b).map_err(err)?;
+        // The leading loops that only feed spatial iteration variables.
+        let p = sch.program();
+        let bid = sch.block_id(b).map_err(err)?;
+        let blk = p.block(bid);
+        let mut spatial = Vec::new();
+        for l in &loops {
+            let id = sch.loop_id(*l).map_err(err)?;
+            let v = p.lp(id).var;
+            let reduce = blk.iter_vars.iter().zip(&blk.bindings).any(|(iv, e)| iv.kind == IterKind::Reduce && e.uses_var(v));
+            if reduce || p.lp(id).kind != LoopKind::Serial || p.lp(id).body.len() != 1 && !matches!(p.lp(id).body.as_slice(), [Node::Block(_)]) {
+                break;
+            }
+            spatial.push(*l);
+        }
+        if spatial.is_empty() {
+            return Err(Failure::new(FailureKind::Instantiation, format!("naive CUDA reference: block {name} has no data-parallel loop to spread over threads")));
+        }
+        let fused = sch.fuse(&spatial).map_err(err)?;
+        let parts = sch.split(fused, &[None, Some(IntArg::Lit(256))]).map_err(err)?;
+        sch.bind(parts[0], "blockIdx.x").map_err(err)?;
+        sch.bind(parts[1], "threadIdx.x").map_err(err)?;
+    }
+    Ok(sch.into_program())
+}
+
+/// The reference for a workload on a device: the unscheduled program, lowered naively.
+pub fn reference_source(program: &Program, device: &Device) -> Result<Source, Failure> {
+    match device {
+        Device::Cpu => source_for(program, device),
+        Device::Cuda { .. } => source_for(&naive_cuda_program(program)?, device),
+    }
+}
+
+/// The library GEMM a user would otherwise call, when the workload is a plain (batched)
+/// row-major NN matmul: recognised by comparing workload keys with the preset of the same
+/// shape, so a workload written by hand is recognised too.
+pub fn gemm_peer(w: &Workload) -> Option<Peer> {
+    let p = w.to_program();
+    let shapes: Vec<Vec<i64>> = p.params.iter().map(|b| p.buffer(*b).shape.clone()).collect();
+    match shapes.as_slice() {
+        [a, b, c] if a.len() == 2 && b.len() == 2 && c.len() == 2 => {
+            let (m, k, n) = (a[0], a[1], b[1]);
+            let spec = format!("matmul:{m}x{n}x{k}");
+            (workload::preset(&spec).ok()?.key() == w.key()).then_some(Peer::Gemm { batch: 1, m, n, k, a: 0, b: 1, c: 2 })
+        }
+        [a, b, c] if a.len() == 3 && b.len() == 3 && c.len() == 3 => {
+            let (bt, m, k, n) = (a[0], a[1], a[2], b[2]);
+            let spec = format!("batch_matmul:b={bt},m={m},n={n},k={k}");
+            (workload::preset(&spec).ok()?.key() == w.key()).then_some(Peer::Gemm { batch: bt, m, n, k, a: 0, b: 1, c: 2 })
+        }
+        _ => None,
+    }
+}
+
+/// A job measuring `candidates` of workload `w` on `device`.
+pub fn job(w: &Workload, candidates: Vec<Source>, device: Device, with_peer: bool, seed: u64) -> Result<Job, Failure> {
+    let program = w.to_program();
+    let reference = reference_source(&program, &device)?;
+    Ok(Job {
+        params: param_specs(&program),
+        reference,
+        candidates,
+        seed,
+        timing: TimingConfig::default(),
+        peer: if with_peer { gemm_peer(w) } else { None },
+        tolerance: crate::interp::TOLERANCE,
+        timeout_seconds: 60.0,
+        device,
+    })
+}
