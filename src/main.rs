@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use tessel::ir::printer::print_program;
 use tessel::schedule::{replay, text, Schedule};
-
+use tessel::workload::{self, Workload};
 
 #[derive(Parser)]
 #[command(name = "tessel", version, about = "An auto-scheduler for tensor programs")]
