@@ -6,4 +6,5 @@ pub mod ir;
 pub mod lower;
 pub mod measure;
 pub mod schedule;
+pub mod target;
 pub mod workload;

@@ -1,1 +1,0 @@
-//! The CUDA side of measurement (NVRTC build, launch, timing, cuBLAS peer).

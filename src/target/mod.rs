@@ -1,0 +1,21 @@
+//! Target descriptions: what a device is (queried from it where there is one), the limits
+//! the postprocessors check candidates against, and the fingerprint records are filed
+//! under in the database.
+
+pub mod cuda;
+
+use serde::{Deserialize, Serialize};
+
+/// Identifies where a record was measured: records only compare within one fingerprint,
+/// and a lookup may fall back to another device of the same `arch`, saying so.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct TargetFingerprint {
+    /// `cuda` or `cpu`.
+    pub kind: String,
+    /// `sm_90a` for CUDA; the CPU's architecture and features for the CPU.
+    pub arch: String,
+    /// The device's name as the driver reports it (`NVIDIA H100 80GB HBM3`).
+    pub device: String,
+    /// The compiler and runtime versions, e.g. `nvrtc 13.0, driver 13.0`.
+    pub toolchain: String,
+}
