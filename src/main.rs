@@ -131,6 +131,8 @@ fn run_measure(spec: &str, schedule: Option<&PathBuf>, target: TargetArg, arch: 
     let device = match target {
         TargetArg::Cpu => Device::Cpu,
         TargetArg::Cuda => {
+            tessel::target::cuda::cuda_driver_available().map_err(|e| anyhow::anyhow!("{e}"))?;
+            tessel::measure::cuda::nvrtc_available().map_err(|e| anyhow::anyhow!("{e}"))?;
             Device::Cuda { arch: arch.to_string() }
         }
     };

@@ -190,13 +190,9 @@ impl Runner {
         match self {
             Runner::Cpu(r) => r.build(src),
             Runner::Cuda { runner, arch } => {
-                let start = Instant::now();
                 let cubin = cuda::compile(&src.code, arch)?;
-                let info = BuildInfo {
-                    compile_seconds: start.elapsed().as_secs_f64(),
-                    ..BuildInfo::default()
-                };
-                Ok((runner.load(std::slice::from_ref(&cubin), src)?, info))
+                let info = cubin.info.clone();
+                Ok((runner.load(std::slice::from_ref(&cubin), src)?.0, info))
             }
         }
     }
@@ -204,14 +200,14 @@ impl Runner {
     fn run_once(&mut self, h: usize) -> Result<Vec<Vec<f32>>, Failure> {
         match self {
             Runner::Cpu(r) => r.run_once(h),
-            Runner::Cuda { runner, .. } => runner.run_once(h),
+            Runner::Cuda { runner, .. } => runner.run_once(cuda::ProgramHandle(h)),
         }
     }
 
     fn time(&mut self, h: usize, cfg: &super::TimingConfig) -> Result<Vec<f64>, Failure> {
         match self {
             Runner::Cpu(r) => r.time(h, cfg),
-            Runner::Cuda { runner, .. } => runner.time(h, cfg),
+            Runner::Cuda { runner, .. } => runner.time(cuda::ProgramHandle(h), cfg),
         }
     }
 

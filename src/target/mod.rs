@@ -1,20 +1,22 @@
-//! Targets: what a kernel runs on, queried from the machine, and the fingerprint that
-//! names it in the database.
+//! Target descriptions: what a device is (queried from it where there is one), the limits
+//! the postprocessors check candidates against, and the fingerprint records are filed
+//! under in the database.
 
 pub mod cpu;
+pub mod cuda;
 
 use serde::{Deserialize, Serialize};
 
-/// What identifies a target in the database: records measured on one fingerprint are
-/// reused only on an equal one (or, said so, on one of the same `arch`).
+/// Identifies where a record was measured: records only compare within one fingerprint,
+/// and a lookup may fall back to another device of the same `arch`, saying so.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct TargetFingerprint {
-    /// `cpu` or `cuda`.
+    /// `cuda` or `cpu`.
     pub kind: String,
-    /// The instruction set the kernels are built for (`x86_64-avx2`, `sm_90a`).
+    /// `sm_90a` for CUDA; the CPU's architecture and SIMD level (`x86_64-avx2`) for the CPU.
     pub arch: String,
-    /// The device's name as the machine reports it.
+    /// The device's name as the driver or the OS reports it (`NVIDIA H100 80GB HBM3`).
     pub device: String,
-    /// The compiler (and driver) versions the kernels are built with.
+    /// The compiler and runtime versions, e.g. `nvrtc 13.0, driver 13.0` or `gcc 12.2.0`.
     pub toolchain: String,
 }

@@ -1,0 +1,8 @@
+//! The CUDA side of measurement: NVRTC build (works without a GPU), launch, timing with
+//! CUDA events, and the cuBLAS peer.
+
+mod build;
+mod run;
+
+pub use build::{compile, nvrtc_available, nvrtc_version, parse_ptxas_report, Cubin, KernelReport};
+pub use run::{CudaRunner, ProgramHandle};

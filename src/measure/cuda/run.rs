@@ -1,0 +1,865 @@
+//! Running, checking and timing kernels on the first CUDA device, and the cuBLAS peer.
+//!
+//! One context (device 0's primary context), one stream, no cross-stream event tracking:
+//! everything is ordered on that stream, so cudarc's per-buffer events are turned off and
+//! nothing but the timing events sits between the kernels being timed.
+//!
+//! Errors: a launch the driver refuses (too many threads, registers, shared memory) is
+//! `FailureKind::Launch` and the runner stays usable. Any error seen while waiting for
+//! the device (illegal address and its kin) is `FailureKind::Runtime`: such errors are
+//! sticky, the context is lost, and the runner refuses all further work. The caller must
+//! start a fresh process. A kernel that does not finish within the kernel timeout is a
+//! `FailureKind::Timeout` and poisons the runner the same way; the kernel may still be
+//! running, so a poisoned runner leaks its resources on drop instead of waiting.
+
+use super::build::Cubin;
+use crate::codegen::{Launch, Source};
+use crate::ir::DType;
+use crate::measure::{Failure, FailureKind, ParamSpec, Peer, TimingConfig};
+use crate::target::cuda::{cuda_driver_available, CudaDeviceInfo};
+use cudarc::cublas::sys as blas;
+use cudarc::driver::sys::{self, CUresult};
+use cudarc::driver::{
+    result, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
+    DriverError, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::Ptx;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// A program loaded by [`CudaRunner::load`]: its kernels, launched in order.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct ProgramHandle(pub usize);
+
+/// Runs programs on device 0. See the module documentation for the error contract.
+pub struct CudaRunner {
+    // Fields drop in declaration order: everything that uses the context comes first.
+    blas: Option<Blas>,
+    programs: Vec<Option<Program>>,
+    params: Vec<DeviceBuffer>,
+    workspaces: Vec<DeviceBuffer>,
+    flush: Option<DeviceBuffer>,
+    flush_round: u32,
+    kernel_timeout: Duration,
+    poisoned: Option<String>,
+    info: CudaDeviceInfo,
+    stream: Arc<CudaStream>,
+    ctx: Arc<CudaContext>,
+}
+
+struct Program {
+    kernels: Vec<(CudaFunction, Launch)>,
+    _modules: Vec<Arc<CudaModule>>,
+}
+
+/// One device allocation. `dtype` is `None` for workspaces (raw bytes).
+struct DeviceBuffer {
+    name: String,
+    dtype: Option<DType>,
+    numel: usize,
+    is_output: bool,
+    mem: CudaSlice<u8>,
+    ptr: sys::CUdeviceptr,
+}
+
+struct Blas {
+    handle: blas::cublasHandle_t,
+}
+
+// SAFETY: a cuBLAS handle may be used from any thread, one thread at a time; `&mut`
+// access through the runner guarantees that.
+unsafe impl Send for Blas {}
+
+impl Drop for Blas {
+    fn drop(&mut self) {
+        // SAFETY: created by cublasCreate_v2 and destroyed once; an error here only leaks.
+        let _ = unsafe { blas::cublasDestroy_v2(self.handle) };
+    }
+}
+
+/// What one timed run enqueues.
+#[derive(Copy, Clone)]
+enum Work {
+    Kernels(ProgramHandle),
+    Gemm(GemmCall),
+}
+
+/// A row-major `C[b] = A[b] @ B[b]` on device pointers.
+#[derive(Copy, Clone)]
+struct GemmCall {
+    batch: i32,
+    m: i32,
+    n: i32,
+    k: i32,
+    a: sys::CUdeviceptr,
+    b: sys::CUdeviceptr,
+    c: sys::CUdeviceptr,
+}
+
+/// An error with what was being done when it happened.
+struct CudaError {
+    during: String,
+    cause: Cause,
+}
+
+enum Cause {
+    Driver(DriverError),
+    /// The device did not finish within the kernel timeout.
+    Timeout,
+    /// Refused before reaching the device (a cuBLAS status, a missing buffer).
+    Refused(String),
+}
+
+fn during(what: impl Into<String>) -> impl FnOnce(DriverError) -> CudaError {
+    let during = what.into();
+    move |error| CudaError {
+        during,
+        cause: Cause::Driver(error),
+    }
+}
+
+/// Errors after which the context is unusable (the driver reports them again on every call).
+fn is_sticky(e: CUresult) -> bool {
+    matches!(
+        e,
+        CUresult::CUDA_ERROR_ILLEGAL_ADDRESS
+            | CUresult::CUDA_ERROR_LAUNCH_FAILED
+            | CUresult::CUDA_ERROR_MISALIGNED_ADDRESS
+            | CUresult::CUDA_ERROR_ILLEGAL_INSTRUCTION
+            | CUresult::CUDA_ERROR_INVALID_ADDRESS_SPACE
+            | CUresult::CUDA_ERROR_INVALID_PC
+            | CUresult::CUDA_ERROR_HARDWARE_STACK_ERROR
+            | CUresult::CUDA_ERROR_ASSERT
+            | CUresult::CUDA_ERROR_LAUNCH_TIMEOUT
+            | CUresult::CUDA_ERROR_ECC_UNCORRECTABLE
+            | CUresult::CUDA_ERROR_CONTEXT_IS_DESTROYED
+    )
+}
+
+impl CudaError {
+    fn message(&self) -> String {
+        match &self.cause {
+            Cause::Driver(e) => format!("{}: {}", self.during, describe(e)),
+            Cause::Timeout => format!("{}: no answer from the device", self.during),
+            Cause::Refused(why) => format!("{}: {why}", self.during),
+        }
+    }
+}
+
+fn describe(e: &DriverError) -> String {
+    match e.error_string() {
+        Ok(s) => format!("{:?} ({})", e.0, s.to_string_lossy()),
+        Err(_) => format!("{:?}", e.0),
+    }
+}
+
+impl Drop for CudaRunner {
+    fn drop(&mut self) {
+        if self.poisoned.is_some() {
+            // The context is broken, or a kernel still runs: releasing anything would only
+            // fail or wait on it. Leak it all (the context included); the process is meant
+            // to exit anyway.
+            std::mem::forget(self.blas.take());
+            std::mem::forget(std::mem::take(&mut self.programs));
+            std::mem::forget(std::mem::take(&mut self.params));
+            std::mem::forget(std::mem::take(&mut self.workspaces));
+            std::mem::forget(self.flush.take());
+            std::mem::forget(self.stream.clone());
+            std::mem::forget(self.ctx.clone());
+        }
+    }
+}
+
+/// NaN (or a sentinel) bit patterns written into outputs before each run.
+const POISON_F32: u32 = 0x7fc0_0000;
+const POISON_F16: u16 = 0x7e00;
+const POISON_I32: u32 = 0x8000_0000;
+
+impl CudaRunner {
+    /// Probes the driver, creates (shares) device 0's primary context and one stream.
+    pub fn new() -> Result<CudaRunner, Failure> {
+        let fail = |m: String| Failure::new(FailureKind::Launch, m);
+        cuda_driver_available().map_err(fail)?;
+        let ctx = CudaContext::new(0)
+            .map_err(|e| fail(format!("creating a context on device 0: {}", describe(&e))))?;
+        // SAFETY: this runner uses one stream; nothing here relies on cudarc's cross-stream
+        // synchronisation, which disabling event tracking turns off for buffers made later.
+        unsafe { ctx.disable_event_tracking() };
+        let stream = ctx
+            .new_stream()
+            .map_err(|e| fail(format!("creating a stream: {}", describe(&e))))?;
+        let info = CudaDeviceInfo::from_context(&ctx).map_err(|e| fail(e.to_string()))?;
+        Ok(CudaRunner {
+            blas: None,
+            programs: Vec::new(),
+            params: Vec::new(),
+            workspaces: Vec::new(),
+            flush: None,
+            flush_round: 0,
+            kernel_timeout: Duration::from_secs(60),
+            poisoned: None,
+            info,
+            stream,
+            ctx,
+        })
+    }
+
+    /// The device this runner uses.
+    pub fn device(&self) -> &CudaDeviceInfo {
+        &self.info
+    }
+
+    /// Why the runner refuses work, if an earlier sticky error or timeout poisoned it.
+    pub fn poisoned(&self) -> Option<&str> {
+        self.poisoned.as_deref()
+    }
+
+    /// How long one wait for the device may take before it is a `Timeout` (default 60 s).
+    pub fn set_kernel_timeout(&mut self, timeout: Duration) {
+        self.kernel_timeout = timeout;
+    }
+
+    /// Uploads the inputs and allocates outputs, workspaces and the L2-flush buffer.
+    ///
+    /// `inputs` holds one vector per input parameter (`!is_output`), in parameter order,
+    /// each of `numel()` values; F16, I32 and Bool parameters are converted from f32.
+    /// Buffers of an earlier `prepare` are freed; loaded programs stay loaded.
+    pub fn prepare(
+        &mut self,
+        params: &[ParamSpec],
+        inputs: &[Vec<f32>],
+        workspaces: &[(String, i64, usize)],
+    ) -> Result<(), Failure> {
+        self.enter()?;
+        let fail = |m: String| Failure::new(FailureKind::Launch, m);
+        let n_inputs = params.iter().filter(|p| !p.is_output).count();
+        if inputs.len() != n_inputs {
+            return Err(fail(format!(
+                "{} input vectors for {n_inputs} input parameters",
+                inputs.len()
+            )));
+        }
+        self.params.clear();
+        self.workspaces.clear();
+        let mut inputs = inputs.iter();
+        for p in params {
+            let mut buf = self
+                .alloc(&p.name, Some(p.dtype), p.numel(), p.dtype.bytes())
+                .map_err(|e| self.fail(e))?;
+            buf.is_output = p.is_output;
+            if !p.is_output {
+                let values = inputs.next().expect("counted above");
+                if values.len() != p.numel() {
+                    return Err(fail(format!(
+                        "input {} has {} values, its shape {:?} needs {}",
+                        p.name,
+                        values.len(),
+                        p.shape,
+                        p.numel()
+                    )));
+                }
+                let bytes = encode(p.dtype, values);
+                // SAFETY: `buf` holds `numel * bytes()` bytes, exactly `bytes.len()`; the
+                // copy from pageable memory is staged before the call returns.
+                unsafe { result::memcpy_htod_async(buf.ptr, &bytes, self.stream.cu_stream()) }
+                    .map_err(during(format!("uploading {}", p.name)))
+                    .map_err(|e| self.fail(e))?;
+            }
+            self.params.push(buf);
+        }
+        for (name, elems, elem_bytes) in workspaces {
+            let buf = self
+                .alloc(name, None, (*elems).max(0) as usize, *elem_bytes)
+                .map_err(|e| self.fail(e))?;
+            self.workspaces.push(buf);
+        }
+        if self.flush.is_none() {
+            // Twice the L2, at least 64 MiB: writing it evicts everything the kernel left.
+            let bytes = (2 * self.info.l2_bytes as usize).max(64 << 20);
+            self.flush = Some(
+                self.alloc("l2 flush", None, bytes, 1)
+                    .map_err(|e| self.fail(e))?,
+            );
+        }
+        self.sync().map_err(|e| self.fail_at_sync(e))
+    }
+
+    fn alloc(
+        &self,
+        name: &str,
+        dtype: Option<DType>,
+        numel: usize,
+        elem_bytes: usize,
+    ) -> Result<DeviceBuffer, CudaError> {
+        // At least one element, so every parameter has a distinct, valid address.
+        let bytes = (numel * elem_bytes).max(4);
+        // SAFETY: the memory is uninitialised; inputs are uploaded and outputs poisoned
+        // before any kernel reads them.
+        let mem = unsafe { self.stream.alloc::<u8>(bytes) }
+            .map_err(during(format!("allocating {bytes} bytes for {name}")))?;
+        let ptr = mem.device_ptr(&self.stream).0;
+        Ok(DeviceBuffer {
+            name: name.to_string(),
+            dtype,
+            numel,
+            is_output: false,
+            mem,
+            ptr,
+        })
+    }
+
+    /// Loads the CUBIN(s) of a `Source` and looks up each of its kernels by name (in any of
+    /// the modules), opting in to dynamic shared memory where a kernel needs it.
+    pub fn load(&mut self, cubins: &[Cubin], src: &Source) -> Result<ProgramHandle, Failure> {
+        self.enter()?;
+        let mut modules = Vec::new();
+        for cubin in cubins {
+            let module = self
+                .ctx
+                .load_module(Ptx::from_binary(cubin.bytes.clone()))
+                .map_err(during(format!("loading a {} CUBIN", cubin.arch)))
+                .map_err(|e| self.fail(e))?;
+            modules.push(module);
+        }
+        let mut kernels = Vec::new();
+        for launch in &src.kernels {
+            if launch.name.contains('\0') {
+                return Err(Failure::new(
+                    FailureKind::Launch,
+                    format!("kernel name {:?} contains a NUL byte", launch.name),
+                ));
+            }
+            let func = modules
+                .iter()
+                .find_map(|m| m.load_function(&launch.name).ok())
+                .ok_or_else(|| {
+                    Failure::new(
+                        FailureKind::Launch,
+                        format!("kernel {} is in none of the loaded modules", launch.name),
+                    )
+                })?;
+            if launch.dynamic_shared_bytes > 0 {
+                func.set_attribute(
+                    sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    launch.dynamic_shared_bytes as i32,
+                )
+                .map_err(during(format!(
+                    "opting {} in to {} bytes of dynamic shared memory",
+                    launch.name, launch.dynamic_shared_bytes
+                )))
+                .map_err(|e| self.fail(e))?;
+            }
+            kernels.push((func, launch.clone()));
+        }
+        self.programs.push(Some(Program {
+            kernels,
+            _modules: modules,
+        }));
+        Ok(ProgramHandle(self.programs.len() - 1))
+    }
+
+    /// Unloads a program's modules; its handle becomes invalid.
+    pub fn unload(&mut self, handle: ProgramHandle) {
+        if let Some(slot) = self.programs.get_mut(handle.0) {
+            *slot = None;
+        }
+    }
+
+    /// Poisons every output with NaN, runs the program's kernels in order, waits, and
+    /// returns the outputs (one vector per output parameter, in parameter order, as f32).
+    pub fn run_once(&mut self, handle: ProgramHandle) -> Result<Vec<Vec<f32>>, Failure> {
+        self.enter()?;
+        self.program(handle)?;
+        self.poison_outputs().map_err(|e| self.fail(e))?;
+        self.enqueue(Work::Kernels(handle))
+            .map_err(|e| self.fail(e))?;
+        self.sync().map_err(|e| self.fail_at_sync(e))?;
+        let mut outputs = Vec::new();
+        for i in 0..self.params.len() {
+            if self.params[i].is_output {
+                outputs.push(self.download(i)?);
+            }
+        }
+        Ok(outputs)
+    }
+
+    /// Times the program: warm-up for `warmup_seconds` (at least one run), then between
+    /// `min_runs` and `max_runs` timed runs (stopping once `max_seconds` have passed), each
+    /// measured with CUDA events around the kernels only. With `flush_cache`, the L2 is
+    /// overwritten before each timed run, outside the events. Returns seconds per run.
+    pub fn time(&mut self, handle: ProgramHandle, cfg: &TimingConfig) -> Result<Vec<f64>, Failure> {
+        self.enter()?;
+        self.program(handle)?;
+        self.time_work(Work::Kernels(handle), cfg)
+    }
+
+    /// Times cuBLAS SGEMM (strided batched when `batch > 1`) on the prepared buffers, in
+    /// strict fp32 (no TF32), exactly as [`CudaRunner::time`] times a program, and returns
+    /// its run times and its output `C` (poisoned before the run, like any output).
+    pub fn time_peer(
+        &mut self,
+        peer: &Peer,
+        cfg: &TimingConfig,
+    ) -> Result<(Vec<f64>, Vec<f32>), Failure> {
+        self.enter()?;
+        let Peer::Gemm {
+            batch,
+            m,
+            n,
+            k,
+            a,
+            b,
+            c,
+        } = *peer;
+        let fail = |m: String| Failure::new(FailureKind::Launch, m);
+        let dims = [batch, m, n, k];
+        if dims.iter().any(|&d| d <= 0 || d > i32::MAX as i64) {
+            return Err(fail(format!(
+                "GEMM peer dimensions {dims:?} are not positive 32-bit sizes"
+            )));
+        }
+        for (idx, numel, what) in [
+            (a, batch as i128 * m as i128 * k as i128, "A"),
+            (b, batch as i128 * k as i128 * n as i128, "B"),
+            (c, batch as i128 * m as i128 * n as i128, "C"),
+        ] {
+            let buf = self.params.get(idx).ok_or_else(|| {
+                fail(format!(
+                    "GEMM peer {what} is parameter {idx}, there are {}",
+                    self.params.len()
+                ))
+            })?;
+            if buf.dtype != Some(DType::F32) || buf.numel as i128 != numel {
+                return Err(fail(format!(
+                    "GEMM peer {what} = {} must be float32 with {numel} elements, it is {:?} with {}",
+                    buf.name, buf.dtype, buf.numel
+                )));
+            }
+        }
+        if c == a || c == b {
+            return Err(fail("GEMM peer output C aliases an input".into()));
+        }
+        self.ensure_blas()?;
+        let call = GemmCall {
+            batch: batch as i32,
+            m: m as i32,
+            n: n as i32,
+            k: k as i32,
+            a: self.params[a].ptr,
+            b: self.params[b].ptr,
+            c: self.params[c].ptr,
+        };
+        poison_buffer(&self.params[c], &self.stream).map_err(|e| self.fail(e))?;
+        self.enqueue(Work::Gemm(call)).map_err(|e| self.fail(e))?;
+        self.sync().map_err(|e| self.fail_at_sync(e))?;
+        let output = self.download(c)?;
+        let runs = self.time_work(Work::Gemm(call), cfg)?;
+        Ok((runs, output))
+    }
+
+    fn ensure_blas(&mut self) -> Result<(), Failure> {
+        if self.blas.is_some() {
+            return Ok(());
+        }
+        let fail = |m: String| Failure::new(FailureKind::Launch, m);
+        // SAFETY: only checks whether the library loads (cudarc's loader panics if not).
+        if !unsafe { blas::is_culib_present() } {
+            return Err(fail(
+                "cuBLAS not found: put libcublas.so.13 on LD_LIBRARY_PATH".into(),
+            ));
+        }
+        self.ctx.bind_to_thread().map_err(|e| fail(describe(&e)))?;
+        let mut handle = std::ptr::null_mut();
+        // SAFETY: valid out-pointer; the context is current on this thread.
+        unsafe { blas::cublasCreate_v2(&mut handle) }
+            .result()
+            .map_err(|e| fail(format!("cublasCreate: {e:?}")))?;
+        let guard = Blas { handle };
+        // SAFETY: a live handle; the stream belongs to the current context. Default math
+        // keeps SGEMM in IEEE fp32 (TF32 only with CUBLAS_TF32_TENSOR_OP_MATH, which is
+        // never set; NVIDIA_TF32_OVERRIDE can only turn TF32 off).
+        unsafe {
+            blas::cublasSetStream_v2(handle, self.stream.cu_stream() as _)
+                .result()
+                .map_err(|e| fail(format!("cublasSetStream: {e:?}")))?;
+            blas::cublasSetMathMode(handle, blas::cublasMath_t::CUBLAS_DEFAULT_MATH)
+                .result()
+                .map_err(|e| fail(format!("cublasSetMathMode: {e:?}")))?;
+        }
+        self.blas = Some(guard);
+        Ok(())
+    }
+
+    fn time_work(&mut self, work: Work, cfg: &TimingConfig) -> Result<Vec<f64>, Failure> {
+        let warmup = Instant::now();
+        loop {
+            self.enqueue(work).map_err(|e| self.fail(e))?;
+            self.sync().map_err(|e| self.fail_at_sync(e))?;
+            if warmup.elapsed().as_secs_f64() >= cfg.warmup_seconds {
+                break;
+            }
+        }
+        let max_runs = cfg.max_runs.max(cfg.min_runs).max(1);
+        // Runs are enqueued in batches and waited for together, so the host never leaves
+        // the device idle between a start event and its kernels.
+        let batch = cfg.min_runs.clamp(1, max_runs);
+        let events = self.timing_events(batch).map_err(|e| self.fail(e))?;
+        let mut runs = Vec::with_capacity(max_runs);
+        let start = Instant::now();
+        while runs.len() < max_runs {
+            let n = batch.min(max_runs - runs.len());
+            for (begin, end) in &events[..n] {
+                if cfg.flush_cache {
+                    self.flush_l2().map_err(|e| self.fail(e))?;
+                }
+                begin
+                    .record(&self.stream)
+                    .map_err(during("recording a timing event"))
+                    .map_err(|e| self.fail(e))?;
+                self.enqueue(work).map_err(|e| self.fail(e))?;
+                end.record(&self.stream)
+                    .map_err(during("recording a timing event"))
+                    .map_err(|e| self.fail(e))?;
+            }
+            self.sync().map_err(|e| self.fail_at_sync(e))?;
+            for (begin, end) in &events[..n] {
+                let ms = begin
+                    .elapsed_ms(end)
+                    .map_err(during("reading a timing event"))
+                    .map_err(|e| self.fail(e))?;
+                runs.push(f64::from(ms) * 1e-3);
+            }
+            if runs.len() >= cfg.min_runs && start.elapsed().as_secs_f64() >= cfg.max_seconds {
+                break;
+            }
+        }
+        Ok(runs)
+    }
+
+    /// Event pairs created WITH timing (cudarc's `new_event(None)` disables it).
+    fn timing_events(&self, n: usize) -> Result<Vec<(CudaEvent, CudaEvent)>, CudaError> {
+        let new = || {
+            self.ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(during("creating a timing event"))
+        };
+        (0..n).map(|_| Ok((new()?, new()?))).collect()
+    }
+
+    /// Overwrites the flush buffer (twice the L2) with a value that changes every round.
+    fn flush_l2(&mut self) -> Result<(), CudaError> {
+        let Some(flush) = &self.flush else {
+            return Ok(());
+        };
+        self.flush_round = self.flush_round.wrapping_add(1);
+        // SAFETY: the buffer holds at least `numel` bytes, a multiple of 4.
+        unsafe {
+            sys::cuMemsetD32Async(
+                flush.ptr,
+                self.flush_round,
+                flush.numel / 4,
+                self.stream.cu_stream(),
+            )
+        }
+        .result()
+        .map_err(during("flushing the L2"))
+    }
+
+    fn poison_outputs(&self) -> Result<(), CudaError> {
+        for buf in self.params.iter().filter(|b| b.is_output) {
+            poison_buffer(buf, &self.stream)?;
+        }
+        for buf in &self.workspaces {
+            poison_buffer(buf, &self.stream)?;
+        }
+        Ok(())
+    }
+
+    /// Enqueues one run of `work` on the stream, without waiting.
+    fn enqueue(&self, work: Work) -> Result<(), CudaError> {
+        match work {
+            Work::Kernels(handle) => {
+                let program = self.programs[handle.0]
+                    .as_ref()
+                    .expect("checked by the caller");
+                for (func, launch) in &program.kernels {
+                    let ptrs = launch
+                        .params
+                        .iter()
+                        .map(|name| {
+                            self.params
+                                .iter()
+                                .chain(&self.workspaces)
+                                .find(|b| &b.name == name)
+                                .map(|b| b.ptr)
+                                .ok_or_else(|| CudaError {
+                                    during: format!("launching {}", launch.name),
+                                    cause: Cause::Refused(format!(
+                                        "buffer {name} is neither a parameter nor a workspace"
+                                    )),
+                                })
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let mut builder = self.stream.launch_builder(func);
+                    for p in &ptrs {
+                        builder.arg(p);
+                    }
+                    let cfg = LaunchConfig {
+                        grid_dim: (launch.grid[0], launch.grid[1], launch.grid[2]),
+                        block_dim: (launch.block[0], launch.block[1], launch.block[2]),
+                        shared_mem_bytes: launch.dynamic_shared_bytes,
+                    };
+                    // SAFETY: one device pointer per parameter of the generated kernel, in
+                    // its order; each buffer lives as long as the runner. What the kernel
+                    // does with them is what is being tested: faults surface at sync.
+                    unsafe { builder.launch(cfg) }.map_err(during(format!(
+                        "launching {} (grid {:?}, block {:?}, {} bytes dynamic shared)",
+                        launch.name, launch.grid, launch.block, launch.dynamic_shared_bytes
+                    )))?;
+                }
+                Ok(())
+            }
+            Work::Gemm(g) => {
+                let handle = self.blas.as_ref().expect("created by time_peer").handle;
+                let (alpha, beta) = (1.0f32, 0.0f32);
+                let op = blas::cublasOperation_t::CUBLAS_OP_N;
+                // Row-major C = A @ B is column-major C^T = B^T @ A^T: swap the operands
+                // and m/n; every leading dimension is the row length.
+                // SAFETY: sizes were checked against the buffers in time_peer.
+                let status = unsafe {
+                    if g.batch == 1 {
+                        blas::cublasSgemm_v2(
+                            handle,
+                            op,
+                            op,
+                            g.n,
+                            g.m,
+                            g.k,
+                            &alpha,
+                            g.b as *const f32,
+                            g.n,
+                            g.a as *const f32,
+                            g.k,
+                            &beta,
+                            g.c as *mut f32,
+                            g.n,
+                        )
+                    } else {
+                        let (sa, sb, sc) = (
+                            g.m as i64 * g.k as i64,
+                            g.k as i64 * g.n as i64,
+                            g.m as i64 * g.n as i64,
+                        );
+                        blas::cublasSgemmStridedBatched(
+                            handle,
+                            op,
+                            op,
+                            g.n,
+                            g.m,
+                            g.k,
+                            &alpha,
+                            g.b as *const f32,
+                            g.n,
+                            sb,
+                            g.a as *const f32,
+                            g.k,
+                            sa,
+                            &beta,
+                            g.c as *mut f32,
+                            g.n,
+                            sc,
+                            g.batch,
+                        )
+                    }
+                };
+                status.result().map_err(|e| CudaError {
+                    during: format!("cuBLAS SGEMM batch {} of {}x{}x{}", g.batch, g.m, g.n, g.k),
+                    cause: Cause::Refused(format!("{e:?}")),
+                })
+            }
+        }
+    }
+
+    /// Waits for the stream, polling so that a kernel that never finishes becomes a
+    /// timeout instead of a hang.
+    fn sync(&self) -> Result<(), CudaError> {
+        let deadline = Instant::now() + self.kernel_timeout;
+        let mut spins = 0u32;
+        loop {
+            // SAFETY: a live stream of the current context.
+            match unsafe { sys::cuStreamQuery(self.stream.cu_stream()) } {
+                CUresult::CUDA_SUCCESS => return Ok(()),
+                CUresult::CUDA_ERROR_NOT_READY => {}
+                e => {
+                    return Err(CudaError {
+                        during: "waiting for the device".into(),
+                        cause: Cause::Driver(DriverError(e)),
+                    })
+                }
+            }
+            if Instant::now() >= deadline {
+                return Err(CudaError {
+                    during: format!("waiting {:?} for the device", self.kernel_timeout),
+                    cause: Cause::Timeout,
+                });
+            }
+            spins += 1;
+            if spins < 1000 {
+                std::hint::spin_loop();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+    }
+
+    fn download(&mut self, i: usize) -> Result<Vec<f32>, Failure> {
+        let buf = &self.params[i];
+        let mut bytes = vec![0u8; buf.numel * buf.dtype.map_or(1, |d| d.bytes())];
+        // SAFETY: the buffer holds at least `bytes.len()` bytes; `bytes` outlives the copy,
+        // which is waited for below.
+        let copied =
+            unsafe { result::memcpy_dtoh_async(&mut bytes, buf.ptr, self.stream.cu_stream()) }
+                .map_err(during(format!("downloading {}", buf.name)));
+        let dtype = buf.dtype.unwrap_or(DType::F32);
+        copied.map_err(|e| self.fail(e))?;
+        self.sync().map_err(|e| self.fail_at_sync(e))?;
+        Ok(decode(dtype, &bytes))
+    }
+
+    fn program(&self, handle: ProgramHandle) -> Result<&Program, Failure> {
+        self.programs
+            .get(handle.0)
+            .and_then(|p| p.as_ref())
+            .ok_or_else(|| {
+                Failure::new(
+                    FailureKind::Launch,
+                    format!("program handle {} is not loaded", handle.0),
+                )
+            })
+    }
+
+    /// Refuses work on a poisoned runner, and makes the context current on this thread
+    /// (the raw driver calls here need it; the runner may have moved between threads).
+    fn enter(&self) -> Result<(), Failure> {
+        if let Some(why) = &self.poisoned {
+            return Err(Failure::new(
+                FailureKind::Runtime,
+                format!("the CUDA context is unusable after an earlier error ({why}); start a fresh process"),
+            ));
+        }
+        self.ctx.bind_to_thread().map_err(|e| {
+            Failure::new(
+                FailureKind::Launch,
+                format!("making the context current: {}", describe(&e)),
+            )
+        })
+    }
+
+    /// A failure at enqueue time: `Launch`, unless the error is sticky (left by an earlier
+    /// asynchronous fault), which poisons the runner.
+    fn fail(&mut self, e: CudaError) -> Failure {
+        match e.cause {
+            Cause::Driver(d) if is_sticky(d.0) => self.fail_at_sync(e),
+            _ => Failure::new(FailureKind::Launch, e.message()),
+        }
+    }
+
+    /// A failure while waiting for the device: the kernel faulted (`Runtime`) or did not
+    /// finish (`Timeout`); either way the context cannot be trusted any more.
+    fn fail_at_sync(&mut self, e: CudaError) -> Failure {
+        let message = e.message();
+        self.poisoned = Some(message.clone());
+        let kind = if matches!(e.cause, Cause::Timeout) {
+            FailureKind::Timeout
+        } else {
+            FailureKind::Runtime
+        };
+        Failure::new(kind, message)
+    }
+}
+
+fn poison_buffer(buf: &DeviceBuffer, stream: &CudaStream) -> Result<(), CudaError> {
+    let s = stream.cu_stream();
+    // SAFETY: each memset writes exactly the buffer's `numel` elements.
+    let r = unsafe {
+        match buf.dtype {
+            Some(DType::F32) => sys::cuMemsetD32Async(buf.ptr, POISON_F32, buf.numel, s),
+            Some(DType::I32) => sys::cuMemsetD32Async(buf.ptr, POISON_I32, buf.numel, s),
+            Some(DType::F16) => sys::cuMemsetD16Async(buf.ptr, POISON_F16, buf.numel, s),
+            // Bool, and workspaces (raw bytes): all ones, which reads as NaN in f32 and f16.
+            Some(DType::Bool) | None => sys::cuMemsetD8Async(buf.ptr, 0xff, buf.mem.len(), s),
+        }
+    };
+    r.result()
+        .map_err(during(format!("poisoning {}", buf.name)))
+}
+
+/// f32 values to the device representation of `dtype`.
+fn encode(dtype: DType, values: &[f32]) -> Vec<u8> {
+    match dtype {
+        DType::F32 => values.iter().flat_map(|v| v.to_ne_bytes()).collect(),
+        DType::F16 => values
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_bits().to_ne_bytes())
+            .collect(),
+        DType::I32 => values
+            .iter()
+            .flat_map(|v| (*v as i32).to_ne_bytes())
+            .collect(),
+        DType::Bool => values.iter().map(|v| u8::from(*v != 0.0)).collect(),
+    }
+}
+
+/// The device representation of `dtype` back to f32.
+fn decode(dtype: DType, bytes: &[u8]) -> Vec<f32> {
+    match dtype {
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::f16::from_bits(u16::from_ne_bytes([c[0], c[1]])).to_f32())
+            .collect(),
+        DType::I32 => bytes
+            .chunks_exact(4)
+            .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as f32)
+            .collect(),
+        DType::Bool => bytes.iter().map(|&b| f32::from(u8::from(b != 0))).collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runner_can_move_to_another_thread() {
+        fn is_send<T: Send>() {}
+        is_send::<CudaRunner>();
+    }
+
+    #[test]
+    fn encode_and_decode_round_trip() {
+        let v = [1.0f32, -2.5, 3.0, 0.0];
+        for dtype in [DType::F32, DType::F16, DType::I32] {
+            let want: Vec<f32> = if dtype == DType::I32 {
+                v.iter().map(|x| (*x as i32) as f32).collect()
+            } else {
+                v.to_vec()
+            };
+            assert_eq!(decode(dtype, &encode(dtype, &v)), want, "{dtype:?}");
+        }
+        assert_eq!(
+            decode(DType::Bool, &encode(DType::Bool, &v)),
+            vec![1.0, 1.0, 1.0, 0.0]
+        );
+    }
+
+    #[test]
+    fn poison_patterns_are_nan() {
+        assert!(f32::from_bits(POISON_F32).is_nan());
+        assert!(half::f16::from_bits(POISON_F16).is_nan());
+        assert!(f32::from_bits(u32::MAX).is_nan());
+    }
+}

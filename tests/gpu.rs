@@ -1,0 +1,456 @@
+//! Tests that need a CUDA GPU. They run only with `TESSEL_GPU=1` (on the H100, see
+//! `GPU.md`); without it every test prints that it was skipped and passes, so CI compiles
+//! this file without running it.
+//!
+//! Tests that leave the CUDA context broken (a fault, a hung kernel) run their body in a
+//! child process (this same test binary, one test, a marker in the environment), the way
+//! the measuring worker isolates candidates, so later tests get a healthy context.
+
+use ndarray::{ArrayD, IxDyn};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use std::process::Command;
+use std::time::Duration;
+use tessel::codegen::{Launch, Source};
+use tessel::interp::rel_error as rel_error_nd;
+use tessel::ir::DType;
+use tessel::measure::cuda::{compile, CudaRunner, ProgramHandle};
+use tessel::measure::{stats, FailureKind, ParamSpec, Peer, TimingConfig};
+use tessel::target::cuda::CudaLimits;
+
+// ---------------------------------------------------------------------------------------
+// Helpers (shared with the seed-schedule tests).
+
+/// Whether GPU tests run here: `TESSEL_GPU=1`. Otherwise says that the test was skipped.
+pub fn gpu_enabled() -> bool {
+    if std::env::var("TESSEL_GPU").as_deref() == Ok("1") {
+        true
+    } else {
+        eprintln!(
+            "skipped: TESSEL_GPU is not set (GPU tests run on the GPU machine with TESSEL_GPU=1)"
+        );
+        false
+    }
+}
+
+/// An f32 parameter.
+pub fn param(name: &str, shape: &[i64], is_output: bool) -> ParamSpec {
+    ParamSpec {
+        name: name.to_string(),
+        shape: shape.to_vec(),
+        dtype: DType::F32,
+        is_output,
+    }
+}
+
+/// Values uniform in [-1, 1], never zero, deterministic in `seed`.
+pub fn random_values(n: usize, seed: u64) -> Vec<f32> {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    (0..n)
+        .map(|_| loop {
+            let v: f32 = rng.gen_range(-1.0..=1.0);
+            if v != 0.0 {
+                break v;
+            }
+        })
+        .collect()
+}
+
+/// One random vector per input parameter, in parameter order (what `prepare` takes).
+pub fn random_inputs(params: &[ParamSpec], seed: u64) -> Vec<Vec<f32>> {
+    params
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| !p.is_output)
+        .map(|(i, p)| random_values(p.numel(), seed + i as u64))
+        .collect()
+}
+
+/// `||got - want|| / ||want||` (NaN if either holds a NaN), as the measuring worker checks.
+pub fn rel_error(got: &[f32], want: &[f32]) -> f64 {
+    let a = |v: &[f32]| ArrayD::from_shape_vec(IxDyn(&[v.len()]), v.to_vec()).expect("1-d");
+    rel_error_nd(&a(got), &a(want))
+}
+
+/// A one-kernel `Source`.
+pub fn one_kernel(
+    code: &str,
+    name: &str,
+    grid: [u32; 3],
+    block: [u32; 3],
+    dynamic_shared_bytes: u32,
+    params: &[&str],
+) -> Source {
+    Source {
+        code: code.to_string(),
+        kernels: vec![Launch {
+            name: name.to_string(),
+            grid,
+            block,
+            dynamic_shared_bytes,
+            static_shared_bytes: 0,
+            params: params.iter().map(|p| p.to_string()).collect(),
+        }],
+        workspaces: vec![],
+    }
+}
+
+/// A runner with `params` prepared from `inputs` and `src` compiled for this device and loaded.
+pub fn runner_with(
+    src: &Source,
+    params: &[ParamSpec],
+    inputs: &[Vec<f32>],
+) -> (CudaRunner, ProgramHandle) {
+    let mut runner = CudaRunner::new().expect("a CUDA device");
+    let arch = runner.device().arch();
+    let cubin = compile(&src.code, &arch).unwrap_or_else(|f| panic!("compile for {arch}: {f}"));
+    runner
+        .prepare(params, inputs, &src.workspaces)
+        .expect("prepare");
+    let handle = runner.load(&[cubin], src).expect("load");
+    (runner, handle)
+}
+
+/// Runs the single test `name` of this binary in a child process with `marker=1` set, and
+/// returns its output; panics if the child failed.
+pub fn run_in_child(name: &str, marker: &str) -> String {
+    let exe = std::env::current_exe().expect("test binary path");
+    let out = Command::new(exe)
+        .args(["--exact", name, "--nocapture", "--test-threads=1"])
+        .env(marker, "1")
+        .output()
+        .expect("spawn the test binary");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "child {name} failed:\n{text}");
+    text
+}
+
+/// Whether this process is the child `run_in_child` started for `marker`.
+pub fn is_child(marker: &str) -> bool {
+    std::env::var(marker).as_deref() == Ok("1")
+}
+
+/// Quick timing settings for tests.
+pub fn quick_timing() -> TimingConfig {
+    TimingConfig {
+        warmup_seconds: 0.02,
+        min_runs: 10,
+        max_runs: 50,
+        max_seconds: 0.2,
+        flush_cache: true,
+    }
+}
+
+fn vadd_source(n: usize) -> Source {
+    let code = format!(
+        "extern \"C\" __global__ void vadd(const float* __restrict__ a, const float* __restrict__ b, float* __restrict__ c) {{\n  \
+         long i = (long)blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < {n}) c[i] = a[i] + b[i];\n}}\n"
+    );
+    let grid = (n as u32).div_ceil(256);
+    one_kernel(
+        &code,
+        "vadd",
+        [grid, 1, 1],
+        [256, 1, 1],
+        0,
+        &["a", "b", "c"],
+    )
+}
+
+fn vadd_params(n: usize) -> Vec<ParamSpec> {
+    vec![
+        param("a", &[n as i64], false),
+        param("b", &[n as i64], false),
+        param("c", &[n as i64], true),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------
+// Tests.
+
+#[test]
+fn device_query_reports_a_sane_device() {
+    if !gpu_enabled() {
+        return;
+    }
+    let runner = CudaRunner::new().expect("a CUDA device");
+    let info = runner.device();
+    eprintln!("{info:#?}\n{:#?}", info.fingerprint());
+    assert!(info.arch().starts_with("sm_"));
+    assert!(info.sm_count > 0 && info.l2_bytes > 0 && info.warp_size == 32);
+    assert!(info.max_shared_per_block_optin >= info.max_shared_per_block);
+    let limits = CudaLimits::for_device(info);
+    assert_eq!(limits.max_shared_bytes_static, 48 * 1024);
+    assert!(info.nvrtc_version.is_some());
+}
+
+#[test]
+fn vector_add_compiles_runs_and_matches() {
+    if !gpu_enabled() {
+        return;
+    }
+    let n = (1 << 20) + 3;
+    let params = vadd_params(n);
+    let inputs = random_inputs(&params, 1);
+    let (mut runner, handle) = runner_with(&vadd_source(n), &params, &inputs);
+    let out = runner.run_once(handle).expect("run");
+    assert_eq!(out.len(), 1);
+    let want: Vec<f32> = inputs[0]
+        .iter()
+        .zip(&inputs[1])
+        .map(|(a, b)| a + b)
+        .collect();
+    assert_eq!(rel_error(&out[0], &want), 0.0);
+    // Run again: the output is poisoned first, so a second correct run proves it ran again.
+    let again = runner.run_once(handle).expect("second run");
+    assert_eq!(again[0], want);
+}
+
+const OOB_CHILD: &str = "TESSEL_GPU_CHILD_OOB";
+
+#[test]
+fn out_of_bounds_write_is_a_runtime_failure() {
+    if !gpu_enabled() || is_child(OOB_CHILD) {
+        return;
+    }
+    let out = run_in_child("child_out_of_bounds_write", OOB_CHILD);
+    assert!(out.contains("child: runtime failure reported"), "{out}");
+}
+
+#[test]
+fn child_out_of_bounds_write() {
+    if !is_child(OOB_CHILD) {
+        return;
+    }
+    // Writes 2^36 floats (256 GiB) past the buffer: far outside any allocation.
+    let code = "extern \"C\" __global__ void oob(const float* __restrict__ a, float* __restrict__ c) {\n  \
+                c[threadIdx.x + (1ll << 36)] = a[threadIdx.x];\n}\n";
+    let src = one_kernel(code, "oob", [1, 1, 1], [32, 1, 1], 0, &["a", "c"]);
+    let params = vec![param("a", &[32], false), param("c", &[32], true)];
+    let (mut runner, handle) = runner_with(&src, &params, &random_inputs(&params, 2));
+    let err = runner.run_once(handle).expect_err("an illegal address");
+    assert_eq!(err.kind, FailureKind::Runtime, "{err}");
+    assert!(runner.poisoned().is_some());
+    let again = runner
+        .run_once(handle)
+        .expect_err("a poisoned runner refuses work");
+    assert_eq!(again.kind, FailureKind::Runtime);
+    assert!(again.message.contains("fresh process"), "{again}");
+    let timed = runner
+        .time(handle, &quick_timing())
+        .expect_err("a poisoned runner refuses timing");
+    assert_eq!(timed.kind, FailureKind::Runtime);
+    println!("child: runtime failure reported: {err}");
+}
+
+const HANG_CHILD: &str = "TESSEL_GPU_CHILD_HANG";
+
+#[test]
+fn a_kernel_that_never_finishes_is_a_timeout() {
+    if !gpu_enabled() || is_child(HANG_CHILD) {
+        return;
+    }
+    let out = run_in_child("child_hanging_kernel", HANG_CHILD);
+    assert!(out.contains("child: timeout reported"), "{out}");
+}
+
+#[test]
+fn child_hanging_kernel() {
+    if !is_child(HANG_CHILD) {
+        return;
+    }
+    // Spins while the (zero) input stays zero.
+    let code = "extern \"C\" __global__ void spin(const float* __restrict__ a, float* __restrict__ c) {\n  \
+                volatile const float* f = a;\n  while (f[0] == 0.0f) {}\n  c[0] = f[0];\n}\n";
+    let src = one_kernel(code, "spin", [1, 1, 1], [1, 1, 1], 0, &["a", "c"]);
+    let params = vec![param("a", &[1], false), param("c", &[1], true)];
+    let (mut runner, handle) = runner_with(&src, &params, &[vec![0.0]]);
+    runner.set_kernel_timeout(Duration::from_secs(1));
+    let err = runner.run_once(handle).expect_err("a timeout");
+    assert_eq!(err.kind, FailureKind::Timeout, "{err}");
+    assert!(runner.poisoned().is_some());
+    println!("child: timeout reported: {err}");
+    // The kernel still spins; exiting the process tears the context down.
+    std::process::exit(0);
+}
+
+#[test]
+fn dynamic_shared_memory_above_48_kb_works() {
+    if !gpu_enabled() {
+        return;
+    }
+    // 64 KB of dynamic shared memory per block: each block reverses its 16384 floats.
+    const TILE: usize = 16384;
+    let blocks = 8;
+    let n = TILE * blocks;
+    let code = format!(
+        "extern \"C\" __global__ void rev(const float* __restrict__ a, float* __restrict__ c) {{\n  \
+         extern __shared__ __align__(16) float s[];\n  const float* src = a + (long)blockIdx.x * {TILE};\n  \
+         for (int i = threadIdx.x; i < {TILE}; i += blockDim.x) s[i] = src[i];\n  __syncthreads();\n  \
+         for (int i = threadIdx.x; i < {TILE}; i += blockDim.x) c[(long)blockIdx.x * {TILE} + i] = s[{TILE} - 1 - i];\n}}\n"
+    );
+    let src = one_kernel(
+        &code,
+        "rev",
+        [blocks as u32, 1, 1],
+        [1024, 1, 1],
+        (TILE * 4) as u32,
+        &["a", "c"],
+    );
+    let params = vec![
+        param("a", &[n as i64], false),
+        param("c", &[n as i64], true),
+    ];
+    let inputs = random_inputs(&params, 3);
+    let (mut runner, handle) = runner_with(&src, &params, &inputs);
+    let out = runner
+        .run_once(handle)
+        .expect("run with 64 KB dynamic shared memory");
+    let want: Vec<f32> = inputs[0]
+        .chunks(TILE)
+        .flat_map(|c| c.iter().rev().copied())
+        .collect();
+    assert_eq!(out[0], want);
+}
+
+#[test]
+fn a_refused_launch_is_a_launch_failure_and_the_runner_stays_usable() {
+    if !gpu_enabled() {
+        return;
+    }
+    let n = 1024;
+    let params = vadd_params(n);
+    let inputs = random_inputs(&params, 4);
+    let mut bad = vadd_source(n);
+    bad.kernels[0].block = [2048, 1, 1]; // more threads than any block may have
+    let (mut runner, bad_handle) = runner_with(&bad, &params, &inputs);
+    let err = runner.run_once(bad_handle).expect_err("too many threads");
+    assert_eq!(err.kind, FailureKind::Launch, "{err}");
+    assert!(runner.poisoned().is_none());
+    let good = vadd_source(n);
+    let arch = runner.device().arch();
+    let handle = runner
+        .load(&[compile(&good.code, &arch).expect("compile")], &good)
+        .expect("load");
+    let out = runner.run_once(handle).expect("the runner still works");
+    let want: Vec<f32> = inputs[0]
+        .iter()
+        .zip(&inputs[1])
+        .map(|(a, b)| a + b)
+        .collect();
+    assert_eq!(out[0], want);
+}
+
+#[test]
+fn timing_returns_positive_sane_numbers() {
+    if !gpu_enabled() {
+        return;
+    }
+    // 16 Mi floats: 192 MiB of traffic, about 70 us at 3 TB/s.
+    let n = 1 << 24;
+    let params = vadd_params(n);
+    let (mut runner, handle) = runner_with(&vadd_source(n), &params, &random_inputs(&params, 5));
+    let cfg = quick_timing();
+    let runs = runner.time(handle, &cfg).expect("timing");
+    assert!(
+        runs.len() >= cfg.min_runs && runs.len() <= cfg.max_runs,
+        "{} runs",
+        runs.len()
+    );
+    assert!(runs.iter().all(|&t| t > 0.0 && t.is_finite()));
+    let (median, min, max) = stats(&runs);
+    let gbps = 3.0 * 4.0 * n as f64 / median / 1e9;
+    eprintln!(
+        "vadd 16Mi: median {:.1} us, min {:.1}, max {:.1}, {gbps:.0} GB/s",
+        median * 1e6,
+        min * 1e6,
+        max * 1e6
+    );
+    assert!((5e-6..5e-3).contains(&median), "median {median} s");
+    assert!(gbps < 5000.0, "faster than any HBM: {gbps} GB/s");
+}
+
+/// Row-major `C[b] = A[b] @ B[b]` on the host, accumulated in f64.
+fn host_gemm(batch: usize, m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
+    let mut c = vec![0f32; batch * m * n];
+    for p in 0..batch {
+        for i in 0..m {
+            for j in 0..n {
+                let mut acc = 0f64;
+                for l in 0..k {
+                    acc += a[p * m * k + i * k + l] as f64 * b[p * k * n + l * n + j] as f64;
+                }
+                c[p * m * n + i * n + j] = acc as f32;
+            }
+        }
+    }
+    c
+}
+
+fn check_cublas(batch: usize, m: usize, n: usize, k: usize) {
+    let shape = |r: usize, c: usize| {
+        if batch == 1 {
+            vec![r as i64, c as i64]
+        } else {
+            vec![batch as i64, r as i64, c as i64]
+        }
+    };
+    let params = vec![
+        ParamSpec {
+            shape: shape(m, k),
+            ..param("A", &[], false)
+        },
+        ParamSpec {
+            shape: shape(k, n),
+            ..param("B", &[], false)
+        },
+        ParamSpec {
+            shape: shape(m, n),
+            ..param("C", &[], true)
+        },
+    ];
+    let inputs = random_inputs(&params, 6);
+    let mut runner = CudaRunner::new().expect("a CUDA device");
+    runner.prepare(&params, &inputs, &[]).expect("prepare");
+    let peer = Peer::Gemm {
+        batch: batch as i64,
+        m: m as i64,
+        n: n as i64,
+        k: k as i64,
+        a: 0,
+        b: 1,
+        c: 2,
+    };
+    let (runs, out) = runner.time_peer(&peer, &quick_timing()).expect("cuBLAS");
+    let want = host_gemm(batch, m, n, k, &inputs[0], &inputs[1]);
+    let err = rel_error(&out, &want);
+    let (median, _, _) = stats(&runs);
+    eprintln!(
+        "cuBLAS {batch}x{m}x{n}x{k}: rel error {err:.2e}, median {:.1} us",
+        median * 1e6
+    );
+    // TF32 would give about 1e-3; strict fp32 about 1e-7.
+    assert!(err < 1e-5, "rel error {err}");
+    assert!(median > 0.0);
+}
+
+#[test]
+fn cublas_sgemm_256_matches_the_host() {
+    if !gpu_enabled() {
+        return;
+    }
+    check_cublas(1, 256, 256, 256);
+}
+
+#[test]
+fn cublas_batched_non_square_gemm_matches_the_host() {
+    if !gpu_enabled() {
+        return;
+    }
+    // Non-square and batched: catches a swapped operand or leading dimension.
+    check_cublas(3, 64, 48, 80);
+}
