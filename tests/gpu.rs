@@ -454,3 +454,103 @@ fn cublas_batched_non_square_gemm_matches_the_host() {
     // Non-square and batched: catches a swapped operand or leading dimension.
     check_cublas(3, 64, 48, 80);
 }
+
+// ---------------------------------------------------------------------------------------
+// Seed schedules end to end, through the isolated worker (the `tessel` binary: set
+// TESSEL_BIN to its path on the GPU machine, e.g. ./.gpu/tessel).
+
+fn tessel_bin() -> std::path::PathBuf {
+    match std::env::var_os("TESSEL_BIN") {
+        Some(p) => p.into(),
+        None => env!("CARGO_BIN_EXE_tessel").into(),
+    }
+}
+
+fn seed_source(name: &str, spec: &str, arch: &str) -> (tessel::workload::Workload, Source) {
+    let w = tessel::workload::preset(spec).unwrap();
+    let path = format!("{}/examples/schedules/{name}.sched", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path)
+        .or_else(|_| std::fs::read_to_string(format!("examples/schedules/{name}.sched")))
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let trace = tessel::schedule::text::parse(&text).unwrap();
+    let sch = tessel::schedule::replay(&trace, w.to_program(), 0).unwrap();
+    let device = tessel::measure::Device::Cuda { arch: arch.into() };
+    let src = tessel::measure::session::source_for(sch.program(), &device).unwrap();
+    (w, src)
+}
+
+const SEEDS: [&str; 6] = [
+    "mlc_blocking_shared",
+    "gemm_1_blocked",
+    "gemm_2_thread_tiling",
+    "gemm_3_vthread",
+    "gemm_4_vectorize",
+    "seed_efficient_gemm",
+];
+
+#[test]
+fn seed_schedules_match_the_reference_on_the_gpu() {
+    if !gpu_enabled() {
+        return;
+    }
+    let arch = tessel::target::cuda::CudaDeviceInfo::query(0).expect("a device").arch();
+    for spec in ["matmul:1024x1024x1024", "matmul:1000x1000x1000"] {
+        let mut sources = Vec::new();
+        let mut w = None;
+        for name in SEEDS {
+            let (wl, src) = seed_source(name, spec, &arch);
+            sources.push(src);
+            w = Some(wl);
+        }
+        let w = w.unwrap();
+        let device = tessel::measure::Device::Cuda { arch: arch.clone() };
+        let mut job = tessel::measure::session::job(&w, sources, device, false, 7).unwrap();
+        job.timing = quick_timing();
+        let mut m = tessel::measure::worker::Measurer::new(tessel_bin());
+        let (outcomes, _) = m.measure(&job).expect("the worker runs");
+        for (name, o) in SEEDS.iter().zip(&outcomes) {
+            match o {
+                Ok(r) => {
+                    println!("{spec} {name}: rel error {:.2e}, median {:.3} ms", r.rel_error, r.median_seconds * 1e3);
+                    assert!(r.rel_error < 1e-4);
+                }
+                Err(f) => panic!("{spec} {name}: {f}"),
+            }
+        }
+    }
+}
+
+const OOB_KERNEL: &str = r#"extern "C" __global__ void broken(float* A, float* B, float* C) {
+  C[(long long)(threadIdx.x + 1) << 36] = 1.0f;
+}"#;
+
+const HANG_KERNEL: &str = r#"extern "C" __global__ void spin(float* A, float* B, float* C) {
+  volatile int x = 1;
+  while (x) { C[0] = A[0]; }
+}"#;
+
+#[test]
+fn broken_kernels_fail_by_kind_and_the_run_goes_on() {
+    if !gpu_enabled() {
+        return;
+    }
+    let arch = tessel::target::cuda::CudaDeviceInfo::query(0).expect("a device").arch();
+    let (w, good) = seed_source("mlc_blocking_shared", "matmul:256x256x256", &arch);
+    let oob = one_kernel(OOB_KERNEL, "broken", [1, 1, 1], [32, 1, 1], 0, &["A", "B", "C"]);
+    let hang = one_kernel(HANG_KERNEL, "spin", [1, 1, 1], [1, 1, 1], 0, &["A", "B", "C"]);
+    let bad_c = one_kernel("this is not CUDA", "nope", [1, 1, 1], [1, 1, 1], 0, &["A", "B", "C"]);
+    let device = tessel::measure::Device::Cuda { arch };
+    let candidates = vec![good.clone(), oob, good.clone(), hang, bad_c, good];
+    let mut job = tessel::measure::session::job(&w, candidates, device, false, 3).unwrap();
+    job.timing = quick_timing();
+    let mut m = tessel::measure::worker::Measurer::new(tessel_bin()).with_timeout(Duration::from_secs(20));
+    let (outcomes, _) = m.measure(&job).expect("the worker runs");
+    let kinds: Vec<Option<FailureKind>> = outcomes.iter().map(|o| o.as_ref().err().map(|f| f.kind)).collect();
+    println!("outcomes: {kinds:?}");
+    assert!(outcomes[0].is_ok(), "{:?}", outcomes[0]);
+    assert!(matches!(kinds[1], Some(FailureKind::Runtime | FailureKind::Crash)), "{:?}", outcomes[1]);
+    assert!(outcomes[2].is_ok(), "{:?}", outcomes[2]);
+    assert_eq!(kinds[3], Some(FailureKind::Timeout), "{:?}", outcomes[3]);
+    assert_eq!(kinds[4], Some(FailureKind::Compile), "{:?}", outcomes[4]);
+    assert!(outcomes[5].is_ok(), "{:?}", outcomes[5]);
+}
