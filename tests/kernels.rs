@@ -1,0 +1,114 @@
+//! Generated kernels, pinned and exercised without a GPU:
+//!
+//! * the CUDA C of every seed schedule is pinned by a golden file and compiled with NVRTC
+//!   for sm_90a (registers and spills reported); NVRTC must be present (`.ci/test`
+//!   installs it) unless `TESSEL_NO_NVRTC=1` says to skip that half;
+//! * the C of every CPU schedule (and of the naive programs) is pinned, compiled with the
+//!   system C compiler, run in the isolated worker and checked against the reference.
+
+mod golden_util;
+
+use golden_util::check_golden;
+use tessel::measure::{session, worker::Measurer, Device, TimingConfig};
+use tessel::schedule::{replay, text};
+use tessel::workload;
+
+fn scheduled(name: &str, spec: &str) -> tessel::ir::Program {
+    let w = workload::preset(spec).unwrap();
+    let path = format!("{}/examples/schedules/{name}.sched", env!("CARGO_MANIFEST_DIR"));
+    let trace = text::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    replay(&trace, w.to_program(), 0).unwrap().into_program()
+}
+
+const CUDA_SEEDS: [&str; 6] = [
+    "mlc_blocking_shared",
+    "gemm_1_blocked",
+    "gemm_2_thread_tiling",
+    "gemm_3_vthread",
+    "gemm_4_vectorize",
+    "seed_efficient_gemm",
+];
+
+fn nvrtc_required() -> bool {
+    std::env::var("TESSEL_NO_NVRTC").as_deref() != Ok("1")
+}
+
+#[test]
+fn seed_cuda_kernels_are_pinned_and_compile_for_sm90a() {
+    let device = Device::Cuda { arch: "sm_90a".into() };
+    for name in CUDA_SEEDS {
+        let src = session::source_for(&scheduled(name, "matmul:1024x1024x1024"), &device).unwrap_or_else(|f| panic!("{name}: {f}"));
+        check_golden(&format!("{name}.cu"), &src.code);
+        if !nvrtc_required() {
+            println!("{name}: NVRTC skipped (TESSEL_NO_NVRTC=1)");
+            continue;
+        }
+        if let Err(msg) = tessel::measure::cuda::nvrtc_available() {
+            panic!("{msg} (CI installs it through .ci/test; set TESSEL_NO_NVRTC=1 to skip)");
+        }
+        let cubin = tessel::measure::cuda::compile(&src.code, "sm_90a").unwrap_or_else(|f| panic!("{name}: {f}"));
+        let info = &cubin.info;
+        println!(
+            "{name}: {} registers, {} bytes spill stores, {} bytes shared",
+            info.registers.unwrap_or(0),
+            info.spill_stores.unwrap_or(0),
+            info.shared_bytes.unwrap_or(0)
+        );
+        assert!(!cubin.bytes.is_empty());
+        assert_eq!(info.spill_stores, Some(0), "{name} spills registers");
+    }
+}
+
+const CPU_SCHEDULES: [(&str, &str); 2] = [
+    ("cpu_matmul", "matmul:128x192x128"),
+    ("cpu_conv2d", "conv2d_nchw:n=1,c=16,h=14,w=14,k=32,r=3,s=3,stride=1,pad=1"),
+];
+
+const CPU_AWKWARD: [(&str, &str); 2] = [("cpu_matmul", "matmul:100x70x50"), ("cpu_conv2d", "conv2d_nchw:n=1,c=5,h=9,w=11,k=7,r=3,s=3,stride=1,pad=1")];
+
+fn measure_cpu(spec: &str, programs: Vec<tessel::ir::Program>) -> Vec<tessel::measure::Outcome> {
+    let w = workload::preset(spec).unwrap();
+    let sources = programs.iter().map(|p| session::source_for(p, &Device::Cpu).unwrap()).collect();
+    let mut job = session::job(&w, sources, Device::Cpu, false, 11).unwrap();
+    job.timing = TimingConfig { warmup_seconds: 0.0, min_runs: 2, max_runs: 3, max_seconds: 0.1, flush_cache: false };
+    let mut m = Measurer::new(env!("CARGO_BIN_EXE_tessel"));
+    m.measure(&job).expect("the worker runs").0
+}
+
+#[test]
+fn cpu_kernels_are_pinned_and_compute_the_reference() {
+    for (name, spec) in CPU_SCHEDULES {
+        let p = scheduled(name, spec);
+        let src = session::source_for(&p, &Device::Cpu).unwrap();
+        check_golden(&format!("{name}.c"), &src.code);
+        for o in measure_cpu(spec, vec![p]) {
+            let m = o.unwrap_or_else(|f| panic!("{name} on {spec}: {f}"));
+            assert!(m.rel_error < 1e-4, "{name}: {}", m.rel_error);
+        }
+    }
+    for (name, spec) in CPU_AWKWARD {
+        for o in measure_cpu(spec, vec![scheduled(name, spec)]) {
+            let m = o.unwrap_or_else(|f| panic!("{name} on {spec}: {f}"));
+            assert!(m.rel_error < 1e-4, "{name} on {spec}: {}", m.rel_error);
+        }
+    }
+}
+
+#[test]
+fn naive_cpu_kernels_of_every_preset_compute_the_reference() {
+    for spec in [
+        "matmul:m=24,n=16,k=8,layout=nt",
+        "matmul:m=24,n=16,k=8,layout=tn",
+        "batch_matmul:b=2,m=8,n=12,k=4",
+        "conv2d_nhwc:n=1,c=3,h=7,w=7,k=4,r=3,s=3,stride=2,pad=1",
+        "depthwise_conv2d_nchw:n=1,c=4,h=6,w=6,r=3,s=3,stride=1,pad=1",
+        "dense_bias_relu:m=8,n=12,k=16",
+        "conv2d_relu_nchw:n=1,c=3,h=6,w=6,k=4,r=3,s=3,stride=1,pad=1",
+        "concat_conv2d_relu_nchw:n=1,c1=2,c2=3,h=5,w=5,k=4,r=3,s=3,stride=1,pad=1",
+    ] {
+        let w = workload::preset(spec).unwrap();
+        for o in measure_cpu(spec, vec![w.to_program()]) {
+            o.unwrap_or_else(|f| panic!("{spec}: {f}"));
+        }
+    }
+}
