@@ -178,6 +178,28 @@ fn describe_param(prog: &Program, position: usize) -> Option<(String, DType, Buf
 /// candidate fails: an interpreter error, an output element left NaN, a modified input,
 /// or an output whose relative error reaches [`tolerance`] of its dtype.
 pub fn check(reference: &Program, candidate: &Program, seed: u64) -> CheckResult<f64> {
+    let params = match_params(reference, candidate)?;
+    let ref_interp = Interpreter::new(reference).map_err(CheckError::Reference)?;
+    let cand_interp = Interpreter::new(candidate).map_err(CheckError::Candidate)?;
+    let inputs = random_inputs(reference, seed).map_err(CheckError::Reference)?;
+    let mut expected = inputs.clone();
+    ref_interp
+        .run(&mut expected)
+        .map_err(CheckError::Reference)?;
+    let mut got = inputs;
+    cand_interp.run(&mut got).map_err(CheckError::Candidate)?;
+    compare_outputs(params, &got, &expected)
+}
+
+/// A parameter as [`compare_outputs`] needs it: name, dtype, kind.
+pub(super) type ParamInfo = (String, DType, BufferKind);
+
+/// Checks that `candidate` takes the parameters of `reference` (by position: shape,
+/// dtype, kind) and describes them.
+pub(super) fn match_params(
+    reference: &Program,
+    candidate: &Program,
+) -> CheckResult<Vec<ParamInfo>> {
     if reference.params.len() != candidate.params.len() {
         return Err(CheckError::ParamCount {
             reference: reference.params.len(),
@@ -214,18 +236,19 @@ pub fn check(reference: &Program, candidate: &Program, seed: u64) -> CheckResult
         }
         params.push((rb.name.clone(), r.1, r.2));
     }
-    let ref_interp = Interpreter::new(reference).map_err(CheckError::Reference)?;
-    let cand_interp = Interpreter::new(candidate).map_err(CheckError::Candidate)?;
-    let inputs = random_inputs(reference, seed).map_err(CheckError::Reference)?;
-    let mut expected = inputs.clone();
-    ref_interp
-        .run(&mut expected)
-        .map_err(CheckError::Reference)?;
-    let mut got = inputs;
-    cand_interp.run(&mut got).map_err(CheckError::Candidate)?;
+    Ok(params)
+}
 
+/// Compares a candidate's parameters after a run with the reference's: inputs
+/// unchanged, outputs without NaN and within [`tolerance`]. Returns the largest
+/// relative error over the outputs.
+pub(super) fn compare_outputs(
+    params: Vec<ParamInfo>,
+    got: &[ArrayD<f32>],
+    expected: &[ArrayD<f32>],
+) -> CheckResult<f64> {
     let mut worst = 0.0f64;
-    for ((name, dtype, kind), (g, e)) in params.into_iter().zip(got.iter().zip(&expected)) {
+    for ((name, dtype, kind), (g, e)) in params.into_iter().zip(got.iter().zip(expected)) {
         if kind == BufferKind::Input {
             let changed = g
                 .indexed_iter()

@@ -31,6 +31,7 @@
 mod check;
 mod compile;
 mod exec;
+pub mod gpu;
 
 #[cfg(test)]
 mod tests;
@@ -40,6 +41,7 @@ pub use check::{
     TOLERANCE_F16,
 };
 pub use compile::Interpreter;
+pub use gpu::{check_lowered, run_kernels, GpuCheckError, GpuInterpError};
 
 use crate::ir::Program;
 use ndarray::ArrayD;
