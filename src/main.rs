@@ -121,7 +121,14 @@ fn rate(flops: f64, s: f64) -> String {
 }
 
 /// `tessel run`: measure one schedule (or the naive program) in the isolated worker.
-fn run_measure(spec: &str, schedule: Option<&PathBuf>, target: TargetArg, arch: &str, compare: bool, seed: u64) -> Result<()> {
+fn run_measure(
+    spec: &str,
+    schedule: Option<&PathBuf>,
+    target: TargetArg,
+    arch: &str,
+    compare: bool,
+    seed: u64,
+) -> Result<()> {
     use tessel::measure::{session, worker::Measurer, Device};
     let w = load_workload(spec)?;
     let program = match schedule {
@@ -133,11 +140,15 @@ fn run_measure(spec: &str, schedule: Option<&PathBuf>, target: TargetArg, arch: 
         TargetArg::Cuda => {
             tessel::target::cuda::cuda_driver_available().map_err(|e| anyhow::anyhow!("{e}"))?;
             tessel::measure::cuda::nvrtc_available().map_err(|e| anyhow::anyhow!("{e}"))?;
-            Device::Cuda { arch: arch.to_string() }
+            Device::Cuda {
+                arch: arch.to_string(),
+            }
         }
     };
-    let candidate = session::source_for(&program, &device).map_err(|e| anyhow::anyhow!("{}", e.message))?;
-    let job = session::job(&w, vec![candidate], device.clone(), compare, seed).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let candidate =
+        session::source_for(&program, &device).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    let job = session::job(&w, vec![candidate], device.clone(), compare, seed)
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     if compare && job.peer.is_none() {
         eprintln!("note: --compare has a peer for plain matmul and batch_matmul workloads only");
     }
@@ -147,9 +158,16 @@ fn run_measure(spec: &str, schedule: Option<&PathBuf>, target: TargetArg, arch: 
     println!("workload  {spec}  (key {})", &w.key()[..16]);
     match &device {
         Device::Cpu => {
-            let tc = tessel::measure::cpu::CpuToolchain::detect().map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            let tc = tessel::measure::cpu::CpuToolchain::detect()
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
             let info = tessel::target::cpu::CpuInfo::query(&tc.cc);
-            println!("target    cpu: {} ({}, {} threads, {})", info.model_name, info.arch(), info.threads, info.cc_version.clone().unwrap_or_else(|| tc.cc.clone()));
+            println!(
+                "target    cpu: {} ({}, {} threads, {})",
+                info.model_name,
+                info.arch(),
+                info.threads,
+                info.cc_version.clone().unwrap_or_else(|| tc.cc.clone())
+            );
         }
         Device::Cuda { arch } => println!("target    cuda {arch}"),
     }
@@ -158,16 +176,41 @@ fn run_measure(spec: &str, schedule: Option<&PathBuf>, target: TargetArg, arch: 
         Some(Err(f)) => bail!("{:?}: {}", f.kind, f.message),
         None => bail!("the worker returned no result"),
     };
-    println!("check     ok: relative error {:.2e} (tolerance {:.0e})", m.rel_error, job.tolerance);
+    println!(
+        "check     ok: relative error {:.2e} (tolerance {:.0e})",
+        m.rel_error, job.tolerance
+    );
     if let Some(r) = m.build.registers {
-        println!("build     {} registers, {} bytes spill stores, {} bytes spill loads, {:.0} ms compile", r, m.build.spill_stores.unwrap_or(0), m.build.spill_loads.unwrap_or(0), m.build.compile_seconds * 1e3);
+        println!(
+            "build     {} registers, {} bytes spill stores, {} bytes spill loads, {:.0} ms compile",
+            r,
+            m.build.spill_stores.unwrap_or(0),
+            m.build.spill_loads.unwrap_or(0),
+            m.build.compile_seconds * 1e3
+        );
     }
-    println!("latency   median {} (min {}, max {}, {} runs)", seconds(m.median_seconds), seconds(m.min_seconds), seconds(m.max_seconds), m.runs.len());
+    println!(
+        "latency   median {} (min {}, max {}, {} runs)",
+        seconds(m.median_seconds),
+        seconds(m.min_seconds),
+        seconds(m.max_seconds),
+        m.runs.len()
+    );
     println!("speed     {}", rate(flops, m.median_seconds));
     match (peer, measurer.peer_failure()) {
         (Some(pm), _) => {
-            println!("peer      {}: median {} ({}), relative error {:.2e}", pm.name, seconds(pm.median_seconds), rate(flops, pm.median_seconds), pm.rel_error);
-            println!("ratio     tessel / {} = {:.2}x (throughput; >1 is faster)", pm.name, pm.median_seconds / m.median_seconds);
+            println!(
+                "peer      {}: median {} ({}), relative error {:.2e}",
+                pm.name,
+                seconds(pm.median_seconds),
+                rate(flops, pm.median_seconds),
+                pm.rel_error
+            );
+            println!(
+                "ratio     tessel / {} = {:.2}x (throughput; >1 is faster)",
+                pm.name,
+                pm.median_seconds / m.median_seconds
+            );
         }
         (None, Some(f)) => println!("peer      failed: {:?}: {}", f.kind, f.message),
         (None, None) => {}
@@ -196,9 +239,14 @@ fn run(cli: Cli) -> Result<()> {
                 Emit::C => print!("{}", generate(sch.program(), Backend::Cpu)?.code),
             }
         }
-        Command::Run { workload, schedule, target, arch, compare, seed } => {
-            run_measure(&workload, schedule.as_ref(), target, &arch, compare, seed)?
-        }
+        Command::Run {
+            workload,
+            schedule,
+            target,
+            arch,
+            compare,
+            seed,
+        } => run_measure(&workload, schedule.as_ref(), target, &arch, compare, seed)?,
         Command::Check {
             workload,
             schedule,
@@ -221,7 +269,10 @@ fn run(cli: Cli) -> Result<()> {
 
 fn main() -> ExitCode {
     // The measurement worker is a hidden subcommand, outside clap: it speaks JSON lines.
-    if std::env::args_os().nth(1).is_some_and(|a| a == tessel::measure::worker::WORKER_SUBCOMMAND) {
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|a| a == tessel::measure::worker::WORKER_SUBCOMMAND)
+    {
         return ExitCode::from(u8::try_from(tessel::measure::worker::worker_main()).unwrap_or(1));
     }
     match run(Cli::parse()) {

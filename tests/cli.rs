@@ -4,10 +4,18 @@
 use std::process::Command;
 
 fn tessel(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tessel")).args(args).current_dir(env!("CARGO_MANIFEST_DIR")).output().expect("run tessel");
+    let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run tessel");
     let stderr = String::from_utf8_lossy(&out.stderr).to_string();
     assert!(!stderr.contains("panicked"), "tessel panicked: {stderr}");
-    (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string(), stderr)
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        stderr,
+    )
 }
 
 fn write_temp(name: &str, text: &str) -> String {
@@ -20,7 +28,12 @@ fn write_temp(name: &str, text: &str) -> String {
 
 #[test]
 fn show_prints_the_seed_schedule() {
-    let (ok, out, err) = tessel(&["show", "matmul:1024x1024x1024", "--schedule", "examples/schedules/mlc_blocking_shared.sched"]);
+    let (ok, out, err) = tessel(&[
+        "show",
+        "matmul:1024x1024x1024",
+        "--schedule",
+        "examples/schedules/mlc_blocking_shared.sched",
+    ]);
     assert!(ok, "{err}");
     assert!(out.contains("for i_1_j_1_fused in T.thread_binding(64, thread=\"threadIdx.x\"):"));
     assert!(out.contains("with T.block(\"C_init\"):"));
@@ -28,18 +41,37 @@ fn show_prints_the_seed_schedule() {
 
 #[test]
 fn the_printed_trace_is_a_valid_schedule_file() {
-    let (ok, trace, err) = tessel(&["show", "matmul:256x256x256", "--schedule", "examples/schedules/gemm_2_thread_tiling.sched", "--emit", "trace"]);
+    let (ok, trace, err) = tessel(&[
+        "show",
+        "matmul:256x256x256",
+        "--schedule",
+        "examples/schedules/gemm_2_thread_tiling.sched",
+        "--emit",
+        "trace",
+    ]);
     assert!(ok, "{err}");
     let path = write_temp("printed.sched", &trace);
     let (ok1, ir1, _) = tessel(&["show", "matmul:256x256x256", "--schedule", &path]);
-    let (ok2, ir2, _) = tessel(&["show", "matmul:256x256x256", "--schedule", "examples/schedules/gemm_2_thread_tiling.sched"]);
+    let (ok2, ir2, _) = tessel(&[
+        "show",
+        "matmul:256x256x256",
+        "--schedule",
+        "examples/schedules/gemm_2_thread_tiling.sched",
+    ]);
     assert!(ok1 && ok2);
     assert_eq!(ir1, ir2);
 }
 
 #[test]
 fn show_emits_cuda_and_c() {
-    let (ok, cuda, err) = tessel(&["show", "matmul:256x256x256", "--schedule", "examples/schedules/mlc_blocking_shared.sched", "--emit", "cuda"]);
+    let (ok, cuda, err) = tessel(&[
+        "show",
+        "matmul:256x256x256",
+        "--schedule",
+        "examples/schedules/mlc_blocking_shared.sched",
+        "--emit",
+        "cuda",
+    ]);
     assert!(ok, "{err}");
     assert!(cuda.contains("extern \"C\" __global__"));
     assert!(cuda.contains("__syncthreads();"));
@@ -50,7 +82,10 @@ fn show_emits_cuda_and_c() {
 
 #[test]
 fn workload_files_are_read() {
-    let path = write_temp("mm.workload", "input A: f32[16, 8]\ninput B: f32[8, 4]\nC[i, j] = sum(A[i, k] * B[k, j], k)\n");
+    let path = write_temp(
+        "mm.workload",
+        "input A: f32[16, 8]\ninput B: f32[8, 4]\nC[i, j] = sum(A[i, k] * B[k, j], k)\n",
+    );
     let (ok, out, err) = tessel(&["show", &path]);
     assert!(ok, "{err}");
     assert!(out.contains("with T.block(\"C\"):"));
@@ -58,7 +93,10 @@ fn workload_files_are_read() {
 
 #[test]
 fn malformed_workload_text_points_at_line_and_column() {
-    let path = write_temp("bad.workload", "input A: f32[16, 8]\nC[i, j] = sum(A[i, k] * , k)\n");
+    let path = write_temp(
+        "bad.workload",
+        "input A: f32[16, 8]\nC[i, j] = sum(A[i, k] * , k)\n",
+    );
     let (ok, _, err) = tessel(&["show", &path]);
     assert!(!ok);
     assert!(err.contains("2:"), "no line number in: {err}");
@@ -72,14 +110,20 @@ fn unknown_presets_and_bad_shapes_are_errors() {
     let (ok, _, err) = tessel(&["show", "matmul:0x64x64"]);
     assert!(!ok);
     assert!(!err.is_empty());
-    let (ok, _, err) = tessel(&["show", "conv2d_nchw:n=1,c=3,h=2,w=2,k=4,r=5,s=5,stride=1,pad=0"]);
+    let (ok, _, err) = tessel(&[
+        "show",
+        "conv2d_nchw:n=1,c=3,h=2,w=2,k=4,r=5,s=5,stride=1,pad=0",
+    ]);
     assert!(!ok);
     assert!(!err.is_empty());
 }
 
 #[test]
 fn bad_trace_files_are_errors() {
-    let path = write_temp("bad.sched", "b0 = get_block(\"C\")\ni, j, k = get_loops(b0)\ni_0, i_1 = splitt(i, factors=[None, 8])\n");
+    let path = write_temp(
+        "bad.sched",
+        "b0 = get_block(\"C\")\ni, j, k = get_loops(b0)\ni_0, i_1 = splitt(i, factors=[None, 8])\n",
+    );
     let (ok, _, err) = tessel(&["show", "matmul:64x64x64", "--schedule", &path]);
     assert!(!ok);
     assert!(err.contains("3:") && err.contains("splitt"), "{err}");
@@ -87,10 +131,16 @@ fn bad_trace_files_are_errors() {
 
 #[test]
 fn illegal_primitives_are_errors_naming_the_place() {
-    let path = write_temp("illegal.sched", "b0 = get_block(\"C\")\ni, j, k = get_loops(b0)\nbind(k, thread=\"blockIdx.x\")\n");
+    let path = write_temp(
+        "illegal.sched",
+        "b0 = get_block(\"C\")\ni, j, k = get_loops(b0)\nbind(k, thread=\"blockIdx.x\")\n",
+    );
     let (ok, _, err) = tessel(&["show", "matmul:64x64x64", "--schedule", &path]);
     assert!(!ok);
-    assert!(err.contains("cannot bind loop k to blockIdx.x: it carries the reduction of block C"), "{err}");
+    assert!(
+        err.contains("cannot bind loop k to blockIdx.x: it carries the reduction of block C"),
+        "{err}"
+    );
     let path = write_temp("missing.sched", "b0 = get_block(\"D\")\n");
     let (ok, _, err) = tessel(&["show", "matmul:64x64x64", "--schedule", &path]);
     assert!(!ok);
@@ -99,7 +149,12 @@ fn illegal_primitives_are_errors_naming_the_place() {
 
 #[test]
 fn check_runs_a_schedule_against_the_reference() {
-    let (ok, out, err) = tessel(&["check", "matmul:128x128x16", "--schedule", "examples/schedules/mlc_blocking_shared.sched"]);
+    let (ok, out, err) = tessel(&[
+        "check",
+        "matmul:128x128x16",
+        "--schedule",
+        "examples/schedules/mlc_blocking_shared.sched",
+    ]);
     assert!(ok, "{err}");
     assert!(out.starts_with("ok: relative error"), "{out}");
 }

@@ -468,7 +468,10 @@ fn tessel_bin() -> std::path::PathBuf {
 
 fn seed_source(name: &str, spec: &str, arch: &str) -> (tessel::workload::Workload, Source) {
     let w = tessel::workload::preset(spec).unwrap();
-    let path = format!("{}/examples/schedules/{name}.sched", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/examples/schedules/{name}.sched",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(&path)
         .or_else(|_| std::fs::read_to_string(format!("examples/schedules/{name}.sched")))
         .unwrap_or_else(|e| panic!("{path}: {e}"));
@@ -493,7 +496,9 @@ fn seed_schedules_match_the_reference_on_the_gpu() {
     if !gpu_enabled() {
         return;
     }
-    let arch = tessel::target::cuda::CudaDeviceInfo::query(0).expect("a device").arch();
+    let arch = tessel::target::cuda::CudaDeviceInfo::query(0)
+        .expect("a device")
+        .arch();
     for spec in ["matmul:1024x1024x1024", "matmul:1000x1000x1000"] {
         let mut sources = Vec::new();
         let mut w = None;
@@ -511,7 +516,11 @@ fn seed_schedules_match_the_reference_on_the_gpu() {
         for (name, o) in SEEDS.iter().zip(&outcomes) {
             match o {
                 Ok(r) => {
-                    println!("{spec} {name}: rel error {:.2e}, median {:.3} ms", r.rel_error, r.median_seconds * 1e3);
+                    println!(
+                        "{spec} {name}: rel error {:.2e}, median {:.3} ms",
+                        r.rel_error,
+                        r.median_seconds * 1e3
+                    );
                     assert!(r.rel_error < 1e-4);
                 }
                 Err(f) => panic!("{spec} {name}: {f}"),
@@ -534,21 +543,52 @@ fn broken_kernels_fail_by_kind_and_the_run_goes_on() {
     if !gpu_enabled() {
         return;
     }
-    let arch = tessel::target::cuda::CudaDeviceInfo::query(0).expect("a device").arch();
+    let arch = tessel::target::cuda::CudaDeviceInfo::query(0)
+        .expect("a device")
+        .arch();
     let (w, good) = seed_source("mlc_blocking_shared", "matmul:256x256x256", &arch);
-    let oob = one_kernel(OOB_KERNEL, "broken", [1, 1, 1], [32, 1, 1], 0, &["A", "B", "C"]);
-    let hang = one_kernel(HANG_KERNEL, "spin", [1, 1, 1], [1, 1, 1], 0, &["A", "B", "C"]);
-    let bad_c = one_kernel("this is not CUDA", "nope", [1, 1, 1], [1, 1, 1], 0, &["A", "B", "C"]);
+    let oob = one_kernel(
+        OOB_KERNEL,
+        "broken",
+        [1, 1, 1],
+        [32, 1, 1],
+        0,
+        &["A", "B", "C"],
+    );
+    let hang = one_kernel(
+        HANG_KERNEL,
+        "spin",
+        [1, 1, 1],
+        [1, 1, 1],
+        0,
+        &["A", "B", "C"],
+    );
+    let bad_c = one_kernel(
+        "this is not CUDA",
+        "nope",
+        [1, 1, 1],
+        [1, 1, 1],
+        0,
+        &["A", "B", "C"],
+    );
     let device = tessel::measure::Device::Cuda { arch };
     let candidates = vec![good.clone(), oob, good.clone(), hang, bad_c, good];
     let mut job = tessel::measure::session::job(&w, candidates, device, false, 3).unwrap();
     job.timing = quick_timing();
-    let mut m = tessel::measure::worker::Measurer::new(tessel_bin()).with_timeout(Duration::from_secs(20));
+    let mut m =
+        tessel::measure::worker::Measurer::new(tessel_bin()).with_timeout(Duration::from_secs(20));
     let (outcomes, _) = m.measure(&job).expect("the worker runs");
-    let kinds: Vec<Option<FailureKind>> = outcomes.iter().map(|o| o.as_ref().err().map(|f| f.kind)).collect();
+    let kinds: Vec<Option<FailureKind>> = outcomes
+        .iter()
+        .map(|o| o.as_ref().err().map(|f| f.kind))
+        .collect();
     println!("outcomes: {kinds:?}");
     assert!(outcomes[0].is_ok(), "{:?}", outcomes[0]);
-    assert!(matches!(kinds[1], Some(FailureKind::Runtime | FailureKind::Crash)), "{:?}", outcomes[1]);
+    assert!(
+        matches!(kinds[1], Some(FailureKind::Runtime | FailureKind::Crash)),
+        "{:?}",
+        outcomes[1]
+    );
     assert!(outcomes[2].is_ok(), "{:?}", outcomes[2]);
     assert_eq!(kinds[3], Some(FailureKind::Timeout), "{:?}", outcomes[3]);
     assert_eq!(kinds[4], Some(FailureKind::Compile), "{:?}", outcomes[4]);

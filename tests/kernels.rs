@@ -15,7 +15,10 @@ use tessel::workload;
 
 fn scheduled(name: &str, spec: &str) -> tessel::ir::Program {
     let w = workload::preset(spec).unwrap();
-    let path = format!("{}/examples/schedules/{name}.sched", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/examples/schedules/{name}.sched",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let trace = text::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
     replay(&trace, w.to_program(), 0).unwrap().into_program()
 }
@@ -35,9 +38,12 @@ fn nvrtc_required() -> bool {
 
 #[test]
 fn seed_cuda_kernels_are_pinned_and_compile_for_sm90a() {
-    let device = Device::Cuda { arch: "sm_90a".into() };
+    let device = Device::Cuda {
+        arch: "sm_90a".into(),
+    };
     for name in CUDA_SEEDS {
-        let src = session::source_for(&scheduled(name, "matmul:1024x1024x1024"), &device).unwrap_or_else(|f| panic!("{name}: {f}"));
+        let src = session::source_for(&scheduled(name, "matmul:1024x1024x1024"), &device)
+            .unwrap_or_else(|f| panic!("{name}: {f}"));
         check_golden(&format!("{name}.cu"), &src.code);
         if !nvrtc_required() {
             println!("{name}: NVRTC skipped (TESSEL_NO_NVRTC=1)");
@@ -46,7 +52,8 @@ fn seed_cuda_kernels_are_pinned_and_compile_for_sm90a() {
         if let Err(msg) = tessel::measure::cuda::nvrtc_available() {
             panic!("{msg} (CI installs it through .ci/test; set TESSEL_NO_NVRTC=1 to skip)");
         }
-        let cubin = tessel::measure::cuda::compile(&src.code, "sm_90a").unwrap_or_else(|f| panic!("{name}: {f}"));
+        let cubin = tessel::measure::cuda::compile(&src.code, "sm_90a")
+            .unwrap_or_else(|f| panic!("{name}: {f}"));
         let info = &cubin.info;
         println!(
             "{name}: {} registers, {} bytes spill stores, {} bytes shared",
@@ -61,16 +68,34 @@ fn seed_cuda_kernels_are_pinned_and_compile_for_sm90a() {
 
 const CPU_SCHEDULES: [(&str, &str); 2] = [
     ("cpu_matmul", "matmul:128x192x128"),
-    ("cpu_conv2d", "conv2d_nchw:n=1,c=16,h=14,w=14,k=32,r=3,s=3,stride=1,pad=1"),
+    (
+        "cpu_conv2d",
+        "conv2d_nchw:n=1,c=16,h=14,w=14,k=32,r=3,s=3,stride=1,pad=1",
+    ),
 ];
 
-const CPU_AWKWARD: [(&str, &str); 2] = [("cpu_matmul", "matmul:100x70x50"), ("cpu_conv2d", "conv2d_nchw:n=1,c=5,h=9,w=11,k=7,r=3,s=3,stride=1,pad=1")];
+const CPU_AWKWARD: [(&str, &str); 2] = [
+    ("cpu_matmul", "matmul:100x70x50"),
+    (
+        "cpu_conv2d",
+        "conv2d_nchw:n=1,c=5,h=9,w=11,k=7,r=3,s=3,stride=1,pad=1",
+    ),
+];
 
 fn measure_cpu(spec: &str, programs: Vec<tessel::ir::Program>) -> Vec<tessel::measure::Outcome> {
     let w = workload::preset(spec).unwrap();
-    let sources = programs.iter().map(|p| session::source_for(p, &Device::Cpu).unwrap()).collect();
+    let sources = programs
+        .iter()
+        .map(|p| session::source_for(p, &Device::Cpu).unwrap())
+        .collect();
     let mut job = session::job(&w, sources, Device::Cpu, false, 11).unwrap();
-    job.timing = TimingConfig { warmup_seconds: 0.0, min_runs: 2, max_runs: 3, max_seconds: 0.1, flush_cache: false };
+    job.timing = TimingConfig {
+        warmup_seconds: 0.0,
+        min_runs: 2,
+        max_runs: 3,
+        max_seconds: 0.1,
+        flush_cache: false,
+    };
     let mut m = Measurer::new(env!("CARGO_BIN_EXE_tessel"));
     m.measure(&job).expect("the worker runs").0
 }

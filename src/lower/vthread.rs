@@ -56,11 +56,13 @@ fn sink(p: &Program, v: VarId, extent: i64, trees: Vec<Tree>) -> Vec<Tree> {
                     body: vec![Tree::Block(b)],
                 },
                 // A vectorized loop stays innermost: the virtual thread goes around it.
-                Tree::Loop { id, body } if p.lp(id).kind == LoopKind::Vectorized => Tree::Unrolled {
-                    var: v,
-                    extent,
-                    body: vec![Tree::Loop { id, body }],
-                },
+                Tree::Loop { id, body } if p.lp(id).kind == LoopKind::Vectorized => {
+                    Tree::Unrolled {
+                        var: v,
+                        extent,
+                        body: vec![Tree::Loop { id, body }],
+                    }
+                }
                 Tree::Loop { id, body } => Tree::Loop {
                     id,
                     body: sink(p, v, extent, body),

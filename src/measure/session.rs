@@ -16,7 +16,8 @@ pub fn source_for(program: &Program, device: &Device) -> Result<Source, Failure>
         Device::Cpu => Backend::Cpu,
         Device::Cuda { .. } => Backend::Cuda,
     };
-    let lowered = lower(program, backend).map_err(|e| Failure::new(FailureKind::Instantiation, e.to_string()))?;
+    let lowered = lower(program, backend)
+        .map_err(|e| Failure::new(FailureKind::Instantiation, e.to_string()))?;
     let src = match backend {
         Backend::Cpu => codegen::cpu::generate(&lowered),
         Backend::Cuda => codegen::cuda::generate(&lowered),
@@ -28,9 +29,18 @@ pub fn source_for(program: &Program, device: &Device) -> Result<Source, Failure>
 /// root loop nest, the data-parallel loops of its block are fused and spread over
 /// 256-thread blocks; reductions stay serial in each thread.
 pub fn naive_cuda_program(program: &Program) -> Result<Program, Failure> {
-    let err = |e: crate::schedule::ScheduleError| Failure::new(FailureKind::Instantiation, format!("naive CUDA reference: {e}"));
+    let err = |e: crate::schedule::ScheduleError| {
+        Failure::new(
+            FailureKind::Instantiation,
+            format!("naive CUDA reference: {e}"),
+        )
+    };
     let mut sch = Schedule::new(program.clone(), 0);
-    let names: Vec<String> = program.blocks_in_order().iter().map(|b| program.block(*b).name.clone()).collect();
+    let names: Vec<String> = program
+        .blocks_in_order()
+        .iter()
+        .map(|b| program.block(*b).name.clone())
+        .collect();
     for name in names {
         let b = sch.get_block(&name).map_err(err)?;
         let loops = sch.get_loops(b).map_err(err)?;
@@ -42,8 +52,15 @@ pub fn naive_cuda_program(program: &Program) -> Result<Program, Failure> {
         for l in &loops {
             let id = sch.loop_id(*l).map_err(err)?;
             let v = p.lp(id).var;
-            let reduce = blk.iter_vars.iter().zip(&blk.bindings).any(|(iv, e)| iv.kind == IterKind::Reduce && e.uses_var(v));
-            if reduce || p.lp(id).kind != LoopKind::Serial || p.lp(id).body.len() != 1 && !matches!(p.lp(id).body.as_slice(), [Node::Block(_)]) {
+            let reduce = blk
+                .iter_vars
+                .iter()
+                .zip(&blk.bindings)
+                .any(|(iv, e)| iv.kind == IterKind::Reduce && e.uses_var(v));
+            if reduce
+                || p.lp(id).kind != LoopKind::Serial
+                || p.lp(id).body.len() != 1 && !matches!(p.lp(id).body.as_slice(), [Node::Block(_)])
+            {
                 break;
             }
             spatial.push(*l);
@@ -52,7 +69,9 @@ pub fn naive_cuda_program(program: &Program) -> Result<Program, Failure> {
             return Err(Failure::new(FailureKind::Instantiation, format!("naive CUDA reference: block {name} has no data-parallel loop to spread over threads")));
         }
         let fused = sch.fuse(&spatial).map_err(err)?;
-        let parts = sch.split(fused, &[None, Some(IntArg::Lit(256))]).map_err(err)?;
+        let parts = sch
+            .split(fused, &[None, Some(IntArg::Lit(256))])
+            .map_err(err)?;
         sch.bind(parts[0], "blockIdx.x").map_err(err)?;
         sch.bind(parts[1], "threadIdx.x").map_err(err)?;
     }
@@ -72,24 +91,50 @@ pub fn reference_source(program: &Program, device: &Device) -> Result<Source, Fa
 /// shape, so a workload written by hand is recognised too.
 pub fn gemm_peer(w: &Workload) -> Option<Peer> {
     let p = w.to_program();
-    let shapes: Vec<Vec<i64>> = p.params.iter().map(|b| p.buffer(*b).shape.clone()).collect();
+    let shapes: Vec<Vec<i64>> = p
+        .params
+        .iter()
+        .map(|b| p.buffer(*b).shape.clone())
+        .collect();
     match shapes.as_slice() {
         [a, b, c] if a.len() == 2 && b.len() == 2 && c.len() == 2 => {
             let (m, k, n) = (a[0], a[1], b[1]);
             let spec = format!("matmul:{m}x{n}x{k}");
-            (workload::preset(&spec).ok()?.key() == w.key()).then_some(Peer::Gemm { batch: 1, m, n, k, a: 0, b: 1, c: 2 })
+            (workload::preset(&spec).ok()?.key() == w.key()).then_some(Peer::Gemm {
+                batch: 1,
+                m,
+                n,
+                k,
+                a: 0,
+                b: 1,
+                c: 2,
+            })
         }
         [a, b, c] if a.len() == 3 && b.len() == 3 && c.len() == 3 => {
             let (bt, m, k, n) = (a[0], a[1], a[2], b[2]);
             let spec = format!("batch_matmul:b={bt},m={m},n={n},k={k}");
-            (workload::preset(&spec).ok()?.key() == w.key()).then_some(Peer::Gemm { batch: bt, m, n, k, a: 0, b: 1, c: 2 })
+            (workload::preset(&spec).ok()?.key() == w.key()).then_some(Peer::Gemm {
+                batch: bt,
+                m,
+                n,
+                k,
+                a: 0,
+                b: 1,
+                c: 2,
+            })
         }
         _ => None,
     }
 }
 
 /// A job measuring `candidates` of workload `w` on `device`.
-pub fn job(w: &Workload, candidates: Vec<Source>, device: Device, with_peer: bool, seed: u64) -> Result<Job, Failure> {
+pub fn job(
+    w: &Workload,
+    candidates: Vec<Source>,
+    device: Device,
+    with_peer: bool,
+    seed: u64,
+) -> Result<Job, Failure> {
     let program = w.to_program();
     let reference = reference_source(&program, &device)?;
     Ok(Job {
