@@ -2,12 +2,11 @@
 //! small shape and on an awkward one (imperfect tiles): no shared-memory race, no
 //! out-of-bounds access, no divergent barrier, and the reference's result.
 //!
-//! Cases lowering still rejects are not listed in `CASES` (they fail before any
-//! kernel exists): `gemm_4_vectorize` and `seed_efficient_gemm` on every shape ("cannot
-//! vectorize loop ax1: its body is not a single store": the virtual-thread copies are
-//! sunk inside the vectorized `B_shared_local` fetch) and `mlc_blocking_shared` on
-//! 130x120x20 ("its guard depends on the lane (imperfect tile)"). Their schedules
-//! without the `vectorize` instructions run in `SCALAR_CASES`.
+//! Every seed runs as written (`CASES`) and without its `vectorize` instructions
+//! (`SCALAR_CASES`). The first version of this test found two lowering bugs, both fixed:
+//! virtual-thread copies were sunk inside a vectorized loop, and a vectorized fetch whose
+//! guard depends on the lane (an imperfect tile) was rejected instead of emitted as
+//! guarded scalar stores.
 
 use tessel::interp::{self, check_lowered, run_kernels, GpuInterpError};
 use tessel::lower::{lower, Backend, KStmt, Lowered};
@@ -23,6 +22,11 @@ const CASES: &[(&str, &str)] = &[
     ("gemm_2_thread_tiling", "matmul:130x120x20"),
     ("gemm_3_vthread", "matmul:128x128x16"),
     ("gemm_3_vthread", "matmul:130x120x20"),
+    ("mlc_blocking_shared", "matmul:130x120x20"),
+    ("gemm_4_vectorize", "matmul:128x128x16"),
+    ("gemm_4_vectorize", "matmul:130x120x20"),
+    ("seed_efficient_gemm", "matmul:128x128x16"),
+    ("seed_efficient_gemm", "matmul:130x120x20"),
 ];
 
 /// (schedule file, workload) run without the schedule's `vectorize` instructions.

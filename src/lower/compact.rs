@@ -233,7 +233,8 @@ fn rewrite(body: &mut [KStmt], flat: &dyn Fn(BufferId, &[Expr]) -> Vec<Expr>) {
 
 /// Checks every vectorized loop of a CUDA kernel: 2 or 4 float32 lanes, one store (under
 /// a lane-invariant guard at most) whose index and loads are contiguous in the lane and
-/// aligned to the vector width, or lane-invariant loads.
+/// aligned to the vector width, or lane-invariant loads. A loop whose guard depends on the
+/// lane is accepted and printed as guarded scalar stores.
 pub(super) fn check_vectors(p: &Program, k: &Kernel, ranges: &BTreeMap<VarId, i64>) -> Result<()> {
     fn walk(p: &Program, body: &[KStmt], ranges: &BTreeMap<VarId, i64>) -> Result<()> {
         for s in body {
@@ -319,6 +320,22 @@ fn vector_store(
     lanes: i64,
     ranges: &BTreeMap<VarId, i64>,
 ) -> std::result::Result<(), String> {
+    // A guard that depends on the lane (an imperfect tile) makes the lanes diverge: the
+    // loop is emitted as an unrolled scalar loop, one guarded store per lane.
+    let real: Vec<&KStmt> = body
+        .iter()
+        .filter(|s| !matches!(s, KStmt::Comment(_)))
+        .collect();
+    if let [KStmt::If { cond, then }] = real.as_slice() {
+        let single = then
+            .iter()
+            .filter(|s| !matches!(s, KStmt::Comment(_)))
+            .count()
+            == 1;
+        if cond.uses_var(var) && single {
+            return Ok(());
+        }
+    }
     let (_, store) = vector_body(body, var)?;
     let KStmt::Store {
         buffer,
