@@ -73,6 +73,17 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Compile a scheduled workload with NVRTC to SASS and report registers, spills,
+    /// shared memory and compile time per kernel (needs NVRTC, not a GPU).
+    Build {
+        workload: String,
+        #[arg(long)]
+        schedule: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "cuda")]
+        target: TargetArg,
+        #[arg(long, default_value = "sm_90a")]
+        arch: String,
+    },
     Check {
         workload: String,
         #[arg(long)]
@@ -247,6 +258,28 @@ fn run(cli: Cli) -> Result<()> {
             compare,
             seed,
         } => run_measure(&workload, schedule.as_ref(), target, &arch, compare, seed)?,
+        Command::Build { workload, schedule, target, arch } => {
+            if matches!(target, TargetArg::Cpu) {
+                bail!("tessel build reports NVRTC's register and spill counts: use --target cuda (tessel run --target cpu builds with the C compiler)");
+            }
+            tessel::measure::cuda::nvrtc_available().map_err(|e| anyhow::anyhow!("{e}"))?;
+            let w = load_workload(&workload)?;
+            let program = match &schedule {
+                Some(path) => load_schedule(&w, path)?.into_program(),
+                None => w.to_program(),
+            };
+            let device = tessel::measure::Device::Cuda { arch: arch.clone() };
+            let src = tessel::measure::session::source_for(&program, &device).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            let cubin = tessel::measure::cuda::compile(&src.code, &arch).map_err(|e| anyhow::anyhow!("{:?}: {}", e.kind, e.message))?;
+            println!("built {} for {arch} with NVRTC in {:.0} ms ({} bytes of SASS)", workload, cubin.info.compile_seconds * 1e3, cubin.bytes.len());
+            let n = |v: Option<u32>| v.map_or_else(|| "?".to_string(), |x| x.to_string());
+            for (k, launch) in cubin.kernels.iter().zip(&src.kernels) {
+                println!(
+                    "kernel {}: grid {:?} block {:?}, {} registers, {} bytes spill stores, {} bytes spill loads, {} bytes stack, {} bytes shared",
+                    k.name, launch.grid, launch.block, n(k.registers), n(k.spill_stores), n(k.spill_loads), n(k.stack_bytes), n(k.shared_bytes)
+                );
+            }
+        }
         Command::Check {
             workload,
             schedule,
