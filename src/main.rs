@@ -37,6 +37,49 @@ enum Emit {
 }
 
 #[derive(Copy, Clone, ValueEnum)]
+enum BestEmit {
+    Trace,
+    Ir,
+    Cuda,
+    C,
+}
+
+#[derive(Copy, Clone, ValueEnum)]
+enum DbFormat {
+    /// A self-contained SQLite file.
+    Sqlite,
+    /// One JSON object per record (for review and diffs).
+    Jsonl,
+}
+
+#[derive(Subcommand)]
+enum DbCommand {
+    /// Counts by workload, target and status.
+    Stats,
+    /// Write records to a new file (never a copy of the live database).
+    Export {
+        #[arg(long)]
+        out: PathBuf,
+        #[arg(long)]
+        workload: Option<String>,
+        #[arg(long, value_enum)]
+        target: Option<TargetArg>,
+        /// Only the best successful record per workload and target.
+        #[arg(long)]
+        best_only: bool,
+        #[arg(long, value_enum, default_value = "sqlite")]
+        format: DbFormat,
+    },
+    /// Merge a file someone sent: every record is checked (replayed and verified) first;
+    /// nothing is merged unless all of it is acceptable.
+    Import {
+        file: PathBuf,
+        #[arg(long, value_enum, default_value = "sqlite")]
+        format: DbFormat,
+    },
+}
+
+#[derive(Copy, Clone, ValueEnum)]
 enum TargetArg {
     Cpu,
     Cuda,
@@ -72,6 +115,29 @@ enum Command {
         compare: bool,
         #[arg(long, default_value_t = 0)]
         seed: u64,
+    },
+    /// The best recorded schedule for a workload on a target: latency, where it was
+    /// measured (this exact target, or a fallback of the same arch), and the trace, IR or
+    /// kernel source.
+    Best {
+        workload: String,
+        #[arg(long, value_enum, default_value = "cpu")]
+        target: TargetArg,
+        /// CUDA arch to look up when no GPU is present here (records of that arch answer,
+        /// marked as a fallback).
+        #[arg(long, default_value = "sm_90a")]
+        arch: String,
+        #[arg(long)]
+        db: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "trace")]
+        emit: BestEmit,
+    },
+    /// Share records: statistics, export to a file, import (merge) a file.
+    Db {
+        #[command(subcommand)]
+        command: DbCommand,
+        #[arg(long, global = true)]
+        db: Option<PathBuf>,
     },
     /// Compile a scheduled workload with NVRTC to SASS and report registers, spills,
     /// shared memory and compile time per kernel (needs NVRTC, not a GPU).
@@ -229,6 +295,156 @@ fn run_measure(
     Ok(())
 }
 
+fn open_db(path: Option<PathBuf>) -> Result<tessel::database::Database> {
+    let path = path
+        .or_else(tessel::database::default_path)
+        .ok_or_else(|| anyhow::anyhow!("no database path: pass --db FILE or set TESSEL_DB"))?;
+    if let Some(dir) = path.parent() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir)
+                .with_context(|| format!("cannot create {}", dir.display()))?;
+        }
+    }
+    tessel::database::Database::open(&path).with_context(|| format!("database {}", path.display()))
+}
+
+/// The database key of this machine's target (for CUDA without a GPU: the arch alone).
+fn target_key(target: TargetArg, arch: &str) -> Result<tessel::database::TargetKey> {
+    use tessel::database::{target_key, TargetKey, TargetKind};
+    match target {
+        TargetArg::Cpu => Ok(target_key(
+            &tessel::target::cpu_fingerprint().map_err(|e| anyhow::anyhow!("{e}"))?,
+        )?),
+        TargetArg::Cuda => match tessel::target::cuda_fingerprint() {
+            Ok(fp) => Ok(target_key(&fp)?),
+            Err(_) => Ok(TargetKey {
+                kind: TargetKind::Cuda,
+                arch: arch.to_string(),
+                device: "(no GPU here)".into(),
+                toolchain: "-".into(),
+            }),
+        },
+    }
+}
+
+fn best(
+    spec: &str,
+    target: TargetArg,
+    arch: &str,
+    db: Option<PathBuf>,
+    emit: BestEmit,
+) -> Result<()> {
+    let w = load_workload(spec)?;
+    let db = open_db(db)?;
+    let key = target_key(target, arch)?;
+    let Some(k) = db.kernel(&w, &key)? else {
+        bail!(
+            "no successful record for {spec} on {key} (nor on another device of arch {}) in {}",
+            key.arch,
+            db.path().display()
+        );
+    };
+    let r = &k.lookup.record;
+    let median = r.median_secs.unwrap_or(f64::NAN);
+    eprintln!(
+        "best      {spec}: median {} ({}), record {} of {}",
+        seconds(median),
+        rate(w.flops(), median),
+        r.id,
+        db.path().display()
+    );
+    match &k.lookup.matched {
+        tessel::database::Match::Exact => eprintln!("measured  on this target: {}", r.target),
+        tessel::database::Match::Fallback { measured_on } => {
+            eprintln!(
+                "measured  on {measured_on} (fallback: same arch {}, not this device)",
+                key.arch
+            )
+        }
+    }
+    match emit {
+        BestEmit::Trace => print!("{}", text::print(&r.trace)),
+        BestEmit::Ir => print!("{}", print_program(&k.program)),
+        BestEmit::Cuda => print!("{}", generate(&k.program, Backend::Cuda)?.code),
+        BestEmit::C => print!("{}", generate(&k.program, Backend::Cpu)?.code),
+    }
+    Ok(())
+}
+
+fn db_command(command: DbCommand, db: Option<PathBuf>) -> Result<()> {
+    use tessel::database::{Filter, ImportMode};
+    let mut db = open_db(db)?;
+    match command {
+        DbCommand::Stats => {
+            let s = db.stats()?;
+            println!("{} records in {}", s.records, db.path().display());
+            for (w, n) in &s.by_workload {
+                println!("  workload {}: {n}", &w[..w.len().min(16)]);
+            }
+            for (t, n) in &s.by_target {
+                println!("  target {t}: {n}");
+            }
+            for (st, n) in &s.by_status {
+                println!("  status {}: {n}", st.name());
+            }
+        }
+        DbCommand::Export {
+            out,
+            workload,
+            target,
+            best_only,
+            format,
+        } => {
+            let workload = workload
+                .map(|w| load_workload(&w).map(|w| w.key()))
+                .transpose()?;
+            let target = target.map(|t| target_key(t, "sm_90a")).transpose()?;
+            let filter = Filter {
+                workload,
+                target,
+                best_only,
+            };
+            let n = match format {
+                DbFormat::Sqlite => db.export(&out, &filter)?,
+                DbFormat::Jsonl => {
+                    let mut f = std::io::BufWriter::new(
+                        std::fs::File::create(&out)
+                            .with_context(|| format!("cannot create {}", out.display()))?,
+                    );
+                    db.export_jsonl(&mut f, &filter)?
+                }
+            };
+            println!("exported {n} records to {}", out.display());
+        }
+        DbCommand::Import { file, format } => {
+            let report = match format {
+                DbFormat::Sqlite => db.import(&file, ImportMode::AllOrNothing)?,
+                DbFormat::Jsonl => {
+                    let f = std::fs::File::open(&file)
+                        .with_context(|| format!("cannot read {}", file.display()))?;
+                    db.import_jsonl(std::io::BufReader::new(f), ImportMode::AllOrNothing)?
+                }
+            };
+            println!(
+                "accepted {}, duplicates {}, rejected {}",
+                report.accepted.len(),
+                report.duplicates.len(),
+                report.rejected.len()
+            );
+            for r in &report.rejected {
+                println!("  rejected record {}: {}", r.source_id, r.reason);
+            }
+            if !report.merged {
+                bail!(
+                    "nothing was merged: {} record(s) were rejected",
+                    report.rejected.len()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Show {
@@ -258,7 +474,20 @@ fn run(cli: Cli) -> Result<()> {
             compare,
             seed,
         } => run_measure(&workload, schedule.as_ref(), target, &arch, compare, seed)?,
-        Command::Build { workload, schedule, target, arch } => {
+        Command::Best {
+            workload,
+            target,
+            arch,
+            db,
+            emit,
+        } => best(&workload, target, &arch, db, emit)?,
+        Command::Db { command, db } => db_command(command, db)?,
+        Command::Build {
+            workload,
+            schedule,
+            target,
+            arch,
+        } => {
             if matches!(target, TargetArg::Cpu) {
                 bail!("tessel build reports NVRTC's register and spill counts: use --target cuda (tessel run --target cpu builds with the C compiler)");
             }
@@ -269,9 +498,16 @@ fn run(cli: Cli) -> Result<()> {
                 None => w.to_program(),
             };
             let device = tessel::measure::Device::Cuda { arch: arch.clone() };
-            let src = tessel::measure::session::source_for(&program, &device).map_err(|e| anyhow::anyhow!("{}", e.message))?;
-            let cubin = tessel::measure::cuda::compile(&src.code, &arch).map_err(|e| anyhow::anyhow!("{:?}: {}", e.kind, e.message))?;
-            println!("built {} for {arch} with NVRTC in {:.0} ms ({} bytes of SASS)", workload, cubin.info.compile_seconds * 1e3, cubin.bytes.len());
+            let src = tessel::measure::session::source_for(&program, &device)
+                .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            let cubin = tessel::measure::cuda::compile(&src.code, &arch)
+                .map_err(|e| anyhow::anyhow!("{:?}: {}", e.kind, e.message))?;
+            println!(
+                "built {} for {arch} with NVRTC in {:.0} ms ({} bytes of SASS)",
+                workload,
+                cubin.info.compile_seconds * 1e3,
+                cubin.bytes.len()
+            );
             let n = |v: Option<u32>| v.map_or_else(|| "?".to_string(), |x| x.to_string());
             for (k, launch) in cubin.kernels.iter().zip(&src.kernels) {
                 println!(

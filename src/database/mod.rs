@@ -22,6 +22,7 @@
 //! `database/schema.sql` is the schema, executed verbatim; `database/README.md` says
 //! how to share records and the version policy.
 
+mod kernel;
 mod share;
 mod store;
 mod types;
@@ -30,6 +31,7 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
+pub use kernel::{target_key, ReadyKernel};
 pub use types::{
     Committed, Filter, ImportMode, ImportReport, Lookup, Match, NewRecord, Record, Rejection,
     Stats, Status, TargetKey, TargetKind,

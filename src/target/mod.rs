@@ -20,3 +20,17 @@ pub struct TargetFingerprint {
     /// The compiler and runtime versions, e.g. `nvrtc 13.0, driver 13.0` or `gcc 12.2.0`.
     pub toolchain: String,
 }
+
+/// The fingerprint of this machine's CPU with the C toolchain tessel builds with.
+pub fn cpu_fingerprint() -> Result<TargetFingerprint, String> {
+    let tc = crate::measure::cpu::CpuToolchain::detect().map_err(|f| f.message)?;
+    Ok(cpu::CpuInfo::query(&tc.cc).fingerprint(&tc.flags))
+}
+
+/// The fingerprint of CUDA device 0 (needs the driver and a GPU).
+pub fn cuda_fingerprint() -> Result<TargetFingerprint, String> {
+    cuda::cuda_driver_available()?;
+    cuda::CudaDeviceInfo::query(0)
+        .map(|d| d.fingerprint())
+        .map_err(|e| e.to_string())
+}
