@@ -158,3 +158,37 @@ fn check_runs_a_schedule_against_the_reference() {
     assert!(ok, "{err}");
     assert!(out.starts_with("ok: relative error"), "{out}");
 }
+
+#[test]
+fn run_on_the_cpu_checks_times_and_compares() {
+    // Issue 3's acceptance command, as CI runs it on a fresh machine.
+    let (ok, out, err) = tessel(&[
+        "run",
+        "matmul:512x512x512",
+        "--schedule",
+        "examples/schedules/cpu_matmul.sched",
+        "--target",
+        "cpu",
+        "--compare",
+    ]);
+    assert!(ok, "{err}");
+    assert!(out.contains("check     ok: relative error"), "{out}");
+    assert!(out.contains("GFLOP/s"), "{out}");
+    assert!(
+        out.contains("tessel / ndarray dot (matrixmultiply) = "),
+        "{out}"
+    );
+}
+
+#[test]
+fn cuda_without_a_driver_is_a_clear_error() {
+    if std::path::Path::new("/dev/nvidia0").exists() {
+        return; // a GPU machine: the CUDA path is exercised by tests/gpu.rs there
+    }
+    let (ok, _, err) = tessel(&["run", "matmul:64x64x64", "--target", "cuda"]);
+    assert!(!ok);
+    assert!(
+        err.contains("no CUDA driver found: use --target cpu"),
+        "{err}"
+    );
+}
