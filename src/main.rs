@@ -208,10 +208,6 @@ fn run_measure(
 ) -> Result<()> {
     use tessel::measure::{session, worker::Measurer, Device};
     let w = load_workload(spec)?;
-    let program = match schedule {
-        Some(path) => load_schedule(&w, path)?.into_program(),
-        None => w.to_program(),
-    };
     let device = match target {
         TargetArg::Cpu => Device::Cpu,
         TargetArg::Cuda => {
@@ -221,6 +217,14 @@ fn run_measure(
                 arch: arch.to_string(),
             }
         }
+    };
+    // Without a schedule the candidate is the unscheduled program, made runnable on the
+    // device the simplest way (on CUDA: spatial loops spread over 256-thread blocks).
+    let program = match (schedule, &device) {
+        (Some(path), _) => load_schedule(&w, path)?.into_program(),
+        (None, Device::Cpu) => w.to_program(),
+        (None, Device::Cuda { .. }) => session::naive_cuda_program(&w.to_program())
+            .map_err(|e| anyhow::anyhow!("{}", e.message))?,
     };
     let candidate =
         session::source_for(&program, &device).map_err(|e| anyhow::anyhow!("{}", e.message))?;
