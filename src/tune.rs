@@ -329,7 +329,11 @@ impl<'a> Tuner<'a> {
     /// Tunes one workload.
     pub fn tune(&mut self, w: &Workload) -> Result<TuneReport, TuneError> {
         let start = Instant::now();
-        let program = database::canonical_program(w)?;
+        // Candidates schedule the canonical program (tensors t0, t1, ...) so that their
+        // records replay anywhere; the worker matches kernel arguments by name, so the
+        // reference is built from the canonical workload too.
+        let canonical = crate::workload::parse(&w.canonical_text())?;
+        let program = canonical.to_program();
         let key = self.target.key()?;
         let space = self
             .space
@@ -438,7 +442,7 @@ impl<'a> Tuner<'a> {
                 .iter()
                 .map(|c| c.verified.source.clone())
                 .collect();
-            let mut job = session::job(w, sources, device.clone(), false, seed)
+            let mut job = session::job(&canonical, sources, device.clone(), false, seed)
                 .map_err(|f| TuneError::Target(f.message))?;
             job.timing = self.timing.clone();
             let (outcomes, _) = measurer.measure(&job)?;
