@@ -7,5 +7,7 @@ pub mod ir;
 pub mod lower;
 pub mod measure;
 pub mod schedule;
+pub mod search;
 pub mod target;
+pub mod tune;
 pub mod workload;

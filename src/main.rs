@@ -157,6 +157,212 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
+    /// Search schedules for workloads on a target, measuring every candidate and
+    /// recording each result in the database; ends with the best schedule's trace.
+    Tune {
+        #[arg(required = true)]
+        workloads: Vec<String>,
+        #[arg(long, value_enum, default_value = "cpu")]
+        target: TargetArg,
+        /// Candidates to measure per workload.
+        #[arg(long, default_value_t = 64)]
+        trials: usize,
+        /// Stop a workload after this many seconds.
+        #[arg(long)]
+        time_limit: Option<f64>,
+        /// The record database (default: $TESSEL_DB, else the platform's data directory).
+        #[arg(long)]
+        db: Option<PathBuf>,
+        /// Makes the proposals deterministic.
+        #[arg(long)]
+        seed: Option<u64>,
+        /// Candidates measured per round.
+        #[arg(long, default_value_t = 16)]
+        batch: usize,
+        /// Stop after this many rounds without improvement.
+        #[arg(long)]
+        patience: Option<usize>,
+        /// A search-space file instead of the embedded search_spaces/<target>.toml.
+        #[arg(long)]
+        space: Option<PathBuf>,
+    },
+    /// Print the best recorded schedule of a workload on a target.
+    Best {
+        workload: String,
+        #[arg(long, value_enum, default_value = "cpu")]
+        target: TargetArg,
+        #[arg(long)]
+        db: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "trace")]
+        emit: Emit,
+    },
+}
+
+fn db_path(db: Option<PathBuf>) -> Result<PathBuf> {
+    db.or_else(tessel::database::default_path)
+        .context("no database path: pass --db or set $TESSEL_DB")
+}
+
+fn tune_target(target: TargetArg) -> Result<tessel::tune::TuneTarget> {
+    Ok(match target {
+        TargetArg::Cpu => tessel::tune::TuneTarget::cpu(),
+        TargetArg::Cuda => tessel::tune::TuneTarget::cuda()?,
+    })
+}
+
+/// `tessel tune`: one tuning run per workload, a progress line per round.
+#[allow(clippy::too_many_arguments)]
+fn run_tune(
+    workloads: &[String],
+    target: TargetArg,
+    trials: usize,
+    time_limit: Option<f64>,
+    db: Option<PathBuf>,
+    seed: Option<u64>,
+    batch: usize,
+    patience: Option<usize>,
+    space: Option<PathBuf>,
+) -> Result<()> {
+    use tessel::search::SearchSpace;
+    use tessel::tune::Tuner;
+    let path = db_path(db)?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let mut database = tessel::database::Database::open(&path)?;
+    let tt = tune_target(target)?;
+    let space = match space {
+        Some(p) => {
+            let text = std::fs::read_to_string(&p)
+                .with_context(|| format!("cannot read {}", p.display()))?;
+            Some(SearchSpace::parse(&text, &p.display().to_string())?)
+        }
+        None => None,
+    };
+    for spec in workloads {
+        let w = load_workload(spec)?;
+        let mut tuner = Tuner::new(tt.clone())
+            .with_trials(trials)
+            .with_batch(batch)
+            .with_db(&mut database)
+            .with_progress(|r| {
+                let best = match r.best_seconds {
+                    Some(s) => format!("best {} ({})", seconds(s), rate(r.flops, s)),
+                    None => "best -".to_string(),
+                };
+                let fails: Vec<String> =
+                    r.failures.iter().map(|(k, n)| format!("{k}={n}")).collect();
+                eprintln!(
+                    "[{spec}] round {:>3}  trials {:>4}/{}  {best}  failures: {}",
+                    r.round,
+                    r.trials,
+                    r.trial_budget,
+                    if fails.is_empty() {
+                        "none".to_string()
+                    } else {
+                        fails.join(" ")
+                    }
+                );
+            });
+        if let Some(s) = time_limit {
+            tuner = tuner.with_time_limit(std::time::Duration::from_secs_f64(s.max(0.0)));
+        }
+        if let Some(s) = seed {
+            tuner = tuner.with_seed(s);
+        }
+        if let Some(p) = patience {
+            tuner = tuner.with_patience(p);
+        }
+        if let Some(sp) = &space {
+            tuner = tuner.with_space(sp.clone());
+        }
+        let report = tuner.tune(&w)?;
+        println!("workload  {spec}  (key {})", &w.key()[..16]);
+        println!("target    {}", report.target);
+        println!(
+            "stopped   {} after {} rounds, {:.1} s",
+            report.stop.describe(),
+            report.rounds,
+            report.elapsed.as_secs_f64()
+        );
+        println!(
+            "trials    {} measured ({} ok), {} already in the database, {} duplicates",
+            report.trials, report.ok, report.already_measured, report.duplicates
+        );
+        let fails: Vec<String> = report
+            .failure_counts()
+            .iter()
+            .map(|(k, n)| format!("{k}={n}"))
+            .collect();
+        println!(
+            "failures  {}",
+            if fails.is_empty() {
+                "none".to_string()
+            } else {
+                fails.join(" ")
+            }
+        );
+        match &report.best {
+            Some(b) => {
+                println!(
+                    "best      {} ({}){}",
+                    seconds(b.median_seconds),
+                    rate(report.flops, b.median_seconds),
+                    if b.this_run {
+                        ""
+                    } else {
+                        ", from the database"
+                    }
+                );
+                print!("{}", text::print(&b.trace));
+            }
+            None => println!("best      none: no candidate passed"),
+        }
+        println!("database  {}", path.display());
+    }
+    Ok(())
+}
+
+/// `tessel best`: the best record of a workload on a target.
+fn run_best(spec: &str, target: TargetArg, db: Option<PathBuf>, emit: Emit) -> Result<()> {
+    let path = db_path(db)?;
+    if !path.exists() {
+        bail!(
+            "no record of {spec}: the database {} does not exist",
+            path.display()
+        );
+    }
+    let database = tessel::database::Database::open(&path)?;
+    let w = load_workload(spec)?;
+    let key = tune_target(target)?.key()?;
+    let Some(found) = database.best(&w, &key)? else {
+        bail!("no record of {spec} for {key} in {}", path.display());
+    };
+    let r = &found.record;
+    let program = tessel::database::canonical_program(&w)?;
+    let sch = replay(&r.trace, program, 0)?;
+    if let Some(m) = r.median_secs {
+        eprintln!(
+            "best      {} ({}), measured on {}{}",
+            seconds(m),
+            rate(w.flops(), m),
+            r.target,
+            if found.is_fallback() {
+                " (fallback: another device of the same arch)"
+            } else {
+                " (exact target)"
+            }
+        );
+    }
+    match emit {
+        Emit::Trace => print!("{}", text::print(&r.trace)),
+        Emit::Ir => print!("{}", print_program(sch.program())),
+        Emit::Cuda => print!("{}", generate(sch.program(), Backend::Cuda)?.code),
+        Emit::C => print!("{}", generate(sch.program(), Backend::Cpu)?.code),
+        Emit::Workload => print!("{}", w.to_text()),
+        Emit::Key => print!("{}\n{}\n", w.canonical_text(), w.key()),
+    }
+    Ok(())
 }
 
 fn load_workload(arg: &str) -> Result<Workload> {
@@ -536,6 +742,25 @@ fn run(cli: Cli) -> Result<()> {
                 Err(e) => bail!("check failed: {e}"),
             }
         }
+        Command::Tune {
+            workloads,
+            target,
+            trials,
+            time_limit,
+            db,
+            seed,
+            batch,
+            patience,
+            space,
+        } => run_tune(
+            &workloads, target, trials, time_limit, db, seed, batch, patience, space,
+        )?,
+        Command::Best {
+            workload,
+            target,
+            db,
+            emit,
+        } => run_best(&workload, target, db, emit)?,
     }
     Ok(())
 }

@@ -316,6 +316,8 @@ impl Builder<'_> {
                                 }
                             }
                             LoopKind::Unrolled => ForKind::Unrolled,
+                            // One lane is a scalar: a sampled vector length of 1.
+                            LoopKind::Vectorized if lp.extent == 1 => ForKind::Serial,
                             LoopKind::Vectorized => ForKind::Vectorized,
                             LoopKind::Parallel => {
                                 if self.backend == Backend::Cuda {

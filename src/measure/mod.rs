@@ -114,7 +114,7 @@ pub struct BuildInfo {
 }
 
 /// Kinds of failure, as recorded in the database.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureKind {
     /// A schedule primitive failed while building the candidate.

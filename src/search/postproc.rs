@@ -1,0 +1,214 @@
+//! Postprocessors: reject a candidate that cannot run on the target before anything is
+//! compiled (threads per block, shared memory with the opt-in limit, virtual threads,
+//! vector width and alignment as the lowering checks them), and after NVRTC a kernel that
+//! spills registers beyond the space's threshold. Each rejection is a typed reason whose
+//! [`RejectKind`] the tuner counts.
+
+use super::space::SearchSpace;
+use crate::codegen::{self, Source};
+use crate::ir::{LoopKind, Program, ThreadTag};
+use crate::lower::{lower, Backend, LowerError, Lowered};
+use crate::measure::BuildInfo;
+use crate::target::cuda::CudaLimits;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// What kind of limit a rejected candidate broke: the counter it goes into.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RejectKind {
+    ThreadsPerBlock,
+    SharedMemory,
+    VirtualThreads,
+    /// A vectorized loop that is not contiguous or aligned, a barrier under divergent
+    /// control flow, or another program the lowering refuses.
+    Lowering,
+    RegisterSpills,
+    Registers,
+}
+
+impl RejectKind {
+    /// A short name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            RejectKind::ThreadsPerBlock => "threads",
+            RejectKind::SharedMemory => "shared_memory",
+            RejectKind::VirtualThreads => "vthreads",
+            RejectKind::Lowering => "lowering",
+            RejectKind::RegisterSpills => "spills",
+            RejectKind::Registers => "registers",
+        }
+    }
+}
+
+/// Why a candidate was rejected.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum Rejection {
+    #[error("kernel {kernel} has {threads} threads per block, outside {min}..={max}")]
+    ThreadsPerBlock {
+        kernel: String,
+        threads: i64,
+        min: i64,
+        max: i64,
+    },
+    #[error("kernel {kernel} needs {bytes} bytes of shared memory, more than the {limit} the target allows")]
+    SharedMemory {
+        kernel: String,
+        bytes: i64,
+        limit: i64,
+    },
+    #[error("{count} virtual threads, more than {limit}")]
+    VirtualThreads { count: i64, limit: i64 },
+    #[error("cannot be lowered: {0}")]
+    Lowering(LowerError),
+    #[error("{bytes} bytes of register spills, more than {limit}")]
+    RegisterSpills { bytes: u32, limit: u32 },
+    #[error("{registers} registers x {threads} threads exceed the {limit} of a block")]
+    Registers {
+        registers: u32,
+        threads: i64,
+        limit: u32,
+    },
+}
+
+impl Rejection {
+    pub fn kind(&self) -> RejectKind {
+        match self {
+            Rejection::ThreadsPerBlock { .. } => RejectKind::ThreadsPerBlock,
+            Rejection::SharedMemory { .. } => RejectKind::SharedMemory,
+            Rejection::VirtualThreads { .. } => RejectKind::VirtualThreads,
+            Rejection::Lowering(_) => RejectKind::Lowering,
+            Rejection::RegisterSpills { .. } => RejectKind::RegisterSpills,
+            Rejection::Registers { .. } => RejectKind::Registers,
+        }
+    }
+}
+
+/// Where candidates go and what limits they must fit.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TargetLimits {
+    Cuda(CudaLimits),
+    Cpu,
+}
+
+impl TargetLimits {
+    pub fn backend(&self) -> Backend {
+        match self {
+            TargetLimits::Cuda(_) => Backend::Cuda,
+            TargetLimits::Cpu => Backend::Cpu,
+        }
+    }
+}
+
+/// A candidate that passed the checks before compiling: its kernels and source.
+#[derive(Clone, Debug)]
+pub struct Verified {
+    pub lowered: Lowered,
+    pub source: Source,
+}
+
+/// The product of the extents of all vthread-bound loops of one nest, the largest over
+/// the program's root nests.
+fn vthreads(p: &Program) -> i64 {
+    let mut worst = 1;
+    for root in &p.root {
+        let crate::ir::Node::Loop(l) = root else {
+            continue;
+        };
+        let mut count = 1i64;
+        for id in std::iter::once(*l).chain(p.loops_under(*l)) {
+            let lp = p.lp(id);
+            if let LoopKind::Thread(t) = lp.kind {
+                if matches!(t, ThreadTag::VThread(_)) {
+                    count = count.saturating_mul(lp.extent);
+                }
+            }
+        }
+        worst = worst.max(count);
+    }
+    worst
+}
+
+/// Lowers `p` for the target and checks it against the target's and the space's limits;
+/// the kernels and their source, or why the candidate cannot run.
+pub fn verify(
+    p: &Program,
+    space: &SearchSpace,
+    target: &TargetLimits,
+) -> Result<Verified, Rejection> {
+    if let TargetLimits::Cuda(_) = target {
+        let count = vthreads(p);
+        if count > space.max_vthreads {
+            return Err(Rejection::VirtualThreads {
+                count,
+                limit: space.max_vthreads,
+            });
+        }
+    }
+    let lowered = lower(p, target.backend()).map_err(Rejection::Lowering)?;
+    if let TargetLimits::Cuda(limits) = target {
+        let max = space
+            .max_threads_per_block
+            .min(i64::from(limits.max_threads_per_block));
+        for k in &lowered.kernels {
+            let threads = k.threads();
+            // Only the main nest is held to the space's minimum; a standalone stage may
+            // be smaller than one warp.
+            let min = if lowered.kernels.len() == 1 {
+                space.min_threads_per_block
+            } else {
+                1
+            };
+            if threads < min || threads > max {
+                return Err(Rejection::ThreadsPerBlock {
+                    kernel: k.name.clone(),
+                    threads,
+                    min,
+                    max,
+                });
+            }
+            let bytes = k.shared_bytes(&lowered.program);
+            let limit = i64::from(limits.max_shared_bytes_optin);
+            if bytes > limit {
+                return Err(Rejection::SharedMemory {
+                    kernel: k.name.clone(),
+                    bytes,
+                    limit,
+                });
+            }
+        }
+    }
+    let source = match target {
+        TargetLimits::Cuda(_) => codegen::cuda::generate(&lowered),
+        TargetLimits::Cpu => codegen::cpu::generate(&lowered),
+    }
+    .map_err(|e| Rejection::Lowering(LowerError::Invalid(e.to_string())))?;
+    Ok(Verified { lowered, source })
+}
+
+/// After NVRTC: rejects a build that spills more than the space allows, or whose
+/// registers cannot fit its largest thread block.
+pub fn check_build(
+    build: &BuildInfo,
+    threads: i64,
+    space: &SearchSpace,
+    limits: &CudaLimits,
+) -> Result<(), Rejection> {
+    let spills = build.spill_stores.unwrap_or(0) + build.spill_loads.unwrap_or(0);
+    if spills > space.max_spill_bytes {
+        return Err(Rejection::RegisterSpills {
+            bytes: spills,
+            limit: space.max_spill_bytes,
+        });
+    }
+    if let Some(r) = build.registers {
+        if i64::from(r) * threads > i64::from(limits.max_registers_per_block) {
+            return Err(Rejection::Registers {
+                registers: r,
+                threads,
+                limit: limits.max_registers_per_block,
+            });
+        }
+    }
+    Ok(())
+}

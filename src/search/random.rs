@@ -1,0 +1,147 @@
+//! Random search: sample the design space afresh for every candidate, drop duplicates
+//! (same printed IR, by SHA-256) and those the caller already measured, and run the
+//! postprocessors. The evolutionary search will implement [`SearchStrategy`] beside it.
+
+use super::postproc::{verify, RejectKind, Rejection, TargetLimits, Verified};
+use super::sketch;
+use super::space::SearchSpace;
+use crate::ir::printer::print_program;
+use crate::ir::Program;
+use crate::schedule::{Schedule, Trace};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashSet};
+
+/// A candidate ready to be measured.
+#[derive(Clone, Debug)]
+pub struct Candidate {
+    /// The schedule, decisions included; replays on the program it was sampled from.
+    pub trace: Trace,
+    /// Hex SHA-256 of the printed IR.
+    pub ir_hash: String,
+    pub verified: Verified,
+}
+
+/// What one call to [`SearchStrategy::propose`] produced.
+#[derive(Clone, Debug, Default)]
+pub struct Proposal {
+    pub candidates: Vec<Candidate>,
+    /// Candidates the postprocessors refused, with their traces (the tuner records them).
+    pub rejected: Vec<(Trace, Rejection)>,
+    /// Samples whose sketch failed to apply (a primitive refused a sampled decision).
+    pub instantiation_failures: usize,
+    /// Samples whose IR was proposed before.
+    pub duplicates: usize,
+    /// Samples the caller said were already measured.
+    pub known: usize,
+    /// True when the strategy gave up before finding `n` new candidates: the space looks
+    /// exhausted.
+    pub exhausted: bool,
+}
+
+impl Proposal {
+    /// Rejections by kind.
+    pub fn rejections_by_kind(&self) -> BTreeMap<RejectKind, usize> {
+        let mut m = BTreeMap::new();
+        for (_, r) in &self.rejected {
+            *m.entry(r.kind()).or_insert(0) += 1;
+        }
+        m
+    }
+}
+
+/// A search strategy proposes candidates; the tuner measures them and reports back.
+pub trait SearchStrategy {
+    /// Up to `n` new candidates; `is_known(trace)` says whether one was measured already.
+    fn propose(&mut self, n: usize, is_known: &mut dyn FnMut(&Trace) -> bool) -> Proposal;
+}
+
+/// Hex SHA-256 of a program's printed IR: two candidates with the same hash are the same
+/// program.
+pub fn ir_hash(p: &Program) -> String {
+    let digest = Sha256::digest(print_program(p).as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Samples that may be tried per wanted candidate before the space counts as exhausted.
+const ATTEMPTS_PER_CANDIDATE: usize = 16;
+
+/// Random sampling of a design space.
+pub struct RandomSearch {
+    space: SearchSpace,
+    target: TargetLimits,
+    program: Program,
+    seed: u64,
+    draws: u64,
+    seen: HashSet<String>,
+}
+
+impl RandomSearch {
+    /// Samples the space of `program` (the canonical workload program) for `target`;
+    /// the same `seed` proposes the same candidates.
+    pub fn new(space: SearchSpace, target: TargetLimits, program: Program, seed: u64) -> Self {
+        RandomSearch {
+            space,
+            target,
+            program,
+            seed,
+            draws: 0,
+            seen: HashSet::new(),
+        }
+    }
+
+    /// One sample of the design space (not deduplicated, not postprocessed).
+    pub fn sample(&mut self) -> Result<Schedule, sketch::SketchError> {
+        let seed = splitmix(self.seed ^ splitmix(self.draws));
+        self.draws += 1;
+        let mut sch = Schedule::new(self.program.clone(), seed);
+        sketch::apply(&self.space, &mut sch, splitmix(seed))?;
+        Ok(sch)
+    }
+}
+
+fn splitmix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl SearchStrategy for RandomSearch {
+    fn propose(&mut self, n: usize, is_known: &mut dyn FnMut(&Trace) -> bool) -> Proposal {
+        let mut out = Proposal::default();
+        let mut attempts = 0;
+        while out.candidates.len() < n {
+            if attempts >= n.max(1) * ATTEMPTS_PER_CANDIDATE {
+                out.exhausted = true;
+                break;
+            }
+            attempts += 1;
+            let sch = match self.sample() {
+                Ok(s) => s,
+                Err(_) => {
+                    out.instantiation_failures += 1;
+                    continue;
+                }
+            };
+            let hash = ir_hash(sch.program());
+            if !self.seen.insert(hash.clone()) {
+                out.duplicates += 1;
+                continue;
+            }
+            let trace = sch.trace().clone();
+            if is_known(&trace) {
+                out.known += 1;
+                continue;
+            }
+            match verify(sch.program(), &self.space, &self.target) {
+                Ok(verified) => out.candidates.push(Candidate {
+                    trace,
+                    ir_hash: hash,
+                    verified,
+                }),
+                Err(r) => out.rejected.push((trace, r)),
+            }
+        }
+        out
+    }
+}

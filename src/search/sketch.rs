@@ -1,0 +1,402 @@
+//! Sketch rules: a workload's design space as a function that schedules its program with
+//! sampling instructions, reading its parameters from a [`SearchSpace`].
+//!
+//! Running [`apply`] on a fresh [`Schedule`] seeded differently samples a different
+//! candidate; its trace (decisions included) replays to the same program. The rules, in
+//! the order they are applied:
+//!
+//! 1. **Inline padding**: spatial stages before the main block (conv2d's `pad_temp`)
+//!    are `compute_inline`d into it.
+//! 2. **Cache write**: the main block (the last reduction block) accumulates in a local
+//!    cache; elementwise epilogues after it (bias, relu) are `reverse_compute_inline`d
+//!    into the write-back.
+//! 3. **Multi-level tiling**: every spatial axis is split into as many tiles as the
+//!    structure has S levels, every reduction axis into as many as it has R levels, by
+//!    `sample_perfect_tile`; the tiles are reordered level by level (`SSSRRSRS`).
+//! 4. **Binding**: the loops of each leading S level are fused and bound (blockIdx,
+//!    vthread, threadIdx on CUDA; `parallel` on the CPU).
+//! 5. **Write-back placement**: `reverse_compute_at` at the last loop of the last S level
+//!    before the first R level (the thread on CUDA, the serial outer tile on the CPU).
+//! 6. **Cache read + cooperative fetch** (CUDA): every global input is staged in shared
+//!    memory at the last loop of the first R level, its loops fused, split over the
+//!    block's threads (a product of the sampled thread tiles, so a changed decision keeps
+//!    the split consistent) and vectorized by a sampled length.
+//! 7. **Vectorize** (CPU): the innermost loop of the main block and of the write-back.
+//! 8. **Auto-unroll**: a sampled `pragma_auto_unroll_max_step` on the loops of the last
+//!    three levels.
+//! 9. **decompose_reduction** at the first reduction loop.
+//!
+//! Stages that a rule cannot handle stay as they are (an epilogue that cannot be inlined is
+//! bound on its own); what no candidate can survive is a [`SketchError`].
+
+use super::space::{Binding, Level, SearchSpace};
+use crate::ir::{BufferKind, Expr, IterKind, Program};
+use crate::schedule::{AnnArg, ExprRv, IntArg, LoopRv, Schedule, ScheduleError, Target};
+use thiserror::Error;
+
+/// Why a workload has no design space, or a sample could not be built.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum SketchError {
+    #[error("the workload has no reduction block to tile")]
+    NoReduction,
+    #[error("{rule}: {source}")]
+    Schedule {
+        rule: &'static str,
+        #[source]
+        source: ScheduleError,
+    },
+}
+
+fn at(rule: &'static str) -> impl Fn(ScheduleError) -> SketchError {
+    move |source| SketchError::Schedule { rule, source }
+}
+
+/// The annotation the auto-unroll rule sets.
+pub const AUTO_UNROLL_KEY: &str = "pragma_auto_unroll_max_step";
+
+/// Threads per block of a stage left outside the main nest (an epilogue not inlined).
+const STANDALONE_THREADS: i64 = 128;
+
+/// The stages of the program the rules act on, by block name.
+struct Stages {
+    padding: Vec<String>,
+    main: String,
+    epilogues: Vec<String>,
+}
+
+fn stages(p: &Program) -> Result<Stages, SketchError> {
+    let order = p.blocks_in_order();
+    let main_pos = order
+        .iter()
+        .rposition(|b| p.block(*b).is_reduction())
+        .ok_or(SketchError::NoReduction)?;
+    let spatial_intermediate = |b: &crate::ir::BlockId| {
+        let blk = p.block(*b);
+        !blk.is_reduction() && p.buffer(blk.body.buffer).kind == BufferKind::Intermediate
+    };
+    Ok(Stages {
+        padding: order[..main_pos]
+            .iter()
+            .filter(|b| spatial_intermediate(b))
+            .map(|b| p.block(*b).name.clone())
+            .collect(),
+        main: p.block(order[main_pos]).name.clone(),
+        epilogues: order[main_pos + 1..]
+            .iter()
+            .filter(|b| !p.block(**b).is_reduction())
+            .map(|b| p.block(*b).name.clone())
+            .collect(),
+    })
+}
+
+/// Builds one sample of the design space of `sch`'s program, drawing decisions from the
+/// schedule's generator.
+///
+/// On a GPU space the spatial tile sizes are drawn jointly (from `seed`) until the thread
+/// block and the virtual threads fit the space's limits, then passed to
+/// `sample_perfect_tile` as its decisions: the trace is the same as with free sampling,
+/// but far fewer samples are rejected by the postprocessors.
+pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), SketchError> {
+    let st = stages(sch.program())?;
+    // 1. Padding (on a space with a read cache, after the cache is placed: the padding
+    //    goes into the cooperative fetch, as MetaSchedule does).
+    if space.inline_padding && space.cache_read.is_none() {
+        for name in &st.padding {
+            let b = sch.get_block(name).map_err(at("inline padding"))?;
+            // A stage that cannot be inlined stays (and is scheduled on its own below).
+            let _ = sch.compute_inline(b);
+        }
+    }
+    // 2. Cache write and epilogues.
+    let main = sch.get_block(&st.main).map_err(at("main block"))?;
+    let write_back = match &space.cache_write {
+        Some(scope) => Some(sch.cache_write(main, 0, scope).map_err(at("cache_write"))?),
+        None => None,
+    };
+    let mut leftovers = Vec::new();
+    for name in &st.epilogues {
+        let b = sch.get_block(name).map_err(at("epilogue"))?;
+        if !(space.inline_epilogue && write_back.is_some() && sch.reverse_compute_inline(b).is_ok())
+        {
+            leftovers.push(name.clone());
+        }
+    }
+    // 3. Tiling.
+    let loops = sch.get_loops(main).map_err(at("tiling"))?;
+    let kinds = loop_kinds(sch, main, &loops)?;
+    let n_s = space
+        .levels
+        .iter()
+        .filter(|l| **l == Level::Spatial)
+        .count();
+    let n_r = space.levels.len() - n_s;
+    let spatial_extents: Vec<i64> = {
+        let p = sch.program();
+        loops
+            .iter()
+            .zip(&kinds)
+            .filter(|(_, k)| **k == IterKind::Spatial)
+            .map(|(l, _)| sch.loop_id(*l).map(|id| p.lp(id).extent))
+            .collect::<Result<_, _>>()
+            .map_err(at("tiling"))?
+    };
+    let mut joint = joint_spatial_tiles(space, &spatial_extents, n_s, seed).into_iter();
+    // tiles[axis][level-of-that-kind] and the sampled factors.
+    let mut s_tiles: Vec<(Vec<LoopRv>, Vec<ExprRv>)> = Vec::new();
+    let mut r_tiles: Vec<(Vec<LoopRv>, Vec<ExprRv>)> = Vec::new();
+    for (lp, kind) in loops.iter().zip(&kinds) {
+        let n = if *kind == IterKind::Spatial { n_s } else { n_r };
+        let hint = if *kind == IterKind::Spatial {
+            joint.next().flatten()
+        } else {
+            None
+        };
+        let factors = sch
+            .sample_perfect_tile(*lp, n as i64, space.max_innermost_factor, hint)
+            .map_err(at("sample_perfect_tile"))?;
+        let args: Vec<Option<IntArg>> = factors.iter().map(|f| Some(IntArg::Rv(*f))).collect();
+        let tiles = sch.split(*lp, &args).map_err(at("split"))?;
+        if *kind == IterKind::Spatial {
+            s_tiles.push((tiles, factors));
+        } else {
+            r_tiles.push((tiles, factors));
+        }
+    }
+    // Loops of each level, in structure order.
+    let mut levels: Vec<Vec<LoopRv>> = Vec::new();
+    let (mut si, mut ri) = (0, 0);
+    for level in &space.levels {
+        let (tiles, i) = match level {
+            Level::Spatial => (&s_tiles, &mut si),
+            Level::Reduce => (&r_tiles, &mut ri),
+        };
+        levels.push(tiles.iter().map(|(t, _)| t[*i]).collect());
+        *i += 1;
+    }
+    let order: Vec<LoopRv> = levels.iter().flatten().copied().collect();
+    sch.reorder(&order).map_err(at("reorder"))?;
+    let first_r = space
+        .levels
+        .iter()
+        .position(|l| *l == Level::Reduce)
+        .unwrap_or(space.levels.len());
+    // 4. Bindings of the leading S levels.
+    let mut thread_factors: Vec<ExprRv> = Vec::new();
+    for (li, binding) in space.bindings.iter().enumerate() {
+        let fused = fuse(sch, &levels[li])?;
+        match binding {
+            Binding::Parallel => sch.parallel(fused).map_err(at("parallel"))?,
+            Binding::Thread(tag) => {
+                sch.bind(fused, tag).map_err(at("bind"))?;
+                if tag.starts_with("threadIdx") {
+                    thread_factors = s_tiles.iter().map(|(_, f)| f[li]).collect();
+                }
+            }
+        }
+        levels[li] = vec![fused];
+    }
+    // 5. Write-back placement.
+    let wb_level = (0..first_r).rev().find(|l| !levels[*l].is_empty());
+    if let (Some(wb), Some(l)) = (write_back, wb_level) {
+        let lp = *levels[l].last().expect("a non-empty level");
+        sch.reverse_compute_at(wb, lp)
+            .map_err(at("reverse_compute_at"))?;
+    }
+    // 6. Cache read with cooperative fetch.
+    if let (Some(scope), Some(fetch_at)) = (&space.cache_read, levels[first_r].last().copied()) {
+        let n_reads = {
+            let p = sch.program();
+            let b = sch.block_id(main).map_err(at("cache_read"))?;
+            p.block_reads(b)
+                .iter()
+                .filter(|(buf, _)| p.buffer(*buf).kind != BufferKind::Output)
+                .count()
+        };
+        let fetch_depth = {
+            let p = sch.program();
+            let l = sch.loop_id(fetch_at).map_err(at("cache_read"))?;
+            p.ancestors(crate::ir::Node::Loop(l)).len() + 1
+        };
+        for idx in 0..n_reads {
+            let cached = sch
+                .cache_read(main, idx as i64, scope)
+                .map_err(at("cache_read"))?;
+            sch.compute_at(cached, fetch_at).map_err(at("compute_at"))?;
+            if thread_factors.is_empty() {
+                continue;
+            }
+            let cl = sch.get_loops(cached).map_err(at("cooperative fetch"))?;
+            if cl.len() <= fetch_depth {
+                continue;
+            }
+            let fused = fuse(sch, &cl[fetch_depth..])?;
+            let probs = vec![
+                1.0 / space.fetch_vector_lengths.len() as f64;
+                space.fetch_vector_lengths.len()
+            ];
+            let vec = sch
+                .sample_categorical(&space.fetch_vector_lengths, &probs, None)
+                .map_err(at("cooperative fetch"))?;
+            let threads = IntArg::Product(thread_factors.iter().map(|f| IntArg::Rv(*f)).collect());
+            let parts = sch
+                .split(fused, &[None, Some(threads), Some(IntArg::Rv(vec))])
+                .map_err(at("cooperative fetch"))?;
+            let tag = thread_tag(space);
+            sch.bind(parts[1], &tag).map_err(at("cooperative fetch"))?;
+            sch.vectorize(parts[2]).map_err(at("cooperative fetch"))?;
+        }
+    }
+    if space.inline_padding && space.cache_read.is_some() {
+        for name in &st.padding {
+            let b = sch.get_block(name).map_err(at("inline padding"))?;
+            if sch.compute_inline(b).is_err() {
+                leftovers.insert(0, name.clone());
+            }
+        }
+    }
+    // 7. Vectorize (CPU).
+    if !space.is_gpu() && space.max_vector_extent > 0 {
+        if let Some(last) = order.last() {
+            sch.vectorize(*last).map_err(at("vectorize"))?;
+        }
+        if let Some(wb) = write_back {
+            if let Some(last) = sch.get_loops(wb).map_err(at("vectorize"))?.last() {
+                sch.vectorize(*last).map_err(at("vectorize"))?;
+            }
+        }
+    }
+    // 8. Auto-unroll.
+    let steps = &space.unroll_max_steps;
+    let probs = vec![1.0 / steps.len() as f64; steps.len()];
+    let step = sch
+        .sample_categorical(steps, &probs, None)
+        .map_err(at("auto-unroll"))?;
+    let inner_from = space.levels.len().saturating_sub(3).max(first_r + 1);
+    for lp in levels[inner_from.min(levels.len())..].iter().flatten() {
+        sch.annotate(Target::Loop(*lp), AUTO_UNROLL_KEY, AnnArg::Rv(step))
+            .map_err(at("auto-unroll"))?;
+    }
+    // 9. decompose_reduction.
+    if let Some(first) = levels[first_r].first() {
+        sch.decompose_reduction(main, *first)
+            .map_err(at("decompose_reduction"))?;
+    }
+    // Stages left outside the main nest.
+    for name in &leftovers {
+        standalone(space, sch, name)?;
+    }
+    Ok(())
+}
+
+/// Tries for [`joint_spatial_tiles`] before it gives up and lets the postprocessors judge.
+const JOINT_TRIES: usize = 512;
+
+/// Spatial tile sizes per axis whose threadIdx level (product over the axes) lies within
+/// the space's thread range and whose vthread level stays within its limit; `None`s (free
+/// sampling) on a CPU space or when no such draw was found.
+fn joint_spatial_tiles(
+    space: &SearchSpace,
+    extents: &[i64],
+    n_s: usize,
+    seed: u64,
+) -> Vec<Option<Vec<i64>>> {
+    use rand::SeedableRng;
+    let level_of = |prefix: &str| {
+        space
+            .bindings
+            .iter()
+            .position(|b| matches!(b, Binding::Thread(t) if t.starts_with(prefix)))
+    };
+    let (Some(t_level), v_level) = (level_of("threadIdx"), level_of("vthread")) else {
+        return vec![None; extents.len()];
+    };
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    for _ in 0..JOINT_TRIES {
+        let draw: Option<Vec<Vec<i64>>> = extents
+            .iter()
+            .map(|e| {
+                crate::schedule::sampling::sample_tile(
+                    &mut rng,
+                    *e,
+                    n_s,
+                    space.max_innermost_factor,
+                )
+                .ok()
+            })
+            .collect();
+        let Some(draw) = draw else { break };
+        let threads: i64 = draw.iter().map(|t| t[t_level]).product();
+        let vthreads: i64 = v_level.map_or(1, |v| draw.iter().map(|t| t[v]).product());
+        if (space.min_threads_per_block..=space.max_threads_per_block).contains(&threads)
+            && vthreads <= space.max_vthreads
+        {
+            return draw.into_iter().map(Some).collect();
+        }
+    }
+    vec![None; extents.len()]
+}
+
+/// The thread tag of the threadIdx level.
+fn thread_tag(space: &SearchSpace) -> String {
+    space
+        .bindings
+        .iter()
+        .find_map(|b| match b {
+            Binding::Thread(t) if t.starts_with("threadIdx") => Some(t.clone()),
+            _ => None,
+        })
+        .unwrap_or_else(|| "threadIdx.x".to_string())
+}
+
+fn fuse(sch: &mut Schedule, loops: &[LoopRv]) -> Result<LoopRv, SketchError> {
+    match loops {
+        [one] => Ok(*one),
+        many => sch.fuse(many).map_err(at("fuse")),
+    }
+}
+
+/// The iteration kind each of `loops` carries for `block` (loops bound to no iteration
+/// variable count as spatial).
+fn loop_kinds(
+    sch: &Schedule,
+    block: crate::schedule::BlockRv,
+    loops: &[LoopRv],
+) -> Result<Vec<IterKind>, SketchError> {
+    let p = sch.program();
+    let b = sch.block_id(block).map_err(at("tiling"))?;
+    let blk = p.block(b);
+    loops
+        .iter()
+        .map(|lp| {
+            let var = p.lp(sch.loop_id(*lp).map_err(at("tiling"))?).var;
+            Ok(blk
+                .iter_vars
+                .iter()
+                .zip(&blk.bindings)
+                .find(|(_, e)| **e == Expr::Var(var))
+                .map_or(IterKind::Spatial, |(iv, _)| iv.kind))
+        })
+        .collect()
+}
+
+/// Schedules a stage left at the root on its own: all loops fused; on CUDA split over
+/// blocks of [`STANDALONE_THREADS`] threads, on the CPU run in parallel.
+fn standalone(space: &SearchSpace, sch: &mut Schedule, name: &str) -> Result<(), SketchError> {
+    let b = sch.get_block(name).map_err(at("epilogue"))?;
+    let loops = sch.get_loops(b).map_err(at("epilogue"))?;
+    if loops.is_empty() {
+        return Ok(());
+    }
+    let fused = fuse(sch, &loops)?;
+    if space.is_gpu() {
+        let parts = sch
+            .split(fused, &[None, Some(IntArg::Lit(STANDALONE_THREADS))])
+            .map_err(at("epilogue"))?;
+        sch.bind(parts[0], "blockIdx.x").map_err(at("epilogue"))?;
+        sch.bind(parts[1], &thread_tag(space))
+            .map_err(at("epilogue"))?;
+    } else {
+        sch.parallel(fused).map_err(at("epilogue"))?;
+    }
+    Ok(())
+}

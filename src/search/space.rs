@@ -1,0 +1,346 @@
+//! The search-space files (`search_spaces/cuda.toml`, `search_spaces/cpu.toml`): the sketch
+//! rules' parameters as data, parsed into typed structs.
+//!
+//! The defaults are embedded in the binary; a user may pass another file. A malformed file
+//! is a [`SpaceError`] naming the key (TOML syntax errors and unknown or missing keys come
+//! from the `toml` crate with their line; the semantic checks below name the dotted key).
+
+use serde::Deserialize;
+use thiserror::Error;
+
+/// The embedded CUDA space.
+pub const CUDA_DEFAULT: &str = include_str!("../../search_spaces/cuda.toml");
+/// The embedded CPU space.
+pub const CPU_DEFAULT: &str = include_str!("../../search_spaces/cpu.toml");
+
+/// Why a search-space file was refused.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum SpaceError {
+    /// Not TOML, or a key missing, unknown or of the wrong type.
+    #[error("{origin}: {message}")]
+    Toml { origin: String, message: String },
+    /// A key whose value makes no sense.
+    #[error("{origin}: key `{key}`: {reason}")]
+    Invalid {
+        origin: String,
+        key: &'static str,
+        reason: String,
+    },
+}
+
+/// One tile level of the main block.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Level {
+    /// Tiles every spatial axis.
+    Spatial,
+    /// Tiles every reduction axis.
+    Reduce,
+}
+
+/// What the fused loops of one leading S level become.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Binding {
+    /// A CUDA thread tag (`blockIdx.x`, `vthread.x`, `threadIdx.x`, ...).
+    Thread(String),
+    /// CPU threads (OpenMP).
+    Parallel,
+}
+
+/// A whole search space.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchSpace {
+    /// Tile levels, outermost first (parsed from `tiling.structure`).
+    pub levels: Vec<Level>,
+    /// What the first `bindings.len()` S levels are bound to.
+    pub bindings: Vec<Binding>,
+    pub max_innermost_factor: i64,
+    pub min_threads_per_block: i64,
+    pub max_threads_per_block: i64,
+    pub max_vthreads: i64,
+    /// `Some(scope)` when inputs are staged (and cooperatively fetched on CUDA).
+    pub cache_read: Option<String>,
+    pub fetch_vector_lengths: Vec<i64>,
+    /// `Some(scope)` when the output is accumulated in a cache.
+    pub cache_write: Option<String>,
+    pub unroll_max_steps: Vec<i64>,
+    pub inline_padding: bool,
+    pub inline_epilogue: bool,
+    /// The innermost spatial loop is vectorized when at most this long (0: never).
+    pub max_vector_extent: i64,
+    pub max_spill_bytes: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    tiling: Tiling,
+    threads: Threads,
+    cache_read: CacheRead,
+    cache_write: CacheWrite,
+    unroll: Unroll,
+    inline: Inline,
+    vectorize: Option<Vectorize>,
+    postprocess: Postprocess,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Tiling {
+    structure: String,
+    spatial_bind: Vec<String>,
+    max_innermost_factor: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Threads {
+    min_threads_per_block: i64,
+    max_threads_per_block: i64,
+    max_vthreads: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CacheRead {
+    enabled: bool,
+    scope: String,
+    vector_lengths: Vec<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CacheWrite {
+    enabled: bool,
+    scope: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Unroll {
+    max_steps: Vec<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Inline {
+    padding: bool,
+    epilogue: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Vectorize {
+    max_vector_extent: i64,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Postprocess {
+    max_spill_bytes: u32,
+}
+
+const THREAD_TAGS: &[&str] = &[
+    "blockIdx.x",
+    "blockIdx.y",
+    "blockIdx.z",
+    "threadIdx.x",
+    "threadIdx.y",
+    "threadIdx.z",
+    "vthread.x",
+    "vthread.y",
+    "vthread.z",
+];
+
+impl SearchSpace {
+    /// The embedded CUDA space.
+    pub fn cuda_default() -> SearchSpace {
+        SearchSpace::parse(CUDA_DEFAULT, "search_spaces/cuda.toml")
+            .expect("the embedded cuda.toml is valid (tested)")
+    }
+
+    /// The embedded CPU space.
+    pub fn cpu_default() -> SearchSpace {
+        SearchSpace::parse(CPU_DEFAULT, "search_spaces/cpu.toml")
+            .expect("the embedded cpu.toml is valid (tested)")
+    }
+
+    /// Parses a space file; `origin` (a path) prefixes errors.
+    pub fn parse(text: &str, origin: &str) -> Result<SearchSpace, SpaceError> {
+        let f: File = toml::from_str(text).map_err(|e| SpaceError::Toml {
+            origin: origin.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        let invalid = |key: &'static str, reason: String| SpaceError::Invalid {
+            origin: origin.to_string(),
+            key,
+            reason,
+        };
+        let levels = f
+            .tiling
+            .structure
+            .chars()
+            .map(|c| match c {
+                'S' => Ok(Level::Spatial),
+                'R' => Ok(Level::Reduce),
+                other => Err(invalid(
+                    "tiling.structure",
+                    format!("`{other}` is not S or R"),
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let spatial = levels.iter().filter(|l| **l == Level::Spatial).count();
+        if spatial == 0 || levels.iter().all(|l| *l != Level::Reduce) {
+            return Err(invalid(
+                "tiling.structure",
+                "needs at least one S and one R level".into(),
+            ));
+        }
+        if levels.len() > 16 {
+            return Err(invalid("tiling.structure", "more than 16 levels".into()));
+        }
+        let bindings = f
+            .tiling
+            .spatial_bind
+            .iter()
+            .map(|b| match b.as_str() {
+                "parallel" => Ok(Binding::Parallel),
+                t if THREAD_TAGS.contains(&t) => Ok(Binding::Thread(t.to_string())),
+                t => Err(invalid(
+                    "tiling.spatial_bind",
+                    format!("`{t}` is neither `parallel` nor a thread tag"),
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if bindings.len() >= spatial {
+            return Err(invalid(
+                "tiling.spatial_bind",
+                format!(
+                    "binds {} levels but the structure has {spatial} S levels (the last stays serial)",
+                    bindings.len()
+                ),
+            ));
+        }
+        if levels[..bindings.len()]
+            .iter()
+            .any(|l| *l != Level::Spatial)
+        {
+            return Err(invalid(
+                "tiling.spatial_bind",
+                "bound levels must be the leading S levels of the structure".into(),
+            ));
+        }
+        if f.tiling.max_innermost_factor < 1 {
+            return Err(invalid(
+                "tiling.max_innermost_factor",
+                "must be at least 1".into(),
+            ));
+        }
+        let t = &f.threads;
+        if t.min_threads_per_block < 1 || t.max_threads_per_block < t.min_threads_per_block {
+            return Err(invalid(
+                "threads.max_threads_per_block",
+                format!(
+                    "the range {}..={} is empty",
+                    t.min_threads_per_block, t.max_threads_per_block
+                ),
+            ));
+        }
+        if t.max_vthreads < 1 {
+            return Err(invalid("threads.max_vthreads", "must be at least 1".into()));
+        }
+        let scope_ok = |s: &str| matches!(s, "global" | "shared" | "local");
+        if !scope_ok(&f.cache_read.scope) {
+            return Err(invalid(
+                "cache_read.scope",
+                format!("`{}` is not global, shared or local", f.cache_read.scope),
+            ));
+        }
+        if !scope_ok(&f.cache_write.scope) {
+            return Err(invalid(
+                "cache_write.scope",
+                format!("`{}` is not global, shared or local", f.cache_write.scope),
+            ));
+        }
+        let lens = &f.cache_read.vector_lengths;
+        if lens.is_empty() || lens.iter().any(|v| ![1, 2, 4].contains(v)) {
+            return Err(invalid(
+                "cache_read.vector_lengths",
+                format!("{lens:?}: each must be 1, 2 or 4, and at least one given"),
+            ));
+        }
+        let steps = &f.unroll.max_steps;
+        if steps.is_empty() || steps.iter().any(|s| *s < 0) {
+            return Err(invalid(
+                "unroll.max_steps",
+                format!("{steps:?}: must be non-negative, at least one given"),
+            ));
+        }
+        let max_vector_extent = f.vectorize.map_or(0, |v| v.max_vector_extent);
+        if max_vector_extent < 0 {
+            return Err(invalid(
+                "vectorize.max_vector_extent",
+                "must be non-negative".into(),
+            ));
+        }
+        Ok(SearchSpace {
+            levels,
+            bindings,
+            max_innermost_factor: f.tiling.max_innermost_factor,
+            min_threads_per_block: t.min_threads_per_block,
+            max_threads_per_block: t.max_threads_per_block,
+            max_vthreads: t.max_vthreads,
+            cache_read: f.cache_read.enabled.then_some(f.cache_read.scope),
+            fetch_vector_lengths: f.cache_read.vector_lengths,
+            cache_write: f.cache_write.enabled.then_some(f.cache_write.scope),
+            unroll_max_steps: f.unroll.max_steps,
+            inline_padding: f.inline.padding,
+            inline_epilogue: f.inline.epilogue,
+            max_vector_extent,
+            max_spill_bytes: f.postprocess.max_spill_bytes,
+        })
+    }
+
+    /// Whether this space binds GPU threads.
+    pub fn is_gpu(&self) -> bool {
+        self.bindings
+            .iter()
+            .any(|b| matches!(b, Binding::Thread(_)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_spaces_parse() {
+        let c = SearchSpace::cuda_default();
+        assert_eq!(c.levels.len(), 8);
+        assert!(c.is_gpu());
+        let p = SearchSpace::cpu_default();
+        assert_eq!(p.levels.len(), 6);
+        assert!(!p.is_gpu());
+    }
+
+    #[test]
+    fn malformed_files_name_the_key() {
+        let bad_structure = CUDA_DEFAULT.replace("\"SSSRRSRS\"", "\"SSXR\"");
+        let e = SearchSpace::parse(&bad_structure, "f.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.toml: key `tiling.structure`: `X` is not S or R"
+        );
+        let bad_vec = CUDA_DEFAULT.replace("[1, 2, 4]", "[3]");
+        let e = SearchSpace::parse(&bad_vec, "f.toml").unwrap_err();
+        assert!(e.to_string().contains("cache_read.vector_lengths"), "{e}");
+        let missing = CUDA_DEFAULT.replace("max_innermost_factor = 64", "");
+        let e = SearchSpace::parse(&missing, "f.toml").unwrap_err();
+        assert!(e.to_string().contains("max_innermost_factor"), "{e}");
+        let wrong_type = CUDA_DEFAULT.replace("max_vthreads = 8", "max_vthreads = \"8\"");
+        let e = SearchSpace::parse(&wrong_type, "f.toml").unwrap_err();
+        assert!(e.to_string().contains("max_vthreads"), "{e}");
+        let bad_bind = CUDA_DEFAULT.replace("\"vthread.x\"", "\"warp\"");
+        let e = SearchSpace::parse(&bad_bind, "f.toml").unwrap_err();
+        assert!(e.to_string().contains("tiling.spatial_bind"), "{e}");
+    }
+}

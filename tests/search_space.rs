@@ -1,0 +1,150 @@
+//! The design spaces of the suite's workloads, at small shapes: hundreds of random samples
+//! per target, each of which either is rejected by a postprocessor with a typed reason or
+//! passes the IR verifier and computes the reference's answer in the interpreter. On the
+//! CUDA space a few per workload are also run through the GPU-semantics interpreter and
+//! compiled with NVRTC for sm_90a (NVRTC is required unless `TESSEL_NO_NVRTC=1`).
+
+use std::collections::BTreeMap;
+use tessel::database::canonical_program;
+use tessel::search::{RandomSearch, SearchSpace, TargetLimits};
+use tessel::target::cuda::CudaLimits;
+
+/// The suite's workload families at shapes the interpreter runs in milliseconds.
+const WORKLOADS: &[&str] = &[
+    "matmul:64x64x32",
+    "matmul:20x24x12",
+    "batch_matmul:b=2,m=16,n=16,k=8",
+    "conv2d_nchw:n=1,c=4,h=8,w=8,k=8,r=3,s=3,stride=1,pad=1",
+    "conv2d_nchw:n=1,c=4,h=8,w=8,k=8,r=3,s=3,stride=2,pad=1",
+    "conv2d_nchw:n=1,c=8,h=6,w=6,k=4,r=1,s=1,stride=1,pad=0",
+    "conv2d_relu_nchw:n=1,c=4,h=6,w=6,k=8,r=3,s=3,stride=1,pad=1",
+    "dense_bias_relu:m=16,n=16,k=16",
+];
+
+/// Candidates that must pass per workload and target, and the samples allowed to find them
+/// (postprocessors reject many samples at these small shapes: too few threads).
+const PASSING: usize = 25;
+const MAX_SAMPLES: usize = 400;
+const NVRTC_PER_WORKLOAD: usize = 2;
+const GPU_INTERP_PER_WORKLOAD: usize = 2;
+
+fn nvrtc_required() -> bool {
+    std::env::var("TESSEL_NO_NVRTC").as_deref() != Ok("1")
+}
+
+struct Tally {
+    sampled: usize,
+    passed: usize,
+    failures: BTreeMap<String, usize>,
+}
+
+fn explore(spec: &str, space: &SearchSpace, target: &TargetLimits, seed: u64) -> Tally {
+    let w = tessel::workload::from_cli(spec, |_| Err(std::io::Error::other("no files")))
+        .expect("workload");
+    let program = canonical_program(&w).expect("canonical program");
+    let mut search = RandomSearch::new(space.clone(), target.clone(), program.clone(), seed);
+    let mut t = Tally {
+        sampled: 0,
+        passed: 0,
+        failures: BTreeMap::new(),
+    };
+    let (mut compiled, mut gpu_checked) = (0, 0);
+    while t.passed < PASSING && t.sampled < MAX_SAMPLES {
+        t.sampled += 1;
+        let sch = match search.sample() {
+            Ok(s) => s,
+            Err(e) => {
+                *t.failures.entry(format!("sketch: {e}")).or_insert(0) += 1;
+                continue;
+            }
+        };
+        tessel::ir::verify::verify(sch.program()).expect("every sample verifies");
+        // The trace replays to the same program (decisions included).
+        let again = tessel::schedule::replay(sch.trace(), program.clone(), 99).expect("replay");
+        assert_eq!(
+            tessel::search::ir_hash(again.program()),
+            tessel::search::ir_hash(sch.program()),
+            "{spec}: replay differs"
+        );
+        let verified = match tessel::search::postproc::verify(sch.program(), space, target) {
+            Ok(v) => v,
+            Err(r) => {
+                *t.failures
+                    .entry(if std::env::var("SHOW").is_ok() {
+                        format!("rejected {r}")
+                    } else {
+                        format!("rejected {:?}", r.kind())
+                    })
+                    .or_insert(0) += 1;
+                continue;
+            }
+        };
+        if let Err(e) = tessel::interp::check(&program, sch.program(), 7) {
+            panic!(
+                "{spec}: a verified candidate computes a wrong answer: {e}\n{}",
+                tessel::schedule::text::print(sch.trace())
+            );
+        }
+        if let TargetLimits::Cuda(_) = target {
+            if gpu_checked < GPU_INTERP_PER_WORKLOAD {
+                gpu_checked += 1;
+                if let Err(e) = tessel::interp::gpu::check_lowered(&program, &verified.lowered, 3) {
+                    panic!(
+                        "{spec}: GPU-semantics check failed: {e}\n{}",
+                        tessel::schedule::text::print(sch.trace())
+                    );
+                }
+            }
+            if compiled < NVRTC_PER_WORKLOAD && nvrtc_required() {
+                compiled += 1;
+                if let Err(msg) = tessel::measure::cuda::nvrtc_available() {
+                    panic!(
+                        "{msg} (CI installs it through .ci/test; set TESSEL_NO_NVRTC=1 to skip)"
+                    );
+                }
+                if let Err(f) = tessel::measure::cuda::compile(&verified.source.code, "sm_90a") {
+                    panic!(
+                        "{spec}: NVRTC refused a verified candidate: {f}\n{}",
+                        verified.source.code
+                    );
+                }
+            }
+        }
+        t.passed += 1;
+    }
+    t
+}
+
+fn run_space(space: SearchSpace, target: TargetLimits, name: &str) {
+    let mut total = 0;
+    for (i, spec) in WORKLOADS.iter().enumerate() {
+        let t = explore(spec, &space, &target, 1000 + i as u64);
+        println!(
+            "{name} {spec}: {}/{} passed; {:?}",
+            t.passed, t.sampled, t.failures
+        );
+        assert!(
+            t.passed == PASSING,
+            "{name} {spec}: only {}/{} samples pass: {:?}",
+            t.passed,
+            t.sampled,
+            t.failures
+        );
+        total += t.passed;
+    }
+    assert!(total >= 200, "{name}: {total} candidates");
+}
+
+#[test]
+fn cuda_space_samples_verify_compute_the_reference_and_compile() {
+    run_space(
+        SearchSpace::cuda_default(),
+        TargetLimits::Cuda(CudaLimits::sm90_default()),
+        "cuda",
+    );
+}
+
+#[test]
+fn cpu_space_samples_verify_and_compute_the_reference() {
+    run_space(SearchSpace::cpu_default(), TargetLimits::Cpu, "cpu");
+}

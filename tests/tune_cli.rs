@@ -1,0 +1,61 @@
+//! End to end on the CPU: `tessel tune` measures candidates and records them, `tessel best`
+//! prints the best schedule from the database, a second run skips what was measured.
+
+use std::process::Command;
+
+fn tessel(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
+        .args(args)
+        .output()
+        .expect("run tessel");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn tune_then_best_on_the_cpu() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("t.sqlite");
+    let db = db.to_str().expect("utf-8 path");
+    let w = "matmul:64x64x64";
+    let (ok, out, err) = tessel(&[
+        "tune", w, "--target", "cpu", "--trials", "8", "--batch", "8", "--db", db, "--seed", "3",
+    ]);
+    assert!(ok, "tune failed:\n{out}\n{err}");
+    assert!(out.contains("stopped   trial budget spent"), "{out}");
+    assert!(out.contains("trials    8 measured"), "{out}");
+    assert!(err.contains("round   1"), "no progress line:\n{err}");
+    assert!(out.contains("sample_perfect_tile"), "no best trace:\n{out}");
+
+    let (ok, out, err) = tessel(&["best", w, "--target", "cpu", "--db", db]);
+    assert!(ok, "best failed:\n{out}\n{err}");
+    assert!(out.starts_with("b0 = get_block(\"t2\")"), "{out}");
+    assert!(err.contains("(exact target)"), "{err}");
+
+    // The same seed proposes the same candidates: all already measured.
+    let (ok, out, err) = tessel(&[
+        "tune",
+        w,
+        "--target",
+        "cpu",
+        "--trials",
+        "8",
+        "--batch",
+        "8",
+        "--db",
+        db,
+        "--seed",
+        "3",
+        "--time-limit",
+        "0",
+    ]);
+    assert!(ok, "second tune failed:\n{out}\n{err}");
+    assert!(out.contains("stopped   time limit reached"), "{out}");
+
+    let (ok, _, err) = tessel(&["best", "matmul:32x32x32", "--target", "cpu", "--db", db]);
+    assert!(!ok);
+    assert!(err.contains("no record of matmul:32x32x32"), "{err}");
+}
