@@ -186,16 +186,6 @@ enum Command {
         #[arg(long)]
         space: Option<PathBuf>,
     },
-    /// Print the best recorded schedule of a workload on a target.
-    Best {
-        workload: String,
-        #[arg(long, value_enum, default_value = "cpu")]
-        target: TargetArg,
-        #[arg(long)]
-        db: Option<PathBuf>,
-        #[arg(long, value_enum, default_value = "trace")]
-        emit: Emit,
-    },
 }
 
 fn db_path(db: Option<PathBuf>) -> Result<PathBuf> {
@@ -319,48 +309,6 @@ fn run_tune(
             None => println!("best      none: no candidate passed"),
         }
         println!("database  {}", path.display());
-    }
-    Ok(())
-}
-
-/// `tessel best`: the best record of a workload on a target.
-fn run_best(spec: &str, target: TargetArg, db: Option<PathBuf>, emit: Emit) -> Result<()> {
-    let path = db_path(db)?;
-    if !path.exists() {
-        bail!(
-            "no record of {spec}: the database {} does not exist",
-            path.display()
-        );
-    }
-    let database = tessel::database::Database::open(&path)?;
-    let w = load_workload(spec)?;
-    let key = tune_target(target)?.key()?;
-    let Some(found) = database.best(&w, &key)? else {
-        bail!("no record of {spec} for {key} in {}", path.display());
-    };
-    let r = &found.record;
-    let program = tessel::database::canonical_program(&w)?;
-    let sch = replay(&r.trace, program, 0)?;
-    if let Some(m) = r.median_secs {
-        eprintln!(
-            "best      {} ({}), measured on {}{}",
-            seconds(m),
-            rate(w.flops(), m),
-            r.target,
-            if found.is_fallback() {
-                " (fallback: another device of the same arch)"
-            } else {
-                " (exact target)"
-            }
-        );
-    }
-    match emit {
-        Emit::Trace => print!("{}", text::print(&r.trace)),
-        Emit::Ir => print!("{}", print_program(sch.program())),
-        Emit::Cuda => print!("{}", generate(sch.program(), Backend::Cuda)?.code),
-        Emit::C => print!("{}", generate(sch.program(), Backend::Cpu)?.code),
-        Emit::Workload => print!("{}", w.to_text()),
-        Emit::Key => print!("{}\n{}\n", w.canonical_text(), w.key()),
     }
     Ok(())
 }
@@ -755,12 +703,6 @@ fn run(cli: Cli) -> Result<()> {
         } => run_tune(
             &workloads, target, trials, time_limit, db, seed, batch, patience, space,
         )?,
-        Command::Best {
-            workload,
-            target,
-            db,
-            emit,
-        } => run_best(&workload, target, db, emit)?,
     }
     Ok(())
 }
