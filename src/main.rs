@@ -322,7 +322,15 @@ fn load_schedule(w: &Workload, path: &PathBuf) -> Result<Schedule> {
     let src =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     let trace = text::parse(&src).map_err(|e| anyhow::anyhow!("{}:{e}", path.display()))?;
-    replay(&trace, w.to_program(), 0).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    match replay(&trace, w.to_program(), 0) {
+        Ok(sch) => Ok(sch),
+        Err(first) => {
+            // Traces from the database name the canonical workload's blocks (t0, t1, ...):
+            // replay those on the canonical program, whose parameters come in the same order.
+            let canonical = tessel::database::canonical_program(w)?;
+            replay(&trace, canonical, 0).map_err(|_| anyhow::anyhow!("{}: {first}", path.display()))
+        }
+    }
 }
 
 /// Lowers and prints a program for a backend.
