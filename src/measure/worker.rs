@@ -287,9 +287,16 @@ fn answer(job: &Job, out: &mut impl Write) -> std::io::Result<()> {
             )
         }
     };
+    // CUDA candidates are compiled up front on every core (NVRTC is thread-safe), before
+    // `ready` (the parent allows the reference phase more time), then measured one by one.
+    let mut cubins = match &runner {
+        Runner::Cuda { arch, .. } => compile_all(&job.candidates, arch),
+        Runner::Cpu(_) => Vec::new(),
+    };
     send(out, &Reply::Ready { ready: true })?;
     for (index, src) in job.candidates.iter().enumerate() {
-        let outcome = measure_candidate(&mut runner, job, src, &reference);
+        let pre = cubins.get_mut(index).and_then(Option::take);
+        let outcome = measure_candidate(&mut runner, job, src, &reference, pre);
         send(out, &Reply::Candidate { index, outcome })?;
     }
     if let Some(peer) = &job.peer {
@@ -312,13 +319,52 @@ fn run_reference(
     Ok(outs)
 }
 
+/// Compiles CUDA sources in parallel, one result per source, in order.
+fn compile_all(sources: &[Source], arch: &str) -> Vec<Option<Result<cuda::Cubin, Failure>>> {
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(sources.len().max(1));
+    let chunk = sources.len().div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = sources
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|s| Some(cuda::compile(&s.code, arch)))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    vec![Some(Err(Failure::new(
+                        FailureKind::Compile,
+                        "the compiler thread panicked",
+                    )))]
+                })
+            })
+            .collect()
+    })
+}
+
 fn measure_candidate(
     runner: &mut Runner,
     job: &Job,
     src: &Source,
     reference: &[Vec<f32>],
+    precompiled: Option<Result<cuda::Cubin, Failure>>,
 ) -> Outcome {
-    let (h, build) = runner.build(src)?;
+    let (h, build) = match (precompiled, &mut *runner) {
+        (Some(cubin), Runner::Cuda { runner, .. }) => {
+            let cubin = cubin?;
+            let info = cubin.info.clone();
+            (runner.load(std::slice::from_ref(&cubin), src)?.0, info)
+        }
+        _ => runner.build(src)?,
+    };
     let outs = runner.run_once(h)?;
     let rel_error = compare(&job.params, &outs, reference)?;
     check_tolerance(rel_error, job.tolerance)?;
