@@ -333,7 +333,7 @@ mod tests {
         let bad_vec = CUDA_DEFAULT.replace("[1, 2, 4]", "[3]");
         let e = SearchSpace::parse(&bad_vec, "f.toml").unwrap_err();
         assert!(e.to_string().contains("cache_read.vector_lengths"), "{e}");
-        let missing = CUDA_DEFAULT.replace("max_innermost_factor = 64", "");
+        let missing = CUDA_DEFAULT.replace("max_innermost_factor = 16", "");
         let e = SearchSpace::parse(&missing, "f.toml").unwrap_err();
         assert!(e.to_string().contains("max_innermost_factor"), "{e}");
         let wrong_type = CUDA_DEFAULT.replace("max_vthreads = 8", "max_vthreads = \"8\"");
