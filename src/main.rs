@@ -390,8 +390,17 @@ fn run_measure(
     };
     // A trace printed by `tessel best` names the canonical workload (t0, t1, ...): measure
     // it against the canonical workload, whose parameters come in the same order.
-    let names = |p: &tessel::ir::Program| p.params.iter().map(|b| p.buffer(*b).name.clone()).collect::<Vec<_>>();
-    let w = if names(&program) != names(&w.to_program()) { workload::parse(&w.canonical_text())? } else { w };
+    let names = |p: &tessel::ir::Program| {
+        p.params
+            .iter()
+            .map(|b| p.buffer(*b).name.clone())
+            .collect::<Vec<_>>()
+    };
+    let w = if names(&program) != names(&w.to_program()) {
+        workload::parse(&w.canonical_text())?
+    } else {
+        w
+    };
     let candidate =
         session::source_for(&program, &device).map_err(|e| anyhow::anyhow!("{}", e.message))?;
     let job = session::job(&w, vec![candidate], device.clone(), compare, seed)

@@ -291,6 +291,11 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
 /// Tries for [`joint_spatial_tiles`] before it gives up and lets the postprocessors judge.
 const JOINT_TRIES: usize = 512;
 
+/// The most output elements one thread may accumulate in registers. Larger register tiles
+/// spill, and with unrolling they took NVRTC minutes to compile in the first H200 tuning
+/// run (2026-11-21), stalling whole rounds.
+const MAX_OUTPUTS_PER_THREAD: i64 = 128;
+
 /// Spatial tile sizes per axis whose threadIdx level (product over the axes) lies within
 /// the space's thread range and whose vthread level stays within its limit; `None`s (free
 /// sampling) on a CPU space or when no such draw was found.
@@ -327,8 +332,15 @@ fn joint_spatial_tiles(
         let Some(draw) = draw else { break };
         let threads: i64 = draw.iter().map(|t| t[t_level]).product();
         let vthreads: i64 = v_level.map_or(1, |v| draw.iter().map(|t| t[v]).product());
+        // Outputs one thread accumulates: its vthread copies times the serial levels.
+        let per_thread: i64 = draw
+            .iter()
+            .map(|t| t[t_level + 1..].iter().product::<i64>())
+            .product::<i64>()
+            * vthreads;
         if (space.min_threads_per_block..=space.max_threads_per_block).contains(&threads)
             && vthreads <= space.max_vthreads
+            && per_thread <= MAX_OUTPUTS_PER_THREAD
         {
             return draw.into_iter().map(Some).collect();
         }
