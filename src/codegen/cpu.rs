@@ -92,20 +92,9 @@ pub fn generate(l: &Lowered) -> Result<Source> {
             params: k.params.iter().map(|b| p.buffer(*b).name.clone()).collect(),
         });
     }
-    let workspaces = l
-        .workspaces
-        .iter()
-        .map(|b| {
-            (
-                p.buffer(*b).name.clone(),
-                p.buffer(*b).numel(),
-                p.buffer(*b).dtype.bytes(),
-            )
-        })
-        .collect();
     Ok(Source {
         code,
         kernels,
-        workspaces,
+        workspaces: super::workspaces(l),
     })
 }

@@ -97,21 +97,9 @@ pub fn generate(l: &Lowered) -> Result<Source> {
     for k in &l.kernels {
         kernels.push(kernel(l, k, &mut code)?);
     }
-    let p = &l.program;
-    let workspaces = l
-        .workspaces
-        .iter()
-        .map(|b| {
-            (
-                p.buffer(*b).name.clone(),
-                p.buffer(*b).numel(),
-                p.buffer(*b).dtype.bytes(),
-            )
-        })
-        .collect();
     Ok(Source {
         code,
         kernels,
-        workspaces,
+        workspaces: super::workspaces(l),
     })
 }

@@ -41,3 +41,18 @@ pub struct Source {
     /// Global workspace buffers the caller allocates: (name, elements, bytes per element).
     pub workspaces: Vec<(String, i64, usize)>,
 }
+
+/// The global workspaces a lowered program needs: (name, elements, bytes per element).
+fn workspaces(l: &crate::lower::Lowered) -> Vec<(String, i64, usize)> {
+    let p = &l.program;
+    l.workspaces
+        .iter()
+        .map(|b| {
+            (
+                p.buffer(*b).name.clone(),
+                p.buffer(*b).numel(),
+                p.buffer(*b).dtype.bytes(),
+            )
+        })
+        .collect()
+}
