@@ -200,7 +200,27 @@ fn tune_target(target: TargetArg) -> Result<tessel::tune::TuneTarget> {
     })
 }
 
-/// `tessel tune`: one tuning run per workload, a progress line per round.
+/// The progress bar of one workload's tuning run on stderr: trials measured out of the
+/// budget, elapsed time, best latency and TFLOP/s so far, failures by kind. Hidden when
+/// stderr is not a terminal (the caller then prints a line per round).
+fn progress_bar(spec: &str, trials: usize) -> indicatif::ProgressBar {
+    let bar = indicatif::ProgressBar::with_draw_target(
+        Some(trials as u64),
+        indicatif::ProgressDrawTarget::stderr(),
+    );
+    let style = indicatif::ProgressStyle::with_template(
+        "{prefix} {spinner} [{elapsed_precise}] {bar:30} {pos}/{len} trials  {msg}",
+    )
+    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+    bar.set_style(style);
+    bar.set_prefix(format!("[{spec}]"));
+    bar.set_message("building the first round");
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    bar
+}
+
+/// `tessel tune`: one tuning run per workload, with a progress bar (a line per round when
+/// stderr is not a terminal).
 #[allow(clippy::too_many_arguments)]
 fn run_tune(
     workloads: &[String],
@@ -231,6 +251,7 @@ fn run_tune(
     };
     for spec in workloads {
         let w = load_workload(spec)?;
+        let bar = progress_bar(spec, trials);
         let mut tuner = Tuner::new(tt.clone())
             .with_trials(trials)
             .with_batch(batch)
@@ -242,17 +263,21 @@ fn run_tune(
                 };
                 let fails: Vec<String> =
                     r.failures.iter().map(|(k, n)| format!("{k}={n}")).collect();
-                eprintln!(
-                    "[{spec}] round {:>3}  trials {:>4}/{}  {best}  failures: {}",
-                    r.round,
-                    r.trials,
-                    r.trial_budget,
-                    if fails.is_empty() {
-                        "none".to_string()
-                    } else {
-                        fails.join(" ")
-                    }
-                );
+                let fails = if fails.is_empty() {
+                    "none".to_string()
+                } else {
+                    fails.join(" ")
+                };
+                if bar.is_hidden() {
+                    // Not a terminal (a log file, CI): a line per round instead of a bar.
+                    eprintln!(
+                        "[{spec}] round {:>3}  trials {:>4}/{}  {best}  failures: {fails}",
+                        r.round, r.trials, r.trial_budget,
+                    );
+                } else {
+                    bar.set_position(r.trials as u64);
+                    bar.set_message(format!("{best}  failures: {fails}"));
+                }
             });
         if let Some(s) = time_limit {
             tuner = tuner.with_time_limit(std::time::Duration::from_secs_f64(s.max(0.0)));
@@ -266,7 +291,9 @@ fn run_tune(
         if let Some(sp) = &space {
             tuner = tuner.with_space(sp.clone());
         }
-        let report = tuner.tune(&w)?;
+        let report = tuner.tune(&w);
+        bar.finish_and_clear();
+        let report = report?;
         println!("workload  {spec}  (key {})", &w.key()[..16]);
         println!("target    {}", report.target);
         println!(

@@ -13,7 +13,7 @@ use crate::database::{self, Database, NewRecord, Status, TargetKey, TargetKind};
 use crate::measure::worker::{MeasureError, Measurer};
 use crate::measure::{session, Device, FailureKind, TimingConfig};
 use crate::schedule::Trace;
-use crate::search::postproc::{check_build, TargetLimits};
+use crate::search::postproc::{build_limits, Rejection, TargetLimits};
 use crate::search::{RandomSearch, RejectKind, SearchSpace, SearchStrategy};
 use crate::target::cuda::CudaLimits;
 use crate::target::TargetFingerprint;
@@ -445,29 +445,13 @@ impl<'a> Tuner<'a> {
             let mut job = session::job(&canonical, sources, device.clone(), false, seed)
                 .map_err(|f| TuneError::Target(f.message))?;
             job.timing = self.timing.clone();
+            if let TargetLimits::Cuda(l) = &limits {
+                job.build_limits = Some(build_limits(&space, l));
+            }
             let (outcomes, _) = measurer.measure(&job)?;
             let before = report.best.as_ref().map(|b| b.median_seconds);
             for (cand, outcome) in proposal.candidates.iter().zip(outcomes) {
                 report.trials += 1;
-                let outcome = outcome.and_then(|m| match &limits {
-                    TargetLimits::Cuda(l) => {
-                        let threads = cand
-                            .verified
-                            .lowered
-                            .kernels
-                            .iter()
-                            .map(|k| k.threads())
-                            .max()
-                            .unwrap_or(1);
-                        check_build(&m.build, threads, &space, l)
-                            .map(|()| m)
-                            .map_err(|r| {
-                                *report.rejected.entry(r.kind()).or_insert(0) += 1;
-                                crate::measure::Failure::new(FailureKind::Rejected, r.to_string())
-                            })
-                    }
-                    TargetLimits::Cpu => Ok(m),
-                });
                 let record = match outcome {
                     Ok(m) => {
                         report.ok += 1;
@@ -487,8 +471,12 @@ impl<'a> Tuner<'a> {
                     }
                     Err(f) => {
                         consecutive_failures += 1;
-                        if f.kind != FailureKind::Rejected {
-                            *report.failures.entry(f.kind).or_insert(0) += 1;
+                        match &f.rejection {
+                            Some(r) => {
+                                let kind = Rejection::from(r.clone()).kind();
+                                *report.rejected.entry(kind).or_insert(0) += 1;
+                            }
+                            None => *report.failures.entry(f.kind).or_insert(0) += 1,
                         }
                         NewRecord::failed(
                             w,

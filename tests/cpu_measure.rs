@@ -72,6 +72,7 @@ fn job(candidates: Vec<Source>) -> Job {
         peer: None,
         tolerance: 1e-4,
         timeout_seconds: 30.0,
+        build_limits: None,
     }
 }
 

@@ -594,3 +594,45 @@ fn broken_kernels_fail_by_kind_and_the_run_goes_on() {
     assert_eq!(kinds[4], Some(FailureKind::Compile), "{:?}", outcomes[4]);
     assert!(outcomes[5].is_ok(), "{:?}", outcomes[5]);
 }
+
+#[test]
+fn builds_over_the_job_limits_are_rejected_before_they_run() {
+    if !gpu_enabled() {
+        return;
+    }
+    let arch = tessel::target::cuda::CudaDeviceInfo::query(0)
+        .expect("a device")
+        .arch();
+    let (w, good) = seed_source("mlc_blocking_shared", "matmul:256x256x256", &arch);
+    let device = tessel::measure::Device::Cuda { arch };
+    let mut job = tessel::measure::session::job(&w, vec![good], device, false, 3).unwrap();
+    job.timing = quick_timing();
+    // No kernel fits one register per block: the build is answered as rejected, with the
+    // limit it broke, and never timed.
+    job.build_limits = Some(tessel::measure::BuildLimits {
+        max_spill_bytes: 0,
+        max_registers_per_block: 1,
+    });
+    let mut m = tessel::measure::worker::Measurer::new(tessel_bin());
+    let (outcomes, _) = m.measure(&job).expect("the worker runs");
+    let f = outcomes[0].as_ref().expect_err("rejected");
+    assert_eq!(f.kind, FailureKind::Rejected, "{f}");
+    assert!(
+        matches!(
+            f.rejection,
+            Some(tessel::measure::BuildRejection::Registers {
+                threads: 64,
+                limit: 1,
+                ..
+            })
+        ),
+        "{f:?}"
+    );
+    // With the device's real limits the same build runs.
+    job.build_limits = Some(tessel::measure::BuildLimits {
+        max_spill_bytes: 0,
+        max_registers_per_block: 65536,
+    });
+    let (outcomes, _) = m.measure(&job).expect("the worker runs");
+    assert!(outcomes[0].is_ok(), "{:?}", outcomes[0]);
+}

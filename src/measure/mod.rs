@@ -99,6 +99,55 @@ pub struct Job {
     pub tolerance: f64,
     /// Seconds one candidate may take (build + check + timing) before it is a timeout.
     pub timeout_seconds: f64,
+    /// Checked right after a candidate is built, before it runs: a build outside these
+    /// limits is answered as `Rejected` without spending GPU time on it.
+    #[serde(default)]
+    pub build_limits: Option<BuildLimits>,
+}
+
+/// What a compiled kernel may use (CUDA): spills and registers per block.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BuildLimits {
+    /// Bytes of spill stores plus spill loads, summed over what ptxas reports.
+    pub max_spill_bytes: u32,
+    pub max_registers_per_block: u32,
+}
+
+/// Why a build broke its [`BuildLimits`].
+#[derive(Clone, Debug, PartialEq, Error, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BuildRejection {
+    #[error("{bytes} bytes of register spills, more than {limit}")]
+    RegisterSpills { bytes: u32, limit: u32 },
+    #[error("{registers} registers x {threads} threads exceed the {limit} of a block")]
+    Registers {
+        registers: u32,
+        threads: i64,
+        limit: u32,
+    },
+}
+
+impl BuildLimits {
+    /// Checks a build whose largest thread block has `threads` threads.
+    pub fn check(&self, build: &BuildInfo, threads: i64) -> Result<(), BuildRejection> {
+        let spills = build.spill_stores.unwrap_or(0) + build.spill_loads.unwrap_or(0);
+        if spills > self.max_spill_bytes {
+            return Err(BuildRejection::RegisterSpills {
+                bytes: spills,
+                limit: self.max_spill_bytes,
+            });
+        }
+        if let Some(r) = build.registers {
+            if i64::from(r) * threads > i64::from(self.max_registers_per_block) {
+                return Err(BuildRejection::Registers {
+                    registers: r,
+                    threads,
+                    limit: self.max_registers_per_block,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What compiling a kernel reported.
@@ -138,6 +187,9 @@ pub enum FailureKind {
 pub struct Failure {
     pub kind: FailureKind,
     pub message: String,
+    /// For a `Rejected` build: which limit it broke.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rejection: Option<BuildRejection>,
 }
 
 impl Failure {
@@ -145,6 +197,16 @@ impl Failure {
         Failure {
             kind,
             message: message.into(),
+            rejection: None,
+        }
+    }
+
+    /// A build that broke its limits.
+    pub fn rejected(why: BuildRejection) -> Failure {
+        Failure {
+            kind: FailureKind::Rejected,
+            message: why.to_string(),
+            rejection: Some(why),
         }
     }
 }
@@ -186,4 +248,56 @@ pub fn stats(runs: &[f64]) -> (f64, f64, f64) {
         (v[v.len() / 2 - 1] + v[v.len() / 2]) / 2.0
     };
     (median, v[0], v[v.len() - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn build(registers: u32, stores: u32, loads: u32) -> BuildInfo {
+        BuildInfo {
+            registers: Some(registers),
+            spill_stores: Some(stores),
+            spill_loads: Some(loads),
+            ..BuildInfo::default()
+        }
+    }
+
+    #[test]
+    fn build_limits_reject_spills_then_registers_per_block() {
+        let limits = BuildLimits {
+            max_spill_bytes: 8,
+            max_registers_per_block: 65536,
+        };
+        assert_eq!(limits.check(&build(128, 4, 4), 512), Ok(()));
+        assert_eq!(
+            limits.check(&build(128, 8, 4), 512),
+            Err(BuildRejection::RegisterSpills {
+                bytes: 12,
+                limit: 8
+            })
+        );
+        assert_eq!(
+            limits.check(&build(128, 0, 0), 1024),
+            Err(BuildRejection::Registers {
+                registers: 128,
+                threads: 1024,
+                limit: 65536
+            })
+        );
+        // A CPU build reports nothing and passes.
+        assert_eq!(limits.check(&BuildInfo::default(), 1024), Ok(()));
+    }
+
+    #[test]
+    fn a_rejected_failure_round_trips_with_its_reason_and_old_replies_still_parse() {
+        let f = Failure::rejected(BuildRejection::RegisterSpills {
+            bytes: 16,
+            limit: 0,
+        });
+        let text = serde_json::to_string(&f).unwrap();
+        assert_eq!(serde_json::from_str::<Failure>(&text).unwrap(), f);
+        let old: Failure = serde_json::from_str(r#"{"kind":"compile","message":"x"}"#).unwrap();
+        assert_eq!(old, Failure::new(FailureKind::Compile, "x"));
+    }
 }

@@ -146,6 +146,7 @@ pub fn job(
         peer: if with_peer { gemm_peer(w) } else { None },
         tolerance: crate::interp::TOLERANCE,
         timeout_seconds: 60.0,
+        build_limits: None,
         device,
     })
 }

@@ -365,6 +365,15 @@ fn measure_candidate(
         }
         _ => runner.build(src)?,
     };
+    if let Some(limits) = &job.build_limits {
+        let threads = src
+            .kernels
+            .iter()
+            .map(|k| k.block.iter().map(|&d| i64::from(d)).product::<i64>())
+            .max()
+            .unwrap_or(1);
+        limits.check(&build, threads).map_err(Failure::rejected)?;
+    }
     let outs = runner.run_once(h)?;
     let rel_error = compare(&job.params, &outs, reference)?;
     check_tolerance(rel_error, job.tolerance)?;

@@ -8,7 +8,7 @@ use super::space::SearchSpace;
 use crate::codegen::{self, Source};
 use crate::ir::{LoopKind, Program, ThreadTag};
 use crate::lower::{lower, Backend, LowerError, Lowered};
-use crate::measure::BuildInfo;
+use crate::measure::{BuildLimits, BuildRejection};
 use crate::target::cuda::CudaLimits;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
@@ -186,29 +186,30 @@ pub fn verify(
     Ok(Verified { lowered, source })
 }
 
-/// After NVRTC: rejects a build that spills more than the space allows, or whose
-/// registers cannot fit its largest thread block.
-pub fn check_build(
-    build: &BuildInfo,
-    threads: i64,
-    space: &SearchSpace,
-    limits: &CudaLimits,
-) -> Result<(), Rejection> {
-    let spills = build.spill_stores.unwrap_or(0) + build.spill_loads.unwrap_or(0);
-    if spills > space.max_spill_bytes {
-        return Err(Rejection::RegisterSpills {
-            bytes: spills,
-            limit: space.max_spill_bytes,
-        });
+/// The limits a CUDA build must fit, checked by the worker right after NVRTC and before
+/// the candidate runs: the space's spill threshold and the device's registers per block.
+pub fn build_limits(space: &SearchSpace, limits: &CudaLimits) -> BuildLimits {
+    BuildLimits {
+        max_spill_bytes: space.max_spill_bytes,
+        max_registers_per_block: limits.max_registers_per_block,
     }
-    if let Some(r) = build.registers {
-        if i64::from(r) * threads > i64::from(limits.max_registers_per_block) {
-            return Err(Rejection::Registers {
-                registers: r,
+}
+
+impl From<BuildRejection> for Rejection {
+    fn from(r: BuildRejection) -> Rejection {
+        match r {
+            BuildRejection::RegisterSpills { bytes, limit } => {
+                Rejection::RegisterSpills { bytes, limit }
+            }
+            BuildRejection::Registers {
+                registers,
                 threads,
-                limit: limits.max_registers_per_block,
-            });
+                limit,
+            } => Rejection::Registers {
+                registers,
+                threads,
+                limit,
+            },
         }
     }
-    Ok(())
 }
