@@ -306,6 +306,12 @@ fn run_tune(
             "trials    {} measured ({} ok), {} already in the database, {} duplicates",
             report.trials, report.ok, report.already_measured, report.duplicates
         );
+        println!(
+            "time      {:.1} s proposing, {:.1} s in the measurer ({:.1} s of compiling summed over the successful candidates)",
+            report.propose_time.as_secs_f64(),
+            report.measure_time.as_secs_f64(),
+            report.compile_seconds
+        );
         let fails: Vec<String> = report
             .failure_counts()
             .iter()

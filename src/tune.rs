@@ -187,6 +187,13 @@ pub struct TuneReport {
     pub best: Option<Best>,
     pub flops: f64,
     pub elapsed: Duration,
+    /// Wall time spent proposing candidates (sampling, postprocessing, code generation).
+    pub propose_time: Duration,
+    /// Wall time spent in the measurer (compiling, checking and timing in the worker).
+    pub measure_time: Duration,
+    /// Compile time reported by the builds of successful candidates, summed (candidates
+    /// are compiled in parallel, so this can exceed `measure_time`).
+    pub compile_seconds: f64,
 }
 
 impl TuneReport {
@@ -392,6 +399,9 @@ impl<'a> Tuner<'a> {
                 }),
             flops: w.flops(),
             elapsed: Duration::ZERO,
+            propose_time: Duration::ZERO,
+            measure_time: Duration::ZERO,
+            compile_seconds: 0.0,
         };
         let mut stale_rounds = 0;
         let mut consecutive_failures = 0;
@@ -410,6 +420,7 @@ impl<'a> Tuner<'a> {
             }
             let n = self.batch.min(self.trials - report.trials);
             let mut db_error = None;
+            let proposing = Instant::now();
             let proposal = search.propose(n, &mut |t: &Trace| match db.has_measured(w, &key, t) {
                 Ok(known) => known,
                 Err(e) => {
@@ -417,6 +428,7 @@ impl<'a> Tuner<'a> {
                     false
                 }
             });
+            report.propose_time += proposing.elapsed();
             if let Some(e) = db_error {
                 return Err(e.into());
             }
@@ -448,13 +460,16 @@ impl<'a> Tuner<'a> {
             if let TargetLimits::Cuda(l) = &limits {
                 job.build_limits = Some(build_limits(&space, l));
             }
+            let measuring = Instant::now();
             let (outcomes, _) = measurer.measure(&job)?;
+            report.measure_time += measuring.elapsed();
             let before = report.best.as_ref().map(|b| b.median_seconds);
             for (cand, outcome) in proposal.candidates.iter().zip(outcomes) {
                 report.trials += 1;
                 let record = match outcome {
                     Ok(m) => {
                         report.ok += 1;
+                        report.compile_seconds += m.build.compile_seconds;
                         consecutive_failures = 0;
                         if report
                             .best

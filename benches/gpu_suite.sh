@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Tune suite workloads on the CUDA device, then time each best kernel against its peer in
+# the same device session: cuBLAS in the same process (`tessel run --compare`) for GEMMs,
+# cuDNN through PyTorch (benches/cudnn_conv.py) for conv2d.
+#
+#   benches/gpu_suite.sh OUT SECONDS TRIALS WORKLOAD...
+#
+# OUT receives per workload: the tuner's report (.tune.txt, progress on .tune.err), the
+# best trace (.sched) and the peer comparison (.run.txt). The database is
+# $TESSEL_DB (default /tmp/tessel-suite.sqlite); OUT gets its best-only export.
+set -u
+out=$1 secs=$2 trials=$3
+shift 3
+bin=${TESSEL_BIN:-./.gpu/tessel}
+db=${TESSEL_DB:-/tmp/tessel-suite.sqlite}
+seed=${TESSEL_SEED:-11}
+mkdir -p "$out"
+for w in "$@"; do
+  tag=$(printf '%s' "$w" | tr ':,=' '___')
+  echo "== $w ($(date -u +%H:%M:%S))"
+  "$bin" tune "$w" --target cuda --trials "$trials" --time-limit "$secs" --batch "${TESSEL_BATCH:-32}" \
+    --seed "$seed" --db "$db" >"$out/$tag.tune.txt" 2>"$out/$tag.tune.err"
+  grep -E '^(stopped|trials|time|failures|best) ' "$out/$tag.tune.txt"
+  "$bin" best "$w" --target cuda --db "$db" --emit trace >"$out/$tag.sched" || continue
+  # tessel's best, built and timed afresh (and against cuBLAS for the GEMMs).
+  case $w in
+    matmul* | batch_matmul*) cmp=--compare ;;
+    *) cmp= ;;
+  esac
+  "$bin" run "$w" --schedule "$out/$tag.sched" --target cuda $cmp >"$out/$tag.run.txt" 2>&1
+  case $w in
+    conv2d*)
+      # conv2d_nchw:n=1,c=64,... -> 1 64 ... in the script's argument order.
+      args=$(printf '%s' "${w#*:}" | tr ',' '\n' | cut -d= -f2 | tr '\n' ' ')
+      relu=
+      [[ $w == conv2d_relu* ]] && relu=relu
+      python3 benches/cudnn_conv.py $args $relu >>"$out/$tag.run.txt" 2>&1
+      ;;
+  esac
+  cat "$out/$tag.run.txt" | grep -E 'TFLOP|check|cuBLAS|cuDNN' | head -8
+done
+"$bin" db export --db "$db" --out "$out/best.sqlite" --best-only --target cuda >/dev/null
+"$bin" db export --db "$db" --out "$out/best.jsonl" --best-only --target cuda --format jsonl >/dev/null
+"$bin" db export --db "$db" --out /tmp/all.jsonl --target cuda --format jsonl >/dev/null &&
+  gzip -c /tmp/all.jsonl >"$out/all.jsonl.gz"
+ls -la "$out"
