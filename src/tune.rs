@@ -252,6 +252,7 @@ pub struct Tuner<'a> {
     db: Option<&'a mut Database>,
     measurer: Option<Measurer>,
     timing: TimingConfig,
+    compile_timeout: Duration,
     progress: Option<Progress<'a>>,
 }
 
@@ -277,6 +278,7 @@ impl<'a> Tuner<'a> {
                 max_seconds: 0.3,
                 flush_cache: true,
             },
+            compile_timeout: Duration::from_secs(20),
             progress: None,
         }
     }
@@ -325,6 +327,13 @@ impl<'a> Tuner<'a> {
     }
     pub fn with_timing(mut self, timing: TimingConfig) -> Self {
         self.timing = timing;
+        self
+    }
+    /// How long compiling one candidate may take (20 s unless set): a compile still
+    /// running then is recorded as a timeout. It bounds a round's length, since the time
+    /// limit is checked between rounds.
+    pub fn with_compile_timeout(mut self, limit: Duration) -> Self {
+        self.compile_timeout = limit;
         self
     }
     /// Called after every round.
@@ -457,6 +466,7 @@ impl<'a> Tuner<'a> {
             let mut job = session::job(&canonical, sources, device.clone(), false, seed)
                 .map_err(|f| TuneError::Target(f.message))?;
             job.timing = self.timing.clone();
+            job.compile_timeout_seconds = Some(self.compile_timeout.as_secs_f64());
             if let TargetLimits::Cuda(l) = &limits {
                 job.build_limits = Some(build_limits(&space, l));
             }

@@ -73,6 +73,7 @@ fn job(candidates: Vec<Source>) -> Job {
         tolerance: 1e-4,
         timeout_seconds: 30.0,
         build_limits: None,
+        compile_timeout_seconds: None,
     }
 }
 

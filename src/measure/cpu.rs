@@ -197,37 +197,20 @@ impl CpuRunner {
     /// Compiles `src`, loads it and resolves `tessel_entry_N` for each kernel; the handle
     /// names the result in `run_once` and `time`.
     pub fn build(&mut self, src: &Source) -> Result<(usize, BuildInfo), Failure> {
+        let stem = format!("kernel{}", self.modules.len());
+        let (so_path, info) = compile(&self.toolchain, self.dir.path(), &stem, &src.code, None)?;
+        Ok((self.load(&so_path, src)?, info))
+    }
+
+    /// The directory compiled libraries go to (see [`compile`]).
+    pub fn build_dir(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    /// Loads a library [`compile`]d from `src` and resolves its kernels.
+    pub fn load(&mut self, so_path: &std::path::Path, src: &Source) -> Result<usize, Failure> {
         let id = self.modules.len();
-        let c_path = self.dir.path().join(format!("kernel{id}.c"));
-        let so_path = self.dir.path().join(format!("kernel{id}.so"));
         let launch = |m: String| Failure::new(FailureKind::Launch, m);
-        std::fs::write(&c_path, &src.code)
-            .map_err(|e| launch(format!("cannot write {}: {e}", c_path.display())))?;
-        let start = Instant::now();
-        let out = Command::new(&self.toolchain.cc)
-            .args(&self.toolchain.flags)
-            .arg("-o")
-            .arg(&so_path)
-            .arg(&c_path)
-            .output()
-            .map_err(|e| {
-                Failure::new(
-                    FailureKind::Compile,
-                    format!("{NO_COMPILER} ({}: {e})", self.toolchain.cc),
-                )
-            })?;
-        let compile_seconds = start.elapsed().as_secs_f64();
-        let log = truncate(format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ));
-        if !out.status.success() {
-            return Err(Failure::new(
-                FailureKind::Compile,
-                format!("{} failed ({}):\n{log}", self.toolchain.cc, out.status),
-            ));
-        }
         // SAFETY: the library is a kernel we just compiled; its initialisers are the C
         // runtime's and OpenMP's. A kernel that misbehaves later is what the worker
         // process is isolated for.
@@ -257,14 +240,7 @@ impl CpuRunner {
             workspaces,
             _lib: lib,
         });
-        Ok((
-            id,
-            BuildInfo {
-                compile_seconds,
-                log,
-                ..BuildInfo::default()
-            },
-        ))
+        Ok(id)
     }
 
     fn slot(&self, src: &Source, name: &str) -> Result<Slot, Failure> {
@@ -412,6 +388,81 @@ impl CpuRunner {
         }
         flusher.flush(&bufs);
     }
+}
+
+/// Compiles C `code` into `dir/stem.so` with the toolchain (thread-safe: each call has
+/// its own files). A compiler still running after `limit` is killed and the candidate is
+/// a `Timeout`.
+pub fn compile(
+    toolchain: &CpuToolchain,
+    dir: &std::path::Path,
+    stem: &str,
+    code: &str,
+    limit: Option<std::time::Duration>,
+) -> Result<(std::path::PathBuf, BuildInfo), Failure> {
+    let c_path = dir.join(format!("{stem}.c"));
+    let so_path = dir.join(format!("{stem}.so"));
+    let log_path = dir.join(format!("{stem}.log"));
+    let launch = |m: String| Failure::new(FailureKind::Launch, m);
+    std::fs::write(&c_path, code)
+        .map_err(|e| launch(format!("cannot write {}: {e}", c_path.display())))?;
+    let log_file = std::fs::File::create(&log_path)
+        .map_err(|e| launch(format!("cannot write {}: {e}", log_path.display())))?;
+    let log_err = log_file
+        .try_clone()
+        .map_err(|e| launch(format!("cannot write {}: {e}", log_path.display())))?;
+    let start = Instant::now();
+    let mut child = Command::new(&toolchain.cc)
+        .args(&toolchain.flags)
+        .arg("-o")
+        .arg(&so_path)
+        .arg(&c_path)
+        .stdin(std::process::Stdio::null())
+        .stdout(log_file)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| {
+            Failure::new(
+                FailureKind::Compile,
+                format!("{NO_COMPILER} ({}: {e})", toolchain.cc),
+            )
+        })?;
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break status,
+            Ok(None) => {}
+            Err(e) => return Err(launch(format!("waiting for {}: {e}", toolchain.cc))),
+        }
+        if let Some(limit) = limit.filter(|l| start.elapsed() > *l) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(Failure::new(
+                FailureKind::Timeout,
+                format!(
+                    "{} did not finish compiling within {:.0} s",
+                    toolchain.cc,
+                    limit.as_secs_f64()
+                ),
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    };
+    let compile_seconds = start.elapsed().as_secs_f64();
+    let log = truncate(std::fs::read_to_string(&log_path).unwrap_or_default());
+    if !status.success() {
+        return Err(Failure::new(
+            FailureKind::Compile,
+            format!("{} failed ({status}):\n{log}", toolchain.cc),
+        ));
+    }
+    Ok((
+        so_path,
+        BuildInfo {
+            compile_seconds,
+            log,
+            ..BuildInfo::default()
+        },
+    ))
 }
 
 /// The reference source: the unscheduled program lowered for the CPU.
@@ -580,6 +631,29 @@ fn gemm_peer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_compiler_that_runs_past_its_limit_is_killed_and_a_timeout() {
+        // A "compiler" that sleeps: `sh -c 'sleep 30' -o out.so in.c`.
+        let tc = CpuToolchain {
+            cc: "sh".into(),
+            flags: vec!["-c".into(), "sleep 30".into()],
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let start = Instant::now();
+        let limit = std::time::Duration::from_millis(300);
+        let f = compile(&tc, dir.path(), "k", "int x;", Some(limit)).unwrap_err();
+        assert_eq!(f.kind, FailureKind::Timeout, "{f}");
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        // A compiler that fails is a compile error with its output.
+        let tc = CpuToolchain {
+            cc: "sh".into(),
+            flags: vec!["-c".into(), "echo broken >&2; exit 1".into()],
+        };
+        let f = compile(&tc, dir.path(), "k", "int x;", Some(limit)).unwrap_err();
+        assert_eq!(f.kind, FailureKind::Compile, "{f}");
+        assert!(f.message.contains("broken"), "{f}");
+    }
 
     fn cfg() -> TimingConfig {
         TimingConfig {

@@ -103,6 +103,10 @@ pub struct Job {
     /// limits is answered as `Rejected` without spending GPU time on it.
     #[serde(default)]
     pub build_limits: Option<BuildLimits>,
+    /// Seconds compiling one candidate may take; a compile still running then is a
+    /// `Timeout` and the candidate is not run. None: no limit but `timeout_seconds`.
+    #[serde(default)]
+    pub compile_timeout_seconds: Option<f64>,
 }
 
 /// What a compiled kernel may use (CUDA): spills and registers per block.

@@ -147,6 +147,7 @@ pub fn job(
         tolerance: crate::interp::TOLERANCE,
         timeout_seconds: 60.0,
         build_limits: None,
+        compile_timeout_seconds: Some(60.0),
         device,
     })
 }

@@ -189,11 +189,28 @@ impl Runner {
     fn build(&mut self, src: &Source) -> Result<(usize, BuildInfo), Failure> {
         match self {
             Runner::Cpu(r) => r.build(src),
-            Runner::Cuda { runner, arch } => {
+            Runner::Cuda { arch, .. } => {
                 let cubin = cuda::compile(&src.code, arch)?;
-                let info = cubin.info.clone();
-                Ok((runner.load(std::slice::from_ref(&cubin), src)?.0, info))
+                self.load(Prebuilt::Cuda(cubin), src)
             }
+        }
+    }
+
+    fn load(&mut self, p: Prebuilt, src: &Source) -> Result<(usize, BuildInfo), Failure> {
+        match (self, p) {
+            (Runner::Cuda { runner, .. }, Prebuilt::Cuda(cubin)) => {
+                let mut info = cubin.info.clone();
+                let h = runner.load(std::slice::from_ref(&cubin), src)?;
+                // NVRTC can answer a repeated compile without ptxas's report; the driver
+                // still knows the registers.
+                info.registers = info.registers.or_else(|| runner.registers(h));
+                Ok((h.0, info))
+            }
+            (Runner::Cpu(r), Prebuilt::Cpu(path, info)) => Ok((r.load(&path, src)?, info)),
+            _ => Err(Failure::new(
+                FailureKind::Launch,
+                "a candidate was compiled for another device",
+            )),
         }
     }
 
@@ -287,15 +304,18 @@ fn answer(job: &Job, out: &mut impl Write) -> std::io::Result<()> {
             )
         }
     };
-    // CUDA candidates are compiled up front on every core (NVRTC is thread-safe), before
-    // `ready` (the parent allows the reference phase more time), then measured one by one.
-    let mut cubins = match &runner {
-        Runner::Cuda { arch, .. } => compile_all(&job.candidates, arch),
-        Runner::Cpu(_) => Vec::new(),
-    };
+    // Candidates are compiled up front on every core (NVRTC is thread-safe, gcc runs as
+    // one process per candidate), before `ready` (the parent allows the reference phase
+    // more time), then measured one by one on a quiet machine.
+    let mut prebuilt = compile_all(
+        &job.candidates,
+        &runner,
+        job.compile_timeout_seconds
+            .and_then(|s| Duration::try_from_secs_f64(s).ok()),
+    );
     send(out, &Reply::Ready { ready: true })?;
     for (index, src) in job.candidates.iter().enumerate() {
-        let pre = cubins.get_mut(index).and_then(Option::take);
+        let pre = prebuilt.get_mut(index).and_then(Option::take);
         let outcome = measure_candidate(&mut runner, job, src, &reference, pre);
         send(out, &Reply::Candidate { index, outcome })?;
     }
@@ -319,35 +339,93 @@ fn run_reference(
     Ok(outs)
 }
 
-/// Compiles CUDA sources in parallel, one result per source, in order.
-fn compile_all(sources: &[Source], arch: &str) -> Vec<Option<Result<cuda::Cubin, Failure>>> {
+/// A candidate compiled before measuring starts.
+enum Prebuilt {
+    Cuda(cuda::Cubin),
+    /// A shared library in the CPU runner's build directory.
+    Cpu(PathBuf, BuildInfo),
+}
+
+/// Compiles the candidates on every core, one result per source, in order. Threads take
+/// the next source from a shared counter, so one slow compile holds up only itself. A
+/// source not compiled within `limit` is a `Timeout`: the worker goes on without it (the
+/// compiler thread is left behind and ends with the worker process, which serves one job).
+fn compile_all(
+    sources: &[Source],
+    runner: &Runner,
+    limit: Option<Duration>,
+) -> Vec<Option<Result<Prebuilt, Failure>>> {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::{mpsc, Arc};
+    type CompileFn = dyn Fn(usize, &str) -> Result<Prebuilt, Failure> + Send + Sync;
+    let compile: Arc<CompileFn> = match runner {
+        Runner::Cuda { arch, .. } => {
+            let arch = arch.clone();
+            Arc::new(move |_, code: &str| cuda::compile(code, &arch).map(Prebuilt::Cuda))
+        }
+        Runner::Cpu(r) => {
+            let (toolchain, dir) = (r.toolchain().clone(), r.build_dir().to_path_buf());
+            Arc::new(move |i, code: &str| {
+                super::cpu::compile(&toolchain, &dir, &format!("candidate{i}"), code, limit)
+                    .map(|(path, info)| Prebuilt::Cpu(path, info))
+            })
+        }
+    };
+    let what = match runner {
+        Runner::Cuda { .. } => "NVRTC",
+        Runner::Cpu(r) => r.toolchain().cc.as_str(),
+    }
+    .to_string();
+    let n = sources.len();
     let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(sources.len().max(1));
-    let chunk = sources.len().div_ceil(threads.max(1)).max(1);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = sources
-            .chunks(chunk)
-            .map(|part| {
-                scope.spawn(move || {
-                    part.iter()
-                        .map(|s| Some(cuda::compile(&s.code, arch)))
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    vec![Some(Err(Failure::new(
-                        FailureKind::Compile,
-                        "the compiler thread panicked",
-                    )))]
-                })
-            })
-            .collect()
-    })
+        .map_or(1, |t| t.get())
+        .min(n.max(1));
+    let codes: Arc<Vec<String>> = Arc::new(sources.iter().map(|s| s.code.clone()).collect());
+    let next = Arc::new(AtomicUsize::new(0));
+    let (tx, rx) = mpsc::channel();
+    for _ in 0..threads {
+        let (codes, next, tx, compile) = (codes.clone(), next.clone(), tx.clone(), compile.clone());
+        std::thread::spawn(move || loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            let Some(code) = codes.get(i) else { break };
+            let result =
+                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile(i, code)))
+                    .unwrap_or_else(|_| {
+                        Err(Failure::new(
+                            FailureKind::Compile,
+                            "the compiler thread panicked",
+                        ))
+                    });
+            if tx.send((i, result)).is_err() {
+                break;
+            }
+        });
+    }
+    drop(tx);
+    let deadline = limit.map(|l| Instant::now() + l);
+    let mut out: Vec<Option<Result<Prebuilt, Failure>>> = (0..n).map(|_| None).collect();
+    let mut done = 0;
+    while done < n {
+        let got = match deadline {
+            Some(d) => rx
+                .recv_timeout(d.saturating_duration_since(Instant::now()))
+                .ok(),
+            None => rx.recv().ok(),
+        };
+        let Some((i, result)) = got else { break };
+        out[i] = Some(result);
+        done += 1;
+    }
+    for slot in out.iter_mut().filter(|s| s.is_none()) {
+        *slot = Some(Err(Failure::new(
+            FailureKind::Timeout,
+            format!(
+                "{what} did not finish compiling within {:.0} s",
+                limit.map_or(0.0, |l| l.as_secs_f64())
+            ),
+        )));
+    }
+    out
 }
 
 fn measure_candidate(
@@ -355,15 +433,11 @@ fn measure_candidate(
     job: &Job,
     src: &Source,
     reference: &[Vec<f32>],
-    precompiled: Option<Result<cuda::Cubin, Failure>>,
+    precompiled: Option<Result<Prebuilt, Failure>>,
 ) -> Outcome {
-    let (h, build) = match (precompiled, &mut *runner) {
-        (Some(cubin), Runner::Cuda { runner, .. }) => {
-            let cubin = cubin?;
-            let info = cubin.info.clone();
-            (runner.load(std::slice::from_ref(&cubin), src)?.0, info)
-        }
-        _ => runner.build(src)?,
+    let (h, build) = match precompiled {
+        Some(p) => runner.load(p?, src)?,
+        None => runner.build(src)?,
     };
     if let Some(limits) = &job.build_limits {
         let threads = src

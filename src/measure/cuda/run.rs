@@ -358,6 +358,18 @@ impl CudaRunner {
         Ok(ProgramHandle(self.programs.len() - 1))
     }
 
+    /// The most registers per thread any kernel of a loaded program uses, as the driver
+    /// reports it (the answer when the compiler's log is missing).
+    pub fn registers(&self, handle: ProgramHandle) -> Option<u32> {
+        let program = self.programs.get(handle.0)?.as_ref()?;
+        program
+            .kernels
+            .iter()
+            .filter_map(|(f, _)| f.num_regs().ok())
+            .filter_map(|r| u32::try_from(r).ok())
+            .max()
+    }
+
     /// Unloads a program's modules; its handle becomes invalid.
     pub fn unload(&mut self, handle: ProgramHandle) {
         if let Some(slot) = self.programs.get_mut(handle.0) {
