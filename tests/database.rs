@@ -575,3 +575,47 @@ fn a_killed_writer_leaves_a_sound_database() {
         assert!(stored.contains(&("k".to_string(), n)), "record {n} lost");
     }
 }
+
+/// The record set shipped in `database/` still replays and verifies with this version of
+/// tessel, and answers a lookup for every suite workload on the GPU it was tuned on.
+#[test]
+fn the_shipped_best_record_set_imports_and_covers_the_suite() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("database/h200-2026-11-21.best.jsonl");
+    let mut db = Database::open_in_memory().unwrap();
+    let file = std::fs::File::open(&path).unwrap();
+    let report = db
+        .import_jsonl(BufReader::new(file), ImportMode::AllOrNothing)
+        .unwrap();
+    assert!(report.merged, "{:?}", report.rejected);
+    assert_eq!(report.accepted.len(), 15, "{:?}", report.rejected);
+    let suite = [
+        "matmul:1024x1024x1024",
+        "matmul:2048x2048x2048",
+        "matmul:4096x4096x4096",
+        "matmul:128x3072x768",
+        "matmul:512x768x3072",
+        "matmul:1000x1000x1000",
+        "matmul:4096x4096x64",
+        "batch_matmul:b=16,m=512,n=512,k=64",
+        "conv2d_nchw:n=1,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1",
+        "conv2d_nchw:n=1,c=256,h=14,w=14,k=256,r=3,s=3,stride=1,pad=1",
+        "conv2d_nchw:n=1,c=512,h=7,w=7,k=512,r=3,s=3,stride=1,pad=1",
+        "conv2d_nchw:n=16,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1",
+        "conv2d_relu_nchw:n=1,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1",
+        "conv2d_nchw:n=1,c=64,h=56,w=56,k=128,r=3,s=3,stride=2,pad=1",
+        "conv2d_nchw:n=1,c=256,h=56,w=56,k=64,r=1,s=1,stride=1,pad=0",
+    ];
+    let target = TargetKey {
+        kind: TargetKind::Cuda,
+        arch: "sm_90a".into(),
+        device: "NVIDIA H200".into(),
+        toolchain: "nvrtc 13.0, driver 13.0".into(),
+    };
+    for spec in suite {
+        let w = preset(spec).unwrap();
+        let best = db.best(&w, &target).unwrap();
+        let best = best.unwrap_or_else(|| panic!("no record for {spec}"));
+        assert!(!best.is_fallback(), "{spec}");
+        assert!(best.record.median_secs.is_some_and(|s| s > 0.0), "{spec}");
+    }
+}

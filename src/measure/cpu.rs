@@ -20,6 +20,7 @@ use crate::ir::{DType, Program};
 use crate::lower::{lower, Backend};
 use libloading::Library;
 use std::ffi::c_void;
+use std::os::unix::process::CommandExt;
 use std::process::Command;
 use std::time::Instant;
 
@@ -214,7 +215,7 @@ impl CpuRunner {
         // SAFETY: the library is a kernel we just compiled; its initialisers are the C
         // runtime's and OpenMP's. A kernel that misbehaves later is what the worker
         // process is isolated for.
-        let lib = unsafe { Library::new(&so_path) }
+        let lib = unsafe { Library::new(so_path) }
             .map_err(|e| launch(format!("cannot load {}: {e}", so_path.display())))?;
         let workspaces: Vec<Vec<f32>> = src
             .workspaces
@@ -420,6 +421,9 @@ pub fn compile(
         .stdin(std::process::Stdio::null())
         .stdout(log_file)
         .stderr(log_err)
+        // Its own process group, so that a timeout kills cc1 and the assembler too, not
+        // only the compiler driver.
+        .process_group(0)
         .spawn()
         .map_err(|e| {
             Failure::new(
@@ -434,6 +438,10 @@ pub fn compile(
             Err(e) => return Err(launch(format!("waiting for {}: {e}", toolchain.cc))),
         }
         if let Some(limit) = limit.filter(|l| start.elapsed() > *l) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &format!("-{}", child.id())])
+                .stderr(std::process::Stdio::null())
+                .status();
             let _ = child.kill();
             let _ = child.wait();
             return Err(Failure::new(
