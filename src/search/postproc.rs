@@ -61,14 +61,9 @@ pub enum Rejection {
     VirtualThreads { count: i64, limit: i64 },
     #[error("cannot be lowered: {0}")]
     Lowering(LowerError),
-    #[error("{bytes} bytes of register spills, more than {limit}")]
-    RegisterSpills { bytes: u32, limit: u32 },
-    #[error("{registers} registers x {threads} threads exceed the {limit} of a block")]
-    Registers {
-        registers: u32,
-        threads: i64,
-        limit: u32,
-    },
+    /// After NVRTC, found by the worker (spills, registers per block).
+    #[error(transparent)]
+    Build(#[from] BuildRejection),
 }
 
 impl Rejection {
@@ -78,8 +73,8 @@ impl Rejection {
             Rejection::SharedMemory { .. } => RejectKind::SharedMemory,
             Rejection::VirtualThreads { .. } => RejectKind::VirtualThreads,
             Rejection::Lowering(_) => RejectKind::Lowering,
-            Rejection::RegisterSpills { .. } => RejectKind::RegisterSpills,
-            Rejection::Registers { .. } => RejectKind::Registers,
+            Rejection::Build(BuildRejection::RegisterSpills { .. }) => RejectKind::RegisterSpills,
+            Rejection::Build(BuildRejection::Registers { .. }) => RejectKind::Registers,
         }
     }
 }
@@ -192,24 +187,5 @@ pub fn build_limits(space: &SearchSpace, limits: &CudaLimits) -> BuildLimits {
     BuildLimits {
         max_spill_bytes: space.max_spill_bytes,
         max_registers_per_block: limits.max_registers_per_block,
-    }
-}
-
-impl From<BuildRejection> for Rejection {
-    fn from(r: BuildRejection) -> Rejection {
-        match r {
-            BuildRejection::RegisterSpills { bytes, limit } => {
-                Rejection::RegisterSpills { bytes, limit }
-            }
-            BuildRejection::Registers {
-                registers,
-                threads,
-                limit,
-            } => Rejection::Registers {
-                registers,
-                threads,
-                limit,
-            },
-        }
     }
 }
