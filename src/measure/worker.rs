@@ -348,15 +348,16 @@ enum Prebuilt {
 
 /// Compiles the candidates on every core, one result per source, in order. Threads take
 /// the next source from a shared counter, so one slow compile holds up only itself. A
-/// source not compiled within `limit` is a `Timeout`: the worker goes on without it (the
-/// compiler thread is left behind and ends with the worker process, which serves one job).
+/// compile still running `limit` after it started is a `Timeout`: the worker goes on
+/// without it and starts another thread for the rest of the queue (the stuck one ends
+/// with the worker process, which serves one job).
 fn compile_all(
     sources: &[Source],
     runner: &Runner,
     limit: Option<Duration>,
 ) -> Vec<Option<Result<Prebuilt, Failure>>> {
     use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{mpsc, Arc};
+    use std::sync::{mpsc, Arc, Mutex};
     type CompileFn = dyn Fn(usize, &str) -> Result<Prebuilt, Failure> + Send + Sync;
     let compile: Arc<CompileFn> = match runner {
         Runner::Cuda { arch, .. } => {
@@ -382,12 +383,24 @@ fn compile_all(
         .min(n.max(1));
     let codes: Arc<Vec<String>> = Arc::new(sources.iter().map(|s| s.code.clone()).collect());
     let next = Arc::new(AtomicUsize::new(0));
+    // When each source's compile started: the limit applies to each compile, not to the
+    // batch.
+    let started: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; n]));
     let (tx, rx) = mpsc::channel();
-    for _ in 0..threads {
-        let (codes, next, tx, compile) = (codes.clone(), next.clone(), tx.clone(), compile.clone());
+    let spawn = || {
+        let (codes, next, started, tx, compile) = (
+            codes.clone(),
+            next.clone(),
+            started.clone(),
+            tx.clone(),
+            compile.clone(),
+        );
         std::thread::spawn(move || loop {
             let i = next.fetch_add(1, Ordering::Relaxed);
             let Some(code) = codes.get(i) else { break };
+            if let Ok(mut s) = started.lock() {
+                s[i] = Some(Instant::now());
+            }
             let result =
                 std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile(i, code)))
                     .unwrap_or_else(|_| {
@@ -400,32 +413,53 @@ fn compile_all(
                 break;
             }
         });
+    };
+    for _ in 0..threads {
+        spawn();
     }
-    drop(tx);
-    let deadline = limit.map(|l| Instant::now() + l);
     let mut out: Vec<Option<Result<Prebuilt, Failure>>> = (0..n).map(|_| None).collect();
     let mut done = 0;
     while done < n {
-        let got = match deadline {
-            Some(d) => rx
-                .recv_timeout(d.saturating_duration_since(Instant::now()))
-                .ok(),
+        let got = match limit {
+            Some(_) => rx.recv_timeout(Duration::from_millis(50)).ok(),
             None => rx.recv().ok(),
         };
-        let Some((i, result)) = got else { break };
-        out[i] = Some(result);
-        done += 1;
+        if let Some((i, result)) = got {
+            if out[i].is_none() {
+                out[i] = Some(result);
+                done += 1;
+            }
+        }
+        let Some(limit) = limit else { continue };
+        let expired: Vec<usize> = match started.lock() {
+            Ok(s) => (0..n)
+                .filter(|&i| out[i].is_none() && s[i].is_some_and(|t| t.elapsed() > limit))
+                .collect(),
+            Err(_) => Vec::new(),
+        };
+        for i in expired {
+            out[i] = Some(Err(Failure::new(
+                FailureKind::Timeout,
+                format!(
+                    "{what} did not finish compiling within {:.0} s",
+                    limit.as_secs_f64()
+                ),
+            )));
+            done += 1;
+            // Its thread is still busy: another one takes over the queue.
+            spawn();
+        }
     }
-    for slot in out.iter_mut().filter(|s| s.is_none()) {
-        *slot = Some(Err(Failure::new(
-            FailureKind::Timeout,
-            format!(
-                "{what} did not finish compiling within {:.0} s",
-                limit.map_or(0.0, |l| l.as_secs_f64())
-            ),
-        )));
-    }
-    out
+    out.into_iter()
+        .map(|o| {
+            Some(o.unwrap_or_else(|| {
+                Err(Failure::new(
+                    FailureKind::Compile,
+                    "the compiler threads stopped",
+                ))
+            }))
+        })
+        .collect()
 }
 
 fn measure_candidate(
@@ -904,6 +938,57 @@ fn describe(status: Option<ExitStatus>) -> String {
 mod tests {
     use super::*;
     use crate::ir::DType;
+
+    fn sleepy_runner(script: &str) -> Runner {
+        // A "compiler" that runs `script` per source: `sh -c SCRIPT -o out.so in.c`.
+        let tc = super::super::cpu::CpuToolchain {
+            cc: "sh".into(),
+            flags: vec!["-c".into(), script.into()],
+        };
+        Runner::Cpu(CpuRunner::with_toolchain(tc).unwrap())
+    }
+
+    fn source(code: &str) -> Source {
+        Source {
+            code: code.into(),
+            kernels: Vec::new(),
+            workspaces: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_compile_limit_applies_to_each_compile_not_to_the_batch() {
+        // Four waves of 0.4 s compiles on every core: the batch takes at least 1.6 s, more
+        // than the limit, yet no single compile comes near it.
+        let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+        let sources = vec![source("int x;"); 4 * threads];
+        let runner = sleepy_runner("sleep 0.4");
+        let out = compile_all(&sources, &runner, Some(Duration::from_millis(1500)));
+        assert_eq!(out.len(), sources.len());
+        for o in &out {
+            assert!(
+                matches!(o, Some(Ok(_))),
+                "{:?}",
+                o.as_ref().map(|r| r.as_ref().err())
+            );
+        }
+    }
+
+    #[test]
+    fn a_compile_past_the_limit_is_a_timeout_and_the_rest_still_compile() {
+        let runner = sleepy_runner("sleep 0.1; case \"$2\" in *candidate0.c) sleep 30;; esac");
+        let sources = vec![source("int x;"); 3];
+        let start = Instant::now();
+        let out = compile_all(&sources, &runner, Some(Duration::from_millis(800)));
+        assert!(start.elapsed() < Duration::from_secs(10));
+        assert!(
+            matches!(&out[0], Some(Err(f)) if f.kind == FailureKind::Timeout),
+            "{:?}",
+            out[0].as_ref().map(|r| r.as_ref().err())
+        );
+        assert!(matches!(out[1], Some(Ok(_))));
+        assert!(matches!(out[2], Some(Ok(_))));
+    }
 
     fn spec(name: &str, shape: Vec<i64>, is_output: bool) -> ParamSpec {
         ParamSpec {
