@@ -391,6 +391,22 @@ impl CpuRunner {
     }
 }
 
+/// Kills the process group a compiler was started in (its own: `process_group(0)`), so
+/// cc1 and the assembler go with the driver.
+fn kill_group(child: &std::process::Child) {
+    let Ok(pid) = libc::pid_t::try_from(child.id()) else {
+        return;
+    };
+    // Only a real group id: 0 or 1 would name our own group or every process.
+    if pid > 1 {
+        // SAFETY: kill(2) with a negative pid signals exactly that process group; the
+        // group is the child's own, created at spawn.
+        unsafe {
+            libc::kill(-pid, libc::SIGKILL);
+        }
+    }
+}
+
 /// Compiles C `code` into `dir/stem.so` with the toolchain (thread-safe: each call has
 /// its own files). A compiler still running after `limit` is killed and the candidate is
 /// a `Timeout`.
@@ -438,10 +454,7 @@ pub fn compile(
             Err(e) => return Err(launch(format!("waiting for {}: {e}", toolchain.cc))),
         }
         if let Some(limit) = limit.filter(|l| start.elapsed() > *l) {
-            let _ = Command::new("kill")
-                .args(["-KILL", &format!("-{}", child.id())])
-                .stderr(std::process::Stdio::null())
-                .status();
+            kill_group(&child);
             let _ = child.kill();
             let _ = child.wait();
             return Err(Failure::new(
