@@ -114,6 +114,12 @@ pub enum ScheduleError {
         block: String,
         reason: String,
     },
+    #[error("{primitive} of loop {name}: {reason}")]
+    UnsupportedLoop {
+        primitive: &'static str,
+        name: String,
+        reason: String,
+    },
     #[error("decompose_reduction of {block}: block has no init")]
     NoInit { block: String },
     #[error("decompose_reduction of {block} at {target}: loop {name} is used by both spatial and reduction iteration variables")]

@@ -31,6 +31,7 @@ pub enum InstKind {
     ComputeInline,
     ReverseComputeInline,
     DecomposeReduction,
+    Rfactor,
     StorageAlign,
     SamplePerfectTile,
     SampleCategorical,
@@ -57,7 +58,7 @@ pub struct Signature {
 }
 
 impl InstKind {
-    pub const ALL: [InstKind; 22] = [
+    pub const ALL: [InstKind; 23] = [
         InstKind::GetBlock,
         InstKind::GetLoops,
         InstKind::GetConsumers,
@@ -77,6 +78,7 @@ impl InstKind {
         InstKind::ComputeInline,
         InstKind::ReverseComputeInline,
         InstKind::DecomposeReduction,
+        InstKind::Rfactor,
         InstKind::StorageAlign,
         InstKind::SamplePerfectTile,
         InstKind::SampleCategorical,
@@ -125,6 +127,7 @@ impl InstKind {
                 &[],
                 Some(K::Block),
             ),
+            Rfactor => ("rfactor", Some(&["loop"]), &["factor_axis"], Some(K::Block)),
             StorageAlign => (
                 "storage_align",
                 Some(&["block"]),

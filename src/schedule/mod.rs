@@ -11,6 +11,7 @@ pub mod json;
 pub mod loop_transformation;
 pub mod reduction;
 pub mod replay;
+pub mod rfactor;
 pub mod sampling;
 pub mod state;
 pub mod text;

@@ -235,6 +235,10 @@ impl Replayer {
                     _ => vec![self.sch.decompose_reduction(b, l)?.0],
                 }
             }
+            Rfactor => {
+                let l = self.lp(Self::input(inst, 0)?)?;
+                vec![self.sch.rfactor(l, Self::int(inst, "factor_axis")?)?.0]
+            }
             ComputeInline | ReverseComputeInline => {
                 let b = self.block(Self::input(inst, 0)?)?;
                 if inst.kind == ComputeInline {

@@ -8,7 +8,7 @@
 use super::annotation::{self, AnnTarget};
 use super::error::{Result, ScheduleError};
 use super::inst::{Decision, InstKind, Instruction, Operand, RvInfo, RvKind, Trace};
-use super::{cache, compute_at, get, inline, loop_transformation, reduction, sampling};
+use super::{cache, compute_at, get, inline, loop_transformation, reduction, rfactor, sampling};
 use crate::ir::{AnnValue, BlockId, LoopId, Node, Program};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -607,6 +607,22 @@ impl Schedule {
             vec![],
             None,
             vec![RvValue::Block(ib)],
+        );
+        Ok(BlockRv(ids[0]))
+    }
+
+    /// `rfactor(loop, factor_axis)`: the reduction under `loop` writes partial results
+    /// indexed by the loop (a new axis at `factor_axis`) and the original block sums them.
+    /// Returns the rf block; the original block's rv stands for the write-back.
+    pub fn rfactor(&mut self, lp: LoopRv, factor_axis: i64) -> Result<BlockRv> {
+        let l = self.loop_id(lp)?;
+        let rb = self.transact("rfactor", |p| rfactor::rfactor(p, l, factor_axis))?;
+        let ids = self.record(
+            InstKind::Rfactor,
+            vec![Operand::Rv(lp.0)],
+            vec![("factor_axis", Operand::Int(factor_axis))],
+            None,
+            vec![RvValue::Block(rb)],
         );
         Ok(BlockRv(ids[0]))
     }

@@ -321,3 +321,117 @@ fn decompose_reduction_inside_a_reduction_loop_is_rejected() {
     );
     sch.decompose_reduction(c, k[0]).unwrap();
 }
+
+/// rfactor of `k_0` after splitting k by `[None, 16]`: the rf block's new axis is spatial
+/// and bound to the loop, the write-back sums over it.
+#[test]
+fn rfactor_turns_the_outer_reduction_loop_into_a_partial_result_axis() {
+    let reference = matmul(32, 24, 64);
+    let mut sch = Schedule::new(reference.clone(), 0);
+    let c = sch.get_block("C").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let k = sch.split(l[2], &[None, Some(16.into())]).unwrap();
+    let rf = sch.rfactor(k[0], 0).unwrap();
+    let p = sch.program();
+    let text = print_program(p);
+    let rb = sch.block_id(rf).unwrap();
+    assert_eq!(p.block(rb).name, "C_rf");
+    let rf_buf = p.block(rb).body.buffer;
+    assert_eq!(p.buffer(rf_buf).shape, vec![4, 32, 24], "{text}");
+    assert_eq!(p.buffer(rf_buf).kind, BufferKind::Intermediate);
+    let kinds: Vec<IterKind> = p.block(rb).iter_vars.iter().map(|iv| iv.kind).collect();
+    use IterKind::{Reduce as R, Spatial as S};
+    assert_eq!(kinds, vec![S, S, S, R], "{text}");
+    // The write-back keeps the name and rv of the original block, in a nest of its own.
+    let wb = sch.block_id(c).unwrap();
+    assert_eq!(p.block(wb).name, "C");
+    let kinds: Vec<IterKind> = p.block(wb).iter_vars.iter().map(|iv| iv.kind).collect();
+    assert_eq!(kinds, vec![S, S, R], "{text}");
+    assert_eq!(p.root.len(), 2, "{text}");
+    assert!(
+        text.contains("C_rf[vk_rf, vi, vj] = C_rf[vk_rf, vi, vj] + A[vi, 16 * vk_rf + vk_in]"),
+        "{text}"
+    );
+    assert!(
+        text.contains("C[vi, vj] = C[vi, vj] + C_rf[vk_rf, vi, vj]"),
+        "{text}"
+    );
+    let err = crate::interp::check(&reference, p, 3).unwrap();
+    assert!(err < 1e-5, "relative error {err}");
+    // The factor axis may go anywhere in the partial-result buffer.
+    let mut sch = Schedule::new(reference.clone(), 0);
+    let c = sch.get_block("C").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let k = sch.split(l[2], &[Some(8.into()), None]).unwrap();
+    let rf = sch.rfactor(k[0], 2).unwrap();
+    let p = sch.program();
+    let rb = sch.block_id(rf).unwrap();
+    assert_eq!(p.buffer(p.block(rb).body.buffer).shape, vec![32, 24, 8]);
+    let err = crate::interp::check(&reference, p, 4).unwrap();
+    assert!(err < 1e-5, "relative error {err}");
+}
+
+/// Split-K as a GPU schedule: the rfactor axis is bound to blockIdx.y, the partial sums
+/// go through a global workspace, the write-back is a second kernel; the kernels run
+/// with GPU semantics and match the reference.
+#[test]
+fn rfactor_split_k_lowers_to_two_kernels_that_match_the_reference() {
+    let reference = matmul(64, 32, 128);
+    let mut sch = Schedule::new(reference.clone(), 0);
+    let c = sch.get_block("C").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let k = sch.split(l[2], &[Some(4.into()), None]).unwrap();
+    let rf = sch.rfactor(k[0], 0).unwrap();
+    let rl = sch.get_loops(rf).unwrap();
+    sch.reorder(&[rl[2], rl[0], rl[1], rl[3]]).unwrap();
+    sch.bind(rl[2], "blockIdx.y").unwrap();
+    let i = sch.split(rl[0], &[None, Some(16.into())]).unwrap();
+    sch.bind(i[0], "blockIdx.x").unwrap();
+    sch.bind(i[1], "threadIdx.y").unwrap();
+    sch.bind(rl[1], "threadIdx.x").unwrap();
+    sch.decompose_reduction(rf, rl[3]).unwrap();
+    let wl = sch.get_loops(c).unwrap();
+    let f = sch.fuse(&wl[..2]).unwrap();
+    let t = sch.split(f, &[None, Some(128.into())]).unwrap();
+    sch.bind(t[0], "blockIdx.x").unwrap();
+    sch.bind(t[1], "threadIdx.x").unwrap();
+    let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda).unwrap();
+    assert_eq!(lowered.kernels.len(), 2);
+    assert_eq!(lowered.kernels[0].grid, [4, 4, 1]);
+    assert_eq!(lowered.workspaces.len(), 1);
+    let err = crate::interp::check_lowered(&reference, &lowered, 5).unwrap();
+    assert!(err < 1e-5, "relative error {err}");
+    // The trace replays to the same program.
+    let again = crate::schedule::replay(sch.trace(), reference.clone(), 0).unwrap();
+    assert_eq!(print_program(again.program()), print_program(sch.program()));
+}
+
+#[test]
+fn rfactor_of_what_it_cannot_factor_is_rejected_naming_the_loop() {
+    let mut sch = Schedule::new(matmul(32, 32, 30), 0);
+    let c = sch.get_block("C").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let e = rejected(&mut sch, |s| s.rfactor(l[0], 0).map(|_| ()));
+    assert_eq!(
+        e.to_string(),
+        "rfactor of loop i: it binds the spatial iteration variable vi of block C"
+    );
+    let k = sch.split(l[2], &[None, Some(4.into())]).unwrap();
+    let e = rejected(&mut sch, |s| s.rfactor(k[0], 0).map(|_| ()));
+    assert!(
+        e.to_string()
+            .starts_with("rfactor of loop k_0: it does not split vk evenly"),
+        "{e}"
+    );
+    let mut sch = Schedule::new(matmul(32, 32, 32), 0);
+    let c = sch.get_block("C").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let e = rejected(&mut sch, |s| s.rfactor(l[2], 3).map(|_| ()));
+    assert_eq!(
+        e.to_string(),
+        "invalid rfactor factor_axis: 3 is not in 0..=2"
+    );
+    sch.decompose_reduction(c, l[2]).unwrap();
+    let e = rejected(&mut sch, |s| s.rfactor(l[2], 0).map(|_| ()));
+    assert!(e.to_string().contains("it has no init"), "{e}");
+}

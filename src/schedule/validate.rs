@@ -16,7 +16,7 @@
 //! 3. **Decision**: only on sampling instructions; `sample_perfect_tile` takes `n`
 //!    positive tile sizes, `sample_categorical` an index into its candidates.
 //! 4. **Outputs**: the count the instruction defines (none for instructions without an
-//!    output kind; one for get_block, fuse, cache_read, cache_write, decompose_reduction,
+//!    output kind; one for get_block, fuse, cache_read, cache_write, decompose_reduction, rfactor,
 //!    sample_categorical; one per factor for split; `n` for sample_perfect_tile; any for
 //!    get_loops, get_consumers, get_producers); the outputs are the next rvs in order of
 //!    definition, of the instruction's output kind, named by an identifier that is new
