@@ -39,6 +39,7 @@ struct Tally {
 }
 
 fn explore(spec: &str, space: &SearchSpace, target: &TargetLimits, seed: u64) -> Tally {
+    let split_k_only = space.split_k.as_ref().is_some_and(|k| k.probability == 1.0);
     let w = tessel::workload::from_cli(spec, |_| Err(std::io::Error::other("no files")))
         .expect("workload");
     let program = canonical_program(&w).expect("canonical program");
@@ -110,6 +111,15 @@ fn explore(spec: &str, space: &SearchSpace, target: &TargetLimits, seed: u64) ->
                 }
             }
         }
+        if split_k_only {
+            let p = sch.program();
+            assert!(
+                p.blocks_in_order()
+                    .iter()
+                    .any(|b| p.block(*b).name.contains("_rf")),
+                "{spec}: the split-K space sampled a candidate without rfactor"
+            );
+        }
         t.passed += 1;
     }
     t
@@ -141,6 +151,25 @@ fn cuda_space_samples_verify_compute_the_reference_and_compile() {
         SearchSpace::cuda_default(),
         TargetLimits::Cuda(CudaLimits::sm90_default()),
         "cuda",
+    );
+}
+
+/// The CUDA space with split-K on every sample and at every size: each candidate is an
+/// rf kernel plus the kernel summing its partial results, and must still compute the
+/// reference (serially, with GPU semantics) and compile.
+#[test]
+fn cuda_split_k_samples_verify_compute_the_reference_and_compile() {
+    let mut space = SearchSpace::cuda_default();
+    let rule = space
+        .split_k
+        .as_mut()
+        .expect("the CUDA space has a split-K rule");
+    rule.probability = 1.0;
+    rule.min_reduction = 1;
+    run_space(
+        space,
+        TargetLimits::Cuda(CudaLimits::sm90_default()),
+        "cuda split-K",
     );
 }
 

@@ -7,6 +7,10 @@
 //!
 //! 1. **Inline padding**: spatial stages before the main block (conv2d's `pad_temp`)
 //!    are `compute_inline`d into it.
+//! 1b. **Split-K** (spaces with `[split_k]`): for a reduction long against its output,
+//!    sometimes (see [`split_k`]) the first reduction axis is split by a sampled count
+//!    and `rfactor`ed; the rf block is the main block below, and the original block,
+//!    now the sum of the partial results, is scheduled on its own at the end.
 //! 2. **Cache write**: the main block (the last reduction block) accumulates in a local
 //!    cache; elementwise epilogues after it (bias, relu) are `reverse_compute_inline`d
 //!    into the write-back.
@@ -31,7 +35,7 @@
 
 use super::space::{Binding, Level, SearchSpace};
 use crate::ir::{BufferKind, Expr, IterKind, Program};
-use crate::schedule::{AnnArg, ExprRv, IntArg, LoopRv, Schedule, ScheduleError, Target};
+use crate::schedule::{AnnArg, BlockRv, ExprRv, IntArg, LoopRv, Schedule, ScheduleError, Target};
 use thiserror::Error;
 
 /// Why a workload has no design space, or a sample could not be built.
@@ -107,8 +111,14 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
             let _ = sch.compute_inline(b);
         }
     }
+    // 1b. Split-K: the main block becomes the rf block; the original one sums its
+    //     partial results in a nest of its own.
+    let split = split_k(space, sch, &st.main, seed)?;
     // 2. Cache write and epilogues.
-    let main = sch.get_block(&st.main).map_err(at("main block"))?;
+    let main = match split {
+        Some((rf, _, _)) => rf,
+        None => sch.get_block(&st.main).map_err(at("main block"))?,
+    };
     let write_back = match &space.cache_write {
         Some(scope) => Some(sch.cache_write(main, 0, scope).map_err(at("cache_write"))?),
         None => None,
@@ -116,13 +126,31 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
     let mut leftovers = Vec::new();
     for name in &st.epilogues {
         let b = sch.get_block(name).map_err(at("epilogue"))?;
-        if !(space.inline_epilogue && write_back.is_some() && sch.reverse_compute_inline(b).is_ok())
+        // After split-K the epilogue reads the sum of the partial results: it cannot go
+        // into the rf block's write-back.
+        if split.is_some()
+            || !(space.inline_epilogue
+                && write_back.is_some()
+                && sch.reverse_compute_inline(b).is_ok())
         {
             leftovers.push(name.clone());
         }
     }
-    // 3. Tiling.
-    let loops = sch.get_loops(main).map_err(at("tiling"))?;
+    // 3. Tiling. The split-K loop is not tiled: it goes whole to the outermost level
+    //    (blockIdx), so that each thread block computes one partial result.
+    let rf_loop = match split {
+        Some((_, _, l)) => Some(sch.loop_id(l).map_err(at("tiling"))?),
+        None => None,
+    };
+    let mut loops = sch.get_loops(main).map_err(at("tiling"))?;
+    let mut rf_outer = None;
+    if let Some(id) = rf_loop {
+        let pos = loops
+            .iter()
+            .position(|l| sch.loop_id(*l).ok() == Some(id))
+            .expect("the split-K loop encloses the rf block");
+        rf_outer = Some(loops.remove(pos));
+    }
     let kinds = loop_kinds(sch, main, &loops)?;
     let n_s = space
         .levels
@@ -172,6 +200,9 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
         };
         levels.push(tiles.iter().map(|(t, _)| t[*i]).collect());
         *i += 1;
+    }
+    if let Some(l) = rf_outer {
+        levels[0].insert(0, l);
     }
     let order: Vec<LoopRv> = levels.iter().flatten().copied().collect();
     sch.reorder(&order).map_err(at("reorder"))?;
@@ -282,9 +313,110 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
             .map_err(at("decompose_reduction"))?;
     }
     // Stages left outside the main nest.
+    if let Some((_, wb, _)) = split {
+        split_k_sum(space, sch, wb)?;
+    }
     for name in &leftovers {
         standalone(space, sch, name)?;
     }
+    Ok(())
+}
+
+/// The split-K rule: with the space's probability (drawn from `seed`, outside the
+/// trace, so that a trace's decisions never change its structure), a workload whose
+/// output is small against its reduction has its first reduction loop split by a sampled
+/// count (`sample_categorical` over the space's splits that divide it) and `rfactor`ed.
+/// Returns the rf block, the write-back (the original block) and the split-K loop.
+fn split_k(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    main: &str,
+    seed: u64,
+) -> Result<Option<(BlockRv, BlockRv, LoopRv)>, SketchError> {
+    use rand::{Rng, SeedableRng};
+    let Some(rule) = &space.split_k else {
+        return Ok(None);
+    };
+    let b = sch.get_block(main).map_err(at("split-K"))?;
+    let (outputs, reduction, first_reduce) = {
+        let p = sch.program();
+        let blk = p.block(sch.block_id(b).map_err(at("split-K"))?);
+        let extent = |kind| {
+            blk.iter_vars
+                .iter()
+                .filter(|iv| iv.kind == kind)
+                .map(|iv| iv.extent)
+                .product::<i64>()
+        };
+        let first = blk
+            .iter_vars
+            .iter()
+            .find(|iv| iv.kind == IterKind::Reduce)
+            .map(|iv| iv.extent);
+        (extent(IterKind::Spatial), extent(IterKind::Reduce), first)
+    };
+    let Some(first_extent) = first_reduce else {
+        return Ok(None);
+    };
+    let splits: Vec<i64> = rule
+        .splits
+        .iter()
+        .copied()
+        .filter(|s| first_extent % s == 0 && *s < first_extent)
+        .collect();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5b11_7c0f_0000_0001);
+    if splits.is_empty()
+        || outputs > rule.max_output_elements
+        || reduction < rule.min_reduction
+        || rng.gen::<f64>() >= rule.probability
+    {
+        return Ok(None);
+    }
+    let loops = sch.get_loops(b).map_err(at("split-K"))?;
+    let kinds = loop_kinds(sch, b, &loops)?;
+    let Some(lr) = loops
+        .iter()
+        .zip(&kinds)
+        .find(|(_, k)| **k == IterKind::Reduce)
+        .map(|(l, _)| *l)
+    else {
+        return Ok(None);
+    };
+    let probs = vec![1.0 / splits.len() as f64; splits.len()];
+    let count = sch
+        .sample_categorical(&splits, &probs, None)
+        .map_err(at("split-K"))?;
+    let parts = sch
+        .split(lr, &[Some(IntArg::Rv(count)), None])
+        .map_err(at("split-K"))?;
+    let rf = sch.rfactor(parts[0], 0).map_err(at("rfactor"))?;
+    Ok(Some((rf, b, parts[0])))
+}
+
+/// Schedules the split-K sum on its own: its spatial loops fused and spread over blocks
+/// of [`STANDALONE_THREADS`] threads (parallel on the CPU), the sum over the partial
+/// results serial and unrolled in each thread.
+fn split_k_sum(space: &SearchSpace, sch: &mut Schedule, wb: BlockRv) -> Result<(), SketchError> {
+    let loops = sch.get_loops(wb).map_err(at("split-K sum"))?;
+    let Some((last, spatial)) = loops.split_last() else {
+        return Ok(());
+    };
+    if spatial.is_empty() {
+        return Ok(());
+    }
+    let fused = fuse(sch, spatial)?;
+    if space.is_gpu() {
+        let parts = sch
+            .split(fused, &[None, Some(IntArg::Lit(STANDALONE_THREADS))])
+            .map_err(at("split-K sum"))?;
+        sch.bind(parts[0], "blockIdx.x")
+            .map_err(at("split-K sum"))?;
+        sch.bind(parts[1], &thread_tag(space))
+            .map_err(at("split-K sum"))?;
+    } else {
+        sch.parallel(fused).map_err(at("split-K sum"))?;
+    }
+    sch.unroll(*last).map_err(at("split-K sum"))?;
     Ok(())
 }
 

@@ -68,6 +68,20 @@ pub struct SearchSpace {
     /// The innermost spatial loop is vectorized when at most this long (0: never).
     pub max_vector_extent: i64,
     pub max_spill_bytes: u32,
+    /// Split-K: when and how a long reduction is spread over partial results.
+    pub split_k: Option<SplitK>,
+}
+
+/// The split-K rule (`[split_k]`): with `probability`, a sample of a workload whose
+/// output has at most `max_output_elements` elements and whose reduction is at least
+/// `min_reduction` long splits its first reduction axis by one of `splits` (those that
+/// divide it) and `rfactor`s the outer part into a spatial axis.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SplitK {
+    pub probability: f64,
+    pub max_output_elements: i64,
+    pub min_reduction: i64,
+    pub splits: Vec<i64>,
 }
 
 #[derive(Deserialize)]
@@ -80,7 +94,18 @@ struct File {
     unroll: Unroll,
     inline: Inline,
     vectorize: Option<Vectorize>,
+    split_k: Option<SplitKFile>,
     postprocess: Postprocess,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SplitKFile {
+    enabled: bool,
+    probability: f64,
+    max_output_elements: i64,
+    min_reduction: i64,
+    splits: Vec<i64>,
 }
 
 #[derive(Deserialize)]
@@ -282,6 +307,38 @@ impl SearchSpace {
                 "must be non-negative".into(),
             ));
         }
+        let split_k = match f.split_k {
+            Some(k) if k.enabled => {
+                if !(0.0..=1.0).contains(&k.probability) {
+                    return Err(invalid(
+                        "split_k.probability",
+                        format!("{} is not in [0, 1]", k.probability),
+                    ));
+                }
+                if k.splits.is_empty() || k.splits.iter().any(|s| *s < 2) {
+                    return Err(invalid(
+                        "split_k.splits",
+                        format!(
+                            "{:?}: each must be at least 2, and at least one given",
+                            k.splits
+                        ),
+                    ));
+                }
+                if k.max_output_elements < 1 || k.min_reduction < 1 {
+                    return Err(invalid(
+                        "split_k.min_reduction",
+                        "it and max_output_elements must be at least 1".into(),
+                    ));
+                }
+                Some(SplitK {
+                    probability: k.probability,
+                    max_output_elements: k.max_output_elements,
+                    min_reduction: k.min_reduction,
+                    splits: k.splits,
+                })
+            }
+            _ => None,
+        };
         Ok(SearchSpace {
             levels,
             bindings,
@@ -297,6 +354,7 @@ impl SearchSpace {
             inline_epilogue: f.inline.epilogue,
             max_vector_extent,
             max_spill_bytes: f.postprocess.max_spill_bytes,
+            split_k,
         })
     }
 
