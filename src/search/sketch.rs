@@ -7,28 +7,28 @@
 //!
 //! 1. **Inline padding**: spatial stages before the main block (conv2d's `pad_temp`)
 //!    are `compute_inline`d into it.
-//! 1b. **Split-K** (spaces with `[split_k]`): for a reduction long against its output,
+//! 2. **Split-K** (spaces with `[split_k]`): for a reduction long against its output,
 //!    sometimes (see [`split_k`]) the first reduction axis is split by a sampled count
 //!    and `rfactor`ed; the rf block is the main block below, and the original block,
 //!    now the sum of the partial results, is scheduled on its own at the end.
-//! 2. **Cache write**: the main block (the last reduction block) accumulates in a local
+//! 3. **Cache write**: the main block (the last reduction block) accumulates in a local
 //!    cache; elementwise epilogues after it (bias, relu) are `reverse_compute_inline`d
 //!    into the write-back.
-//! 3. **Multi-level tiling**: every spatial axis is split into as many tiles as the
+//! 4. **Multi-level tiling**: every spatial axis is split into as many tiles as the
 //!    structure has S levels, every reduction axis into as many as it has R levels, by
 //!    `sample_perfect_tile`; the tiles are reordered level by level (`SSSRRSRS`).
-//! 4. **Binding**: the loops of each leading S level are fused and bound (blockIdx,
+//! 5. **Binding**: the loops of each leading S level are fused and bound (blockIdx,
 //!    vthread, threadIdx on CUDA; `parallel` on the CPU).
-//! 5. **Write-back placement**: `reverse_compute_at` at the last loop of the last S level
+//! 6. **Write-back placement**: `reverse_compute_at` at the last loop of the last S level
 //!    before the first R level (the thread on CUDA, the serial outer tile on the CPU).
-//! 6. **Cache read + cooperative fetch** (CUDA): every global input is staged in shared
+//! 7. **Cache read + cooperative fetch** (CUDA): every global input is staged in shared
 //!    memory at the last loop of the first R level, its loops fused, split over the
 //!    block's threads (a product of the sampled thread tiles, so a changed decision keeps
 //!    the split consistent) and vectorized by a sampled length.
-//! 7. **Vectorize** (CPU): the innermost loop of the main block and of the write-back.
-//! 8. **Auto-unroll**: a sampled `pragma_auto_unroll_max_step` on the loops of the last
+//! 8. **Vectorize** (CPU): the innermost loop of the main block and of the write-back.
+//! 9. **Auto-unroll**: a sampled `pragma_auto_unroll_max_step` on the loops of the last
 //!    three levels.
-//! 9. **decompose_reduction** at the first reduction loop.
+//! 10. **decompose_reduction** at the first reduction loop.
 //!
 //! Stages that a rule cannot handle stay as they are (an epilogue that cannot be inlined is
 //! bound on its own); what no candidate can survive is a [`SketchError`].
@@ -102,7 +102,7 @@ fn stages(p: &Program) -> Result<Stages, SketchError> {
 /// but far fewer samples are rejected by the postprocessors.
 pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), SketchError> {
     let st = stages(sch.program())?;
-    // 1. Padding (on a space with a read cache, after the cache is placed: the padding
+    // 2. Padding (on a space with a read cache, after the cache is placed: the padding
     //    goes into the cooperative fetch, as MetaSchedule does).
     if space.inline_padding && space.cache_read.is_none() {
         for name in &st.padding {
@@ -111,10 +111,10 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
             let _ = sch.compute_inline(b);
         }
     }
-    // 1b. Split-K: the main block becomes the rf block; the original one sums its
-    //     partial results in a nest of its own.
+    // 2. Split-K: the main block becomes the rf block; the original one sums its
+    //    partial results in a nest of its own.
     let split = split_k(space, sch, &st.main, seed)?;
-    // 2. Cache write and epilogues.
+    // 3. Cache write and epilogues.
     let main = match split {
         Some((rf, _, _)) => rf,
         None => sch.get_block(&st.main).map_err(at("main block"))?,
@@ -136,7 +136,7 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
             leftovers.push(name.clone());
         }
     }
-    // 3. Tiling. The split-K loop is not tiled: it goes whole to the outermost level
+    // 4. Tiling. The split-K loop is not tiled: it goes whole to the outermost level
     //    (blockIdx), so that each thread block computes one partial result.
     let rf_loop = match split {
         Some((_, _, l)) => Some(sch.loop_id(l).map_err(at("tiling"))?),
@@ -211,7 +211,7 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
         .iter()
         .position(|l| *l == Level::Reduce)
         .unwrap_or(space.levels.len());
-    // 4. Bindings of the leading S levels.
+    // 5. Bindings of the leading S levels.
     let mut thread_factors: Vec<ExprRv> = Vec::new();
     for (li, binding) in space.bindings.iter().enumerate() {
         let fused = fuse(sch, &levels[li])?;
@@ -226,14 +226,14 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
         }
         levels[li] = vec![fused];
     }
-    // 5. Write-back placement.
+    // 6. Write-back placement.
     let wb_level = (0..first_r).rev().find(|l| !levels[*l].is_empty());
     if let (Some(wb), Some(l)) = (write_back, wb_level) {
         let lp = *levels[l].last().expect("a non-empty level");
         sch.reverse_compute_at(wb, lp)
             .map_err(at("reverse_compute_at"))?;
     }
-    // 6. Cache read with cooperative fetch.
+    // 7. Cache read with cooperative fetch.
     if let (Some(scope), Some(fetch_at)) = (&space.cache_read, levels[first_r].last().copied()) {
         let n_reads = {
             let p = sch.program();
@@ -285,7 +285,7 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
             }
         }
     }
-    // 7. Vectorize (CPU).
+    // 8. Vectorize (CPU).
     if !space.is_gpu() && space.max_vector_extent > 0 {
         if let Some(last) = order.last() {
             sch.vectorize(*last).map_err(at("vectorize"))?;
@@ -296,7 +296,7 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
             }
         }
     }
-    // 8. Auto-unroll.
+    // 9. Auto-unroll.
     let steps = &space.unroll_max_steps;
     let probs = vec![1.0 / steps.len() as f64; steps.len()];
     let step = sch
@@ -307,7 +307,7 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
         sch.annotate(Target::Loop(*lp), AUTO_UNROLL_KEY, AnnArg::Rv(step))
             .map_err(at("auto-unroll"))?;
     }
-    // 9. decompose_reduction.
+    // 10. decompose_reduction.
     if let Some(first) = levels[first_r].first() {
         sch.decompose_reduction(main, *first)
             .map_err(at("decompose_reduction"))?;
