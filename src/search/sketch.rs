@@ -102,7 +102,7 @@ fn stages(p: &Program) -> Result<Stages, SketchError> {
 /// but far fewer samples are rejected by the postprocessors.
 pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), SketchError> {
     let st = stages(sch.program())?;
-    // 2. Padding (on a space with a read cache, after the cache is placed: the padding
+    // 1. Padding (on a space with a read cache, after the cache is placed: the padding
     //    goes into the cooperative fetch, as MetaSchedule does).
     if space.inline_padding && space.cache_read.is_none() {
         for name in &st.padding {
