@@ -482,13 +482,14 @@ fn seed_source(name: &str, spec: &str, arch: &str) -> (tessel::workload::Workloa
     (w, src)
 }
 
-const SEEDS: [&str; 6] = [
+const SEEDS: [&str; 7] = [
     "mlc_blocking_shared",
     "gemm_1_blocked",
     "gemm_2_thread_tiling",
     "gemm_3_vthread",
     "gemm_4_vectorize",
     "seed_efficient_gemm",
+    "gemm_split_k",
 ];
 
 #[test]

@@ -27,6 +27,8 @@ const CASES: &[(&str, &str)] = &[
     ("gemm_4_vectorize", "matmul:130x120x20"),
     ("seed_efficient_gemm", "matmul:128x128x16"),
     ("seed_efficient_gemm", "matmul:130x120x20"),
+    ("gemm_split_k", "matmul:128x128x64"),
+    ("gemm_split_k", "matmul:130x120x36"),
 ];
 
 /// (schedule file, workload) run without the schedule's `vectorize` instructions.

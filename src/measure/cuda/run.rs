@@ -284,6 +284,26 @@ impl CudaRunner {
         self.sync().map_err(|e| self.fail_at_sync(e))
     }
 
+    /// Allocates each workspace (name, elements, bytes per element) that is missing or
+    /// smaller than asked for; the others are kept.
+    fn ensure_workspaces(&mut self, workspaces: &[(String, i64, usize)]) -> Result<(), Failure> {
+        for (name, elems, elem_bytes) in workspaces {
+            let bytes = (*elems).max(0) as usize * elem_bytes;
+            let have = self.workspaces.iter().position(|b| &b.name == name);
+            if let Some(i) = have {
+                if self.workspaces[i].mem.len() >= bytes {
+                    continue;
+                }
+                self.workspaces.remove(i);
+            }
+            let buf = self
+                .alloc(name, None, (*elems).max(0) as usize, *elem_bytes)
+                .map_err(|e| self.fail(e))?;
+            self.workspaces.push(buf);
+        }
+        Ok(())
+    }
+
     fn alloc(
         &self,
         name: &str,
@@ -309,9 +329,12 @@ impl CudaRunner {
     }
 
     /// Loads the CUBIN(s) of a `Source` and looks up each of its kernels by name (in any of
-    /// the modules), opting in to dynamic shared memory where a kernel needs it.
+    /// the modules), opting in to dynamic shared memory where a kernel needs it. The
+    /// global workspaces the source names are allocated if `prepare` did not (a candidate's
+    /// schedule may add some, e.g. split-K's partial results).
     pub fn load(&mut self, cubins: &[Cubin], src: &Source) -> Result<ProgramHandle, Failure> {
         self.enter()?;
+        self.ensure_workspaces(&src.workspaces)?;
         let mut modules = Vec::new();
         for cubin in cubins {
             let module = self
