@@ -611,11 +611,47 @@ fn the_shipped_best_record_set_imports_and_covers_the_suite() {
         device: "NVIDIA H200".into(),
         toolchain: "nvrtc 13.0, driver 13.0".into(),
     };
+    let mut first = std::collections::BTreeMap::new();
     for spec in suite {
         let w = preset(spec).unwrap();
         let best = db.best(&w, &target).unwrap();
         let best = best.unwrap_or_else(|| panic!("no record for {spec}"));
         assert!(!best.is_fallback(), "{spec}");
         assert!(best.record.median_secs.is_some_and(|s| s > 0.0), "{spec}");
+        first.insert(spec, best.record.median_secs.unwrap());
     }
+    // The split-K run of 2026-11-22 (9 workloads) merges in: each lookup answers with the
+    // faster of the two runs' records, and where split-K won the answer is an rfactor
+    // trace that still replays on the workload.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("database/h200-2026-11-22.best.jsonl");
+    let file = std::fs::File::open(&path).unwrap();
+    let report = db
+        .import_jsonl(BufReader::new(file), ImportMode::AllOrNothing)
+        .unwrap();
+    assert!(report.merged, "{:?}", report.rejected);
+    assert_eq!(report.accepted.len(), 9, "{:?}", report.rejected);
+    let mut improved = 0;
+    for spec in suite {
+        let w = preset(spec).unwrap();
+        let best = db.best(&w, &target).unwrap().unwrap();
+        let secs = best.record.median_secs.unwrap();
+        assert!(secs <= first[spec], "{spec}: {secs} > {}", first[spec]);
+        if secs < first[spec] {
+            improved += 1;
+            let split_k = best
+                .record
+                .trace
+                .insts
+                .iter()
+                .any(|i| i.kind == tessel::schedule::InstKind::Rfactor);
+            assert!(split_k, "{spec}: the faster record is not split-K");
+            tessel::schedule::replay(
+                &best.record.trace,
+                tessel::database::canonical_program(&w).unwrap(),
+                0,
+            )
+            .unwrap_or_else(|e| panic!("{spec}: {e}"));
+        }
+    }
+    assert!(improved >= 7, "{improved} workloads improved");
 }
