@@ -51,7 +51,7 @@ fn random_step(sch: &mut Schedule, rng: &mut ChaCha8Rng) -> bool {
             .unwrap_or(1)
     };
     let before = sch.program().clone();
-    let r: Result<(), _> = match rng.gen_range(0..15) {
+    let r: Result<(), _> = match rng.gen_range(0..16) {
         0 => match pick(rng, &loops) {
             Some(l) => {
                 let e = extent(sch, l);
@@ -156,6 +156,10 @@ fn random_step(sch: &mut Schedule, rng: &mut ChaCha8Rng) -> bool {
                     Err(e) => Err(e),
                 }
             }
+            None => return false,
+        },
+        14 => match pick(rng, &loops) {
+            Some(l) => sch.rfactor(l, rng.gen_range(0..=2)).map(|_| ()),
             None => return false,
         },
         _ => {

@@ -369,6 +369,16 @@ fn rfactor_turns_the_outer_reduction_loop_into_a_partial_result_axis() {
     assert_eq!(p.buffer(p.block(rb).body.buffer).shape, vec![32, 24, 8]);
     let err = crate::interp::check(&reference, p, 4).unwrap();
     assert!(err < 1e-5, "relative error {err}");
+    // An unsplit reduction loop factors whole: one partial result per k.
+    let mut sch = Schedule::new(reference.clone(), 0);
+    let c = sch.get_block("C").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let rf = sch.rfactor(l[2], 1).unwrap();
+    let p = sch.program();
+    let rb = sch.block_id(rf).unwrap();
+    assert_eq!(p.buffer(p.block(rb).body.buffer).shape, vec![32, 64, 24]);
+    let err = crate::interp::check(&reference, p, 5).unwrap();
+    assert!(err < 1e-5, "relative error {err}");
 }
 
 /// Split-K as a GPU schedule: the rfactor axis is bound to blockIdx.y, the partial sums
