@@ -200,6 +200,8 @@ struct Builder<'a> {
     ranges: BTreeMap<VarId, i64>,
     /// Loop variable -> replacement (thread variable).
     subst: BTreeMap<VarId, Expr>,
+    /// Memo of [`nest_total`] for the loops of this kernel.
+    nest_totals: BTreeMap<LoopId, i64>,
 }
 
 fn dim_index(d: Dim3) -> usize {
@@ -331,8 +333,9 @@ impl Builder<'_> {
                         };
                         let inner = self.stmts(body)?;
                         let fk = if fk == ForKind::Serial
-                            && auto_unroll(self.prog, &lp.annotations, lp.extent)
-                        {
+                            && auto_unroll(self.backend, &lp.annotations, lp.extent, || {
+                                nest_total(self.prog, t, &mut self.nest_totals)
+                            }) {
                             ForKind::Unrolled
                         } else {
                             fk
@@ -401,14 +404,63 @@ impl Builder<'_> {
     }
 }
 
-/// `pragma_auto_unroll_max_step` on a loop (or `pragma_unroll_explicit`) asks for loops of
-/// at most that many iterations to be unrolled.
-fn auto_unroll(p: &Program, ann: &BTreeMap<String, crate::ir::AnnValue>, extent: i64) -> bool {
-    let _ = p;
+/// Whether a serial loop annotated with `pragma_auto_unroll_max_step = N` is unrolled.
+///
+/// - **CPU**: TVM's rule. The loop is unrolled when the total number of iterations of the
+///   nest rooted at it, [`nest_total`] (its extent times the extents of the loops under
+///   it, taking the largest product where it has several child nests), is at most `N`.
+/// - **CUDA**: the loop is unrolled when its own extent is at most `N`, whatever lies
+///   under it. This older rule is kept on purpose: the GPU records measured and shipped in
+///   `database/` were tuned with it, and changing the kernels their traces lower to needs
+///   a re-tune. It is to be unified with TVM's rule at the next GPU re-tune.
+///
+/// `nest_total` is only called when the CPU rule needs it.
+fn auto_unroll(
+    backend: Backend,
+    ann: &BTreeMap<String, crate::ir::AnnValue>,
+    extent: i64,
+    nest_total: impl FnOnce() -> i64,
+) -> bool {
     match ann.get("pragma_auto_unroll_max_step") {
-        Some(crate::ir::AnnValue::Int(max)) => extent <= *max,
+        Some(crate::ir::AnnValue::Int(max)) => match backend {
+            Backend::Cpu => nest_total() <= *max,
+            Backend::Cuda => extent <= *max,
+        },
         _ => false,
     }
+}
+
+/// The number of iterations of the loop nest rooted at `t`: a loop's extent times the
+/// largest total among its children (1 where it has no loop children), i.e. the largest
+/// product of extents along a path from `t` down. Every loop counts, whatever its kind
+/// (thread-bound, vectorized, unrolled by the lowering); a block counts 1. Saturates
+/// rather than overflows.
+///
+/// Totals of program loops are memoized in `memo` by loop id (each program loop appears
+/// once in a CPU kernel's tree; vthread sinking, which may copy loops, is CUDA-only): the
+/// lowering asks inner loops first, so an outer annotated loop reuses them and a whole
+/// nest costs one walk.
+fn nest_total(p: &Program, t: &Tree, memo: &mut BTreeMap<LoopId, i64>) -> i64 {
+    let (extent, body) = match t {
+        Tree::Block(_) => return 1,
+        Tree::Loop { id, body } => {
+            if let Some(&n) = memo.get(id) {
+                return n;
+            }
+            (p.lp(*id).extent, body)
+        }
+        Tree::Unrolled { extent, body, .. } => (*extent, body),
+    };
+    let inner = body
+        .iter()
+        .map(|c| nest_total(p, c, memo))
+        .max()
+        .unwrap_or(1);
+    let total = extent.max(1).saturating_mul(inner);
+    if let Tree::Loop { id, .. } = t {
+        memo.insert(*id, total);
+    }
+    total
 }
 
 fn build_kernel(
@@ -426,6 +478,7 @@ fn build_kernel(
         block: [1; 3],
         ranges: BTreeMap::new(),
         subst: BTreeMap::new(),
+        nest_totals: BTreeMap::new(),
     };
     for t in &trees {
         b.collect_dims(t)?;
@@ -454,4 +507,114 @@ fn build_kernel(
         compact::check_vectors(prog, &kernel, &ranges)?;
     }
     Ok(kernel)
+}
+
+#[cfg(test)]
+mod unroll_tests {
+    use super::{lower, Backend, ForKind, KStmt};
+    use crate::ir::VarId;
+    use crate::schedule::{AnnArg, IntArg, LoopRv, Schedule, Target};
+    use crate::workload::preset;
+
+    const KEY: &str = "pragma_auto_unroll_max_step";
+
+    /// The kind of every `For` in the lowered kernels, by loop variable.
+    fn kinds(s: &Schedule, backend: Backend) -> Vec<(VarId, ForKind)> {
+        fn walk(body: &[KStmt], out: &mut Vec<(VarId, ForKind)>) {
+            for st in body {
+                match st {
+                    KStmt::For {
+                        var, kind, body, ..
+                    } => {
+                        out.push((*var, *kind));
+                        walk(body, out);
+                    }
+                    KStmt::If { then, .. } => walk(then, out),
+                    _ => {}
+                }
+            }
+        }
+        let low = lower(s.program(), backend).unwrap();
+        let mut out = Vec::new();
+        for k in &low.kernels {
+            walk(&k.body, &mut out);
+        }
+        out
+    }
+
+    /// How loop `l` of `s` is lowered for `backend`.
+    fn kind_of(s: &Schedule, backend: Backend, l: LoopRv) -> ForKind {
+        let var = s.program().lp(s.loop_id(l).unwrap()).var;
+        let ks = kinds(s, backend);
+        let found: Vec<_> = ks.iter().filter(|(v, _)| *v == var).collect();
+        assert_eq!(found.len(), 1, "loop {var:?} in {ks:?}");
+        found[0].1
+    }
+
+    fn annotate(s: &mut Schedule, loops: &[LoopRv], step: i64) {
+        for l in loops {
+            s.annotate(Target::Loop(*l), KEY, AnnArg::Int(step))
+                .unwrap();
+        }
+    }
+
+    /// `C[i, j] = sum(A[i, k] * B[k, j], k)` as loops i(m) > j(n) > k(kk).
+    fn matmul(m: i64, n: i64, kk: i64) -> (Schedule, Vec<LoopRv>) {
+        let w = preset(&format!("matmul:{m}x{n}x{kk}")).unwrap();
+        let mut s = Schedule::new(w.to_program(), 0);
+        let c = s.get_block("C").unwrap();
+        let loops = s.get_loops(c).unwrap();
+        assert_eq!(loops.len(), 3);
+        (s, loops)
+    }
+
+    #[test]
+    fn cpu_unrolls_by_nest_total() {
+        use ForKind::{Serial, Unrolled};
+        // i(4) > j(8) > k(1): j's nest runs 8 iterations, i's 32.
+        for (step, i_kind) in [(16, Serial), (31, Serial), (32, Unrolled), (64, Unrolled)] {
+            let (mut s, l) = matmul(4, 8, 1);
+            annotate(&mut s, &l[..2], step);
+            assert_eq!(kind_of(&s, Backend::Cpu, l[1]), Unrolled, "j, step {step}");
+            assert_eq!(kind_of(&s, Backend::Cpu, l[0]), i_kind, "i, step {step}");
+        }
+        // Below j's own total nothing is unrolled.
+        let (mut s, l) = matmul(4, 8, 1);
+        annotate(&mut s, &l[..2], 7);
+        assert_eq!(kind_of(&s, Backend::Cpu, l[1]), Serial);
+        assert_eq!(kind_of(&s, Backend::Cpu, l[0]), Serial);
+    }
+
+    #[test]
+    fn cpu_nest_total_is_the_largest_path_not_the_sum() {
+        // i(4) > [j_init(8), j(8) > k(4)] after decomposing the reduction at j: the paths
+        // under i run 8 and 32 iterations, so i's total is 4 * 32 = 128 (a sum over the
+        // children would give 160).
+        for (step, i_kind) in [(127, ForKind::Serial), (128, ForKind::Unrolled)] {
+            let (mut s, l) = matmul(4, 8, 4);
+            let c = s.get_block("C").unwrap();
+            s.decompose_reduction(c, l[1]).unwrap();
+            annotate(&mut s, &l[..1], step);
+            assert_eq!(kind_of(&s, Backend::Cpu, l[0]), i_kind, "step {step}");
+        }
+    }
+
+    #[test]
+    fn cuda_keeps_the_per_loop_rule() {
+        // blockIdx.x(2) > i1(4) > j(8) > k(1): at step 16 both annotated loops are
+        // unrolled on CUDA (each extent <= 16) although i1's nest runs 32 iterations.
+        let (mut s, l) = matmul(8, 8, 1);
+        let parts = s
+            .split(l[0], &[Some(IntArg::Lit(2)), Some(IntArg::Lit(4))])
+            .unwrap();
+        s.bind(parts[0], "blockIdx.x").unwrap();
+        annotate(&mut s, &[parts[1], l[1]], 16);
+        assert_eq!(kind_of(&s, Backend::Cuda, parts[1]), ForKind::Unrolled);
+        assert_eq!(kind_of(&s, Backend::Cuda, l[1]), ForKind::Unrolled);
+        // The same 4 x 8 nest on the CPU keeps the outer loop rolled.
+        let (mut s, l) = matmul(4, 8, 1);
+        annotate(&mut s, &l[..2], 16);
+        assert_eq!(kind_of(&s, Backend::Cpu, l[0]), ForKind::Serial);
+        assert_eq!(kind_of(&s, Backend::Cpu, l[1]), ForKind::Unrolled);
+    }
 }
