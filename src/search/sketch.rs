@@ -404,19 +404,29 @@ fn split_k_sum(space: &SearchSpace, sch: &mut Schedule, wb: BlockRv) -> Result<(
     if spatial.is_empty() {
         return Ok(());
     }
-    let fused = fuse(sch, spatial)?;
+    spread(space, sch, spatial, "split-K sum")?;
+    sch.unroll(*last).map_err(at("split-K sum"))?;
+    Ok(())
+}
+
+/// Fuses `loops` and spreads them over the device: on CUDA split over blocks of
+/// [`STANDALONE_THREADS`] threads, on the CPU run in parallel.
+fn spread(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    loops: &[LoopRv],
+    rule: &'static str,
+) -> Result<(), SketchError> {
+    let fused = fuse(sch, loops)?;
     if space.is_gpu() {
         let parts = sch
             .split(fused, &[None, Some(IntArg::Lit(STANDALONE_THREADS))])
-            .map_err(at("split-K sum"))?;
-        sch.bind(parts[0], "blockIdx.x")
-            .map_err(at("split-K sum"))?;
-        sch.bind(parts[1], &thread_tag(space))
-            .map_err(at("split-K sum"))?;
+            .map_err(at(rule))?;
+        sch.bind(parts[0], "blockIdx.x").map_err(at(rule))?;
+        sch.bind(parts[1], &thread_tag(space)).map_err(at(rule))?;
     } else {
-        sch.parallel(fused).map_err(at("split-K sum"))?;
+        sch.parallel(fused).map_err(at(rule))?;
     }
-    sch.unroll(*last).map_err(at("split-K sum"))?;
     Ok(())
 }
 
@@ -531,16 +541,5 @@ fn standalone(space: &SearchSpace, sch: &mut Schedule, name: &str) -> Result<(),
     if loops.is_empty() {
         return Ok(());
     }
-    let fused = fuse(sch, &loops)?;
-    if space.is_gpu() {
-        let parts = sch
-            .split(fused, &[None, Some(IntArg::Lit(STANDALONE_THREADS))])
-            .map_err(at("epilogue"))?;
-        sch.bind(parts[0], "blockIdx.x").map_err(at("epilogue"))?;
-        sch.bind(parts[1], &thread_tag(space))
-            .map_err(at("epilogue"))?;
-    } else {
-        sch.parallel(fused).map_err(at("epilogue"))?;
-    }
-    Ok(())
+    spread(space, sch, &loops, "epilogue")
 }
