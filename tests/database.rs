@@ -655,3 +655,51 @@ fn the_shipped_best_record_set_imports_and_covers_the_suite() {
     }
     assert!(improved >= 7, "{improved} workloads improved");
 }
+
+/// The H100 records of 2026-11-22 (eight split-K workloads) answer exactly on the H100;
+/// a workload tuned only on the H200 answers on the H100 as a fallback naming the H200.
+#[test]
+fn the_shipped_h100_records_answer_on_the_h100_and_h200_ones_fall_back() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("database");
+    let mut db = Database::open_in_memory().unwrap();
+    for (file, n) in [
+        ("h200-2026-11-21.best.jsonl", 15),
+        ("h100-2026-11-22.best.jsonl", 8),
+    ] {
+        let f = std::fs::File::open(dir.join(file)).unwrap();
+        let report = db
+            .import_jsonl(BufReader::new(f), ImportMode::AllOrNothing)
+            .unwrap();
+        assert!(report.merged, "{file}: {:?}", report.rejected);
+        assert_eq!(report.accepted.len(), n, "{file}: {:?}", report.rejected);
+    }
+    let h100 = TargetKey {
+        kind: TargetKind::Cuda,
+        arch: "sm_90a".into(),
+        device: "NVIDIA H100 80GB HBM3".into(),
+        toolchain: "nvrtc 13.0, driver 13.0".into(),
+    };
+    for spec in [
+        "matmul:512x768x3072",
+        "matmul:128x3072x768",
+        "matmul:1024x1024x1024",
+        "conv2d_nchw:n=1,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1",
+        "conv2d_relu_nchw:n=1,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1",
+        "conv2d_nchw:n=1,c=64,h=56,w=56,k=128,r=3,s=3,stride=2,pad=1",
+        "conv2d_nchw:n=1,c=256,h=14,w=14,k=256,r=3,s=3,stride=1,pad=1",
+        "conv2d_nchw:n=1,c=512,h=7,w=7,k=512,r=3,s=3,stride=1,pad=1",
+    ] {
+        let w = preset(spec).unwrap();
+        let best = db.best(&w, &h100).unwrap().unwrap();
+        assert!(!best.is_fallback(), "{spec}");
+        assert_eq!(best.record.target, h100, "{spec}");
+    }
+    let w = preset("matmul:2048x2048x2048").unwrap();
+    let best = db.best(&w, &h100).unwrap().unwrap();
+    match &best.matched {
+        tessel::database::Match::Fallback { measured_on } => {
+            assert_eq!(measured_on.device, "NVIDIA H200")
+        }
+        other => panic!("expected a fallback, got {other:?}"),
+    }
+}
