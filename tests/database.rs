@@ -576,18 +576,25 @@ fn a_killed_writer_leaves_a_sound_database() {
     }
 }
 
+/// Imports a record set shipped in `database/`, all or nothing, expecting `n` records.
+fn import_shipped(db: &mut Database, file: &str, n: usize) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("database")
+        .join(file);
+    let f = std::fs::File::open(&path).unwrap();
+    let report = db
+        .import_jsonl(BufReader::new(f), ImportMode::AllOrNothing)
+        .unwrap();
+    assert!(report.merged, "{file}: {:?}", report.rejected);
+    assert_eq!(report.accepted.len(), n, "{file}: {:?}", report.rejected);
+}
+
 /// The record set shipped in `database/` still replays and verifies with this version of
 /// tessel, and answers a lookup for every suite workload on the GPU it was tuned on.
 #[test]
 fn the_shipped_best_record_set_imports_and_covers_the_suite() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("database/h200-2026-11-21.best.jsonl");
     let mut db = Database::open_in_memory().unwrap();
-    let file = std::fs::File::open(&path).unwrap();
-    let report = db
-        .import_jsonl(BufReader::new(file), ImportMode::AllOrNothing)
-        .unwrap();
-    assert!(report.merged, "{:?}", report.rejected);
-    assert_eq!(report.accepted.len(), 15, "{:?}", report.rejected);
+    import_shipped(&mut db, "h200-2026-11-21.best.jsonl", 15);
     let suite = [
         "matmul:1024x1024x1024",
         "matmul:2048x2048x2048",
@@ -623,13 +630,7 @@ fn the_shipped_best_record_set_imports_and_covers_the_suite() {
     // The split-K run of 2026-11-22 (9 workloads) merges in: each lookup answers with the
     // faster of the two runs' records, and where split-K won the answer is an rfactor
     // trace that still replays on the workload.
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("database/h200-2026-11-22.best.jsonl");
-    let file = std::fs::File::open(&path).unwrap();
-    let report = db
-        .import_jsonl(BufReader::new(file), ImportMode::AllOrNothing)
-        .unwrap();
-    assert!(report.merged, "{:?}", report.rejected);
-    assert_eq!(report.accepted.len(), 9, "{:?}", report.rejected);
+    import_shipped(&mut db, "h200-2026-11-22.best.jsonl", 9);
     let mut improved = 0;
     for spec in suite {
         let w = preset(spec).unwrap();
@@ -660,19 +661,9 @@ fn the_shipped_best_record_set_imports_and_covers_the_suite() {
 /// a workload tuned only on the H200 answers on the H100 as a fallback naming the H200.
 #[test]
 fn the_shipped_h100_records_answer_on_the_h100_and_h200_ones_fall_back() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("database");
     let mut db = Database::open_in_memory().unwrap();
-    for (file, n) in [
-        ("h200-2026-11-21.best.jsonl", 15),
-        ("h100-2026-11-22.best.jsonl", 8),
-    ] {
-        let f = std::fs::File::open(dir.join(file)).unwrap();
-        let report = db
-            .import_jsonl(BufReader::new(f), ImportMode::AllOrNothing)
-            .unwrap();
-        assert!(report.merged, "{file}: {:?}", report.rejected);
-        assert_eq!(report.accepted.len(), n, "{file}: {:?}", report.rejected);
-    }
+    import_shipped(&mut db, "h200-2026-11-21.best.jsonl", 15);
+    import_shipped(&mut db, "h100-2026-11-22.best.jsonl", 8);
     let h100 = TargetKey {
         kind: TargetKind::Cuda,
         arch: "sm_90a".into(),

@@ -459,6 +459,13 @@ fn cublas_batched_non_square_gemm_matches_the_host() {
 // Seed schedules end to end, through the isolated worker (the `tessel` binary: set
 // TESSEL_BIN to its path on the GPU machine, e.g. ./.gpu/tessel).
 
+/// The architecture of device 0 (`sm_90a` on an H100 or H200).
+fn device_arch() -> String {
+    tessel::target::cuda::CudaDeviceInfo::query(0)
+        .expect("a device")
+        .arch()
+}
+
 fn tessel_bin() -> std::path::PathBuf {
     match std::env::var_os("TESSEL_BIN") {
         Some(p) => p.into(),
@@ -497,9 +504,7 @@ fn seed_schedules_match_the_reference_on_the_gpu() {
     if !gpu_enabled() {
         return;
     }
-    let arch = tessel::target::cuda::CudaDeviceInfo::query(0)
-        .expect("a device")
-        .arch();
+    let arch = device_arch();
     for spec in ["matmul:1024x1024x1024", "matmul:1000x1000x1000"] {
         let mut sources = Vec::new();
         let mut w = None;
@@ -544,9 +549,7 @@ fn broken_kernels_fail_by_kind_and_the_run_goes_on() {
     if !gpu_enabled() {
         return;
     }
-    let arch = tessel::target::cuda::CudaDeviceInfo::query(0)
-        .expect("a device")
-        .arch();
+    let arch = device_arch();
     let (w, good) = seed_source("mlc_blocking_shared", "matmul:256x256x256", &arch);
     let oob = one_kernel(
         OOB_KERNEL,
@@ -601,9 +604,7 @@ fn builds_over_the_job_limits_are_rejected_before_they_run() {
     if !gpu_enabled() {
         return;
     }
-    let arch = tessel::target::cuda::CudaDeviceInfo::query(0)
-        .expect("a device")
-        .arch();
+    let arch = device_arch();
     let (w, good) = seed_source("mlc_blocking_shared", "matmul:256x256x256", &arch);
     let device = tessel::measure::Device::Cuda { arch };
     let mut job = tessel::measure::session::job(&w, vec![good], device, false, 3).unwrap();

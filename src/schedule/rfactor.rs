@@ -20,7 +20,7 @@
 
 use super::error::{Result, ScheduleError};
 use super::util::*;
-use crate::ir::interval::{bound, Interval};
+use crate::ir::interval::bound;
 use crate::ir::{
     BinOp, Block, BlockId, Buffer, BufferKind, Expr, IterKind, IterVar, LoopId, Node, Program,
     Scope, Store, VarId,
@@ -156,11 +156,12 @@ pub fn rfactor(p: &mut Program, lp: LoopId, factor_axis: i64) -> Result<BlockId>
             p,
             lp,
             format!(
-                "it does not split {} evenly ({} = {} x {c} needed, the rest spans {:?})",
+                "it does not split {} evenly ({} = {} x {c} needed, the rest spans [{}, {}])",
                 p.var_name(riv.var),
                 riv.extent,
                 l_ext,
-                Interval::new(rest_range.min, rest_range.max)
+                rest_range.min,
+                rest_range.max
             ),
         ));
     }

@@ -322,14 +322,20 @@ fn decompose_reduction_inside_a_reduction_loop_is_rejected() {
     sch.decompose_reduction(c, k[0]).unwrap();
 }
 
+/// A fresh schedule of `p` (a matmul), its block C and C's loops.
+fn block_c(p: Program) -> (Schedule, BlockRv, Vec<LoopRv>) {
+    let mut sch = Schedule::new(p, 0);
+    let c = sch.get_block("C").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    (sch, c, l)
+}
+
 /// rfactor of `k_0` after splitting k by `[None, 16]`: the rf block's new axis is spatial
 /// and bound to the loop, the write-back sums over it.
 #[test]
 fn rfactor_turns_the_outer_reduction_loop_into_a_partial_result_axis() {
     let reference = matmul(32, 24, 64);
-    let mut sch = Schedule::new(reference.clone(), 0);
-    let c = sch.get_block("C").unwrap();
-    let l = sch.get_loops(c).unwrap();
+    let (mut sch, c, l) = block_c(reference.clone());
     let k = sch.split(l[2], &[None, Some(16.into())]).unwrap();
     let rf = sch.rfactor(k[0], 0).unwrap();
     let p = sch.program();
@@ -359,9 +365,7 @@ fn rfactor_turns_the_outer_reduction_loop_into_a_partial_result_axis() {
     let err = crate::interp::check(&reference, p, 3).unwrap();
     assert!(err < 1e-5, "relative error {err}");
     // The factor axis may go anywhere in the partial-result buffer.
-    let mut sch = Schedule::new(reference.clone(), 0);
-    let c = sch.get_block("C").unwrap();
-    let l = sch.get_loops(c).unwrap();
+    let (mut sch, _, l) = block_c(reference.clone());
     let k = sch.split(l[2], &[Some(8.into()), None]).unwrap();
     let rf = sch.rfactor(k[0], 2).unwrap();
     let p = sch.program();
@@ -370,9 +374,7 @@ fn rfactor_turns_the_outer_reduction_loop_into_a_partial_result_axis() {
     let err = crate::interp::check(&reference, p, 4).unwrap();
     assert!(err < 1e-5, "relative error {err}");
     // An unsplit reduction loop factors whole: one partial result per k.
-    let mut sch = Schedule::new(reference.clone(), 0);
-    let c = sch.get_block("C").unwrap();
-    let l = sch.get_loops(c).unwrap();
+    let (mut sch, _, l) = block_c(reference.clone());
     let rf = sch.rfactor(l[2], 1).unwrap();
     let p = sch.program();
     let rb = sch.block_id(rf).unwrap();
@@ -387,9 +389,7 @@ fn rfactor_turns_the_outer_reduction_loop_into_a_partial_result_axis() {
 #[test]
 fn rfactor_split_k_lowers_to_two_kernels_that_match_the_reference() {
     let reference = matmul(64, 32, 128);
-    let mut sch = Schedule::new(reference.clone(), 0);
-    let c = sch.get_block("C").unwrap();
-    let l = sch.get_loops(c).unwrap();
+    let (mut sch, c, l) = block_c(reference.clone());
     let k = sch.split(l[2], &[Some(4.into()), None]).unwrap();
     let rf = sch.rfactor(k[0], 0).unwrap();
     let rl = sch.get_loops(rf).unwrap();
@@ -418,9 +418,7 @@ fn rfactor_split_k_lowers_to_two_kernels_that_match_the_reference() {
 
 #[test]
 fn rfactor_of_what_it_cannot_factor_is_rejected_naming_the_loop() {
-    let mut sch = Schedule::new(matmul(32, 32, 30), 0);
-    let c = sch.get_block("C").unwrap();
-    let l = sch.get_loops(c).unwrap();
+    let (mut sch, _, l) = block_c(matmul(32, 32, 30));
     let e = rejected(&mut sch, |s| s.rfactor(l[0], 0).map(|_| ()));
     assert_eq!(
         e.to_string(),
@@ -433,9 +431,7 @@ fn rfactor_of_what_it_cannot_factor_is_rejected_naming_the_loop() {
             .starts_with("rfactor of loop k_0: it does not split vk evenly"),
         "{e}"
     );
-    let mut sch = Schedule::new(matmul(32, 32, 32), 0);
-    let c = sch.get_block("C").unwrap();
-    let l = sch.get_loops(c).unwrap();
+    let (mut sch, c, l) = block_c(matmul(32, 32, 32));
     let e = rejected(&mut sch, |s| s.rfactor(l[2], 3).map(|_| ()));
     assert_eq!(
         e.to_string(),

@@ -144,11 +144,9 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
     };
     let mut loops = sch.get_loops(main).map_err(at("tiling"))?;
     let mut rf_outer = None;
-    if let Some(id) = rf_loop {
-        let pos = loops
-            .iter()
-            .position(|l| sch.loop_id(*l).ok() == Some(id))
-            .expect("the split-K loop encloses the rf block");
+    if let Some(pos) =
+        rf_loop.and_then(|id| loops.iter().position(|l| sch.loop_id(*l).ok() == Some(id)))
+    {
         rf_outer = Some(loops.remove(pos));
     }
     let kinds = loop_kinds(sch, main, &loops)?;
