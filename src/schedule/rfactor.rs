@@ -151,7 +151,7 @@ pub fn rfactor(p: &mut Program, lp: LoopId, factor_axis: i64) -> Result<BlockId>
         }
     };
     let rest_range = bound(&rest, &loop_ranges(p));
-    if riv.extent != l_ext * c || rest_range.min < 0 || rest_range.max > c - 1 {
+    if l_ext.checked_mul(c) != Some(riv.extent) || rest_range.min < 0 || rest_range.max > c - 1 {
         return Err(rejected(
             p,
             lp,
