@@ -1,6 +1,7 @@
 //! tessel: an auto-scheduler for tensor programs.
 
 pub mod codegen;
+pub mod cost_model;
 pub mod database;
 pub mod interp;
 pub mod ir;

@@ -10,6 +10,6 @@ pub mod sketch;
 pub mod space;
 
 pub use postproc::{RejectKind, Rejection, TargetLimits, Verified};
-pub use random::{ir_hash, Candidate, Proposal, RandomSearch, SearchStrategy};
+pub use random::{ir_hash, Candidate, MeasuredResult, Proposal, RandomSearch, SearchStrategy};
 pub use sketch::SketchError;
 pub use space::{SearchSpace, SpaceError};

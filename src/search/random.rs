@@ -49,10 +49,28 @@ impl Proposal {
     }
 }
 
+/// What the tuner measured of one proposed candidate, handed back to the strategy.
+#[derive(Clone, Debug)]
+pub struct MeasuredResult {
+    pub trace: Trace,
+    /// Hex SHA-256 of the printed IR (as in [`Candidate::ir_hash`]).
+    pub ir_hash: String,
+    /// The median run time; `None` for a failure of any kind.
+    pub median_seconds: Option<f64>,
+}
+
 /// A search strategy proposes candidates; the tuner measures them and reports back.
 pub trait SearchStrategy {
+    /// A short name for reports (`random`, `evolutionary`).
+    fn name(&self) -> &'static str;
     /// Up to `n` new candidates; `is_known(trace)` says whether one was measured already.
     fn propose(&mut self, n: usize, is_known: &mut dyn FnMut(&Trace) -> bool) -> Proposal;
+    /// The outcomes of measured candidates (of this strategy's proposals or, at the start,
+    /// the database's records of this workload). Strategies that learn nothing ignore it.
+    fn feedback(&mut self, _results: &[MeasuredResult]) {}
+    /// The cost model to rank candidates with from now on (`None`: no model). Strategies
+    /// that rank nothing ignore it.
+    fn set_scorer(&mut self, _scorer: Option<std::sync::Arc<dyn crate::cost_model::Scorer>>) {}
 }
 
 /// Hex SHA-256 of a program's printed IR: two candidates with the same hash are the same
@@ -107,6 +125,10 @@ fn splitmix(x: u64) -> u64 {
 }
 
 impl SearchStrategy for RandomSearch {
+    fn name(&self) -> &'static str {
+        "random"
+    }
+
     fn propose(&mut self, n: usize, is_known: &mut dyn FnMut(&Trace) -> bool) -> Proposal {
         let mut out = Proposal::default();
         let mut attempts = 0;
