@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use tessel::database::{
     canonical_program, Committed, Database, DatabaseError, Filter, ImportMode, Match, NewRecord,
-    Status, TargetKey, TargetKind,
+    Status, TargetKey, TargetKind, SCHEMA_VERSION,
 };
 use tessel::schedule::{AnnArg, IntArg, Schedule, Target, Trace};
 use tessel::workload::{preset, Workload};
@@ -277,18 +277,18 @@ fn newer_schema_is_refused_and_left_untouched() {
         .unwrap();
     Connection::open(&file)
         .unwrap()
-        .pragma_update(None, "user_version", 2)
+        .pragma_update(None, "user_version", SCHEMA_VERSION + 1)
         .unwrap();
     let before = sha(&file);
     let err = Database::open(&file).unwrap_err();
     assert!(
-        matches!(err, DatabaseError::NewerSchema { found: 2, .. }),
+        matches!(err, DatabaseError::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1),
         "{err}"
     );
     let mut dest = Database::open_in_memory().unwrap();
     let err = dest.import(&file, ImportMode::SkipRejected).unwrap_err();
     assert!(
-        matches!(err, DatabaseError::NewerSchema { found: 2, .. }),
+        matches!(err, DatabaseError::NewerSchema { found, .. } if found == SCHEMA_VERSION + 1),
         "{err}"
     );
     assert_eq!(sha(&file), before);

@@ -46,14 +46,17 @@ use std::time::Duration;
 use thiserror::Error;
 
 /// The schema version this build writes, stored in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// How long a writer waits for another writer's transaction before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The forward migrations: migration `i` takes a database from version `i` to `i + 1`.
 /// The first one creates the schema from `database/schema.sql`.
-const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [include_str!("../../database/schema.sql")];
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
+    include_str!("../../database/schema.sql"),
+    include_str!("../../database/migrations/002_models.sql"),
+];
 
 /// Why a database operation failed.
 #[derive(Debug, Error)]

@@ -4,12 +4,46 @@
 //!
 //! No IO here: the tuner (`crate::tune`) measures and records what the search proposes.
 
+pub mod evolutionary;
 pub mod postproc;
 pub mod random;
 pub mod sketch;
 pub mod space;
 
+pub use evolutionary::EvolutionarySearch;
 pub use postproc::{RejectKind, Rejection, TargetLimits, Verified};
 pub use random::{ir_hash, Candidate, MeasuredResult, Proposal, RandomSearch, SearchStrategy};
 pub use sketch::SketchError;
 pub use space::{SearchSpace, SpaceError};
+
+/// The strategies `tessel tune --strategy` names.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum StrategyKind {
+    Random,
+    Evolutionary,
+}
+
+impl StrategyKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            StrategyKind::Random => "random",
+            StrategyKind::Evolutionary => "evolutionary",
+        }
+    }
+
+    /// A strategy of this kind over `program`'s space for `target`.
+    pub fn build(
+        self,
+        space: SearchSpace,
+        target: TargetLimits,
+        program: crate::ir::Program,
+        seed: u64,
+    ) -> Box<dyn SearchStrategy + Send> {
+        match self {
+            StrategyKind::Random => Box::new(RandomSearch::new(space, target, program, seed)),
+            StrategyKind::Evolutionary => {
+                Box::new(EvolutionarySearch::new(space, target, program, seed))
+            }
+        }
+    }
+}

@@ -71,6 +71,9 @@ pub trait SearchStrategy {
     /// The cost model to rank candidates with from now on (`None`: no model). Strategies
     /// that rank nothing ignore it.
     fn set_scorer(&mut self, _scorer: Option<std::sync::Arc<dyn crate::cost_model::Scorer>>) {}
+    /// Traces of other workloads (the database's best, same target kind) to try on this
+    /// one where their decisions fit (transfer). Strategies without a population ignore it.
+    fn seed_traces(&mut self, _traces: &[Trace]) {}
 }
 
 /// Hex SHA-256 of a program's printed IR: two candidates with the same hash are the same
