@@ -439,7 +439,9 @@ fn run_measure(
     let job = session::job(&w, vec![candidate], device.clone(), compare, seed)
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     if compare && job.peer.is_none() {
-        eprintln!("note: --compare has a peer for plain matmul and batch_matmul workloads only");
+        eprintln!(
+            "note: --compare has a peer for matmul (any layout), batch_matmul and dense_bias_relu workloads only"
+        );
     }
     let mut measurer = Measurer::for_current_exe()?;
     let (outcomes, peer) = measurer.measure(&job)?;

@@ -8,7 +8,7 @@ use tessel::codegen::{self, Launch, Source};
 use tessel::lower::{lower, Backend};
 use tessel::measure::cpu::naive_source;
 use tessel::measure::worker::{param_specs, MeasureError, Measurer};
-use tessel::measure::{Device, FailureKind, Job, Outcome, Peer, TimingConfig};
+use tessel::measure::{Device, FailureKind, GemmPeer, Job, Outcome, Peer, TimingConfig};
 use tessel::schedule::{replay, text};
 
 const N: i64 = 64;
@@ -157,15 +157,7 @@ fn every_failure_is_typed_and_the_next_candidate_still_runs() {
 #[test]
 fn the_ndarray_peer_is_checked_and_timed() {
     let mut j = job(vec![scheduled()]);
-    j.peer = Some(Peer::Gemm {
-        batch: 1,
-        m: N,
-        n: N,
-        k: N,
-        a: 0,
-        b: 1,
-        c: 2,
-    });
+    j.peer = Some(Peer::Gemm(GemmPeer::nn(1, N, N, N)));
     let mut m = measurer();
     let (outcomes, peer) = m.measure(&j).expect("measures");
     assert_ok(&outcomes[0]);
@@ -197,4 +189,37 @@ fn a_missing_worker_binary_is_an_error_not_a_panic() {
         .measure(&job(vec![hand("")]))
         .unwrap_err();
     assert!(matches!(e, MeasureError::Spawn { .. }), "{e}");
+}
+
+/// Every matmul layout and the dense layer get a peer whose output the worker checks
+/// against the reference (a wrong transpose or epilogue would be a wrong answer).
+#[test]
+fn the_peer_covers_layouts_and_the_dense_epilogue() {
+    for spec in [
+        "matmul:m=24,n=40,k=16,layout=nn",
+        "matmul:m=24,n=40,k=16,layout=nt",
+        "matmul:m=24,n=40,k=16,layout=tn",
+        "batch_matmul:b=2,m=8,n=12,k=4",
+        "dense_bias_relu:m=10,n=30,k=20",
+    ] {
+        let w = tessel::workload::preset(spec).unwrap();
+        let j = tessel::measure::session::job(&w, vec![], Device::Cpu, true, 5).unwrap();
+        let Some(Peer::Gemm(g)) = &j.peer else {
+            panic!("{spec}: no peer");
+        };
+        assert_eq!(
+            g.trans_b,
+            spec.contains("nt") || spec.contains("dense"),
+            "{spec}"
+        );
+        assert_eq!(g.trans_a, spec.contains("tn"), "{spec}");
+        let mut m = measurer();
+        let (_, peer) = m.measure(&j).expect("measures");
+        let peer = peer.unwrap_or_else(|| panic!("{spec}: no peer: {:?}", m.peer_failure()));
+        assert!(peer.rel_error < 1e-4, "{spec}: {}", peer.rel_error);
+    }
+    // A conv has no GEMM peer.
+    let w = tessel::workload::preset("conv2d_nchw:n=1,c=4,h=6,w=6,k=4,r=3,s=3").unwrap();
+    let j = tessel::measure::session::job(&w, vec![], Device::Cpu, true, 5).unwrap();
+    assert!(j.peer.is_none());
 }

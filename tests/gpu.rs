@@ -15,7 +15,7 @@ use tessel::codegen::{Launch, Source};
 use tessel::interp::rel_error as rel_error_nd;
 use tessel::ir::DType;
 use tessel::measure::cuda::{compile, CudaRunner, ProgramHandle};
-use tessel::measure::{stats, FailureKind, ParamSpec, Peer, TimingConfig};
+use tessel::measure::{stats, FailureKind, GemmPeer, ParamSpec, Peer, TimingConfig};
 use tessel::target::cuda::CudaLimits;
 
 // ---------------------------------------------------------------------------------------
@@ -416,16 +416,8 @@ fn check_cublas(batch: usize, m: usize, n: usize, k: usize) {
     let inputs = random_inputs(&params, 6);
     let mut runner = CudaRunner::new().expect("a CUDA device");
     runner.prepare(&params, &inputs, &[]).expect("prepare");
-    let peer = Peer::Gemm {
-        batch: batch as i64,
-        m: m as i64,
-        n: n as i64,
-        k: k as i64,
-        a: 0,
-        b: 1,
-        c: 2,
-    };
-    let (runs, out) = runner.time_peer(&peer, &quick_timing()).expect("cuBLAS");
+    let peer = Peer::Gemm(GemmPeer::nn(batch as i64, m as i64, n as i64, k as i64));
+    let (runs, out) = runner.time_peer(&peer, &quick_timing()).expect("cublasLt");
     let want = host_gemm(batch, m, n, k, &inputs[0], &inputs[1]);
     let err = rel_error(&out, &want);
     let (median, _, _) = stats(&runs);
@@ -460,6 +452,30 @@ fn cublas_batched_non_square_gemm_matches_the_host() {
 // TESSEL_BIN to its path on the GPU machine, e.g. ./.gpu/tessel).
 
 /// The architecture of device 0 (`sm_90a` on an H100 or H200).
+/// The peer of every GEMM layout and of a dense layer (bias + relu epilogue) runs through
+/// the worker, whose output check compares it with the reference.
+#[test]
+fn cublaslt_peer_covers_layouts_and_the_dense_epilogue() {
+    if !gpu_enabled() {
+        return;
+    }
+    for spec in [
+        "matmul:m=192,n=320,k=96,layout=nt",
+        "matmul:m=192,n=320,k=96,layout=tn",
+        "batch_matmul:b=3,m=64,n=48,k=80",
+        "dense_bias_relu:m=100,n=300,k=200",
+    ] {
+        let out = Command::new(tessel_bin())
+            .args(["run", spec, "--target", "cuda", "--compare"])
+            .output()
+            .expect("runs tessel");
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{spec}: {text}");
+        assert!(text.contains("cublasLt"), "{spec}: no peer line in {text}");
+    }
+}
+
 fn device_arch() -> String {
     tessel::target::cuda::CudaDeviceInfo::query(0)
         .expect("a device")

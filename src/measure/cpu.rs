@@ -14,7 +14,7 @@
 //! the host's, here 260 MB); elsewhere a scratch buffer twice the last-level cache
 //! (clamped to 8..256 MB) is written.
 
-use super::{BuildInfo, Failure, FailureKind, ParamSpec, Peer, TimingConfig};
+use super::{BuildInfo, Failure, FailureKind, GemmPeer, ParamSpec, Peer, TimingConfig};
 use crate::codegen::{self, Source};
 use crate::ir::{DType, Program};
 use crate::lower::{lower, Backend};
@@ -298,49 +298,34 @@ impl CpuRunner {
         peer: &Peer,
         cfg: &TimingConfig,
     ) -> Result<(Vec<f64>, Vec<f32>), Failure> {
-        match peer {
-            Peer::Gemm {
-                batch,
-                m,
-                n,
-                k,
-                a,
-                b,
-                c,
-            } => {
-                let dims = GemmDims {
-                    batch: *batch,
-                    m: *m,
-                    n: *n,
-                    k: *k,
-                };
-                let shape_ok = |i: usize, numel: i64, output: bool| {
-                    self.params
-                        .get(i)
-                        .is_some_and(|p| p.numel() as i64 == numel && p.is_output == output)
-                };
-                if dims.batch <= 0
-                    || dims.m <= 0
-                    || dims.n <= 0
-                    || dims.k <= 0
-                    || !shape_ok(*a, dims.batch * dims.m * dims.k, false)
-                    || !shape_ok(*b, dims.batch * dims.k * dims.n, false)
-                    || !shape_ok(*c, dims.batch * dims.m * dims.n, true)
-                {
-                    return Err(Failure::new(
-                        FailureKind::Launch,
-                        format!("peer {peer:?} does not match the parameters"),
-                    ));
-                }
-                gemm_peer(
-                    &self.buffers[*a],
-                    &self.buffers[*b],
-                    dims,
-                    cfg,
-                    &mut self.flusher,
-                )
-            }
+        let Peer::Gemm(g) = peer;
+        let shape_ok = |i: usize, numel: i128, output: bool| {
+            self.params
+                .get(i)
+                .is_some_and(|p| p.numel() as i128 == numel && p.is_output == output)
+        };
+        let (na, nb, nc) = g.numels();
+        if [g.batch, g.m, g.n, g.k].iter().any(|d| *d <= 0)
+            || !shape_ok(g.a, na, false)
+            || !shape_ok(g.b, nb, false)
+            || !shape_ok(g.c, nc, true)
+            || g.bias_relu
+                .is_some_and(|i| !shape_ok(i, g.n as i128, false))
+        {
+            return Err(Failure::new(
+                FailureKind::Launch,
+                format!("peer {peer:?} does not match the parameters"),
+            ));
         }
+        let bias = g.bias_relu.map(|i| self.buffers[i].as_slice());
+        gemm_peer(
+            &self.buffers[g.a],
+            &self.buffers[g.b],
+            bias,
+            g,
+            cfg,
+            &mut self.flusher,
+        )
     }
 
     fn module(&self, handle: usize) -> Result<&Module, Failure> {
@@ -599,50 +584,70 @@ impl Flusher {
     }
 }
 
-#[derive(Copy, Clone, Debug)]
-struct GemmDims {
-    batch: i64,
-    m: i64,
-    n: i64,
-    k: i64,
-}
-
 /// ndarray's `dot` (`general_mat_mul`, the same matrixmultiply path without allocating
-/// the result) per batch, timed like a kernel.
+/// the result) per batch on views in the stored layouts, then the epilogue, timed like a
+/// kernel.
 fn gemm_peer(
     a: &[f32],
     b: &[f32],
-    d: GemmDims,
+    bias: Option<&[f32]>,
+    g: &GemmPeer,
     cfg: &TimingConfig,
     flusher: &mut Flusher,
 ) -> Result<(Vec<f64>, Vec<f32>), Failure> {
     use ndarray::linalg::general_mat_mul;
-    use ndarray::{Array3, ArrayView3};
-    let (batch, m, n, k) = (d.batch as usize, d.m as usize, d.n as usize, d.k as usize);
+    use ndarray::{Array3, ArrayView3, Axis};
+    let (batch, m, n, k) = (g.batch as usize, g.m as usize, g.n as usize, g.k as usize);
     let shape =
         |e: ndarray::ShapeError| Failure::new(FailureKind::Launch, format!("peer gemm: {e}"));
-    let a = ArrayView3::from_shape((batch, m, k), a).map_err(shape)?;
-    let b = ArrayView3::from_shape((batch, k, n), b).map_err(shape)?;
+    // Views of the stored buffers as [batch, m, k] and [batch, k, n].
+    let a = if g.trans_a {
+        ArrayView3::from_shape((batch, k, m), a)
+            .map_err(shape)?
+            .permuted_axes([0, 2, 1])
+    } else {
+        ArrayView3::from_shape((batch, m, k), a).map_err(shape)?
+    };
+    let b = if g.trans_b {
+        ArrayView3::from_shape((batch, n, k), b)
+            .map_err(shape)?
+            .permuted_axes([0, 2, 1])
+    } else {
+        ArrayView3::from_shape((batch, k, n), b).map_err(shape)?
+    };
     let mut c = Array3::<f32>::from_elem((batch, m, n), f32::NAN);
     let run = |c: &mut Array3<f32>| {
         for i in 0..batch {
-            let mut ci = c.index_axis_mut(ndarray::Axis(0), i);
+            let mut ci = c.index_axis_mut(Axis(0), i);
             general_mat_mul(
                 1.0,
-                &a.index_axis(ndarray::Axis(0), i),
-                &b.index_axis(ndarray::Axis(0), i),
+                &a.index_axis(Axis(0), i),
+                &b.index_axis(Axis(0), i),
                 0.0,
                 &mut ci,
             );
+            if let Some(bias) = bias {
+                for mut row in ci.rows_mut() {
+                    for (x, bj) in row.iter_mut().zip(bias) {
+                        *x = (*x + bj).max(0.0);
+                    }
+                }
+            }
         }
     };
     run(&mut c);
     let out = c.iter().copied().collect();
-    let (a_s, b_s) = (a.as_slice().unwrap_or(&[]), b.as_slice().unwrap_or(&[]));
     let runs = time_loop(cfg, |step| {
         match step {
             Step::Run => run(&mut c),
-            Step::Flush => flusher.flush(&[a_s, b_s, c.as_slice().unwrap_or(&[])]),
+            Step::Flush => {
+                let (a_s, b_s) = (a.as_slice_memory_order(), b.as_slice_memory_order());
+                flusher.flush(&[
+                    a_s.unwrap_or(&[]),
+                    b_s.unwrap_or(&[]),
+                    c.as_slice().unwrap_or(&[]),
+                ])
+            }
         }
         Ok(())
     })?;
@@ -713,15 +718,25 @@ mod tests {
         // [[1, 2], [3, 4]] @ [[5, 6], [7, 8]] = [[19, 22], [43, 50]], twice (batch 2).
         let a = [1.0, 2.0, 3.0, 4.0, 1.0, 2.0, 3.0, 4.0];
         let b = [5.0, 6.0, 7.0, 8.0, 5.0, 6.0, 7.0, 8.0];
-        let d = GemmDims {
-            batch: 2,
-            m: 2,
-            n: 2,
-            k: 2,
-        };
-        let (runs, out) = gemm_peer(&a, &b, d, &cfg(), &mut Flusher::default()).unwrap();
+        let g = GemmPeer::nn(2, 2, 2, 2);
+        let (runs, out) = gemm_peer(&a, &b, None, &g, &cfg(), &mut Flusher::default()).unwrap();
         assert_eq!(out, vec![19.0, 22.0, 43.0, 50.0, 19.0, 22.0, 43.0, 50.0]);
         assert!(!runs.is_empty());
+        // The same product from A^T stored [k, m] and B^T stored [n, k], then relu(C + bias)
+        // with bias [-20, -60]: [[0, 0], [23, 0]].
+        let at = [1.0, 3.0, 2.0, 4.0];
+        let bt = [5.0, 7.0, 6.0, 8.0];
+        let g = GemmPeer {
+            trans_a: true,
+            trans_b: true,
+            ..GemmPeer::nn(1, 2, 2, 2)
+        };
+        let (_, out) = gemm_peer(&at, &bt, None, &g, &cfg(), &mut Flusher::default()).unwrap();
+        assert_eq!(out, vec![19.0, 22.0, 43.0, 50.0]);
+        let bias = [-20.0, -60.0];
+        let (_, out) =
+            gemm_peer(&at, &bt, Some(&bias), &g, &cfg(), &mut Flusher::default()).unwrap();
+        assert_eq!(out, vec![0.0, 0.0, 23.0, 0.0]);
     }
 
     #[test]

@@ -71,17 +71,59 @@ impl Default for TimingConfig {
 /// A library routine timed on the same inputs, for comparison.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Peer {
-    /// `C[b] = A[b] @ B[b]` in row-major fp32, NN layout (cuBLAS on CUDA, ndarray's `dot`
-    /// on the CPU). `a`, `b`, `c` index the params.
-    Gemm {
-        batch: i64,
-        m: i64,
-        n: i64,
-        k: i64,
-        a: usize,
-        b: usize,
-        c: usize,
-    },
+    /// A row-major fp32 GEMM (cublasLt on CUDA, ndarray's `dot` on the CPU).
+    Gemm(GemmPeer),
+}
+
+/// `C[b] = op(A[b]) @ op(B[b])` in row-major fp32, optionally followed by `relu(C + bias)`
+/// (a dense layer). `a`, `b`, `c` and the bias index the params.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GemmPeer {
+    pub batch: i64,
+    pub m: i64,
+    pub n: i64,
+    pub k: i64,
+    pub a: usize,
+    pub b: usize,
+    pub c: usize,
+    /// A is stored as `[k, m]` (the `tn` layout).
+    #[serde(default)]
+    pub trans_a: bool,
+    /// B is stored as `[n, k]` (the `nt` layout, a dense layer's weights).
+    #[serde(default)]
+    pub trans_b: bool,
+    /// The bias parameter of a `relu(A @ B^T + bias)` epilogue (length `n`).
+    #[serde(default)]
+    pub bias_relu: Option<usize>,
+}
+
+impl GemmPeer {
+    /// A plain NN GEMM of params 0, 1 into 2.
+    pub fn nn(batch: i64, m: i64, n: i64, k: i64) -> GemmPeer {
+        GemmPeer {
+            batch,
+            m,
+            n,
+            k,
+            a: 0,
+            b: 1,
+            c: 2,
+            trans_a: false,
+            trans_b: false,
+            bias_relu: None,
+        }
+    }
+
+    /// Elements of A, B and C (all batches).
+    pub fn numels(&self) -> (i128, i128, i128) {
+        let (b, m, n, k) = (
+            self.batch as i128,
+            self.m as i128,
+            self.n as i128,
+            self.k as i128,
+        );
+        (b * m * k, b * k * n, b * m * n)
+    }
 }
 
 /// Everything the worker needs.

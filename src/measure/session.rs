@@ -2,7 +2,7 @@
 //! routine for GEMM-shaped workloads, and the [`Job`] that carries them to the worker.
 
 use super::worker::param_specs;
-use super::{Device, Failure, FailureKind, Job, Peer, TimingConfig};
+use super::{Device, Failure, FailureKind, GemmPeer, Job, Peer, TimingConfig};
 use crate::codegen::{self, Source};
 use crate::ir::{IterKind, LoopKind, Node, Program};
 use crate::lower::{lower, Backend};
@@ -86,9 +86,10 @@ pub fn reference_source(program: &Program, device: &Device) -> Result<Source, Fa
     }
 }
 
-/// The library GEMM a user would otherwise call, when the workload is a plain (batched)
-/// row-major NN matmul: recognised by comparing workload keys with the preset of the same
-/// shape, so a workload written by hand is recognised too.
+/// The library GEMM a user would otherwise call, when the workload is a (batched)
+/// row-major matmul in any layout or a dense layer with bias and relu: recognised by
+/// comparing workload keys with the preset of the same shape, so a workload written by
+/// hand is recognised too.
 pub fn gemm_peer(w: &Workload) -> Option<Peer> {
     let p = w.to_program();
     let shapes: Vec<Vec<i64>> = p
@@ -96,35 +97,45 @@ pub fn gemm_peer(w: &Workload) -> Option<Peer> {
         .iter()
         .map(|b| p.buffer(*b).shape.clone())
         .collect();
-    match shapes.as_slice() {
+    let same = |spec: String| workload::preset(&spec).is_ok_and(|x| x.key() == w.key());
+    let peer = match shapes.as_slice() {
         [a, b, c] if a.len() == 2 && b.len() == 2 && c.len() == 2 => {
-            let (m, k, n) = (a[0], a[1], b[1]);
-            let spec = format!("matmul:{m}x{n}x{k}");
-            (workload::preset(&spec).ok()?.key() == w.key()).then_some(Peer::Gemm {
-                batch: 1,
-                m,
-                n,
-                k,
-                a: 0,
-                b: 1,
-                c: 2,
-            })
+            let (m, n) = (c[0], c[1]);
+            [(false, false), (false, true), (true, false)]
+                .into_iter()
+                .find_map(|(trans_a, trans_b)| {
+                    let k = if trans_a { a[0] } else { a[1] };
+                    let layout = match (trans_a, trans_b) {
+                        (false, false) => "nn",
+                        (false, true) => "nt",
+                        _ => "tn",
+                    };
+                    same(format!("matmul:m={m},n={n},k={k},layout={layout}")).then_some(GemmPeer {
+                        trans_a,
+                        trans_b,
+                        ..GemmPeer::nn(1, m, n, k)
+                    })
+                })?
         }
         [a, b, c] if a.len() == 3 && b.len() == 3 && c.len() == 3 => {
             let (bt, m, k, n) = (a[0], a[1], a[2], b[2]);
-            let spec = format!("batch_matmul:b={bt},m={m},n={n},k={k}");
-            (workload::preset(&spec).ok()?.key() == w.key()).then_some(Peer::Gemm {
-                batch: bt,
-                m,
-                n,
-                k,
-                a: 0,
-                b: 1,
-                c: 2,
-            })
+            same(format!("batch_matmul:b={bt},m={m},n={n},k={k}"))
+                .then_some(GemmPeer::nn(bt, m, n, k))?
         }
-        _ => None,
-    }
+        [x, wt, bias, out]
+            if x.len() == 2 && wt.len() == 2 && bias.len() == 1 && out.len() == 2 =>
+        {
+            let (m, k, n) = (x[0], x[1], wt[0]);
+            same(format!("dense_bias_relu:m={m},n={n},k={k}")).then_some(GemmPeer {
+                c: 3,
+                trans_b: true,
+                bias_relu: Some(2),
+                ..GemmPeer::nn(1, m, n, k)
+            })?
+        }
+        _ => return None,
+    };
+    Some(Peer::Gemm(peer))
 }
 
 /// A job measuring `candidates` of workload `w` on `device`.

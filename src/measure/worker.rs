@@ -242,7 +242,7 @@ impl Runner {
     fn peer_name(&self) -> &'static str {
         match self {
             Runner::Cpu(_) => "ndarray dot (matrixmultiply)",
-            Runner::Cuda { .. } => "cuBLAS",
+            Runner::Cuda { .. } => "cublasLt (fastest of its heuristic's candidates)",
         }
     }
 }
@@ -504,7 +504,8 @@ fn measure_peer(
     reference: &[Vec<f32>],
 ) -> Result<PeerMeasured, Failure> {
     let (runs, out) = runner.time_peer(peer, &job.timing)?;
-    let Peer::Gemm { c, .. } = peer;
+    let Peer::Gemm(g) = peer;
+    let c = &g.c;
     let slot = job.params.iter().take(*c).filter(|p| p.is_output).count();
     let (spec, want) = match (job.params.get(*c), reference.get(slot)) {
         (Some(spec), Some(want)) if spec.is_output => (spec, want),

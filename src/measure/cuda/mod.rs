@@ -1,7 +1,8 @@
 //! The CUDA side of measurement: NVRTC build (works without a GPU), launch, timing with
-//! CUDA events, and the cuBLAS peer.
+//! CUDA events, and the cublasLt peer.
 
 mod build;
+mod lt;
 mod run;
 
 pub use build::{compile, nvrtc_available, nvrtc_version, parse_ptxas_report, Cubin, KernelReport};

@@ -1,4 +1,4 @@
-//! Running, checking and timing kernels on the first CUDA device, and the cuBLAS peer.
+//! Running, checking and timing kernels on the first CUDA device, and the cublasLt peer.
 //!
 //! One context (device 0's primary context), one stream, no cross-stream event tracking:
 //! everything is ordered on that stream, so cudarc's per-buffer events are turned off and
@@ -13,11 +13,11 @@
 //! running, so a poisoned runner leaks its resources on drop instead of waiting.
 
 use super::build::Cubin;
+use super::lt::{self, LtGemm};
 use crate::codegen::{Launch, Source};
 use crate::ir::DType;
-use crate::measure::{Failure, FailureKind, ParamSpec, Peer, TimingConfig};
+use crate::measure::{Failure, FailureKind, GemmPeer, ParamSpec, Peer, TimingConfig};
 use crate::target::cuda::{cuda_driver_available, CudaDeviceInfo};
-use cudarc::cublas::sys as blas;
 use cudarc::driver::sys::{self, CUresult};
 use cudarc::driver::{
     result, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
@@ -34,7 +34,8 @@ pub struct ProgramHandle(pub usize);
 /// Runs programs on device 0. See the module documentation for the error contract.
 pub struct CudaRunner {
     // Fields drop in declaration order: everything that uses the context comes first.
-    blas: Option<Blas>,
+    peer: Option<LtGemm>,
+    peer_workspace: Option<DeviceBuffer>,
     programs: Vec<Option<Program>>,
     params: Vec<DeviceBuffer>,
     workspaces: Vec<DeviceBuffer>,
@@ -62,38 +63,12 @@ struct DeviceBuffer {
     ptr: sys::CUdeviceptr,
 }
 
-struct Blas {
-    handle: blas::cublasHandle_t,
-}
-
-// SAFETY: a cuBLAS handle may be used from any thread, one thread at a time; `&mut`
-// access through the runner guarantees that.
-unsafe impl Send for Blas {}
-
-impl Drop for Blas {
-    fn drop(&mut self) {
-        // SAFETY: created by cublasCreate_v2 and destroyed once; an error here only leaks.
-        let _ = unsafe { blas::cublasDestroy_v2(self.handle) };
-    }
-}
-
 /// What one timed run enqueues.
 #[derive(Copy, Clone)]
 enum Work {
     Kernels(ProgramHandle),
-    Gemm(GemmCall),
-}
-
-/// A row-major `C[b] = A[b] @ B[b]` on device pointers.
-#[derive(Copy, Clone)]
-struct GemmCall {
-    batch: i32,
-    m: i32,
-    n: i32,
-    k: i32,
-    a: sys::CUdeviceptr,
-    b: sys::CUdeviceptr,
-    c: sys::CUdeviceptr,
+    /// The planned peer GEMM with its `i`-th algorithm.
+    Peer(usize),
 }
 
 /// An error with what was being done when it happened.
@@ -159,7 +134,8 @@ impl Drop for CudaRunner {
             // The context is broken, or a kernel still runs: releasing anything would only
             // fail or wait on it. Leak it all (the context included); the process is meant
             // to exit anyway.
-            std::mem::forget(self.blas.take());
+            std::mem::forget(self.peer.take());
+            std::mem::forget(self.peer_workspace.take());
             std::mem::forget(std::mem::take(&mut self.programs));
             std::mem::forget(std::mem::take(&mut self.params));
             std::mem::forget(std::mem::take(&mut self.workspaces));
@@ -190,7 +166,8 @@ impl CudaRunner {
             .map_err(|e| fail(format!("creating a stream: {}", describe(&e))))?;
         let info = CudaDeviceInfo::from_context(&ctx).map_err(|e| fail(e.to_string()))?;
         Ok(CudaRunner {
-            blas: None,
+            peer: None,
+            peer_workspace: None,
             programs: Vec::new(),
             params: Vec::new(),
             workspaces: Vec::new(),
@@ -428,36 +405,74 @@ impl CudaRunner {
         self.time_work(Work::Kernels(handle), cfg)
     }
 
-    /// Times cuBLAS SGEMM (strided batched when `batch > 1`) on the prepared buffers, in
-    /// strict fp32 (no TF32), exactly as [`CudaRunner::time`] times a program, and returns
-    /// its run times and its output `C` (poisoned before the run, like any output).
+    /// Times the GEMM peer on the prepared buffers in strict fp32 (no TF32): cublasLt's
+    /// heuristic candidates are each timed briefly, the fastest is timed exactly as
+    /// [`CudaRunner::time`] times a program; returns its run times and its output `C`
+    /// (poisoned before the run, like any output).
     pub fn time_peer(
         &mut self,
         peer: &Peer,
         cfg: &TimingConfig,
     ) -> Result<(Vec<f64>, Vec<f32>), Failure> {
         self.enter()?;
-        let Peer::Gemm {
-            batch,
-            m,
-            n,
-            k,
-            a,
-            b,
-            c,
-        } = *peer;
+        let Peer::Gemm(g) = peer;
+        self.plan_peer(g)?;
+        let candidates = self.peer.as_ref().map_or(0, LtGemm::candidates);
+        // A short timing per candidate; one the library refuses at launch is skipped.
+        let probe = TimingConfig {
+            warmup_seconds: cfg.warmup_seconds.min(0.01),
+            min_runs: cfg.min_runs.clamp(1, 5),
+            max_runs: cfg.min_runs.clamp(1, 5),
+            max_seconds: 0.0,
+            flush_cache: cfg.flush_cache,
+        };
+        let mut best: Option<(f64, usize)> = None;
+        let mut refused = Vec::new();
+        for i in 0..candidates {
+            match self.time_work(Work::Peer(i), &probe) {
+                Ok(runs) => {
+                    let m = crate::database::median(&runs).unwrap_or(f64::INFINITY);
+                    if best.is_none_or(|(b, _)| m < b) {
+                        best = Some((m, i));
+                    }
+                }
+                Err(f) if self.poisoned.is_some() => return Err(f),
+                Err(f) => refused.push(f.message),
+            }
+        }
+        let Some((_, algo)) = best else {
+            return Err(Failure::new(
+                FailureKind::Launch,
+                format!(
+                    "cublasLt ran none of its candidates: {}",
+                    refused.join("; ")
+                ),
+            ));
+        };
+        let out = g.c;
+        poison_buffer(&self.params[out], &self.stream).map_err(|e| self.fail(e))?;
+        self.enqueue(Work::Peer(algo)).map_err(|e| self.fail(e))?;
+        self.sync().map_err(|e| self.fail_at_sync(e))?;
+        let output = self.download(out)?;
+        let runs = self.time_work(Work::Peer(algo), cfg)?;
+        Ok((runs, output))
+    }
+
+    /// Checks `g` against the prepared parameters and plans it with cublasLt.
+    fn plan_peer(&mut self, g: &GemmPeer) -> Result<(), Failure> {
         let fail = |m: String| Failure::new(FailureKind::Launch, m);
-        let dims = [batch, m, n, k];
+        let dims = [g.batch, g.m, g.n, g.k];
         if dims.iter().any(|&d| d <= 0 || d > i32::MAX as i64) {
             return Err(fail(format!(
                 "GEMM peer dimensions {dims:?} are not positive 32-bit sizes"
             )));
         }
-        for (idx, numel, what) in [
-            (a, batch as i128 * m as i128 * k as i128, "A"),
-            (b, batch as i128 * k as i128 * n as i128, "B"),
-            (c, batch as i128 * m as i128 * n as i128, "C"),
-        ] {
+        let (na, nb, nc) = g.numels();
+        let mut checks = vec![(g.a, na, "A"), (g.b, nb, "B"), (g.c, nc, "C")];
+        if let Some(bias) = g.bias_relu {
+            checks.push((bias, g.n as i128, "bias"));
+        }
+        for (idx, numel, what) in checks {
             let buf = self.params.get(idx).ok_or_else(|| {
                 fail(format!(
                     "GEMM peer {what} is parameter {idx}, there are {}",
@@ -471,57 +486,32 @@ impl CudaRunner {
                 )));
             }
         }
-        if c == a || c == b {
+        if g.c == g.a || g.c == g.b || g.bias_relu == Some(g.c) {
             return Err(fail("GEMM peer output C aliases an input".into()));
         }
-        self.ensure_blas()?;
-        let call = GemmCall {
-            batch: batch as i32,
-            m: m as i32,
-            n: n as i32,
-            k: k as i32,
-            a: self.params[a].ptr,
-            b: self.params[b].ptr,
-            c: self.params[c].ptr,
-        };
-        poison_buffer(&self.params[c], &self.stream).map_err(|e| self.fail(e))?;
-        self.enqueue(Work::Gemm(call)).map_err(|e| self.fail(e))?;
-        self.sync().map_err(|e| self.fail_at_sync(e))?;
-        let output = self.download(c)?;
-        let runs = self.time_work(Work::Gemm(call), cfg)?;
-        Ok((runs, output))
-    }
-
-    fn ensure_blas(&mut self) -> Result<(), Failure> {
-        if self.blas.is_some() {
-            return Ok(());
-        }
-        let fail = |m: String| Failure::new(FailureKind::Launch, m);
-        // SAFETY: only checks whether the library loads (cudarc's loader panics if not).
-        if !unsafe { blas::is_culib_present() } {
+        if !lt::available() {
             return Err(fail(
-                "cuBLAS not found: put libcublas.so.13 on LD_LIBRARY_PATH".into(),
+                "cublasLt not found: put libcublasLt.so.13 on LD_LIBRARY_PATH".into(),
             ));
         }
-        self.ctx.bind_to_thread().map_err(|e| fail(describe(&e)))?;
-        let mut handle = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; the context is current on this thread.
-        unsafe { blas::cublasCreate_v2(&mut handle) }
-            .result()
-            .map_err(|e| fail(format!("cublasCreate: {e:?}")))?;
-        let guard = Blas { handle };
-        // SAFETY: a live handle; the stream belongs to the current context. Default math
-        // keeps SGEMM in IEEE fp32 (TF32 only with CUBLAS_TF32_TENSOR_OP_MATH, which is
-        // never set; NVIDIA_TF32_OVERRIDE can only turn TF32 off).
-        unsafe {
-            blas::cublasSetStream_v2(handle, self.stream.cu_stream() as _)
-                .result()
-                .map_err(|e| fail(format!("cublasSetStream: {e:?}")))?;
-            blas::cublasSetMathMode(handle, blas::cublasMath_t::CUBLAS_DEFAULT_MATH)
-                .result()
-                .map_err(|e| fail(format!("cublasSetMathMode: {e:?}")))?;
+        if self.peer_workspace.is_none() {
+            let ws = self
+                .alloc("cublasLt workspace", None, lt::WORKSPACE_BYTES, 1)
+                .map_err(|e| self.fail(e))?;
+            self.peer_workspace = Some(ws);
         }
-        self.blas = Some(guard);
+        let ws = self.peer_workspace.as_ref().map_or(0, |b| b.ptr);
+        self.peer = None;
+        let plan = LtGemm::plan(
+            g,
+            self.params[g.a].ptr,
+            self.params[g.b].ptr,
+            self.params[g.c].ptr,
+            g.bias_relu.map(|i| self.params[i].ptr),
+            ws,
+        )
+        .map_err(fail)?;
+        self.peer = Some(plan);
         Ok(())
     }
 
@@ -654,63 +644,16 @@ impl CudaRunner {
                 }
                 Ok(())
             }
-            Work::Gemm(g) => {
-                let handle = self.blas.as_ref().expect("created by time_peer").handle;
-                let (alpha, beta) = (1.0f32, 0.0f32);
-                let op = blas::cublasOperation_t::CUBLAS_OP_N;
-                // Row-major C = A @ B is column-major C^T = B^T @ A^T: swap the operands
-                // and m/n; every leading dimension is the row length.
-                // SAFETY: sizes were checked against the buffers in time_peer.
-                let status = unsafe {
-                    if g.batch == 1 {
-                        blas::cublasSgemm_v2(
-                            handle,
-                            op,
-                            op,
-                            g.n,
-                            g.m,
-                            g.k,
-                            &alpha,
-                            g.b as *const f32,
-                            g.n,
-                            g.a as *const f32,
-                            g.k,
-                            &beta,
-                            g.c as *mut f32,
-                            g.n,
-                        )
-                    } else {
-                        let (sa, sb, sc) = (
-                            g.m as i64 * g.k as i64,
-                            g.k as i64 * g.n as i64,
-                            g.m as i64 * g.n as i64,
-                        );
-                        blas::cublasSgemmStridedBatched(
-                            handle,
-                            op,
-                            op,
-                            g.n,
-                            g.m,
-                            g.k,
-                            &alpha,
-                            g.b as *const f32,
-                            g.n,
-                            sb,
-                            g.a as *const f32,
-                            g.k,
-                            sa,
-                            &beta,
-                            g.c as *mut f32,
-                            g.n,
-                            sc,
-                            g.batch,
-                        )
-                    }
-                };
-                status.result().map_err(|e| CudaError {
-                    during: format!("cuBLAS SGEMM batch {} of {}x{}x{}", g.batch, g.m, g.n, g.k),
-                    cause: Cause::Refused(format!("{e:?}")),
-                })
+            Work::Peer(algo) => {
+                let plan = self.peer.as_ref().ok_or_else(|| CudaError {
+                    during: "running the GEMM peer".into(),
+                    cause: Cause::Refused("no peer planned".into()),
+                })?;
+                plan.enqueue(algo, self.stream.cu_stream() as _)
+                    .map_err(|e| CudaError {
+                        during: format!("cublasLt algorithm {algo}"),
+                        cause: Cause::Refused(e),
+                    })
             }
         }
     }
