@@ -34,8 +34,8 @@ pub struct ProgramHandle(pub usize);
 /// Runs programs on device 0. See the module documentation for the error contract.
 pub struct CudaRunner {
     // Fields drop in declaration order: everything that uses the context comes first.
-    peer: Option<LtGemm>,
-    peer_workspace: Option<DeviceBuffer>,
+    peer: Option<Box<LtGemm>>,
+    peer_workspace: Option<Box<DeviceBuffer>>,
     programs: Vec<Option<Program>>,
     params: Vec<DeviceBuffer>,
     workspaces: Vec<DeviceBuffer>,
@@ -417,7 +417,7 @@ impl CudaRunner {
         self.enter()?;
         let Peer::Gemm(g) = peer;
         self.plan_peer(g)?;
-        let candidates = self.peer.as_ref().map_or(0, LtGemm::candidates);
+        let candidates = self.peer.as_ref().map_or(0, |p| p.candidates());
         // A short timing per candidate; one the library refuses at launch is skipped.
         let probe = TimingConfig {
             warmup_seconds: cfg.warmup_seconds.min(0.01),
@@ -498,7 +498,7 @@ impl CudaRunner {
             let ws = self
                 .alloc("cublasLt workspace", None, lt::WORKSPACE_BYTES, 1)
                 .map_err(|e| self.fail(e))?;
-            self.peer_workspace = Some(ws);
+            self.peer_workspace = Some(Box::new(ws));
         }
         let ws = self.peer_workspace.as_ref().map_or(0, |b| b.ptr);
         self.peer = None;
@@ -511,7 +511,7 @@ impl CudaRunner {
             ws,
         )
         .map_err(fail)?;
-        self.peer = Some(plan);
+        self.peer = Some(Box::new(plan));
         Ok(())
     }
 
