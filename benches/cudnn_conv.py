@@ -1,4 +1,5 @@
-"""The cuDNN peer for conv2d rows of benches/RESULTS.md, timed on the GPU tessel ran on:
+"""The cuDNN peer for conv2d rows of benches/RESULTS.md, timed on the GPU tessel ran on
+(benchmark mode on: cuDNN picks its fastest algorithm for the shape):
 torch.nn.functional.conv2d (cuDNN), strict fp32 (TF32 off), median of timed runs with the
 L2 flushed in between, optionally followed by relu.
 Usage: python3 benches/cudnn_conv.py N C H W K R S STRIDE PAD [relu]"""
@@ -7,6 +8,7 @@ import torch
 from triton.testing import do_bench
 
 torch.backends.cudnn.allow_tf32 = False
+torch.backends.cudnn.benchmark = True
 torch.backends.cuda.matmul.allow_tf32 = False
 n, c, h, w, k, r, s, st, p = (int(x) for x in sys.argv[1:10])
 relu = len(sys.argv) > 10 and sys.argv[10] == "relu"

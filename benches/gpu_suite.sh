@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Tune suite workloads on the CUDA device, then time each best kernel against its peer in
-# the same device session: cuBLAS in the same process (`tessel run --compare`) for GEMMs,
+# the same device session: cublasLt (the fastest of its heuristic's candidates) in the same process (`tessel run --compare`) for GEMMs,
 # cuDNN through PyTorch (benches/cudnn_conv.py) for conv2d.
 #
 #   benches/gpu_suite.sh OUT SECONDS TRIALS WORKLOAD...
@@ -24,7 +24,7 @@ for w in "$@"; do
   "$bin" best "$w" --target cuda --db "$db" --emit trace >"$out/$tag.sched" || continue
   # tessel's best, built and timed afresh (and against cuBLAS for the GEMMs).
   case $w in
-    matmul* | batch_matmul*) cmp=--compare ;;
+    matmul* | batch_matmul* | dense_bias_relu*) cmp=--compare ;;
     *) cmp= ;;
   esac
   "$bin" run "$w" --schedule "$out/$tag.sched" --target cuda $cmp >"$out/$tag.run.txt" 2>&1
@@ -37,7 +37,7 @@ for w in "$@"; do
       python3 benches/cudnn_conv.py $args $relu >>"$out/$tag.run.txt" 2>&1
       ;;
   esac
-  cat "$out/$tag.run.txt" | grep -E 'TFLOP|check|cuBLAS|cuDNN' | head -8
+  cat "$out/$tag.run.txt" | grep -E "TFLOP|check|cublasLt|cuDNN" | head -8
 done
 "$bin" db export --db "$db" --out "$out/best.sqlite" --best-only --target cuda >/dev/null
 "$bin" db export --db "$db" --out "$out/best.jsonl" --best-only --target cuda --format jsonl >/dev/null
