@@ -16,7 +16,8 @@
 //! * each access it makes (the write, and the loads of its value), with [`access`]'s
 //!   interval analysis of the flat index: scope, distinct bytes and cache lines (128 B on
 //!   the GPU, 64 B on the CPU, every scope) one thread block and one thread touch, lines
-//!   one warp touches in one execution and the coalescing efficiency that follows
+//!   one warp touches in one execution, distinct bytes a block touches per iteration of
+//!   the outermost serial loop around the store (a GEMM's reduction step), and the coalescing efficiency that follows
 //!   (useful bytes / bytes of the lines), the stride along `threadIdx.x` (0 / contiguous /
 //!   other) and along the innermost loop, reuse (the extent of the innermost loop the
 //!   index does not depend on, the iterations between two uses, accesses per distinct
@@ -35,7 +36,7 @@
 //!
 //! 1. program and main-kernel features (above);
 //! 2. sums over all stores: arithmetic by kind, and per scope the distinct bytes and lines
-//!    per block and the accesses. Sums keep every stage's cost (the cooperative fetches,
+//!    per block, the distinct bytes per step and the accesses. Sums keep every stage's cost (the cooperative fetches,
 //!    the write-back, a split-K reduction kernel) visible at a fixed length;
 //! 3. the full per-store features of the *main store*, the one with the most flops (ties:
 //!    the most accesses), which is the computation the schedule is about (a GEMM's
@@ -174,12 +175,15 @@ pub const FEATURE_NAMES: &[&str] = &[
     "log_sum_compare_select",
     "log_sum_global_bytes_per_block",
     "log_sum_global_lines_per_block",
+    "log_sum_global_bytes_per_step",
     "log_sum_global_accesses",
     "log_sum_shared_bytes_per_block",
     "log_sum_shared_lines_per_block",
+    "log_sum_shared_bytes_per_step",
     "log_sum_shared_accesses",
     "log_sum_local_bytes_per_block",
     "log_sum_local_lines_per_block",
+    "log_sum_local_bytes_per_step",
     "log_sum_local_accesses",
     // 3. The main store.
     "main_log_float_addsub",
@@ -211,6 +215,7 @@ pub const FEATURE_NAMES: &[&str] = &[
     "main_write_is_local",
     "main_write_log_bytes_per_block",
     "main_write_log_lines_per_block",
+    "main_write_log_bytes_per_step",
     "main_write_log_bytes_per_thread",
     "main_write_log_lines_per_thread",
     "main_write_log_accesses",
@@ -229,6 +234,7 @@ pub const FEATURE_NAMES: &[&str] = &[
     "main_read0_is_local",
     "main_read0_log_bytes_per_block",
     "main_read0_log_lines_per_block",
+    "main_read0_log_bytes_per_step",
     "main_read0_log_bytes_per_thread",
     "main_read0_log_lines_per_thread",
     "main_read0_log_accesses",
@@ -247,6 +253,7 @@ pub const FEATURE_NAMES: &[&str] = &[
     "main_read1_is_local",
     "main_read1_log_bytes_per_block",
     "main_read1_log_lines_per_block",
+    "main_read1_log_bytes_per_step",
     "main_read1_log_bytes_per_thread",
     "main_read1_log_lines_per_thread",
     "main_read1_log_accesses",
@@ -470,7 +477,7 @@ fn sum_features(stores: &[Store], out: &mut Vec<f32>) {
     let ops = stores.iter().fold(Ops::default(), |acc, s| acc.plus(s.ops));
     ops_features(&ops, out);
     for scope in SCOPES {
-        let (mut bytes, mut lines, mut count) = (0.0, 0.0, 0.0);
+        let (mut bytes, mut lines, mut step, mut count) = (0.0, 0.0, 0.0, 0.0);
         for a in stores
             .iter()
             .flat_map(accesses)
@@ -478,9 +485,10 @@ fn sum_features(stores: &[Store], out: &mut Vec<f32>) {
         {
             bytes += a.block.elements * a.bytes_per_elem;
             lines += a.block.lines;
+            step += a.step.elements * a.bytes_per_elem;
             count += a.count;
         }
-        out.extend([log1p2(bytes), log1p2(lines), log1p2(count)]);
+        out.extend([log1p2(bytes), log1p2(lines), log1p2(step), log1p2(count)]);
     }
 }
 
@@ -520,10 +528,13 @@ fn main_store_features(main: Option<&Store>, out: &mut Vec<f32>) {
     access_features(reads.get(1).copied(), n.vector_len, n.trips, out);
 }
 
+/// Fields per access slot.
+const ACCESS_FIELDS: usize = 18;
+
 /// The fields of one access slot (all zeros for a missing access).
 fn access_features(a: Option<&Access>, vector_len: f64, trips: f64, out: &mut Vec<f32>) {
     let Some(a) = a else {
-        out.extend([0.0; 17]);
+        out.extend([0.0; ACCESS_FIELDS]);
         return;
     };
     let is = |b: bool| f32::from(u8::from(b));
@@ -531,12 +542,13 @@ fn access_features(a: Option<&Access>, vector_len: f64, trips: f64, out: &mut Ve
     let coalescing = a.warp.elements * a.bytes_per_elem / (a.warp.lines.max(1.0) * a.line_bytes);
     let stride = a.thread_stride.map(i64::unsigned_abs);
     let contiguous = |s: u64| s == 1 || (vector_len > 1.0 && s as f64 == vector_len);
-    out.extend([
+    let fields: [f32; ACCESS_FIELDS] = [
         is(a.scope == Scope::Global),
         is(a.scope == Scope::Shared),
         is(a.scope == Scope::Local),
         log1p2(a.block.elements * a.bytes_per_elem),
         log1p2(a.block.lines),
+        log1p2(a.step.elements * a.bytes_per_elem),
         log1p2(a.thread.elements * a.bytes_per_elem),
         log1p2(a.thread.lines),
         log1p2(a.count),
@@ -549,5 +561,9 @@ fn access_features(a: Option<&Access>, vector_len: f64, trips: f64, out: &mut Ve
         log1p2(a.reuse_count),
         log1p2(a.reuse_distance),
         log1p2(trips / a.thread.elements.max(1.0)),
-    ]);
+    ];
+    out.extend(fields);
 }
+
+#[cfg(test)]
+mod tests;

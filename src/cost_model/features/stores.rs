@@ -88,6 +88,9 @@ pub(super) struct Access {
     pub line_bytes: f64,
     /// Distinct elements and lines one thread block touches over its whole run.
     pub block: Footprint,
+    /// ... one thread block touches in one iteration of the outermost serial or unrolled
+    /// loop around the store (a GEMM's reduction step); the block's figure without one.
+    pub step: Footprint,
     /// ... one thread touches.
     pub thread: Footprint,
     /// ... one warp touches in one execution of the access (tx, and ty where a warp spans
@@ -112,6 +115,8 @@ pub(super) struct Access {
 pub(super) struct Store {
     /// Index of the kernel it is in.
     pub kernel: usize,
+    /// The buffer it writes.
+    pub buffer: BufferId,
     pub ops: Ops,
     pub loops: LoopNest,
     /// Active threads of a block at the store (1 on the CPU).
@@ -184,6 +189,8 @@ pub(super) fn vthread_vars(p: &Program) -> Vec<bool> {
 #[derive(Copy, Clone, PartialEq)]
 enum Level {
     Block,
+    /// The block, with one loop fixed.
+    Step(VarId),
     Thread,
     Warp,
 }
@@ -402,6 +409,7 @@ impl<'a> Walker<'a> {
         });
         self.stores.push(Store {
             kernel: self.kernel,
+            buffer,
             ops,
             loops,
             threads,
@@ -419,7 +427,8 @@ impl<'a> Walker<'a> {
         let full = Interval::new(0, e.max(1) - 1);
         match (level, role) {
             (_, Role::Free | Role::Block) => Interval::point(0),
-            (Level::Block, _) => full,
+            (Level::Step(fixed), _) if fixed == v => Interval::point(0),
+            (Level::Block | Level::Step(_), _) => full,
             (Level::Thread, Role::Loop) => full,
             (Level::Thread, _) => Interval::point(0),
             (Level::Warp, Role::Thread(d)) => {
@@ -469,6 +478,11 @@ impl<'a> Walker<'a> {
                 size,
             )
         };
+        let step = self
+            .stack
+            .iter()
+            .find(|f| matches!(f.kind, ForKind::Serial | ForKind::Unrolled) && !f.vthread)
+            .map_or(Level::Block, |f| Level::Step(f.var));
         let thread_var = if self.gpu {
             self.k
                 .thread_vars
@@ -499,6 +513,7 @@ impl<'a> Walker<'a> {
             bytes_per_elem: bytes,
             line_bytes: self.line_bytes,
             block: at(Level::Block),
+            step: at(step),
             thread: at(Level::Thread),
             warp: at(Level::Warp),
             count: launch,
