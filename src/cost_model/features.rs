@@ -385,8 +385,7 @@ fn kernel_shape(l: &Lowered, k: &Kernel, counts: &KernelCounts, dev: &DeviceSpec
         let resident = by_threads
             .min(by_shared)
             .min(by_registers)
-            .min(MAX_BLOCKS_PER_PROCESSOR)
-            .max(0.0);
+            .clamp(0.0, MAX_BLOCKS_PER_PROCESSOR);
         (blocks, resident, warps_threads)
     } else {
         (counts.parallel, 1.0, 1.0)
