@@ -79,6 +79,22 @@ enum DbCommand {
     },
 }
 
+#[derive(Subcommand)]
+enum ModelCommand {
+    /// Print the features the cost model sees of a scheduled workload, one `name value`
+    /// line per feature, in vector order.
+    Features {
+        workload: String,
+        #[arg(long)]
+        schedule: PathBuf,
+        #[arg(long, value_enum, default_value = "cuda")]
+        target: TargetArg,
+        /// The CUDA architecture whose limits (SMs, shared memory) the features use.
+        #[arg(long, default_value = "sm_90a")]
+        arch: String,
+    },
+}
+
 #[derive(Copy, Clone, ValueEnum)]
 enum TargetArg {
     Cpu,
@@ -185,6 +201,11 @@ enum Command {
         /// A search-space file instead of the embedded search_spaces/<target>.toml.
         #[arg(long)]
         space: Option<PathBuf>,
+    },
+    /// The learned cost model: the features it sees of a candidate.
+    Model {
+        #[command(subcommand)]
+        command: ModelCommand,
     },
 }
 
@@ -759,6 +780,37 @@ fn run(cli: Cli) -> Result<()> {
         } => run_tune(
             &workloads, target, trials, time_limit, db, seed, batch, patience, space,
         )?,
+        Command::Model { command } => model_command(command)?,
+    }
+    Ok(())
+}
+
+/// `tessel model ...`.
+fn model_command(command: ModelCommand) -> Result<()> {
+    match command {
+        ModelCommand::Features {
+            workload,
+            schedule,
+            target,
+            arch,
+        } => {
+            let w = load_workload(&workload)?;
+            let sch = load_schedule(&w, &schedule)?;
+            let (backend, dev) = match target {
+                TargetArg::Cuda => (Backend::Cuda, tessel::cost_model::DeviceSpec::cuda(&arch)),
+                TargetArg::Cpu => {
+                    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+                    (
+                        Backend::Cpu,
+                        tessel::cost_model::DeviceSpec::cpu(i64::try_from(cores).unwrap_or(1)),
+                    )
+                }
+            };
+            let lowered = lower(sch.program(), backend)?;
+            for (name, value) in tessel::cost_model::features::feature_table(&lowered, &dev) {
+                println!("{name} {value}");
+            }
+        }
     }
     Ok(())
 }

@@ -1,0 +1,119 @@
+//! Per-store measurements of hand-written schedules against figures computed by hand.
+
+use super::stores::Store;
+use super::{kernel_shape, measure, Measured};
+use crate::cost_model::DeviceSpec;
+use crate::lower::{lower, Backend, Lowered};
+use crate::schedule::{replay, text};
+use crate::workload::preset;
+
+/// Lowers `examples/schedules/NAME.sched` applied to a preset workload.
+fn lowered(workload: &str, schedule: &str, backend: Backend) -> Lowered {
+    let path = format!(
+        "{}/examples/schedules/{schedule}.sched",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let src = std::fs::read_to_string(&path).expect("the example schedule");
+    let trace = text::parse(&src).expect("a valid trace");
+    let w = preset(workload).expect("a preset");
+    let sch = replay(&trace, w.to_program(), 0).expect("the trace replays");
+    lower(sch.program(), backend).expect("lowers")
+}
+
+/// The store writing the buffer named `name`.
+fn store<'m>(l: &Lowered, m: &'m Measured, name: &str) -> &'m Store {
+    let found: Vec<&Store> = m
+        .stores
+        .iter()
+        .filter(|s| l.program.buffer(s.buffer).name == name)
+        .collect();
+    assert_eq!(found.len(), 1, "one store writes {name}");
+    found[0]
+}
+
+#[test]
+fn tiled_cuda_matmul_loads_its_tiles_into_shared_memory() {
+    // MLC's blocking_with_shared on a 256^3 matmul: 64x64 tiles of C per block (4 x 4
+    // blocks), 64 threads of 8x8 each, k in steps of 8; A and B tiles fetched into shared
+    // memory with float4 loads by the 64 threads.
+    let l = lowered("matmul:256x256x256", "mlc_blocking_shared", Backend::Cuda);
+    let dev = DeviceSpec::cuda("sm_90a");
+    let m = measure(&l, &dev);
+    let f32_bytes = 4.0;
+
+    // A's fetch: per step a 64 x 8 tile (rows 256 floats apart: one 32-byte piece of a
+    // 128-byte line per row); over the 32 steps the block's 64 full rows of A.
+    let a = store(&l, &m, "A_shared");
+    let read = &a.reads[0];
+    assert_eq!(read.step.elements * f32_bytes, 64.0 * 8.0 * 4.0);
+    assert_eq!(read.step.lines, 64.0);
+    assert_eq!(read.block.elements * f32_bytes, 64.0 * 256.0 * 4.0);
+    assert_eq!(read.block.lines, 64.0 * (256.0 * 4.0 / 128.0));
+    // One thread: 2 float4 per step.
+    assert_eq!(read.thread.elements, 2.0 * 4.0 * 32.0);
+    // A warp reads 16 rows x 8 floats: 16 lines, a quarter of each used.
+    assert_eq!(read.warp.lines, 16.0);
+    assert_eq!(read.thread_stride, Some(4));
+    assert_eq!(a.loops.vector_len, 4.0);
+    // The shared tile it writes: 512 floats, one step's worth.
+    assert_eq!(a.write.block.elements, 512.0);
+
+    // B's fetch: per step an 8 x 64 tile (256 contiguous bytes per row: 2 lines).
+    let b = store(&l, &m, "B_shared");
+    let read = &b.reads[0];
+    assert_eq!(read.step.elements * f32_bytes, 8.0 * 64.0 * 4.0);
+    assert_eq!(read.step.lines, 8.0 * 2.0);
+    assert_eq!(read.block.elements * f32_bytes, 256.0 * 64.0 * 4.0);
+    assert_eq!(read.block.lines, 256.0 * 2.0);
+    // A warp reads 2 rows of 64 floats: 4 lines, fully used.
+    assert_eq!(read.warp.lines, 4.0);
+
+    // The main store is the accumulation: 256^3 multiply-adds over the launch.
+    let main = m.main().expect("stores");
+    assert_eq!(l.program.buffer(main.buffer).name, "C_local");
+    assert_eq!(main.ops.fma, 256.0 * 256.0 * 256.0);
+    assert_eq!(main.ops.add + main.ops.mul, 0.0);
+    assert_eq!(main.threads, 64.0);
+
+    // The kernel: 16 blocks of 64 threads, 4 KiB of shared memory, two barriers per step.
+    let shape = kernel_shape(&l, &l.kernels[0], &m.kernels[0], &dev);
+    assert_eq!(shape.blocks, 16.0);
+    assert_eq!(shape.threads, 64.0);
+    assert_eq!(shape.shared_bytes, (512.0 + 512.0) * 4.0);
+    assert_eq!(shape.local_elements, 64.0);
+    // Registers: 64 locals + 16; 65536 / (80 * 64) = 12 blocks per SM, the tightest
+    // limit (threads allow 32, shared memory 57).
+    assert_eq!(shape.registers, 80.0);
+    assert_eq!(shape.resident, 12.0);
+    assert_eq!(shape.occupancy, 12.0 * 64.0 / 2048.0);
+    assert_eq!(shape.waves, 16.0 / (12.0 * 132.0));
+    assert_eq!(m.kernels[0].barriers, 2.0 * 32.0);
+}
+
+#[test]
+fn cpu_matmul_runs_its_tiles_on_parallel_cores() {
+    // cpu_matmul on 128^3: the fused (i_0, j_0) loop is parallel over 4 x 2 tiles, each
+    // accumulating a 4 x 16 register tile with j_2 vectorized by 16 and i_2 unrolled.
+    let l = lowered("matmul:128x128x128", "cpu_matmul", Backend::Cpu);
+    let dev = DeviceSpec::cpu(3);
+    let m = measure(&l, &dev);
+    let main = m.main().expect("stores");
+    assert_eq!(l.program.buffer(main.buffer).name, "C_local");
+    assert_eq!(main.loops.parallel, 8.0);
+    assert_eq!(main.loops.vector_len, 16.0);
+    assert_eq!(main.loops.unrolled, 4.0);
+    assert_eq!(main.ops.fma, 128.0 * 128.0 * 128.0);
+    assert_eq!(m.kernels[0].parallel, 8.0);
+    // 8 tiles on 3 cores: 2.67 waves, the last one two thirds full.
+    let shape = kernel_shape(&l, &l.kernels[0], &m.kernels[0], &dev);
+    assert_eq!(shape.blocks, 1.0);
+    assert_eq!(shape.waves, 8.0 / 3.0);
+    assert!((shape.wave_efficiency - 8.0 / 9.0).abs() < 1e-12);
+    // One parallel iteration (a thread) reads a 32 x 128 panel of A, over 64-byte lines.
+    let a = main
+        .reads
+        .iter()
+        .find(|r| r.block.elements == 128.0 * 128.0 && r.thread.elements == 32.0 * 128.0)
+        .expect("A's read: the whole of A per program, a 32-row panel per tile");
+    assert_eq!(a.thread.lines, 32.0 * 128.0 * 4.0 / 64.0);
+}
