@@ -14,12 +14,14 @@
 //! * the loops around it: extent products by kind (serial, unrolled, vectorized, parallel,
 //!   virtual thread), the innermost vector length, the depth, whether it is guarded;
 //! * each access it makes (the write, and the loads of its value), with [`access`]'s
-//!   interval analysis of the flat index: scope, distinct bytes and cache lines (128 B on
-//!   the GPU, 64 B on the CPU, every scope) one thread block and one thread touch, lines
-//!   one warp touches in one execution, distinct bytes a block touches per iteration of
-//!   the outermost serial loop around the store (a GEMM's reduction step), and the coalescing efficiency that follows
-//!   (useful bytes / bytes of the lines), the stride along `threadIdx.x` (0 / contiguous /
-//!   other) and along the innermost loop, reuse (the extent of the innermost loop the
+//!   interval analysis of the flat index: scope; distinct bytes and cache lines (128 B on
+//!   the GPU, 64 B on the CPU, every scope) one thread block and one thread touch; the
+//!   distinct bytes a block touches per iteration of the outermost serial loop around
+//!   the store (a GEMM's reduction step); the lines one warp touches in one execution
+//!   and the coalescing efficiency that follows (useful bytes / bytes of the lines); the
+//!   bank-conflict degree of a shared access (distinct words per bank in one phase of
+//!   warp 0, by evaluating its index); the stride along `threadIdx.x` (0 / contiguous /
+//!   other) and along the innermost loop; reuse (the extent of the innermost loop the
 //!   index does not depend on, the iterations between two uses, accesses per distinct
 //!   element of a thread).
 //!
@@ -35,8 +37,10 @@
 //! Three parts, in this order:
 //!
 //! 1. program and main-kernel features (above);
-//! 2. sums over all stores: arithmetic by kind, and per scope the distinct bytes and lines
-//!    per block, the distinct bytes per step and the accesses. Sums keep every stage's cost (the cooperative fetches,
+//! 2. sums over all stores: arithmetic by kind; per scope the distinct bytes and lines
+//!    per block, the distinct bytes per step and the accesses; global-memory transactions
+//!    (warp-wide executions x lines per warp) and shared-memory wavefronts (warp-wide
+//!    executions x vector phases x bank-conflict degree). Sums keep every stage's cost (the cooperative fetches,
 //!    the write-back, a split-K reduction kernel) visible at a fixed length;
 //! 3. the full per-store features of the *main store*, the one with the most flops (ties:
 //!    the most accesses), which is the computation the schedule is about (a GEMM's
@@ -185,6 +189,8 @@ pub const FEATURE_NAMES: &[&str] = &[
     "log_sum_local_lines_per_block",
     "log_sum_local_bytes_per_step",
     "log_sum_local_accesses",
+    "log_sum_global_transactions",
+    "log_sum_shared_wavefronts",
     // 3. The main store.
     "main_log_float_addsub",
     "main_log_float_mul",
@@ -224,6 +230,7 @@ pub const FEATURE_NAMES: &[&str] = &[
     "main_write_thread_stride_0",
     "main_write_thread_stride_1",
     "main_write_thread_stride_other",
+    "main_write_log_bank_ways",
     "main_write_log_inner_stride",
     "main_write_log_reuse_count",
     "main_write_log_reuse_distance",
@@ -243,6 +250,7 @@ pub const FEATURE_NAMES: &[&str] = &[
     "main_read0_thread_stride_0",
     "main_read0_thread_stride_1",
     "main_read0_thread_stride_other",
+    "main_read0_log_bank_ways",
     "main_read0_log_inner_stride",
     "main_read0_log_reuse_count",
     "main_read0_log_reuse_distance",
@@ -262,6 +270,7 @@ pub const FEATURE_NAMES: &[&str] = &[
     "main_read1_thread_stride_0",
     "main_read1_thread_stride_1",
     "main_read1_thread_stride_other",
+    "main_read1_log_bank_ways",
     "main_read1_log_inner_stride",
     "main_read1_log_reuse_count",
     "main_read1_log_reuse_distance",
@@ -489,6 +498,15 @@ fn sum_features(stores: &[Store], out: &mut Vec<f32>) {
         }
         out.extend([log1p2(bytes), log1p2(lines), log1p2(step), log1p2(count)]);
     }
+    let (mut transactions, mut wavefronts) = (0.0, 0.0);
+    for a in stores.iter().flat_map(accesses) {
+        match a.scope {
+            Scope::Global => transactions += a.warps * a.warp.lines,
+            Scope::Shared => wavefronts += a.warps * a.lanes * a.bank_ways,
+            Scope::Local => {}
+        }
+    }
+    out.extend([log1p2(transactions), log1p2(wavefronts)]);
 }
 
 fn main_store_features(main: Option<&Store>, out: &mut Vec<f32>) {
@@ -528,7 +546,7 @@ fn main_store_features(main: Option<&Store>, out: &mut Vec<f32>) {
 }
 
 /// Fields per access slot.
-const ACCESS_FIELDS: usize = 18;
+const ACCESS_FIELDS: usize = 19;
 
 /// The fields of one access slot (all zeros for a missing access).
 fn access_features(a: Option<&Access>, vector_len: f64, trips: f64, out: &mut Vec<f32>) {
@@ -556,6 +574,7 @@ fn access_features(a: Option<&Access>, vector_len: f64, trips: f64, out: &mut Ve
         is(stride == Some(0)),
         is(stride.is_some_and(contiguous)),
         is(stride.is_some_and(|s| s != 0 && !contiguous(s))),
+        log1p2(a.bank_ways),
         log1p2(a.inner_stride.unsigned_abs() as f64),
         log1p2(a.reuse_count),
         log1p2(a.reuse_distance),

@@ -141,6 +141,22 @@ pub(super) fn stride(index: &Expr, v: VarId) -> i64 {
     eval(index, &|x| i64::from(x == v)).wrapping_sub(base)
 }
 
+/// Shared-memory banks (4 bytes wide) of NVIDIA GPUs.
+const BANKS: i64 = 32;
+
+/// The bank-conflict degree of the 32-bit words one phase of a warp accesses: the most
+/// distinct words that fall into one bank (1: conflict-free; a word read by several
+/// threads is a broadcast and counts once).
+pub(super) fn bank_ways(words: &mut Vec<i64>) -> f64 {
+    words.sort_unstable();
+    words.dedup();
+    let mut per_bank = [0u32; BANKS as usize];
+    for w in words.iter() {
+        per_bank[w.rem_euclid(BANKS) as usize] += 1;
+    }
+    f64::from(per_bank.iter().copied().max().unwrap_or(0).max(1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -221,5 +237,15 @@ mod tests {
         );
         assert_eq!(stride(&e, VarId(0)), 4);
         assert_eq!(stride(&e, VarId(1)), 1);
+    }
+
+    #[test]
+    fn bank_ways_count_distinct_words_per_bank() {
+        // Consecutive words: conflict-free; a stride of 2 words: 2-way; all threads on one
+        // word: a broadcast.
+        assert_eq!(bank_ways(&mut (0..32).collect()), 1.0);
+        assert_eq!(bank_ways(&mut (0..32).map(|t| 2 * t).collect()), 2.0);
+        assert_eq!(bank_ways(&mut (0..32).map(|t| 32 * t).collect()), 32.0);
+        assert_eq!(bank_ways(&mut vec![7; 32]), 1.0);
     }
 }

@@ -8,7 +8,7 @@
 //! thread and parallel loops are ordinary trip counts; their iterations play the part of
 //! threads for the per-thread footprints.
 
-use super::access::{footprint, linear_terms, stride, Footprint};
+use super::access::{bank_ways, eval, footprint, linear_terms, stride, Footprint};
 use crate::ir::interval::Interval;
 use crate::ir::{BinOp, BufferId, Dim3, Expr, LoopKind, Program, Scope, ThreadTag, UnOp, VarId};
 use crate::lower::{ForKind, KStmt, Kernel};
@@ -98,11 +98,20 @@ pub(super) struct Access {
     pub warp: Footprint,
     /// Executions over the launch.
     pub count: f64,
+    /// Warp-wide executions over the launch (32 threads, or the block when smaller, with
+    /// all lanes of the innermost vectorized loop); on the CPU executions of the innermost
+    /// loop.
+    pub warps: f64,
+    /// Vector lanes of one warp-wide execution (the vectorized loop's extent, 1 without).
+    pub lanes: f64,
     /// Stride along threadIdx.x (CUDA) or the innermost parallel loop (CPU); `None` when
     /// there is no such variable.
     pub thread_stride: Option<i64>,
     /// Stride along the innermost enclosing loop (0 without loops).
     pub inner_stride: i64,
+    /// Shared memory on the GPU: the bank-conflict degree of one warp's access (1 to 32);
+    /// 0 elsewhere.
+    pub bank_ways: f64,
     /// Extent of the innermost enclosing loop the index does not depend on (0: none).
     pub reuse_count: f64,
     /// Iterations between two uses of the same element there: the product of the extents
@@ -470,6 +479,14 @@ impl<'a> Walker<'a> {
         } else {
             self.stack.last().map(|f| f.var)
         };
+        let lanes = lane
+            .and_then(|v| self.ext.get(v.index()))
+            .map_or(1.0, |e| *e as f64);
+        let warp_threads = if self.gpu {
+            self.threads().min(32.0)
+        } else {
+            1.0
+        };
         let at = |level| {
             footprint(
                 &terms,
@@ -517,11 +534,62 @@ impl<'a> Walker<'a> {
             thread: at(Level::Thread),
             warp: at(Level::Warp),
             count: launch,
+            warps: launch / (warp_threads * lanes).max(1.0),
+            lanes,
             thread_stride: thread_var.map(|v| stride(index, v)),
+            bank_ways: if self.gpu && buf.scope == Scope::Shared {
+                self.bank_ways(index, buf.dtype.bytes() as i64, lane)
+            } else {
+                0.0
+            },
             inner_stride: self.stack.last().map_or(0, |f| stride(index, f.var)),
             reuse_count,
             reuse_distance,
         }
+    }
+}
+
+impl Walker<'_> {
+    /// The bank-conflict degree of a shared-memory access by the first phase of warp 0:
+    /// 32 threads (`threadIdx.x` first, then `threadIdx.y` where a row of the block is
+    /// shorter than a warp), or `32 / V` threads with all `V` lanes of a vectorized loop
+    /// (a wide access is split into phases of 128 bytes). Other variables are 0.
+    fn bank_ways(&self, index: &Expr, bytes: i64, lane: Option<VarId>) -> f64 {
+        let var_of = |d| {
+            self.k
+                .thread_vars
+                .iter()
+                .find(|(_, t)| *t == ThreadTag::ThreadIdx(d))
+                .map(|(v, _)| *v)
+        };
+        let (tx, ty) = (var_of(Dim3::X), var_of(Dim3::Y));
+        let extent = |v: Option<VarId>| {
+            v.and_then(|v| self.ext.get(v.index()))
+                .copied()
+                .unwrap_or(1)
+        };
+        let (bx, by) = (extent(tx).max(1), extent(ty).max(1));
+        let lanes = lane.map_or(1, |v| extent(Some(v))).clamp(1, 32);
+        let threads = (32 / lanes).min(bx * by).max(1);
+        let mut words = Vec::with_capacity((threads * lanes) as usize);
+        for t in 0..threads {
+            let (x, y) = (t % bx, t / bx);
+            for l in 0..lanes {
+                let env = |v: VarId| {
+                    if Some(v) == tx {
+                        x
+                    } else if Some(v) == ty {
+                        y
+                    } else if Some(v) == lane {
+                        l
+                    } else {
+                        0
+                    }
+                };
+                words.push(eval(index, &env).wrapping_mul(bytes) / 4);
+            }
+        }
+        bank_ways(&mut words)
     }
 }
 

@@ -3,6 +3,7 @@
 use super::stores::Store;
 use super::{kernel_shape, measure, Measured};
 use crate::cost_model::DeviceSpec;
+use crate::ir::Scope;
 use crate::lower::{lower, Backend, Lowered};
 use crate::schedule::{replay, text};
 use crate::workload::preset;
@@ -55,6 +56,10 @@ fn tiled_cuda_matmul_loads_its_tiles_into_shared_memory() {
     assert_eq!(read.warp.lines, 16.0);
     assert_eq!(read.thread_stride, Some(4));
     assert_eq!(a.loops.vector_len, 4.0);
+    // Warp-wide float4 loads: 2 per step per warp, 32 steps, 2 warps, 16 blocks; 16
+    // lines each.
+    assert_eq!(read.warps, 2.0 * 32.0 * 2.0 * 16.0);
+    assert_eq!(read.warps * read.warp.lines, 2048.0 * 16.0);
     // The shared tile it writes: 512 floats, one step's worth.
     assert_eq!(a.write.block.elements, 512.0);
 
@@ -74,6 +79,13 @@ fn tiled_cuda_matmul_loads_its_tiles_into_shared_memory() {
     assert_eq!(main.ops.fma, 256.0 * 256.0 * 256.0);
     assert_eq!(main.ops.add + main.ops.mul, 0.0);
     assert_eq!(main.threads, 64.0);
+    // Its shared reads: A_shared[tx / 8 * 64 + ..] puts warp 0's 4 distinct words in one
+    // bank (4-way); B_shared[tx % 8 * 8 + ..] 8 words 8 apart, two per bank (2-way).
+    // (The value loads C_local, A_shared, B_shared, in that order.)
+    let (a_read, b_read) = (&main.reads[1], &main.reads[2]);
+    assert_eq!((a_read.scope, b_read.scope), (Scope::Shared, Scope::Shared));
+    assert_eq!(a_read.bank_ways, 4.0);
+    assert_eq!(b_read.bank_ways, 2.0);
 
     // The kernel: 16 blocks of 64 threads, 4 KiB of shared memory, two barriers per step.
     let shape = kernel_shape(&l, &l.kernels[0], &m.kernels[0], &dev);
