@@ -35,6 +35,7 @@
 
 use super::space::{Binding, Level, SearchSpace};
 use crate::ir::{BufferKind, Expr, IterKind, Program};
+use crate::schedule::sampling;
 use crate::schedule::{AnnArg, BlockRv, ExprRv, IntArg, LoopRv, Schedule, ScheduleError, Target};
 use thiserror::Error;
 
@@ -177,9 +178,7 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
         } else {
             None
         };
-        let factors = sch
-            .sample_perfect_tile(*lp, n as i64, space.max_innermost_factor, hint)
-            .map_err(at("sample_perfect_tile"))?;
+        let factors = sample_tiles(space, sch, *lp, n, hint)?;
         let args: Vec<Option<IntArg>> = factors.iter().map(|f| Some(IntArg::Rv(*f))).collect();
         let tiles = sch.split(*lp, &args).map_err(at("split"))?;
         if *kind == IterKind::Spatial {
@@ -460,12 +459,12 @@ fn joint_spatial_tiles(
         let draw: Option<Vec<Vec<i64>>> = extents
             .iter()
             .map(|e| {
-                crate::schedule::sampling::sample_tile(
-                    &mut rng,
-                    *e,
-                    n_s,
-                    space.max_innermost_factor,
-                )
+                let max = space.max_innermost_factor;
+                if space.max_waste > 0.0 {
+                    sampling::sample_imperfect_tile(&mut rng, *e, n_s, max, space.max_waste)
+                } else {
+                    sampling::sample_tile(&mut rng, *e, n_s, max)
+                }
                 .ok()
             })
             .collect();
@@ -486,6 +485,25 @@ fn joint_spatial_tiles(
         }
     }
     vec![None; extents.len()]
+}
+
+/// Samples `n` tile sizes of `lp` (with `hint`, checks and uses those): `sample_tile` when
+/// the space allows padding (`max_waste > 0`), `sample_perfect_tile` otherwise.
+fn sample_tiles(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    lp: LoopRv,
+    n: usize,
+    hint: Option<Vec<i64>>,
+) -> Result<Vec<ExprRv>, SketchError> {
+    let (n, max) = (n as i64, space.max_innermost_factor);
+    if space.max_waste > 0.0 {
+        sch.sample_tile(lp, n, max, space.max_waste, hint)
+            .map_err(at("sample_tile"))
+    } else {
+        sch.sample_perfect_tile(lp, n, max, hint)
+            .map_err(at("sample_perfect_tile"))
+    }
 }
 
 /// The thread tag of the threadIdx level.
