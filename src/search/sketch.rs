@@ -137,6 +137,11 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
             leftovers.push(name.clone());
         }
     }
+    // 3b. The implicit-GEMM view (convolutions): spatial axes read by the same inputs
+    //     (n, p, q of a conv) become one axis before tiling.
+    if split.is_none() {
+        implicit_gemm(space, sch, main, seed)?;
+    }
     // 4. Tiling. The split-K loop is not tiled: it goes whole to the outermost level
     //    (blockIdx), so that each thread block computes one partial result.
     let rf_loop = match split {
@@ -388,6 +393,78 @@ fn split_k(
         .map_err(at("split-K"))?;
     let rf = sch.rfactor(parts[0], 0).map_err(at("rfactor"))?;
     Ok(Some((rf, b, parts[0])))
+}
+
+/// The implicit-GEMM rule: with the space's `tiling.implicit_gemm` probability (drawn
+/// from `seed`, outside the trace), the spatial loops of `main` are grouped by the set of
+/// inputs whose indices use them (a conv's n, p and q are read by the data only, k by the
+/// weights only), the groups made adjacent by a `reorder` and every group of two or more
+/// loops `fuse`d, so that tiling sees one M axis of extent N*P*Q: a batched or strided conv
+/// gets large tiles. A GEMM (one axis per group) is left as it is.
+fn implicit_gemm(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    main: BlockRv,
+    seed: u64,
+) -> Result<(), SketchError> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x1317_9e77_0000_0002);
+    if space.implicit_gemm <= 0.0 || rng.gen::<f64>() >= space.implicit_gemm {
+        return Ok(());
+    }
+    let loops = sch.get_loops(main).map_err(at("implicit GEMM"))?;
+    let groups = input_groups(sch, main, &loops)?;
+    if groups.iter().all(|g| g.len() < 2) {
+        return Ok(());
+    }
+    let ordered: Vec<LoopRv> = groups.iter().flatten().copied().collect();
+    sch.reorder(&ordered).map_err(at("implicit GEMM"))?;
+    for g in groups.iter().filter(|g| g.len() >= 2) {
+        sch.fuse(g).map_err(at("implicit GEMM"))?;
+    }
+    Ok(())
+}
+
+/// The spatial loops of `block` (those bound directly to one of its spatial iteration
+/// variables), grouped by the set of read buffers whose indices use them, groups in order
+/// of their first loop, loops in nest order.
+fn input_groups(
+    sch: &Schedule,
+    block: BlockRv,
+    loops: &[LoopRv],
+) -> Result<Vec<Vec<LoopRv>>, SketchError> {
+    let p = sch.program();
+    let b = sch.block_id(block).map_err(at("implicit GEMM"))?;
+    let blk = p.block(b);
+    let reads: Vec<(crate::ir::BufferId, Vec<Expr>)> = p
+        .block_reads(b)
+        .into_iter()
+        .filter(|(buf, _)| *buf != blk.body.buffer)
+        .collect();
+    let mut groups: Vec<(Vec<usize>, Vec<LoopRv>)> = Vec::new();
+    for lp in loops {
+        let var = p.lp(sch.loop_id(*lp).map_err(at("implicit GEMM"))?).var;
+        let Some(iv) = blk
+            .iter_vars
+            .iter()
+            .zip(&blk.bindings)
+            .find(|(iv, e)| iv.kind == IterKind::Spatial && **e == Expr::Var(var))
+            .map(|(iv, _)| iv.var)
+        else {
+            continue;
+        };
+        let key: Vec<usize> = reads
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, idx))| idx.iter().any(|e| e.uses_var(iv)))
+            .map(|(i, _)| i)
+            .collect();
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, g)) => g.push(*lp),
+            None => groups.push((key, vec![*lp])),
+        }
+    }
+    Ok(groups.into_iter().map(|(_, g)| g).collect())
 }
 
 /// Schedules the split-K sum on its own: its spatial loops fused and spread over blocks

@@ -57,6 +57,9 @@ pub struct SearchSpace {
     /// The share of a tiled loop's padded iterations that may fall outside its extent
     /// (`tiling.max_waste`; 0: only tile sizes that divide the extent).
     pub max_waste: f64,
+    /// The probability that a sample fuses the spatial axes that the same inputs read (a
+    /// conv's n, p, q) into one before tiling (`tiling.implicit_gemm`; 0: never).
+    pub implicit_gemm: f64,
     pub min_threads_per_block: i64,
     pub max_threads_per_block: i64,
     pub max_vthreads: i64,
@@ -119,6 +122,8 @@ struct Tiling {
     max_innermost_factor: i64,
     #[serde(default)]
     max_waste: f64,
+    #[serde(default)]
+    implicit_gemm: f64,
 }
 
 #[derive(Deserialize)]
@@ -271,6 +276,12 @@ impl SearchSpace {
                 format!("{} is not in [0, 1)", f.tiling.max_waste),
             ));
         }
+        if !(0.0..=1.0).contains(&f.tiling.implicit_gemm) {
+            return Err(invalid(
+                "tiling.implicit_gemm",
+                format!("{} is not in [0, 1]", f.tiling.implicit_gemm),
+            ));
+        }
         let t = &f.threads;
         if t.min_threads_per_block < 1 || t.max_threads_per_block < t.min_threads_per_block {
             return Err(invalid(
@@ -355,6 +366,7 @@ impl SearchSpace {
             bindings,
             max_innermost_factor: f.tiling.max_innermost_factor,
             max_waste: f.tiling.max_waste,
+            implicit_gemm: f.tiling.implicit_gemm,
             min_threads_per_block: t.min_threads_per_block,
             max_threads_per_block: t.max_threads_per_block,
             max_vthreads: t.max_vthreads,
