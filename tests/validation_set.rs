@@ -15,7 +15,10 @@ fn entries(kind: &str) -> Vec<toml::Value> {
 }
 
 fn workload(e: &toml::Value) -> String {
-    e["workload"].as_str().expect("a workload string").to_string()
+    e["workload"]
+        .as_str()
+        .expect("a workload string")
+        .to_string()
 }
 
 /// The `key=value` integers of a preset spec.
@@ -63,7 +66,10 @@ fn the_set_has_its_promised_make_up() {
         let n: i64 = arg(s, "n").parse().unwrap();
         assert!((1..=16).contains(&n), "{s}");
         for key in ["c", "h", "k"] {
-            assert!(arg(s, key).parse::<i64>().unwrap() % 2 == 1, "{s}: {key} is even");
+            assert!(
+                arg(s, key).parse::<i64>().unwrap() % 2 == 1,
+                "{s}: {key} is even"
+            );
         }
     }
 }

@@ -250,8 +250,8 @@ mod tests {
     #[test]
     fn too_much_padding_is_refused() {
         assert_eq!(
-            check_imperfect_tile(1009, 2, 64, 0.25, &[1, 2048]).unwrap_err(),
-            "innermost factor 2048 exceeds max_innermost_factor 64"
+            check_imperfect_tile(1009, 2, 64, 0.25, &[8, 128]).unwrap_err(),
+            "innermost factor 128 exceeds max_innermost_factor 64"
         );
         assert_eq!(
             check_imperfect_tile(263, 2, 64, 0.25, &[9, 64]).unwrap_err(),
