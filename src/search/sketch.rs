@@ -13,10 +13,14 @@
 //!    now the sum of the partial results, is scheduled on its own at the end.
 //! 3. **Cache write**: the main block (the last reduction block) accumulates in a local
 //!    cache; elementwise epilogues after it (bias, relu) are `reverse_compute_inline`d
-//!    into the write-back.
+//!    into the write-back. Then, sometimes (see [`implicit_gemm`]), the spatial axes
+//!    that the same inputs read (a conv's n, p, q) are fused into one.
 //! 4. **Multi-level tiling**: every spatial axis is split into as many tiles as the
 //!    structure has S levels, every reduction axis into as many as it has R levels, by
-//!    `sample_perfect_tile`; the tiles are reordered level by level (`SSSRRSRS`).
+//!    `sample_tile` (factors whose product may exceed the extent by at most
+//!    `tiling.max_waste` of it; the extra iterations are masked by predicates) or, where
+//!    the space allows no waste, `sample_perfect_tile`; the tiles are reordered level by
+//!    level (`SSSRRSRS`).
 //! 5. **Binding**: the loops of each leading S level are fused and bound (blockIdx,
 //!    vthread, threadIdx on CUDA; `parallel` on the CPU).
 //! 6. **Write-back placement**: `reverse_compute_at` at the last loop of the last S level
@@ -98,8 +102,8 @@ fn stages(p: &Program) -> Result<Stages, SketchError> {
 /// schedule's generator.
 ///
 /// On a GPU space the spatial tile sizes are drawn jointly (from `seed`) until the thread
-/// block and the virtual threads fit the space's limits, then passed to
-/// `sample_perfect_tile` as its decisions: the trace is the same as with free sampling,
+/// block and the virtual threads fit the space's limits, then passed to `sample_tile`
+/// (`sample_perfect_tile`) as its decisions: the trace is the same as with free sampling,
 /// but far fewer samples are rejected by the postprocessors.
 pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), SketchError> {
     let st = stages(sch.program())?;
