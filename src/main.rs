@@ -207,6 +207,21 @@ enum Command {
         #[command(subcommand)]
         command: ModelCommand,
     },
+    /// What the search space offers for a workload, without compiling or measuring: N
+    /// candidates after the postprocessors (CUDA limits of an H100 when no GPU is asked),
+    /// each with its trace, threads per block, output elements per block and shared bytes.
+    Sample {
+        workload: String,
+        #[arg(long, value_enum, default_value = "cuda")]
+        target: TargetArg,
+        #[arg(short, long, default_value_t = 16)]
+        n: usize,
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// One JSON array of the candidates.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn db_path(db: Option<PathBuf>) -> Result<PathBuf> {
@@ -781,6 +796,13 @@ fn run(cli: Cli) -> Result<()> {
             &workloads, target, trials, time_limit, db, seed, batch, patience, space,
         )?,
         Command::Model { command } => model_command(command)?,
+        Command::Sample {
+            workload,
+            target,
+            n,
+            seed,
+            json,
+        } => run_sample(&workload, target, n, seed, json)?,
     }
     Ok(())
 }
@@ -811,6 +833,31 @@ fn model_command(command: ModelCommand) -> Result<()> {
                 println!("{name} {value}");
             }
         }
+    }
+    Ok(())
+}
+
+fn run_sample(spec: &str, target: TargetArg, n: usize, seed: u64, json: bool) -> Result<()> {
+    use tessel::search::{SearchSpace, TargetLimits};
+    let w = load_workload(spec)?;
+    let program = tessel::database::canonical_program(&w)?;
+    let (space, limits) = match target {
+        TargetArg::Cuda => (
+            SearchSpace::cuda_default(),
+            TargetLimits::Cuda(tessel::target::cuda::CudaLimits::sm90_default()),
+        ),
+        TargetArg::Cpu => (SearchSpace::cpu_default(), TargetLimits::Cpu),
+    };
+    let samples = tessel::search::sample(&space, &limits, &program, n, seed);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&samples)?);
+        return Ok(());
+    }
+    for (i, s) in samples.iter().enumerate() {
+        println!(
+            "# candidate {i}: {} threads per block, {} outputs per block, {} bytes shared\n{}",
+            s.threads_per_block, s.outputs_per_block, s.shared_bytes, s.trace
+        );
     }
     Ok(())
 }

@@ -34,6 +34,7 @@ pub enum InstKind {
     Rfactor,
     StorageAlign,
     SamplePerfectTile,
+    SampleTile,
     SampleCategorical,
 }
 
@@ -58,7 +59,7 @@ pub struct Signature {
 }
 
 impl InstKind {
-    pub const ALL: [InstKind; 23] = [
+    pub const ALL: [InstKind; 24] = [
         InstKind::GetBlock,
         InstKind::GetLoops,
         InstKind::GetConsumers,
@@ -81,6 +82,7 @@ impl InstKind {
         InstKind::Rfactor,
         InstKind::StorageAlign,
         InstKind::SamplePerfectTile,
+        InstKind::SampleTile,
         InstKind::SampleCategorical,
     ];
 
@@ -140,6 +142,12 @@ impl InstKind {
                 &["n", "max_innermost_factor"],
                 Some(K::Expr),
             ),
+            SampleTile => (
+                "sample_tile",
+                Some(&["loop"]),
+                &["n", "max_innermost_factor", "max_waste"],
+                Some(K::Expr),
+            ),
             SampleCategorical => (
                 "sample_categorical",
                 Some(&[]),
@@ -167,8 +175,15 @@ impl InstKind {
     pub fn is_sampling(self) -> bool {
         matches!(
             self,
-            InstKind::SamplePerfectTile | InstKind::SampleCategorical
+            InstKind::SamplePerfectTile | InstKind::SampleTile | InstKind::SampleCategorical
         )
+    }
+}
+
+impl InstKind {
+    /// Sampling instructions whose decision is a list of tile sizes.
+    pub fn samples_tiles(self) -> bool {
+        matches!(self, InstKind::SamplePerfectTile | InstKind::SampleTile)
     }
 }
 
@@ -192,7 +207,7 @@ pub enum Operand {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
-    /// `sample_perfect_tile`: the tile sizes, outermost first.
+    /// `sample_perfect_tile` and `sample_tile`: the tile sizes, outermost first.
     Tile(Vec<i64>),
     /// `sample_categorical`: the index of the chosen candidate.
     Categorical(usize),

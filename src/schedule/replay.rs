@@ -279,6 +279,27 @@ impl Replayer {
                     .map(|v| v.0)
                     .collect()
             }
+            SampleTile => {
+                let l = self.lp(Self::input(inst, 0)?)?;
+                let decision = match &inst.decision {
+                    Some(Decision::Tile(t)) => Some(t.clone()),
+                    None => None,
+                    Some(other) => {
+                        return Err(bad("decision", format!("{other:?} for sample_tile")))
+                    }
+                };
+                let n = Self::int(inst, "n")?;
+                let m = Self::int(inst, "max_innermost_factor")?;
+                let w = match Self::attr(inst, "max_waste")? {
+                    Operand::Float(w) => *w,
+                    other => return Err(bad("max_waste", format!("{other:?}"))),
+                };
+                self.sch
+                    .sample_tile(l, n, m, w, decision)?
+                    .into_iter()
+                    .map(|v| v.0)
+                    .collect()
+            }
             SampleCategorical => {
                 let ints = |o: &Operand| -> Result<Vec<i64>, ScheduleError> {
                     match o {

@@ -1,4 +1,9 @@
-//! `sample_perfect_tile` and `sample_categorical`: the random decisions of a design space.
+//! `sample_perfect_tile`, `sample_tile` and `sample_categorical`: the random decisions of
+//! a design space.
+//!
+//! `sample_perfect_tile` draws factors whose product is the loop's extent; `sample_tile`
+//! also draws factors whose product exceeds it (the split gets a predicate), bounded by
+//! the share of the padded iterations that may be wasted.
 //!
 //! Sampling uses a seeded ChaCha generator, so the same seed proposes the same candidates
 //! on every platform. A given decision is validated instead of sampled.
@@ -83,6 +88,113 @@ pub fn sample_tile(
     Ok(tiles)
 }
 
+/// The share of `product` padded iterations that fall outside `extent` (0 when the
+/// factors are perfect).
+pub fn waste(extent: i64, product: i64) -> f64 {
+    if product <= extent || product <= 0 {
+        0.0
+    } else {
+        (product - extent) as f64 / product as f64
+    }
+}
+
+/// Checks a `sample_tile` decision: `n` positive factors multiplying to at least `extent`,
+/// wasting at most `max_waste` of the padded iterations, the innermost at most
+/// `max_innermost`.
+pub fn check_imperfect_tile(
+    extent: i64,
+    n: usize,
+    max_innermost: i64,
+    max_waste: f64,
+    tiles: &[i64],
+) -> std::result::Result<(), String> {
+    if tiles.len() != n {
+        return Err(format!("{} factors, expected {n}", tiles.len()));
+    }
+    if tiles.iter().any(|t| *t <= 0) {
+        return Err("factors must be positive".into());
+    }
+    let Some(product) = tiles.iter().try_fold(1i64, |a, t| a.checked_mul(*t)) else {
+        return Err("factors overflow".into());
+    };
+    if product < extent {
+        return Err(format!(
+            "factors multiply to {product}, less than the loop extent {extent}"
+        ));
+    }
+    let w = waste(extent, product);
+    if w > max_waste {
+        return Err(format!(
+            "factors multiply to {product} for an extent of {extent}: {:.1}% of the iterations are padding, more than max_waste {max_waste}",
+            100.0 * w
+        ));
+    }
+    if tiles[n - 1] > max_innermost {
+        return Err(format!(
+            "innermost factor {} exceeds max_innermost_factor {max_innermost}",
+            tiles[n - 1]
+        ));
+    }
+    Ok(())
+}
+
+/// Checks `sample_tile`'s arguments.
+fn check_imperfect_args(extent: i64, n: usize, max_innermost: i64, max_waste: f64) -> Result<()> {
+    if n == 0 || extent <= 0 || max_innermost <= 0 || !(0.0..1.0).contains(&max_waste) {
+        return Err(ScheduleError::InvalidArgument {
+            what: "sample_tile",
+            reason: format!("need n >= 1, a positive extent, max_innermost_factor >= 1 and max_waste in [0, 1) (n={n}, extent={extent}, max={max_innermost}, max_waste={max_waste})"),
+        });
+    }
+    Ok(())
+}
+
+/// The share of [`sample_imperfect_tile`]'s draws that are perfect factors.
+const PERFECT_SHARE: f64 = 0.25;
+
+/// Tries for [`sample_imperfect_tile`] before it falls back to perfect factors.
+const IMPERFECT_TRIES: usize = 64;
+
+/// Samples `n` factors (outermost first) covering `extent`, the innermost at most
+/// `max_innermost`, wasting at most `max_waste` of the padded iterations: a
+/// [`PERFECT_SHARE`] of the draws are perfect factors ([`sample_tile`]); the others give every inner level a power
+/// of two (up to the extent's next power of two, the innermost up to `max_innermost`) and
+/// the outermost the ceiling of what is left, retried until the waste is within bounds.
+pub fn sample_imperfect_tile(
+    rng: &mut ChaCha8Rng,
+    extent: i64,
+    n: usize,
+    max_innermost: i64,
+    max_waste: f64,
+) -> Result<Vec<i64>> {
+    check_imperfect_args(extent, n, max_innermost, max_waste)?;
+    if n == 1 || rng.gen::<f64>() < PERFECT_SHARE {
+        return sample_tile(rng, extent, n, max_innermost);
+    }
+    let log2 = |x: i64| 63 - (x.max(1) as u64).leading_zeros() as i64;
+    let top = log2(extent) + i64::from(extent & (extent - 1) != 0);
+    for _ in 0..IMPERFECT_TRIES {
+        let mut tiles = vec![1i64; n];
+        for (i, t) in tiles.iter_mut().enumerate().skip(1) {
+            let cap = if i == n - 1 {
+                top.min(log2(max_innermost))
+            } else {
+                top
+            };
+            *t = 1 << rng.gen_range(0..=cap);
+        }
+        let inner = tiles[1..].iter().try_fold(1i64, |a, t| a.checked_mul(*t));
+        let Some(inner) = inner.filter(|p| *p <= extent.saturating_mul(2)) else {
+            continue;
+        };
+        tiles[0] = (extent + inner - 1) / inner;
+        if check_imperfect_tile(extent, n, max_innermost, max_waste, &tiles).is_ok() {
+            return Ok(tiles);
+        }
+    }
+    sample_tile(rng, extent, n, max_innermost)
+}
+
 /// Samples an index by the given probabilities.
 pub fn sample_index(rng: &mut ChaCha8Rng, probs: &[f64]) -> Result<usize> {
     let total: f64 = probs.iter().sum();
@@ -116,6 +228,40 @@ mod tests {
                 check_tile(extent, 4, 16, &t).unwrap();
             }
         }
+    }
+
+    #[test]
+    fn imperfect_tiles_cover_the_extent_within_the_waste_bound() {
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        let mut imperfect = 0;
+        for extent in [1, 7, 263, 311, 523, 1000, 1009, 4096] {
+            for _ in 0..100 {
+                let t = sample_imperfect_tile(&mut rng, extent, 4, 16, 0.25).unwrap();
+                check_imperfect_tile(extent, 4, 16, 0.25, &t).unwrap();
+                imperfect += usize::from(t.iter().product::<i64>() != extent);
+            }
+        }
+        assert!(
+            imperfect > 200,
+            "only {imperfect} of 800 draws are imperfect"
+        );
+    }
+
+    #[test]
+    fn too_much_padding_is_refused() {
+        assert_eq!(
+            check_imperfect_tile(1009, 2, 64, 0.25, &[8, 128]).unwrap_err(),
+            "innermost factor 128 exceeds max_innermost_factor 64"
+        );
+        assert_eq!(
+            check_imperfect_tile(263, 2, 64, 0.25, &[9, 64]).unwrap_err(),
+            "factors multiply to 576 for an extent of 263: 54.3% of the iterations are padding, more than max_waste 0.25"
+        );
+        assert_eq!(
+            check_imperfect_tile(263, 2, 64, 0.25, &[4, 64]).unwrap_err(),
+            "factors multiply to 256, less than the loop extent 263"
+        );
+        check_imperfect_tile(263, 2, 64, 0.25, &[5, 64]).unwrap();
     }
 
     #[test]

@@ -672,6 +672,62 @@ impl Schedule {
         Ok(ids.into_iter().map(ExprRv).collect())
     }
 
+    /// `sample_tile(loop, n, max_innermost_factor, max_waste)`: `n` factors whose product
+    /// covers the loop's extent, perhaps exceeding it (the split then gets a predicate) by
+    /// at most `max_waste` of the padded iterations. With `decision`, checks and uses it
+    /// instead of sampling; a decision that pads more is refused, naming the loop.
+    pub fn sample_tile(
+        &mut self,
+        lp: LoopRv,
+        n: i64,
+        max_innermost: i64,
+        max_waste: f64,
+        decision: Option<Vec<i64>>,
+    ) -> Result<Vec<ExprRv>> {
+        let l = self.loop_id(lp)?;
+        let extent = self.prog.lp(l).extent;
+        if !(1..=16).contains(&n) {
+            return Err(ScheduleError::InvalidArgument {
+                what: "sample_tile n",
+                reason: format!("{n} is not in 1..=16"),
+            });
+        }
+        let tiles = match decision {
+            Some(t) => {
+                sampling::check_imperfect_tile(extent, n as usize, max_innermost, max_waste, &t)
+                    .map_err(|reason| ScheduleError::InvalidDecision {
+                        instruction: format!(
+                            "sample_tile({}) of loop {}",
+                            self.rv_name(lp.0),
+                            self.prog.loop_name(l)
+                        ),
+                        decision: format!("{t:?}"),
+                        reason,
+                    })?;
+                t
+            }
+            None => sampling::sample_imperfect_tile(
+                &mut self.rng,
+                extent,
+                n as usize,
+                max_innermost,
+                max_waste,
+            )?,
+        };
+        let ids = self.record(
+            InstKind::SampleTile,
+            vec![Operand::Rv(lp.0)],
+            vec![
+                ("n", Operand::Int(n)),
+                ("max_innermost_factor", Operand::Int(max_innermost)),
+                ("max_waste", Operand::Float(max_waste)),
+            ],
+            Some(Decision::Tile(tiles.clone())),
+            tiles.into_iter().map(RvValue::Int).collect(),
+        );
+        Ok(ids.into_iter().map(ExprRv).collect())
+    }
+
     /// `sample_categorical(candidates, probs)`: one of the candidates. With `decision`
     /// (an index), checks and uses it instead of sampling.
     pub fn sample_categorical(

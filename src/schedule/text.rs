@@ -765,7 +765,7 @@ impl Parser {
 fn decision(c: &Cursor, kind: InstKind, node: &Node, value: Operand) -> Result<Decision> {
     let name = kind.name();
     match (kind, value) {
-        (InstKind::SamplePerfectTile, Operand::List(items)) => items
+        (k, Operand::List(items)) if k.samples_tiles() => items
             .iter()
             .map(|o| match o {
                 Operand::Int(v) => Some(*v),
@@ -779,7 +779,7 @@ fn decision(c: &Cursor, kind: InstKind, node: &Node, value: Operand) -> Result<D
                     format!("the decision of {name} is a list of integers"),
                 )
             }),
-        (InstKind::SamplePerfectTile, _) => Err(c.err(
+        (k, _) if k.samples_tiles() => Err(c.err(
             node.col,
             format!("the decision of {name} is a list of integers"),
         )),

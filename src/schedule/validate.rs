@@ -10,14 +10,16 @@
 //! 2. **Attributes**: exactly the names of [`Signature::attrs`], in that order; their
 //!    values have the expected shape (strings for `name`, `thread`, `key`, `scope`; a
 //!    non-empty list of `None`, integers, rvs and products for `factors`; `n` at least 1;
-//!    non-empty integer `candidates` with as many numeric `probs`; integers otherwise;
+//!    non-empty integer `candidates` with as many numeric `probs`; `max_waste` a float in
+//!    [0, 1); integers otherwise;
 //!    `value` anything). Every rv inside an attribute is an expr rv; a product has at
 //!    least two factors, each an integer or an rv; floats are finite.
-//! 3. **Decision**: only on sampling instructions; `sample_perfect_tile` takes `n`
+//! 3. **Decision**: only on sampling instructions; `sample_perfect_tile` and `sample_tile` take `n`
 //!    positive tile sizes, `sample_categorical` an index into its candidates.
 //! 4. **Outputs**: the count the instruction defines (none for instructions without an
 //!    output kind; one for get_block, fuse, cache_read, cache_write, decompose_reduction, rfactor,
-//!    sample_categorical; one per factor for split; `n` for sample_perfect_tile; any for
+//!    sample_categorical; one per factor for split; `n` for sample_perfect_tile and
+//!    sample_tile; any for
 //!    get_loops, get_consumers, get_producers); the outputs are the next rvs in order of
 //!    definition, of the instruction's output kind, named by an identifier that is new
 //!    (or `_`, which may repeat).
@@ -315,7 +317,7 @@ impl Checker {
                     ),
                 ))
             }
-            (Some(kind), InstKind::SamplePerfectTile) => {
+            (Some(kind), InstKind::SamplePerfectTile | InstKind::SampleTile) => {
                 let n = match inst.attr("n") {
                     Some(Operand::Int(n)) => usize::try_from(*n).unwrap_or(0),
                     _ => 0,
@@ -468,6 +470,8 @@ fn check_attr_shape(
             matches!(o, Operand::Int(_) | Operand::Float(_))
         }),
         ("probs", _) => bad("a list of numbers"),
+        ("max_waste", Operand::Float(w)) if (0.0..1.0).contains(w) => Ok(()),
+        ("max_waste", _) => bad("a number in [0, 1)"),
         (_, Operand::Int(_)) => Ok(()),
         _ => bad("an integer"),
     }
@@ -508,7 +512,7 @@ fn check_decision(inst: &Instruction) -> std::result::Result<(), String> {
     let name = inst.kind.name();
     match (inst.kind, &inst.decision) {
         (_, None) => Ok(()),
-        (InstKind::SamplePerfectTile, Some(Decision::Tile(sizes))) => {
+        (InstKind::SamplePerfectTile | InstKind::SampleTile, Some(Decision::Tile(sizes))) => {
             let n = match inst.attr("n") {
                 Some(Operand::Int(n)) => usize::try_from(*n).unwrap_or(0),
                 _ => 0,
@@ -524,7 +528,7 @@ fn check_decision(inst: &Instruction) -> std::result::Result<(), String> {
             }
             Ok(())
         }
-        (InstKind::SamplePerfectTile, Some(_)) => {
+        (InstKind::SamplePerfectTile | InstKind::SampleTile, Some(_)) => {
             Err(format!("the decision of {name} is a list of tile sizes"))
         }
         (InstKind::SampleCategorical, Some(Decision::Categorical(i))) => {

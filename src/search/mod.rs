@@ -7,12 +7,14 @@
 pub mod evolutionary;
 pub mod postproc;
 pub mod random;
+pub mod sample;
 pub mod sketch;
 pub mod space;
 
 pub use evolutionary::EvolutionarySearch;
 pub use postproc::{RejectKind, Rejection, TargetLimits, Verified};
 pub use random::{ir_hash, Candidate, MeasuredResult, Proposal, RandomSearch, SearchStrategy};
+pub use sample::{sample, SampleSummary};
 pub use sketch::SketchError;
 pub use space::{SearchSpace, SpaceError};
 

@@ -13,10 +13,14 @@
 //!    now the sum of the partial results, is scheduled on its own at the end.
 //! 3. **Cache write**: the main block (the last reduction block) accumulates in a local
 //!    cache; elementwise epilogues after it (bias, relu) are `reverse_compute_inline`d
-//!    into the write-back.
+//!    into the write-back. Then, sometimes (see [`implicit_gemm`]), the spatial axes
+//!    that the same inputs read (a conv's n, p, q) are fused into one.
 //! 4. **Multi-level tiling**: every spatial axis is split into as many tiles as the
 //!    structure has S levels, every reduction axis into as many as it has R levels, by
-//!    `sample_perfect_tile`; the tiles are reordered level by level (`SSSRRSRS`).
+//!    `sample_tile` (factors whose product may exceed the extent by at most
+//!    `tiling.max_waste` of it; the extra iterations are masked by predicates) or, where
+//!    the space allows no waste, `sample_perfect_tile`; the tiles are reordered level by
+//!    level (`SSSRRSRS`).
 //! 5. **Binding**: the loops of each leading S level are fused and bound (blockIdx,
 //!    vthread, threadIdx on CUDA; `parallel` on the CPU).
 //! 6. **Write-back placement**: `reverse_compute_at` at the last loop of the last S level
@@ -35,6 +39,7 @@
 
 use super::space::{Binding, Level, SearchSpace};
 use crate::ir::{BufferKind, Expr, IterKind, Program};
+use crate::schedule::sampling;
 use crate::schedule::{AnnArg, BlockRv, ExprRv, IntArg, LoopRv, Schedule, ScheduleError, Target};
 use thiserror::Error;
 
@@ -97,8 +102,8 @@ fn stages(p: &Program) -> Result<Stages, SketchError> {
 /// schedule's generator.
 ///
 /// On a GPU space the spatial tile sizes are drawn jointly (from `seed`) until the thread
-/// block and the virtual threads fit the space's limits, then passed to
-/// `sample_perfect_tile` as its decisions: the trace is the same as with free sampling,
+/// block and the virtual threads fit the space's limits, then passed to `sample_tile`
+/// (`sample_perfect_tile`) as its decisions: the trace is the same as with free sampling,
 /// but far fewer samples are rejected by the postprocessors.
 pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), SketchError> {
     let st = stages(sch.program())?;
@@ -135,6 +140,11 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
         {
             leftovers.push(name.clone());
         }
+    }
+    // 3b. The implicit-GEMM view (convolutions): spatial axes read by the same inputs
+    //     (n, p, q of a conv) become one axis before tiling.
+    if split.is_none() {
+        implicit_gemm(space, sch, main, seed)?;
     }
     // 4. Tiling. The split-K loop is not tiled: it goes whole to the outermost level
     //    (blockIdx), so that each thread block computes one partial result.
@@ -177,9 +187,7 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
         } else {
             None
         };
-        let factors = sch
-            .sample_perfect_tile(*lp, n as i64, space.max_innermost_factor, hint)
-            .map_err(at("sample_perfect_tile"))?;
+        let factors = sample_tiles(space, sch, *lp, n, hint)?;
         let args: Vec<Option<IntArg>> = factors.iter().map(|f| Some(IntArg::Rv(*f))).collect();
         let tiles = sch.split(*lp, &args).map_err(at("split"))?;
         if *kind == IterKind::Spatial {
@@ -391,6 +399,78 @@ fn split_k(
     Ok(Some((rf, b, parts[0])))
 }
 
+/// The implicit-GEMM rule: with the space's `tiling.implicit_gemm` probability (drawn
+/// from `seed`, outside the trace), the spatial loops of `main` are grouped by the set of
+/// inputs whose indices use them (a conv's n, p and q are read by the data only, k by the
+/// weights only), the groups made adjacent by a `reorder` and every group of two or more
+/// loops `fuse`d, so that tiling sees one M axis of extent N*P*Q: a batched or strided conv
+/// gets large tiles. A GEMM (one axis per group) is left as it is.
+fn implicit_gemm(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    main: BlockRv,
+    seed: u64,
+) -> Result<(), SketchError> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x1317_9e77_0000_0002);
+    if space.implicit_gemm <= 0.0 || rng.gen::<f64>() >= space.implicit_gemm {
+        return Ok(());
+    }
+    let loops = sch.get_loops(main).map_err(at("implicit GEMM"))?;
+    let groups = input_groups(sch, main, &loops)?;
+    if groups.iter().all(|g| g.len() < 2) {
+        return Ok(());
+    }
+    let ordered: Vec<LoopRv> = groups.iter().flatten().copied().collect();
+    sch.reorder(&ordered).map_err(at("implicit GEMM"))?;
+    for g in groups.iter().filter(|g| g.len() >= 2) {
+        sch.fuse(g).map_err(at("implicit GEMM"))?;
+    }
+    Ok(())
+}
+
+/// The spatial loops of `block` (those bound directly to one of its spatial iteration
+/// variables), grouped by the set of read buffers whose indices use them, groups in order
+/// of their first loop, loops in nest order.
+fn input_groups(
+    sch: &Schedule,
+    block: BlockRv,
+    loops: &[LoopRv],
+) -> Result<Vec<Vec<LoopRv>>, SketchError> {
+    let p = sch.program();
+    let b = sch.block_id(block).map_err(at("implicit GEMM"))?;
+    let blk = p.block(b);
+    let reads: Vec<(crate::ir::BufferId, Vec<Expr>)> = p
+        .block_reads(b)
+        .into_iter()
+        .filter(|(buf, _)| *buf != blk.body.buffer)
+        .collect();
+    let mut groups: Vec<(Vec<usize>, Vec<LoopRv>)> = Vec::new();
+    for lp in loops {
+        let var = p.lp(sch.loop_id(*lp).map_err(at("implicit GEMM"))?).var;
+        let Some(iv) = blk
+            .iter_vars
+            .iter()
+            .zip(&blk.bindings)
+            .find(|(iv, e)| iv.kind == IterKind::Spatial && **e == Expr::Var(var))
+            .map(|(iv, _)| iv.var)
+        else {
+            continue;
+        };
+        let key: Vec<usize> = reads
+            .iter()
+            .enumerate()
+            .filter(|(_, (_, idx))| idx.iter().any(|e| e.uses_var(iv)))
+            .map(|(i, _)| i)
+            .collect();
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, g)) => g.push(*lp),
+            None => groups.push((key, vec![*lp])),
+        }
+    }
+    Ok(groups.into_iter().map(|(_, g)| g).collect())
+}
+
 /// Schedules the split-K sum on its own: its spatial loops fused and spread over blocks
 /// of [`STANDALONE_THREADS`] threads (parallel on the CPU), the sum over the partial
 /// results serial and unrolled in each thread.
@@ -460,12 +540,12 @@ fn joint_spatial_tiles(
         let draw: Option<Vec<Vec<i64>>> = extents
             .iter()
             .map(|e| {
-                crate::schedule::sampling::sample_tile(
-                    &mut rng,
-                    *e,
-                    n_s,
-                    space.max_innermost_factor,
-                )
+                let max = space.max_innermost_factor;
+                if space.max_waste > 0.0 {
+                    sampling::sample_imperfect_tile(&mut rng, *e, n_s, max, space.max_waste)
+                } else {
+                    sampling::sample_tile(&mut rng, *e, n_s, max)
+                }
                 .ok()
             })
             .collect();
@@ -486,6 +566,25 @@ fn joint_spatial_tiles(
         }
     }
     vec![None; extents.len()]
+}
+
+/// Samples `n` tile sizes of `lp` (with `hint`, checks and uses those): `sample_tile` when
+/// the space allows padding (`max_waste > 0`), `sample_perfect_tile` otherwise.
+fn sample_tiles(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    lp: LoopRv,
+    n: usize,
+    hint: Option<Vec<i64>>,
+) -> Result<Vec<ExprRv>, SketchError> {
+    let (n, max) = (n as i64, space.max_innermost_factor);
+    if space.max_waste > 0.0 {
+        sch.sample_tile(lp, n, max, space.max_waste, hint)
+            .map_err(at("sample_tile"))
+    } else {
+        sch.sample_perfect_tile(lp, n, max, hint)
+            .map_err(at("sample_perfect_tile"))
+    }
 }
 
 /// The thread tag of the threadIdx level.

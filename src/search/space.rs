@@ -54,6 +54,12 @@ pub struct SearchSpace {
     /// What the first `bindings.len()` S levels are bound to.
     pub bindings: Vec<Binding>,
     pub max_innermost_factor: i64,
+    /// The share of a tiled loop's padded iterations that may fall outside its extent
+    /// (`tiling.max_waste`; 0: only tile sizes that divide the extent).
+    pub max_waste: f64,
+    /// The probability that a sample fuses the spatial axes that the same inputs read (a
+    /// conv's n, p, q) into one before tiling (`tiling.implicit_gemm`; 0: never).
+    pub implicit_gemm: f64,
     pub min_threads_per_block: i64,
     pub max_threads_per_block: i64,
     pub max_vthreads: i64,
@@ -114,6 +120,10 @@ struct Tiling {
     structure: String,
     spatial_bind: Vec<String>,
     max_innermost_factor: i64,
+    #[serde(default)]
+    max_waste: f64,
+    #[serde(default)]
+    implicit_gemm: f64,
 }
 
 #[derive(Deserialize)]
@@ -260,6 +270,18 @@ impl SearchSpace {
                 "must be at least 1".into(),
             ));
         }
+        if !(0.0..1.0).contains(&f.tiling.max_waste) {
+            return Err(invalid(
+                "tiling.max_waste",
+                format!("{} is not in [0, 1)", f.tiling.max_waste),
+            ));
+        }
+        if !(0.0..=1.0).contains(&f.tiling.implicit_gemm) {
+            return Err(invalid(
+                "tiling.implicit_gemm",
+                format!("{} is not in [0, 1]", f.tiling.implicit_gemm),
+            ));
+        }
         let t = &f.threads;
         if t.min_threads_per_block < 1 || t.max_threads_per_block < t.min_threads_per_block {
             return Err(invalid(
@@ -343,6 +365,8 @@ impl SearchSpace {
             levels,
             bindings,
             max_innermost_factor: f.tiling.max_innermost_factor,
+            max_waste: f.tiling.max_waste,
+            implicit_gemm: f.tiling.implicit_gemm,
             min_threads_per_block: t.min_threads_per_block,
             max_threads_per_block: t.max_threads_per_block,
             max_vthreads: t.max_vthreads,
@@ -397,6 +421,12 @@ mod tests {
         let wrong_type = CUDA_DEFAULT.replace("max_vthreads = 8", "max_vthreads = \"8\"");
         let e = SearchSpace::parse(&wrong_type, "f.toml").unwrap_err();
         assert!(e.to_string().contains("max_vthreads"), "{e}");
+        let bad_waste = CUDA_DEFAULT.replace("max_waste = 0.25", "max_waste = 1.5");
+        let e = SearchSpace::parse(&bad_waste, "f.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.toml: key `tiling.max_waste`: 1.5 is not in [0, 1)"
+        );
         let bad_bind = CUDA_DEFAULT.replace("\"vthread.x\"", "\"warp\"");
         let e = SearchSpace::parse(&bad_bind, "f.toml").unwrap_err();
         assert!(e.to_string().contains("tiling.spatial_bind"), "{e}");

@@ -274,13 +274,14 @@ pub fn preset(spec: &str) -> Result<Workload> {
 
 fn matmul(a: &Args) -> Result<String> {
     let (m, n, k, dt) = (a.int("m", 1)?, a.int("n", 1)?, a.int("k", 1)?, a.dtype()?);
-    let layout = a.choice("layout", &["nn", "nt", "tn"])?;
-    let (ashape, aidx) = if layout == "tn" {
+    let layout = a.choice("layout", &["nn", "nt", "tn", "tt"])?;
+    // The first letter is A's layout (t: stored K x M), the second B's (t: stored N x K).
+    let (ashape, aidx) = if layout.starts_with('t') {
         (format!("{k}, {m}"), "k, i")
     } else {
         (format!("{m}, {k}"), "i, k")
     };
-    let (bshape, bidx) = if layout == "nt" {
+    let (bshape, bidx) = if layout.ends_with('t') {
         (format!("{n}, {k}"), "j, k")
     } else {
         (format!("{k}, {n}"), "k, j")

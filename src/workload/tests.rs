@@ -263,8 +263,8 @@ fn preset_errors() {
         "1:8: expected MxNxK or key=value pairs, found '4x4'",
     );
     preset_err(
-        "matmul:m=4,n=4,k=4,layout=tt",
-        "1:27: value of 'layout' must be one of nn, nt, tn, found 'tt'",
+        "matmul:m=4,n=4,k=4,layout=tx",
+        "1:27: value of 'layout' must be one of nn, nt, tn, tt, found 'tx'",
     );
     preset_err(
         "matmul:m=4,n=x,k=4",
@@ -337,6 +337,9 @@ fn presets_build_the_documented_stages() {
     let w = preset("matmul:m=2,n=3,k=4,layout=tn").unwrap();
     assert_eq!(w.tensor("A").unwrap().shape, vec![4, 2]);
     assert_eq!(w.name(), "matmul");
+    let w = preset("matmul:m=2,n=3,k=4,layout=tt").unwrap();
+    assert_eq!(w.tensor("A").unwrap().shape, vec![4, 2]);
+    assert_eq!(w.tensor("B").unwrap().shape, vec![3, 4]);
 }
 
 #[test]

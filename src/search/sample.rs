@@ -1,0 +1,147 @@
+//! What a design space offers for one workload, without compiling or measuring:
+//! candidates drawn by [`RandomSearch`] (after the postprocessors), each summarised by its
+//! trace, threads per block, output elements per block and shared memory (`tessel
+//! sample`).
+
+use super::postproc::TargetLimits;
+use super::random::{Candidate, RandomSearch, SearchStrategy};
+use super::space::SearchSpace;
+use crate::ir::{Expr, IterKind, LoopKind, Node, Program, ThreadTag};
+use crate::schedule::{replay, Trace};
+use serde::Serialize;
+
+/// One candidate of the space, as `tessel sample` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SampleSummary {
+    /// The trace in its text form (decisions included).
+    pub trace: String,
+    /// The largest thread block of the candidate's kernels (1 on the CPU).
+    pub threads_per_block: i64,
+    /// Output elements of the main (largest) reduction that one thread block computes
+    /// (on the CPU: one parallel task), padding of imperfect tiles included.
+    pub outputs_per_block: i64,
+    /// The largest shared-memory allocation of the candidate's kernels, in bytes.
+    pub shared_bytes: i64,
+}
+
+/// Up to `n` distinct candidates of `program`'s space for `target`, drawn with `seed`.
+/// Fewer come back when the space looks exhausted.
+pub fn sample(
+    space: &SearchSpace,
+    target: &TargetLimits,
+    program: &Program,
+    n: usize,
+    seed: u64,
+) -> Vec<SampleSummary> {
+    let mut search = RandomSearch::new(space.clone(), target.clone(), program.clone(), seed);
+    let proposal = search.propose(n, &mut |_| false);
+    proposal
+        .candidates
+        .iter()
+        .map(|c| summarise(program, c))
+        .collect()
+}
+
+fn summarise(program: &Program, c: &Candidate) -> SampleSummary {
+    let lowered = &c.verified.lowered;
+    let threads_per_block = lowered.kernels.iter().map(|k| k.threads()).max();
+    let shared_bytes = lowered
+        .kernels
+        .iter()
+        .map(|k| k.shared_bytes(&lowered.program))
+        .max();
+    SampleSummary {
+        trace: crate::schedule::text::print(&c.trace),
+        threads_per_block: threads_per_block.unwrap_or(1),
+        outputs_per_block: outputs_per_block_of(program, &c.trace).unwrap_or(0),
+        shared_bytes: shared_bytes.unwrap_or(0),
+    }
+}
+
+/// Replays `trace` on `program` and measures its main block's tile: see
+/// [`outputs_per_block`]. `None` when the trace does not replay.
+fn outputs_per_block_of(program: &Program, trace: &Trace) -> Option<i64> {
+    let sch = replay(trace, program.clone(), 0).ok()?;
+    Some(outputs_per_block(sch.program()))
+}
+
+/// Output elements one thread block (CPU: one parallel task) computes for the main
+/// block, the reduction block with the largest iteration domain: the product of the
+/// extents of the loops around it that carry none of its reduction variables and lie
+/// inside its outermost `blockIdx`- or `parallel`-bound loop. A program with no such
+/// binding counts its whole output.
+pub fn outputs_per_block(p: &Program) -> i64 {
+    let domain = |b: crate::ir::BlockId| {
+        p.block(b)
+            .iter_vars
+            .iter()
+            .map(|iv| iv.extent)
+            .fold(1i64, |a, e| a.saturating_mul(e))
+    };
+    let Some(main) = p
+        .blocks_in_order()
+        .into_iter()
+        .filter(|b| p.block(*b).is_reduction())
+        .max_by_key(|b| domain(*b))
+    else {
+        return 0;
+    };
+    let blk = p.block(main);
+    let reduce_vars: Vec<Expr> = blk
+        .iter_vars
+        .iter()
+        .zip(&blk.bindings)
+        .filter(|(iv, _)| iv.kind == IterKind::Reduce)
+        .map(|(_, e)| e.clone())
+        .collect();
+    let loops = p.ancestors(Node::Block(main));
+    let outer = loops
+        .iter()
+        .rposition(|l| {
+            matches!(
+                p.lp(*l).kind,
+                LoopKind::Parallel | LoopKind::Thread(ThreadTag::BlockIdx(_))
+            )
+        })
+        .map_or(0, |i| i + 1);
+    loops[outer..]
+        .iter()
+        .filter(|l| {
+            let v = p.lp(**l).var;
+            !reduce_vars.iter().any(|e| e.uses_var(v))
+        })
+        .map(|l| p.lp(*l).extent)
+        .fold(1i64, |a, e| a.saturating_mul(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::target::cuda::CudaLimits;
+
+    fn program(spec: &str) -> Program {
+        crate::workload::preset(spec).unwrap().to_program()
+    }
+
+    #[test]
+    fn the_naive_program_computes_its_whole_output_in_one_block() {
+        assert_eq!(outputs_per_block(&program("matmul:6x5x7")), 30);
+    }
+
+    #[test]
+    fn samples_are_distinct_and_fit_the_target() {
+        let space = SearchSpace::cuda_default();
+        let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+        let p = program("matmul:37x29x19");
+        let out = sample(&space, &target, &p, 8, 5);
+        assert_eq!(out.len(), 8);
+        for s in &out {
+            assert!((32..=1024).contains(&s.threads_per_block), "{s:?}");
+            assert!(s.outputs_per_block >= s.threads_per_block, "{s:?}");
+            assert!(s.shared_bytes > 0, "{s:?}");
+            assert!(s.trace.contains("sample_tile"), "{}", s.trace);
+        }
+        let again = sample(&space, &target, &p, 8, 5);
+        assert_eq!(out, again);
+    }
+}

@@ -1,0 +1,81 @@
+//! `tessel sample`: what the space offers for a shape, as JSON, without compiling or
+//! measuring. A GEMM with prime dimensions gets real thread blocks from imperfect tiles
+//! (exact divisors alone leave it 1-wide tiles).
+
+use std::process::Command;
+
+fn sample_json(args: &[&str]) -> Vec<serde_json::Value> {
+    let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
+        .arg("sample")
+        .args(args)
+        .arg("--json")
+        .output()
+        .expect("run tessel");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    match serde_json::from_slice(&out.stdout).expect("one JSON document") {
+        serde_json::Value::Array(items) => items,
+        other => panic!("not an array: {other}"),
+    }
+}
+
+fn median(mut xs: Vec<i64>) -> i64 {
+    xs.sort_unstable();
+    xs[xs.len() / 2]
+}
+
+#[test]
+fn prime_gemm_samples_have_large_blocks() {
+    let items = sample_json(&["matmul:1009x523x311", "--target", "cuda", "-n", "64"]);
+    assert_eq!(items.len(), 64);
+    let mut outputs = Vec::new();
+    for it in &items {
+        let obj = it.as_object().expect("an object per candidate");
+        let mut keys: Vec<&str> = obj.keys().map(String::as_str).collect();
+        keys.sort_unstable();
+        assert_eq!(
+            keys,
+            [
+                "outputs_per_block",
+                "shared_bytes",
+                "threads_per_block",
+                "trace"
+            ]
+        );
+        let threads = obj["threads_per_block"].as_i64().unwrap();
+        assert!((32..=1024).contains(&threads), "{it}");
+        assert!(obj["shared_bytes"].as_i64().unwrap() <= 227 * 1024, "{it}");
+        assert!(obj["trace"].as_str().unwrap().contains("sample_tile("));
+        outputs.push(obj["outputs_per_block"].as_i64().unwrap());
+    }
+    let m = median(outputs);
+    assert!(m >= 1024, "median outputs per block {m}");
+}
+
+#[test]
+fn cpu_samples_and_seeds_are_reproducible() {
+    let a = sample_json(&[
+        "matmul:64x48x32",
+        "--target",
+        "cpu",
+        "-n",
+        "4",
+        "--seed",
+        "3",
+    ]);
+    let b = sample_json(&[
+        "matmul:64x48x32",
+        "--target",
+        "cpu",
+        "-n",
+        "4",
+        "--seed",
+        "3",
+    ]);
+    assert_eq!(a.len(), 4);
+    assert_eq!(a, b);
+    for it in &a {
+        assert_eq!(it["threads_per_block"], 1, "{it}");
+        assert_eq!(it["shared_bytes"], 0, "{it}");
+    }
+}
