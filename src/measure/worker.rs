@@ -574,6 +574,7 @@ pub struct Measurer {
     reference_timeout: Duration,
     peer_failure: Option<Failure>,
     workers_started: usize,
+    last_setup: Duration,
 }
 
 impl Measurer {
@@ -587,6 +588,7 @@ impl Measurer {
             reference_timeout: Duration::from_secs(300),
             peer_failure: None,
             workers_started: 0,
+            last_setup: Duration::ZERO,
         }
     }
 
@@ -630,6 +632,13 @@ impl Measurer {
         self.peer_failure.as_ref()
     }
 
+    /// Wall time of the last `measure` call spent before candidates were checked: starting
+    /// workers, running the reference and compiling the candidates (the worker compiles a
+    /// job's candidates before it answers `ready`). The rest of the call checked and timed.
+    pub fn last_setup_time(&self) -> Duration {
+        self.last_setup
+    }
+
     /// How many worker processes this measurer has started.
     pub fn workers_started(&self) -> usize {
         self.workers_started
@@ -642,6 +651,7 @@ impl Measurer {
         job: &Job,
     ) -> Result<(Vec<Outcome>, Option<PeerMeasured>), MeasureError> {
         self.peer_failure = None;
+        self.last_setup = Duration::ZERO;
         let n = job.candidates.len();
         let timeout = self.timeout.unwrap_or_else(|| {
             Duration::try_from_secs_f64(job.timeout_seconds).unwrap_or(Duration::from_secs(60))
@@ -655,6 +665,7 @@ impl Measurer {
                 candidates: job.candidates[base..].to_vec(),
                 ..job.clone()
             };
+            let spawned = Instant::now();
             let mut w = self.spawn()?;
             w.send(&sub);
             let mut ready = false;
@@ -666,6 +677,7 @@ impl Measurer {
                 match w.next(deadline) {
                     Event::Reply(Reply::Ready { .. }) => {
                         ready = true;
+                        self.last_setup += spawned.elapsed();
                         deadline = Instant::now() + timeout;
                     }
                     Event::Reply(Reply::ReferenceFailed { reference_failed }) => {
