@@ -51,8 +51,12 @@ pub trait ModelSource: Send + Sync {
     /// Trains a model (called off the tuner's thread; may take a minute).
     fn train(&self, data: &TrainingData) -> Result<LearnedModel, String>;
     /// Stores `model` for `target`'s kind and arch, replacing the one there.
-    fn save(&self, db: &mut Database, target: &TargetKey, model: &LearnedModel)
-        -> Result<(), String>;
+    fn save(
+        &self,
+        db: &mut Database,
+        target: &TargetKey,
+        model: &LearnedModel,
+    ) -> Result<(), String>;
 }
 
 /// When to train.
@@ -191,8 +195,7 @@ impl Learner {
             }
         }
         let trainable = self.model.is_some()
-            || db.count_ok_records(self.target.kind, &self.target.arch)?
-                >= self.policy.min_records;
+            || db.count_ok_records(self.target.kind, &self.target.arch)? >= self.policy.min_records;
         if self.source.is_some()
             && self.training.is_none()
             && self.new_ok >= self.policy.retrain_every

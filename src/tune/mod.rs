@@ -260,9 +260,7 @@ impl<'a> Tuner<'a> {
             self.compile_timeout,
             seed,
         )?;
-        let mut strategy = self
-            .strategy
-            .build(space, limits, program.clone(), seed);
+        let mut strategy = self.strategy.build(space, limits, program.clone(), seed);
         let mut report = empty_report(&key, strategy.name(), w);
         report.best = best_in_db(db, w, &key)?;
         let warm = warm_start::warm_start(&mut *strategy, db, w, &program, &key)?;
@@ -289,9 +287,10 @@ impl<'a> Tuner<'a> {
         let mut pending: Option<Proposed> = None;
         let mut stale_rounds = 0;
         let mut failures_in_a_row = 0;
+        // Candidates the model had scored when the last batch was handed over.
+        let mut scored_mark = learner.scored();
         report.stop = loop {
-            if let Some(stop) = self.should_stop(&report, start, stale_rounds, failures_in_a_row)
-            {
+            if let Some(stop) = self.should_stop(&report, start, stale_rounds, failures_in_a_row) {
                 break stop;
             }
             let round_start = Instant::now();
@@ -300,7 +299,6 @@ impl<'a> Tuner<'a> {
                 ..RoundStats::default()
             };
             // 1. propose (or take the batch proposed while the last one was measured).
-            let scored_before = learner.scored();
             let Proposed { proposal, .. } = match pending.take() {
                 Some(p) => {
                     round.overlapped_propose_seconds = p.took.as_secs_f64();
@@ -313,7 +311,8 @@ impl<'a> Tuner<'a> {
                     p
                 }
             };
-            round.scored = learner.scored() - scored_before;
+            round.scored = learner.scored() - scored_mark;
+            scored_mark = learner.scored();
             let recording = Instant::now();
             recorder.proposal(db, &proposal, &mut report, &mut round)?;
             round.seconds.record += recording.elapsed().as_secs_f64();
@@ -323,9 +322,10 @@ impl<'a> Tuner<'a> {
             report.rounds += 1;
             // 2-4. build, check, time; the next batch is proposed meanwhile.
             let job = template.with(&proposal.candidates);
-            let following = self
-                .batch
-                .min(self.trials - report.trials - proposal.candidates.len());
+            let following = self.batch.min(
+                self.trials
+                    .saturating_sub(report.trials + proposal.candidates.len()),
+            );
             let (measured, next) = std::thread::scope(|s| {
                 let proposer = (overlap && following > 0).then(|| {
                     let (strategy, db) = (&mut *strategy, &mut *db);
@@ -350,6 +350,7 @@ impl<'a> Tuner<'a> {
                 pending = Some(next);
             }
             // 5. record.
+            let best_before = report.best.as_ref().map(|b| b.median_seconds);
             let recording = Instant::now();
             let results = recorder.outcomes(
                 db,
@@ -365,7 +366,7 @@ impl<'a> Tuner<'a> {
             learner.after_round(db, &mut *strategy, &results, &mut notes)?;
             round.seconds.learn = learning.elapsed().as_secs_f64();
             self.say(&mut report, &mut notes);
-            if improved(&report.round_stats, &round) {
+            if round.best_seconds.is_some() && round.best_seconds != best_before {
                 stale_rounds = 0;
             } else {
                 stale_rounds += 1;
@@ -447,29 +448,19 @@ fn has_design_space(
     Ok(())
 }
 
-/// Whether this round found something faster than the rounds before it (or than the
-/// database's best, for the first round).
-fn improved(earlier: &[RoundStats], round: &RoundStats) -> bool {
-    let before = earlier.last().and_then(|r| r.best_seconds);
-    round.best_seconds.is_some() && round.best_seconds != before && round.ok > 0
-}
-
 /// The database's best record of `w` measured on exactly `key`.
 fn best_in_db(
     db: &Database,
     w: &Workload,
     key: &database::TargetKey,
 ) -> Result<Option<Best>, TuneError> {
-    Ok(db
-        .best(w, key)?
-        .filter(|l| !l.is_fallback())
-        .and_then(|l| {
-            l.record.median_secs.map(|m| Best {
-                trace: l.record.trace.clone(),
-                median_seconds: m,
-                this_run: false,
-            })
-        }))
+    Ok(db.best(w, key)?.filter(|l| !l.is_fallback()).and_then(|l| {
+        l.record.median_secs.map(|m| Best {
+            trace: l.record.trace.clone(),
+            median_seconds: m,
+            this_run: false,
+        })
+    }))
 }
 
 fn empty_report(key: &database::TargetKey, strategy: &str, w: &Workload) -> TuneReport {

@@ -32,12 +32,14 @@ impl Recorder<'_> {
         round.duplicates += p.duplicates;
         round.already_measured += p.known;
         if p.instantiation_failures > 0 {
-            *round.failures.entry("instantiation".into()).or_insert(0) +=
-                p.instantiation_failures;
+            *round.failures.entry("instantiation".into()).or_insert(0) += p.instantiation_failures;
         }
         for (trace, why) in &p.rejected {
             *report.rejected.entry(why.kind()).or_insert(0) += 1;
-            *round.failures.entry(rejection_name(why.kind())).or_insert(0) += 1;
+            *round
+                .failures
+                .entry(rejection_name(why.kind()))
+                .or_insert(0) += 1;
             db.commit(&NewRecord::failed(
                 self.workload,
                 self.target.clone(),
@@ -82,7 +84,12 @@ impl Recorder<'_> {
                         });
                     }
                     let median = m.median_seconds;
-                    let rec = NewRecord::ok(self.workload, self.target.clone(), cand.trace.clone(), m.runs);
+                    let rec = NewRecord::ok(
+                        self.workload,
+                        self.target.clone(),
+                        cand.trace.clone(),
+                        m.runs,
+                    );
                     (rec, Some(median))
                 }
                 Err(f) => {

@@ -2,8 +2,8 @@
 //! proposes anything, so a second run continues where the first stopped and a new
 //! workload starts from what worked on others.
 
-use crate::database::{DatabaseError, Filter, TargetKey};
 use crate::database::Database;
+use crate::database::{DatabaseError, Filter, TargetKey};
 use crate::ir::Program;
 use crate::schedule::replay;
 use crate::search::{ir_hash, MeasuredResult, SearchStrategy};
