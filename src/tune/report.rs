@@ -55,8 +55,10 @@ pub struct StageSeconds {
     /// Waiting for the strategy's proposal (sampling, evolving, scoring, postprocessing,
     /// code generation).
     pub propose: f64,
-    /// In the measurer before candidates are checked: starting the worker, compiling the
-    /// candidates (in parallel), running the reference.
+    /// In the measurer starting the worker, running the reference and compiling the
+    /// candidates (in parallel), where checking waited for it: on CUDA compiles run in the
+    /// background while earlier candidates are checked and timed, and only the wait
+    /// counts.
     pub compile: f64,
     /// In the measurer checking each candidate against the reference and timing it.
     pub check_time: f64,
