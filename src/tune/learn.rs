@@ -194,12 +194,14 @@ impl Learner {
                 self.install(&m, strategy);
             }
         }
-        let trainable = self.model.is_some()
-            || db.count_ok_records(self.target.kind, &self.target.arch)? >= self.policy.min_records;
-        if self.source.is_some()
-            && self.training.is_none()
-            && self.new_ok >= self.policy.retrain_every
-            && trainable
+        if self.source.is_none()
+            || self.training.is_some()
+            || self.new_ok < self.policy.retrain_every
+        {
+            return Ok(());
+        }
+        if self.model.is_some()
+            || db.count_ok_records(self.target.kind, &self.target.arch)? >= self.policy.min_records
         {
             self.train(db)?;
         }
