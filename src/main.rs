@@ -175,33 +175,7 @@ enum Command {
     },
     /// Search schedules for workloads on a target, measuring every candidate and
     /// recording each result in the database; ends with the best schedule's trace.
-    Tune {
-        #[arg(required = true)]
-        workloads: Vec<String>,
-        #[arg(long, value_enum, default_value = "cpu")]
-        target: TargetArg,
-        /// Candidates to measure per workload.
-        #[arg(long, default_value_t = 64)]
-        trials: usize,
-        /// Stop a workload after this many seconds.
-        #[arg(long)]
-        time_limit: Option<f64>,
-        /// The record database (default: $TESSEL_DB, else the platform's data directory).
-        #[arg(long)]
-        db: Option<PathBuf>,
-        /// Makes the proposals deterministic.
-        #[arg(long)]
-        seed: Option<u64>,
-        /// Candidates measured per round.
-        #[arg(long, default_value_t = 16)]
-        batch: usize,
-        /// Stop after this many rounds without improvement.
-        #[arg(long)]
-        patience: Option<usize>,
-        /// A search-space file instead of the embedded search_spaces/<target>.toml.
-        #[arg(long)]
-        space: Option<PathBuf>,
-    },
+    Tune(TuneArgs),
     /// The learned cost model: the features it sees of a candidate.
     Model {
         #[command(subcommand)]
@@ -237,7 +211,8 @@ fn tune_target(target: TargetArg) -> Result<tessel::tune::TuneTarget> {
 }
 
 /// The progress bar of one workload's tuning run on stderr: trials measured out of the
-/// budget, elapsed time, best latency and TFLOP/s so far, failures by kind. Hidden when
+/// budget, elapsed time, candidates per second, best latency and TFLOP/s so far, failures
+/// by kind. Hidden when
 /// stderr is not a terminal (the caller then prints a line per round).
 fn progress_bar(spec: &str, trials: usize) -> indicatif::ProgressBar {
     let bar = indicatif::ProgressBar::with_draw_target(
@@ -253,133 +228,6 @@ fn progress_bar(spec: &str, trials: usize) -> indicatif::ProgressBar {
     bar.set_message("building the first round");
     bar.enable_steady_tick(std::time::Duration::from_millis(200));
     bar
-}
-
-/// `tessel tune`: one tuning run per workload, with a progress bar (a line per round when
-/// stderr is not a terminal).
-#[allow(clippy::too_many_arguments)]
-fn run_tune(
-    workloads: &[String],
-    target: TargetArg,
-    trials: usize,
-    time_limit: Option<f64>,
-    db: Option<PathBuf>,
-    seed: Option<u64>,
-    batch: usize,
-    patience: Option<usize>,
-    space: Option<PathBuf>,
-) -> Result<()> {
-    use tessel::search::SearchSpace;
-    use tessel::tune::Tuner;
-    let path = db_path(db)?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let mut database = tessel::database::Database::open(&path)?;
-    let tt = tune_target(target)?;
-    let space = match space {
-        Some(p) => {
-            let text = std::fs::read_to_string(&p)
-                .with_context(|| format!("cannot read {}", p.display()))?;
-            Some(SearchSpace::parse(&text, &p.display().to_string())?)
-        }
-        None => None,
-    };
-    for spec in workloads {
-        let w = load_workload(spec)?;
-        let bar = progress_bar(spec, trials);
-        let mut tuner = Tuner::new(tt.clone())
-            .with_trials(trials)
-            .with_batch(batch)
-            .with_db(&mut database)
-            .with_progress(|r| {
-                let best = match r.best_seconds {
-                    Some(s) => format!("best {} ({})", seconds(s), rate(r.flops, s)),
-                    None => "best -".to_string(),
-                };
-                let fails: Vec<String> =
-                    r.failures.iter().map(|(k, n)| format!("{k}={n}")).collect();
-                let fails = if fails.is_empty() {
-                    "none".to_string()
-                } else {
-                    fails.join(" ")
-                };
-                if bar.is_hidden() {
-                    // Not a terminal (a log file, CI): a line per round instead of a bar.
-                    eprintln!(
-                        "[{spec}] round {:>3}  trials {:>4}/{}  {best}  failures: {fails}",
-                        r.round, r.trials, r.trial_budget,
-                    );
-                } else {
-                    bar.set_position(r.trials as u64);
-                    bar.set_message(format!("{best}  failures: {fails}"));
-                }
-            });
-        if let Some(s) = time_limit {
-            tuner = tuner.with_time_limit(std::time::Duration::from_secs_f64(s.max(0.0)));
-        }
-        if let Some(s) = seed {
-            tuner = tuner.with_seed(s);
-        }
-        if let Some(p) = patience {
-            tuner = tuner.with_patience(p);
-        }
-        if let Some(sp) = &space {
-            tuner = tuner.with_space(sp.clone());
-        }
-        let report = tuner.tune(&w);
-        bar.finish_and_clear();
-        let report = report?;
-        println!("workload  {spec}  (key {})", &w.key()[..16]);
-        println!("target    {}", report.target);
-        println!(
-            "stopped   {} after {} rounds, {:.1} s",
-            report.stop.describe(),
-            report.rounds,
-            report.elapsed.as_secs_f64()
-        );
-        println!(
-            "trials    {} measured ({} ok), {} already in the database, {} duplicates",
-            report.trials, report.ok, report.already_measured, report.duplicates
-        );
-        println!(
-            "time      {:.1} s proposing, {:.1} s in the measurer ({:.1} s of compiling summed over the successful candidates)",
-            report.propose_time.as_secs_f64(),
-            report.measure_time.as_secs_f64(),
-            report.compile_seconds
-        );
-        let fails: Vec<String> = report
-            .failure_counts()
-            .iter()
-            .map(|(k, n)| format!("{k}={n}"))
-            .collect();
-        println!(
-            "failures  {}",
-            if fails.is_empty() {
-                "none".to_string()
-            } else {
-                fails.join(" ")
-            }
-        );
-        match &report.best {
-            Some(b) => {
-                println!(
-                    "best      {} ({}){}",
-                    seconds(b.median_seconds),
-                    rate(report.flops, b.median_seconds),
-                    if b.this_run {
-                        ""
-                    } else {
-                        ", from the database"
-                    }
-                );
-                print!("{}", text::print(&b.trace));
-            }
-            None => println!("best      none: no candidate passed"),
-        }
-        println!("database  {}", path.display());
-    }
-    Ok(())
 }
 
 fn load_workload(arg: &str) -> Result<Workload> {
@@ -782,19 +630,7 @@ fn run(cli: Cli) -> Result<()> {
                 Err(e) => bail!("check failed: {e}"),
             }
         }
-        Command::Tune {
-            workloads,
-            target,
-            trials,
-            time_limit,
-            db,
-            seed,
-            batch,
-            patience,
-            space,
-        } => run_tune(
-            &workloads, target, trials, time_limit, db, seed, batch, patience, space,
-        )?,
+        Command::Tune(args) => run_tune(args)?,
         Command::Model { command } => model_command(command)?,
         Command::Sample {
             workload,
@@ -876,5 +712,201 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `tessel tune`'s arguments.
+#[derive(clap::Args)]
+struct TuneArgs {
+    #[arg(required = true)]
+    workloads: Vec<String>,
+    #[arg(long, value_enum, default_value = "cpu")]
+    target: TargetArg,
+    /// Candidates to measure per workload.
+    #[arg(long, default_value_t = 64)]
+    trials: usize,
+    /// Stop a workload after this many seconds.
+    #[arg(long)]
+    time_limit: Option<f64>,
+    /// The record database (default: $TESSEL_DB, else the platform's data directory).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Makes the proposals deterministic.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Candidates measured per round (default 64).
+    #[arg(long)]
+    batch: Option<usize>,
+    /// Stop after this many rounds without improvement.
+    #[arg(long)]
+    patience: Option<usize>,
+    /// A search-space file instead of the embedded search_spaces/<target>.toml.
+    #[arg(long)]
+    space: Option<PathBuf>,
+    /// How candidates are proposed: evolutionary search over the sketches' decisions
+    /// (ranked by the cost model when there is one), or independent random samples.
+    #[arg(long, value_enum, default_value = "evolutionary")]
+    strategy: StrategyArg,
+    /// Write the whole tune report as JSON to FILE: per workload the strategy, the cost
+    /// model used, and per round the candidates proposed, scored and measured, failures
+    /// by kind, the best latency so far and the seconds of each stage.
+    #[arg(long, value_name = "FILE")]
+    report_json: Option<PathBuf>,
+}
+
+#[derive(Copy, Clone, clap::ValueEnum)]
+enum StrategyArg {
+    Evolutionary,
+    Random,
+}
+
+/// `tessel tune`: one tuning run per workload, with a progress bar (a line per round when
+/// stderr is not a terminal); the JSON report is rewritten after each workload.
+fn run_tune(args: TuneArgs) -> Result<()> {
+    use tessel::search::{SearchSpace, StrategyKind};
+    use tessel::tune::Tuner;
+    let path = db_path(args.db.clone())?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let mut database = tessel::database::Database::open(&path)?;
+    let tt = tune_target(args.target)?;
+    let space = match &args.space {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read {}", p.display()))?;
+            Some(SearchSpace::parse(&text, &p.display().to_string())?)
+        }
+        None => None,
+    };
+    let strategy = match args.strategy {
+        StrategyArg::Evolutionary => StrategyKind::Evolutionary,
+        StrategyArg::Random => StrategyKind::Random,
+    };
+    let mut json_reports = Vec::new();
+    for spec in &args.workloads {
+        let w = load_workload(spec)?;
+        let bar = progress_bar(spec, args.trials);
+        let mut tuner = Tuner::new(tt.clone())
+            .with_trials(args.trials)
+            .with_strategy(strategy)
+            .with_db(&mut database)
+            .with_notes(|note| bar.suspend(|| eprintln!("[{spec}] {note}")))
+            .with_progress(|r| {
+                let best = match r.best_seconds {
+                    Some(s) => format!("best {} ({})", seconds(s), rate(r.flops, s)),
+                    None => "best -".to_string(),
+                };
+                let fails: Vec<String> =
+                    r.failures.iter().map(|(k, n)| format!("{k}={n}")).collect();
+                let fails = if fails.is_empty() {
+                    "none".to_string()
+                } else {
+                    fails.join(" ")
+                };
+                let speed = format!("{:.1} cand/s", r.candidates_per_second);
+                if bar.is_hidden() {
+                    // Not a terminal (a log file, CI): a line per round instead of a bar.
+                    eprintln!(
+                        "[{spec}] round {:>3}  trials {:>4}/{}  {speed}  {best}  failures: {fails}",
+                        r.round, r.trials, r.trial_budget,
+                    );
+                } else {
+                    bar.set_position(r.trials as u64);
+                    bar.set_message(format!("{speed}  {best}  failures: {fails}"));
+                }
+            });
+        if let Some(b) = args.batch {
+            tuner = tuner.with_batch(b);
+        }
+        if let Some(s) = args.time_limit {
+            tuner = tuner.with_time_limit(std::time::Duration::from_secs_f64(s.max(0.0)));
+        }
+        if let Some(s) = args.seed {
+            tuner = tuner.with_seed(s);
+        }
+        if let Some(p) = args.patience {
+            tuner = tuner.with_patience(p);
+        }
+        if let Some(sp) = &space {
+            tuner = tuner.with_space(sp.clone());
+        }
+        let report = tuner.tune(&w);
+        bar.finish_and_clear();
+        let report = report?;
+        print_tune_report(spec, &w, &report);
+        println!("database  {}", path.display());
+        if let Some(file) = &args.report_json {
+            json_reports.push(report.to_json(spec, &w.key()));
+            let doc = serde_json::json!({ "workloads": json_reports });
+            std::fs::write(file, serde_json::to_string_pretty(&doc)? + "\n")
+                .with_context(|| format!("writing {}", file.display()))?;
+        }
+    }
+    Ok(())
+}
+
+/// The summary of one workload's tuning run on stdout.
+fn print_tune_report(spec: &str, w: &Workload, report: &tessel::tune::TuneReport) {
+    println!("workload  {spec}  (key {})", &w.key()[..16]);
+    println!("target    {}", report.target);
+    println!(
+        "strategy  {}, {}",
+        report.strategy,
+        match &report.model {
+            Some(m) => format!(
+                "cost model {} trained on {} records",
+                m.kind, m.records_trained_on
+            ),
+            None => "no cost model".to_string(),
+        }
+    );
+    println!(
+        "stopped   {} after {} rounds, {:.1} s",
+        report.stop.describe(),
+        report.rounds,
+        report.elapsed.as_secs_f64()
+    );
+    println!(
+        "trials    {} measured ({} ok, {:.1}/s), {} already in the database, {} duplicates",
+        report.trials,
+        report.ok,
+        report.candidates_per_second(),
+        report.already_measured,
+        report.duplicates
+    );
+    let st = &report.stage_seconds;
+    println!(
+        "time      {:.1} s proposing (+{:.1} s while measuring), {:.1} s compiling, {:.1} s checking and timing, {:.1} s recording, {:.1} s learning",
+        st.propose, report.overlapped_propose_seconds, st.compile, st.check_time, st.record, st.learn
+    );
+    let fails: Vec<String> = report
+        .failure_counts()
+        .iter()
+        .map(|(k, n)| format!("{k}={n}"))
+        .collect();
+    println!(
+        "failures  {}",
+        if fails.is_empty() {
+            "none".to_string()
+        } else {
+            fails.join(" ")
+        }
+    );
+    match &report.best {
+        Some(b) => {
+            println!(
+                "best      {} ({}){}",
+                seconds(b.median_seconds),
+                rate(report.flops, b.median_seconds),
+                if b.this_run {
+                    ""
+                } else {
+                    ", from the database"
+                }
+            );
+            print!("{}", text::print(&b.trace));
+        }
+        None => println!("best      none: no candidate passed"),
     }
 }

@@ -62,3 +62,54 @@ fn tune_then_best_on_the_cpu() {
         "{err}"
     );
 }
+
+#[test]
+fn report_json_has_the_documented_keys_and_stage_times_within_the_elapsed_time() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let db = dir.path().join("t.sqlite");
+    let json = dir.path().join("report.json");
+    let (ok, out, err) = tessel(&[
+        "tune",
+        "matmul:16x16x16",
+        "--target",
+        "cpu",
+        "--trials",
+        "6",
+        "--batch",
+        "3",
+        "--strategy",
+        "random",
+        "--seed",
+        "1",
+        "--db",
+        db.to_str().expect("utf-8 path"),
+        "--report-json",
+        json.to_str().expect("utf-8 path"),
+    ]);
+    assert!(ok, "tune failed:\n{out}\n{err}");
+    assert_eq!(err.matches("no cost model for cpu/").count(), 1, "{err}");
+    assert!(err.contains("cand/s"), "{err}");
+    let text = std::fs::read_to_string(&json).expect("the report was written");
+    let doc: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+    let w = &doc["workloads"][0];
+    assert_eq!(w["strategy"], "random");
+    assert!(w["model"].is_null());
+    assert_eq!(w["trials"], 6);
+    let elapsed = w["elapsed_seconds"].as_f64().expect("elapsed_seconds");
+    let rounds = w["rounds"].as_array().expect("rounds");
+    assert_eq!(rounds.len(), 2);
+    let mut sum = 0.0;
+    for r in rounds {
+        for key in ["proposed", "scored", "measured", "failures", "best_seconds"] {
+            assert!(r.get(key).is_some(), "round lacks {key}: {r}");
+        }
+        let s = &r["seconds"];
+        for key in ["propose", "compile", "check_time", "record", "learn"] {
+            sum += s[key].as_f64().unwrap_or_else(|| panic!("no {key} in {s}"));
+        }
+    }
+    assert!(
+        sum > 0.0 && sum <= elapsed,
+        "stages {sum} s, elapsed {elapsed} s"
+    );
+}

@@ -25,6 +25,7 @@
 mod kernel;
 mod share;
 mod store;
+mod tuning;
 mod types;
 mod validate;
 

@@ -49,10 +49,27 @@ pub const WORKER_SUBCOMMAND: &str = "__worker";
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Reply {
-    Candidate { index: usize, outcome: Outcome },
-    Peer { peer: Result<PeerMeasured, Failure> },
-    ReferenceFailed { reference_failed: Failure },
-    Ready { ready: bool },
+    Candidate {
+        index: usize,
+        outcome: Outcome,
+        /// Seconds the worker waited for this candidate's compile to finish before it
+        /// could check it (CUDA compiles overlap the checking and timing of earlier ones).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        compile_wait_seconds: f64,
+    },
+    Peer {
+        peer: Result<PeerMeasured, Failure>,
+    },
+    ReferenceFailed {
+        reference_failed: Failure,
+    },
+    Ready {
+        ready: bool,
+    },
+}
+
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// The parameters of a program, in call order, as a [`Job`] names them.
@@ -289,11 +306,7 @@ fn send(out: &mut impl Write, reply: &Reply) -> std::io::Result<()> {
 /// Measures one job, writing its replies.
 fn answer(job: &Job, out: &mut impl Write) -> std::io::Result<()> {
     let inputs = random_inputs(&job.params, job.seed);
-    let reference = Runner::new(&job.device).and_then(|mut runner| {
-        let outs = run_reference(&mut runner, job, &inputs)?;
-        Ok((runner, outs))
-    });
-    let (mut runner, reference) = match reference {
+    let mut runner = match Runner::new(&job.device) {
         Ok(r) => r,
         Err(f) => {
             return send(
@@ -304,26 +317,100 @@ fn answer(job: &Job, out: &mut impl Write) -> std::io::Result<()> {
             )
         }
     };
-    // Candidates are compiled up front on every core (NVRTC is thread-safe, gcc runs as
-    // one process per candidate), before `ready` (the parent allows the reference phase
-    // more time), then measured one by one on a quiet machine.
-    let mut prebuilt = compile_all(
-        &job.candidates,
-        &runner,
-        job.compile_timeout_seconds
-            .and_then(|s| Duration::try_from_secs_f64(s).ok()),
-    );
+    let limit = job
+        .compile_timeout_seconds
+        .and_then(|s| Duration::try_from_secs_f64(s).ok());
+    // Candidates are compiled on every core (NVRTC is thread-safe, gcc runs as one
+    // process per candidate). On CUDA the compiles run in the background from the start,
+    // so they overlap the reference and the checking and timing of the candidates before
+    // them (the GPU times while the CPU compiles). On the CPU they all finish before
+    // `ready` (the parent allows the reference phase more time): kernels are timed on a
+    // quiet machine.
+    let mut compiled = match job.device {
+        Device::Cuda { .. } => {
+            Compiled::in_background(Compiler::for_runner(&runner, limit), codes_of(job))
+        }
+        Device::Cpu => Compiled::Done(Vec::new()),
+    };
+    let reference = match run_reference(&mut runner, job, &inputs) {
+        Ok(r) => r,
+        Err(f) => {
+            return send(
+                out,
+                &Reply::ReferenceFailed {
+                    reference_failed: f,
+                },
+            )
+        }
+    };
+    if let Compiled::Done(all) = &mut compiled {
+        *all = Compiler::for_runner(&runner, limit).all(&codes_of(job));
+    }
     send(out, &Reply::Ready { ready: true })?;
     for (index, src) in job.candidates.iter().enumerate() {
-        let pre = prebuilt.get_mut(index).and_then(Option::take);
+        let waiting = Instant::now();
+        let pre = compiled.take(index);
+        let compile_wait_seconds = waiting.elapsed().as_secs_f64();
         let outcome = measure_candidate(&mut runner, job, src, &reference, pre);
-        send(out, &Reply::Candidate { index, outcome })?;
+        send(
+            out,
+            &Reply::Candidate {
+                index,
+                outcome,
+                compile_wait_seconds,
+            },
+        )?;
     }
     if let Some(peer) = &job.peer {
         let result = measure_peer(&mut runner, job, peer, &reference);
         send(out, &Reply::Peer { peer: result })?;
     }
     Ok(())
+}
+
+fn codes_of(job: &Job) -> Vec<String> {
+    job.candidates.iter().map(|s| s.code.clone()).collect()
+}
+
+/// Compiled candidates as the measuring loop takes them.
+enum Compiled {
+    /// All compiled before measuring (one slot per candidate, in order).
+    Done(Vec<Option<Result<Prebuilt, Failure>>>),
+    /// Compiling on other threads; results arrive in completion order.
+    Background {
+        results: Receiver<(usize, Result<Prebuilt, Failure>)>,
+        got: Vec<Option<Result<Prebuilt, Failure>>>,
+    },
+}
+
+impl Compiled {
+    fn in_background(compiler: Compiler, codes: Vec<String>) -> Compiled {
+        let (tx, rx) = mpsc::channel();
+        let got = (0..codes.len()).map(|_| None).collect();
+        std::thread::spawn(move || {
+            compiler.each(&codes, |i, r| {
+                let _ = tx.send((i, r));
+            })
+        });
+        Compiled::Background { results: rx, got }
+    }
+
+    /// Candidate `i`'s compile result, waiting for it if it is still compiling; `None`
+    /// when there is none (the caller then builds it itself).
+    fn take(&mut self, i: usize) -> Option<Result<Prebuilt, Failure>> {
+        match self {
+            Compiled::Done(all) => all.get_mut(i).and_then(Option::take),
+            Compiled::Background { results, got } => {
+                while got.get(i).is_some_and(Option::is_none) {
+                    let Ok((j, r)) = results.recv() else { break };
+                    if let Some(slot) = got.get_mut(j) {
+                        *slot = Some(r);
+                    }
+                }
+                got.get_mut(i).and_then(Option::take)
+            }
+        }
+    }
 }
 
 fn run_reference(
@@ -346,120 +433,141 @@ enum Prebuilt {
     Cpu(PathBuf, BuildInfo),
 }
 
-/// Compiles the candidates on every core, one result per source, in order. Threads take
-/// the next source from a shared counter, so one slow compile holds up only itself. A
-/// compile still running `limit` after it started is a `Timeout`: the worker goes on
-/// without it and starts another thread for the rest of the queue (the stuck one ends
-/// with the worker process, which serves one job).
-fn compile_all(
-    sources: &[Source],
-    runner: &Runner,
+type CompileFn = dyn Fn(usize, &str) -> Result<Prebuilt, Failure> + Send + Sync;
+
+/// Compiles candidate sources for a runner's device, on every core.
+struct Compiler {
+    compile: Arc<CompileFn>,
+    /// The compiler's name, for messages.
+    what: String,
     limit: Option<Duration>,
-) -> Vec<Option<Result<Prebuilt, Failure>>> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::sync::{mpsc, Arc, Mutex};
-    type CompileFn = dyn Fn(usize, &str) -> Result<Prebuilt, Failure> + Send + Sync;
-    let compile: Arc<CompileFn> = match runner {
-        Runner::Cuda { arch, .. } => {
-            let arch = arch.clone();
-            Arc::new(move |_, code: &str| cuda::compile(code, &arch).map(Prebuilt::Cuda))
-        }
-        Runner::Cpu(r) => {
-            let (toolchain, dir) = (r.toolchain().clone(), r.build_dir().to_path_buf());
-            Arc::new(move |i, code: &str| {
-                super::cpu::compile(&toolchain, &dir, &format!("candidate{i}"), code, limit)
-                    .map(|(path, info)| Prebuilt::Cpu(path, info))
-            })
-        }
-    };
-    let what = match runner {
-        Runner::Cuda { .. } => "NVRTC",
-        Runner::Cpu(r) => r.toolchain().cc.as_str(),
-    }
-    .to_string();
-    let n = sources.len();
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |t| t.get())
-        .min(n.max(1));
-    let codes: Arc<Vec<String>> = Arc::new(sources.iter().map(|s| s.code.clone()).collect());
-    let next = Arc::new(AtomicUsize::new(0));
-    // When each source's compile started: the limit applies to each compile, not to the
-    // batch.
-    let started: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; n]));
-    let (tx, rx) = mpsc::channel();
-    let spawn = || {
-        let (codes, next, started, tx, compile) = (
-            codes.clone(),
-            next.clone(),
-            started.clone(),
-            tx.clone(),
-            compile.clone(),
-        );
-        std::thread::spawn(move || loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(code) = codes.get(i) else { break };
-            if let Ok(mut s) = started.lock() {
-                s[i] = Some(Instant::now());
+}
+
+impl Compiler {
+    /// A compiler for `runner`'s device; a compile still running `limit` after it
+    /// started is a `Timeout`.
+    fn for_runner(runner: &Runner, limit: Option<Duration>) -> Compiler {
+        let compile: Arc<CompileFn> = match runner {
+            Runner::Cuda { arch, .. } => {
+                let arch = arch.clone();
+                Arc::new(move |_, code: &str| cuda::compile(code, &arch).map(Prebuilt::Cuda))
             }
-            let result =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile(i, code)))
-                    .unwrap_or_else(|_| {
-                        Err(Failure::new(
-                            FailureKind::Compile,
-                            "the compiler thread panicked",
-                        ))
-                    });
-            if tx.send((i, result)).is_err() {
-                break;
+            Runner::Cpu(r) => {
+                let (toolchain, dir) = (r.toolchain().clone(), r.build_dir().to_path_buf());
+                Arc::new(move |i, code: &str| {
+                    super::cpu::compile(&toolchain, &dir, &format!("candidate{i}"), code, limit)
+                        .map(|(path, info)| Prebuilt::Cpu(path, info))
+                })
             }
-        });
-    };
-    for _ in 0..threads {
-        spawn();
-    }
-    let mut out: Vec<Option<Result<Prebuilt, Failure>>> = (0..n).map(|_| None).collect();
-    let mut done = 0;
-    while done < n {
-        let got = match limit {
-            Some(_) => rx.recv_timeout(Duration::from_millis(50)).ok(),
-            None => rx.recv().ok(),
         };
-        if let Some((i, result)) = got {
-            if out[i].is_none() {
-                out[i] = Some(result);
-                done += 1;
-            }
+        let what = match runner {
+            Runner::Cuda { .. } => "NVRTC",
+            Runner::Cpu(r) => r.toolchain().cc.as_str(),
         }
-        let Some(limit) = limit else { continue };
-        let expired: Vec<usize> = match started.lock() {
-            Ok(s) => (0..n)
-                .filter(|&i| out[i].is_none() && s[i].is_some_and(|t| t.elapsed() > limit))
-                .collect(),
-            Err(_) => Vec::new(),
+        .to_string();
+        Compiler {
+            compile,
+            what,
+            limit,
+        }
+    }
+
+    /// One result per source, in order.
+    fn all(&self, codes: &[String]) -> Vec<Option<Result<Prebuilt, Failure>>> {
+        let mut out: Vec<Option<Result<Prebuilt, Failure>>> =
+            (0..codes.len()).map(|_| None).collect();
+        self.each(codes, |i, r| out[i] = Some(r));
+        out
+    }
+
+    /// Compiles every source, handing each result to `done` as it is ready (exactly
+    /// once per source). Threads take the next source from a shared counter, so one
+    /// slow compile holds up only itself. A compile still running past the limit is a
+    /// `Timeout`: the compiler goes on without it and starts another thread for the
+    /// rest of the queue (the stuck one ends with the worker process, which serves one
+    /// job).
+    fn each(&self, codes: &[String], mut done: impl FnMut(usize, Result<Prebuilt, Failure>)) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let (what, limit) = (&self.what, self.limit);
+        let n = codes.len();
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |t| t.get())
+            .min(n.max(1));
+        let codes: Arc<Vec<String>> = Arc::new(codes.to_vec());
+        let next = Arc::new(AtomicUsize::new(0));
+        // When each source's compile started: the limit applies to each compile, not to
+        // the batch.
+        let started: Arc<Mutex<Vec<Option<Instant>>>> = Arc::new(Mutex::new(vec![None; n]));
+        let (tx, rx) = mpsc::channel();
+        let spawn = || {
+            let (codes, next, started, tx, compile) = (
+                codes.clone(),
+                next.clone(),
+                started.clone(),
+                tx.clone(),
+                self.compile.clone(),
+            );
+            std::thread::spawn(move || loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(code) = codes.get(i) else { break };
+                if let Ok(mut s) = started.lock() {
+                    s[i] = Some(Instant::now());
+                }
+                let result =
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| compile(i, code)))
+                        .unwrap_or_else(|_| {
+                            Err(Failure::new(
+                                FailureKind::Compile,
+                                "the compiler thread panicked",
+                            ))
+                        });
+                if tx.send((i, result)).is_err() {
+                    break;
+                }
+            });
         };
-        for i in expired {
-            out[i] = Some(Err(Failure::new(
-                FailureKind::Timeout,
-                format!(
-                    "{what} did not finish compiling within {:.0} s",
-                    limit.as_secs_f64()
-                ),
-            )));
-            done += 1;
-            // Its thread is still busy: another one takes over the queue.
+        for _ in 0..threads {
             spawn();
         }
+        let mut finished = vec![false; n];
+        let mut count = 0;
+        while count < n {
+            let got = match limit {
+                Some(_) => rx.recv_timeout(Duration::from_millis(50)).ok(),
+                None => rx.recv().ok(),
+            };
+            if let Some((i, result)) = got {
+                if !finished[i] {
+                    finished[i] = true;
+                    count += 1;
+                    done(i, result);
+                }
+            }
+            let Some(limit) = limit else { continue };
+            let expired: Vec<usize> = match started.lock() {
+                Ok(s) => (0..n)
+                    .filter(|&i| !finished[i] && s[i].is_some_and(|t| t.elapsed() > limit))
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            for i in expired {
+                finished[i] = true;
+                count += 1;
+                done(
+                    i,
+                    Err(Failure::new(
+                        FailureKind::Timeout,
+                        format!(
+                            "{what} did not finish compiling within {:.0} s",
+                            limit.as_secs_f64()
+                        ),
+                    )),
+                );
+                // Its thread is still busy: another one takes over the queue.
+                spawn();
+            }
+        }
     }
-    out.into_iter()
-        .map(|o| {
-            Some(o.unwrap_or_else(|| {
-                Err(Failure::new(
-                    FailureKind::Compile,
-                    "the compiler threads stopped",
-                ))
-            }))
-        })
-        .collect()
 }
 
 fn measure_candidate(
@@ -575,6 +683,8 @@ pub struct Measurer {
     reference_timeout: Duration,
     peer_failure: Option<Failure>,
     workers_started: usize,
+    last_setup: Duration,
+    last_compile_wait: Duration,
 }
 
 impl Measurer {
@@ -588,6 +698,8 @@ impl Measurer {
             reference_timeout: Duration::from_secs(300),
             peer_failure: None,
             workers_started: 0,
+            last_setup: Duration::ZERO,
+            last_compile_wait: Duration::ZERO,
         }
     }
 
@@ -631,6 +743,20 @@ impl Measurer {
         self.peer_failure.as_ref()
     }
 
+    /// Wall time of the last `measure` call spent before candidates were checked: starting
+    /// workers, running the reference and (on the CPU) compiling every candidate; on CUDA
+    /// the compiles go on in the background (see [`Measurer::last_compile_wait`]).
+    pub fn last_setup_time(&self) -> Duration {
+        self.last_setup
+    }
+
+    /// Wall time of the last `measure` call the worker spent waiting for candidates'
+    /// compiles after `ready` (on CUDA compiles overlap the checking and timing of the
+    /// candidates before them; this is the part they did not hide).
+    pub fn last_compile_wait(&self) -> Duration {
+        self.last_compile_wait
+    }
+
     /// How many worker processes this measurer has started.
     pub fn workers_started(&self) -> usize {
         self.workers_started
@@ -643,6 +769,8 @@ impl Measurer {
         job: &Job,
     ) -> Result<(Vec<Outcome>, Option<PeerMeasured>), MeasureError> {
         self.peer_failure = None;
+        self.last_setup = Duration::ZERO;
+        self.last_compile_wait = Duration::ZERO;
         let n = job.candidates.len();
         let timeout = self.timeout.unwrap_or_else(|| {
             Duration::try_from_secs_f64(job.timeout_seconds).unwrap_or(Duration::from_secs(60))
@@ -656,6 +784,7 @@ impl Measurer {
                 candidates: job.candidates[base..].to_vec(),
                 ..job.clone()
             };
+            let spawned = Instant::now();
             let mut w = self.spawn()?;
             w.send(&sub);
             let mut ready = false;
@@ -667,14 +796,19 @@ impl Measurer {
                 match w.next(deadline) {
                     Event::Reply(Reply::Ready { .. }) => {
                         ready = true;
+                        self.last_setup += spawned.elapsed();
                         deadline = Instant::now() + timeout;
                     }
                     Event::Reply(Reply::ReferenceFailed { reference_failed }) => {
                         return Err(MeasureError::Reference(reference_failed))
                     }
-                    Event::Reply(Reply::Candidate { index, outcome })
-                        if ready && base + index == outcomes.len() =>
-                    {
+                    Event::Reply(Reply::Candidate {
+                        index,
+                        outcome,
+                        compile_wait_seconds,
+                    }) if ready && base + index == outcomes.len() => {
+                        self.last_compile_wait +=
+                            Duration::try_from_secs_f64(compile_wait_seconds).unwrap_or_default();
                         deadline = Instant::now() + timeout;
                         let sticky = matches!(&outcome, Err(f) if f.kind == FailureKind::Runtime);
                         outcomes.push(outcome);
@@ -949,6 +1083,10 @@ mod tests {
         Runner::Cpu(CpuRunner::with_toolchain(tc).unwrap())
     }
 
+    fn codes(sources: &[Source]) -> Vec<String> {
+        sources.iter().map(|s| s.code.clone()).collect()
+    }
+
     fn source(code: &str) -> Source {
         Source {
             code: code.into(),
@@ -964,7 +1102,8 @@ mod tests {
         let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
         let sources = vec![source("int x;"); 4 * threads];
         let runner = sleepy_runner("sleep 0.4");
-        let out = compile_all(&sources, &runner, Some(Duration::from_millis(1500)));
+        let out =
+            Compiler::for_runner(&runner, Some(Duration::from_millis(1500))).all(&codes(&sources));
         assert_eq!(out.len(), sources.len());
         for o in &out {
             assert!(
@@ -980,7 +1119,8 @@ mod tests {
         let runner = sleepy_runner("sleep 0.1; case \"$2\" in *candidate0.c) sleep 30;; esac");
         let sources = vec![source("int x;"); 3];
         let start = Instant::now();
-        let out = compile_all(&sources, &runner, Some(Duration::from_millis(800)));
+        let out =
+            Compiler::for_runner(&runner, Some(Duration::from_millis(800))).all(&codes(&sources));
         assert!(start.elapsed() < Duration::from_secs(10));
         assert!(
             matches!(&out[0], Some(Err(f)) if f.kind == FailureKind::Timeout),
@@ -1037,6 +1177,7 @@ mod tests {
         let r = Reply::Candidate {
             index: 3,
             outcome: Err(Failure::new(FailureKind::Compile, "x")),
+            compile_wait_seconds: 0.0,
         };
         let line = serde_json::to_string(&r).unwrap();
         assert_eq!(

@@ -1,0 +1,71 @@
+//! The queries the tuner asks at the start of a run and when it trains a cost model:
+//! the best traces of other workloads (transfer seeds) and the `ok` records of one
+//! target kind and arch (training data).
+
+use super::store::{parse_record, read_row, RECORD_COLUMNS};
+use super::types::{Record, TargetKind};
+use super::{Context, Database, Result};
+use crate::schedule::Trace;
+use crate::workload::Workload;
+use rusqlite::params;
+
+impl Database {
+    /// The `per_workload` fastest `ok` traces of every workload other than `workload`
+    /// measured on a target of `kind`, grouped by workload key, fastest first in each
+    /// group: seeds a search may replay on `workload` where their decisions fit.
+    pub fn best_traces_of_others(
+        &self,
+        workload: &Workload,
+        kind: TargetKind,
+        per_workload: usize,
+    ) -> Result<Vec<Trace>> {
+        let sql = format!(
+            "SELECT * FROM (SELECT {RECORD_COLUMNS}, ROW_NUMBER() OVER \
+             (PARTITION BY r.workload_key ORDER BY r.median_secs ASC, r.id ASC) AS rank \
+             FROM records r JOIN targets t ON t.id = r.target_id \
+             WHERE r.status = 'ok' AND t.kind = ?1 AND r.workload_key <> ?2) \
+             WHERE rank <= ?3 ORDER BY workload_key, rank"
+        );
+        let limit = i64::try_from(per_workload).unwrap_or(i64::MAX);
+        let mut stmt = self.conn.prepare(&sql).ctx("preparing a seed query")?;
+        let rows = stmt
+            .query_map(params![kind.name(), workload.key(), limit], read_row)
+            .ctx("reading seed records")?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(parse_record(row.ctx("reading a seed record")?)?.trace);
+        }
+        Ok(out)
+    }
+
+    /// How many `ok` records were measured on targets of `kind` and `arch`.
+    pub fn count_ok_records(&self, kind: TargetKind, arch: &str) -> Result<usize> {
+        self.conn
+            .query_row(
+                "SELECT count(*) FROM records r JOIN targets t ON t.id = r.target_id \
+                 WHERE r.status = 'ok' AND t.kind = ?1 AND t.arch = ?2",
+                params![kind.name(), arch],
+                |r| r.get::<_, i64>(0),
+            )
+            .ctx("counting records")
+            .map(|n| usize::try_from(n).unwrap_or(0))
+    }
+
+    /// Every `ok` record measured on a target of `kind` and `arch`, in id order: what a
+    /// cost model for that arch trains on.
+    pub fn ok_records_of(&self, kind: TargetKind, arch: &str) -> Result<Vec<Record>> {
+        let sql = format!(
+            "SELECT {RECORD_COLUMNS} FROM records r JOIN targets t ON t.id = r.target_id \
+             WHERE r.status = 'ok' AND t.kind = ?1 AND t.arch = ?2 ORDER BY r.id"
+        );
+        let mut stmt = self.conn.prepare(&sql).ctx("preparing a training query")?;
+        let rows = stmt
+            .query_map(params![kind.name(), arch], read_row)
+            .ctx("reading training records")?;
+        let mut out = Vec::new();
+        for row in rows {
+            out.push(parse_record(row.ctx("reading a training record")?)?);
+        }
+        Ok(out)
+    }
+}

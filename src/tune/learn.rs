@@ -1,0 +1,282 @@
+//! Stage 6, learn: measured results go back to the strategy (`feedback`), and the cost
+//! model the strategy ranks with is loaded, trained in the background and swapped in as
+//! tuning goes. Training never blocks measurement: it runs on its own thread, and the
+//! tuner only looks whether it is done between rounds.
+//!
+//! The model itself is behind [`ModelSource`], the seam between the tuner and
+//! `crate::cost_model` (training, scoring) and the database's model store: the tuner
+//! decides *when* to load, train, swap and store; the source says *how*. Without a
+//! source the tuner proposes without a model and says so once.
+
+use super::report::ModelUse;
+use super::TuneError;
+use crate::cost_model::Scorer;
+use crate::database::{Database, Record, TargetKey};
+use crate::lower::Lowered;
+use crate::search::{MeasuredResult, SearchStrategy};
+use std::any::Any;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// A trained cost model as the tuner handles it.
+#[derive(Clone)]
+pub struct LearnedModel {
+    /// Ranks candidates for the strategy.
+    pub scorer: Arc<dyn Scorer>,
+    /// What kind of model (e.g. `gbdt`).
+    pub kind: String,
+    /// How many records it was trained on.
+    pub records: usize,
+    /// The model in the form its [`ModelSource`] stores (the source downcasts it).
+    pub stored: Arc<dyn Any + Send + Sync>,
+}
+
+/// What a model for one target kind and arch is trained on: every `ok` record measured
+/// there, with the canonical text of each record's workload.
+pub struct TrainingData {
+    pub records: Vec<Record>,
+    /// Canonical workload text by workload key.
+    pub workload_texts: BTreeMap<String, String>,
+    pub target: TargetKey,
+}
+
+/// How the tuner gets cost models: load the stored one, train one (on a background
+/// thread), store one. Errors are messages: a model that cannot be had is a note, never
+/// the end of a run.
+pub trait ModelSource: Send + Sync {
+    /// The stored model for `target`'s kind and arch, if any.
+    fn load(&self, db: &Database, target: &TargetKey) -> Result<Option<LearnedModel>, String>;
+    /// Trains a model (called off the tuner's thread; may take a minute).
+    fn train(&self, data: &TrainingData) -> Result<LearnedModel, String>;
+    /// Stores `model` for `target`'s kind and arch, replacing the one there.
+    fn save(
+        &self,
+        db: &mut Database,
+        target: &TargetKey,
+        model: &LearnedModel,
+    ) -> Result<(), String>;
+}
+
+/// When to train.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct ModelPolicy {
+    /// Train a first model only when the database holds at least this many `ok`
+    /// records of the target's kind and arch.
+    pub min_records: usize,
+    /// Retrain once this many new `ok` records were measured since the last training
+    /// started.
+    pub retrain_every: usize,
+}
+
+impl Default for ModelPolicy {
+    /// 256 records before a first model; retrain every 64 new ones (a MetaSchedule
+    /// round), one training at a time.
+    fn default() -> Self {
+        ModelPolicy {
+            min_records: 256,
+            retrain_every: 64,
+        }
+    }
+}
+
+/// A scorer that counts the candidates it scored (the report's `scored`).
+struct Counted {
+    inner: Arc<dyn Scorer>,
+    count: Arc<AtomicUsize>,
+}
+
+impl Scorer for Counted {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn score(&self, candidates: &[&Lowered]) -> Vec<f64> {
+        self.count.fetch_add(candidates.len(), Ordering::Relaxed);
+        self.inner.score(candidates)
+    }
+}
+
+/// The learn stage's state over one run.
+pub(crate) struct Learner {
+    source: Option<Arc<dyn ModelSource>>,
+    policy: ModelPolicy,
+    target: TargetKey,
+    training: Option<JoinHandle<Result<LearnedModel, String>>>,
+    new_ok: usize,
+    model: Option<ModelUse>,
+    /// The newest model trained in this run, stored at the end.
+    trained: Option<LearnedModel>,
+    scored: Arc<AtomicUsize>,
+}
+
+impl Learner {
+    /// Loads the stored model for `target` (or starts training one when the database
+    /// holds enough records) and hands it to the strategy.
+    pub fn start(
+        source: Option<Arc<dyn ModelSource>>,
+        policy: ModelPolicy,
+        db: &Database,
+        target: &TargetKey,
+        strategy: &mut (dyn SearchStrategy + Send),
+        notes: &mut Vec<String>,
+    ) -> Result<Learner, TuneError> {
+        let mut l = Learner {
+            source,
+            policy,
+            target: target.clone(),
+            training: None,
+            new_ok: 0,
+            model: None,
+            trained: None,
+            scored: Arc::new(AtomicUsize::new(0)),
+        };
+        let what = format!("{}/{}", target.kind.name(), target.arch);
+        let Some(source) = l.source.clone() else {
+            notes.push(format!("no cost model for {what}: proposing without one"));
+            return Ok(l);
+        };
+        match source.load(db, target) {
+            Ok(Some(m)) => {
+                l.model = Some(ModelUse {
+                    kind: m.kind.clone(),
+                    records_trained_on: m.records,
+                    trained_this_run: 0,
+                    loaded: true,
+                });
+                l.install(&m, strategy);
+            }
+            Ok(None) => {
+                let have = db.count_ok_records(target.kind, &target.arch)?;
+                if have >= l.policy.min_records {
+                    notes.push(format!(
+                        "no stored cost model for {what}: training one on {have} records in \
+                         the background, proposing without one until it is ready"
+                    ));
+                    l.train(db)?;
+                } else {
+                    notes.push(format!(
+                        "no cost model for {what} ({have} records, {} needed to train one): \
+                         proposing without one",
+                        l.policy.min_records
+                    ));
+                }
+            }
+            Err(e) => notes.push(format!(
+                "the cost model for {what} cannot be loaded ({e}): proposing without one"
+            )),
+        }
+        Ok(l)
+    }
+
+    /// Candidates the model scored so far.
+    pub fn scored(&self) -> usize {
+        self.scored.load(Ordering::Relaxed)
+    }
+
+    /// After a round: feeds the results to the strategy, swaps in a model whose training
+    /// finished, and starts the next training when enough new records came in.
+    pub fn after_round(
+        &mut self,
+        db: &Database,
+        strategy: &mut (dyn SearchStrategy + Send),
+        results: &[MeasuredResult],
+        notes: &mut Vec<String>,
+    ) -> Result<(), TuneError> {
+        strategy.feedback(results);
+        self.new_ok += results
+            .iter()
+            .filter(|r| r.median_seconds.is_some())
+            .count();
+        if self.training.as_ref().is_some_and(|t| t.is_finished()) {
+            if let Some(m) = self.collect(notes) {
+                self.install(&m, strategy);
+            }
+        }
+        if self.source.is_none()
+            || self.training.is_some()
+            || self.new_ok < self.policy.retrain_every
+        {
+            return Ok(());
+        }
+        if self.model.is_some()
+            || db.count_ok_records(self.target.kind, &self.target.arch)? >= self.policy.min_records
+        {
+            self.train(db)?;
+        }
+        Ok(())
+    }
+
+    /// At the end of the run (measurement is over, so waiting does not slow it): waits
+    /// for a training in flight and stores the newest model trained in this run. Returns
+    /// the model the run used.
+    pub fn finish(mut self, db: &mut Database, notes: &mut Vec<String>) -> Option<ModelUse> {
+        if self.training.is_some() {
+            self.collect(notes);
+        }
+        if let (Some(source), Some(m)) = (&self.source, &self.trained) {
+            if let Err(e) = source.save(db, &self.target, m) {
+                notes.push(format!("the trained cost model was not stored: {e}"));
+            }
+        }
+        self.model
+    }
+
+    fn install(&mut self, m: &LearnedModel, strategy: &mut (dyn SearchStrategy + Send)) {
+        strategy.set_scorer(Some(Arc::new(Counted {
+            inner: m.scorer.clone(),
+            count: self.scored.clone(),
+        })));
+    }
+
+    /// Starts training on every `ok` record of the target's kind and arch.
+    fn train(&mut self, db: &Database) -> Result<(), TuneError> {
+        let Some(source) = self.source.clone() else {
+            return Ok(());
+        };
+        let records = db.ok_records_of(self.target.kind, &self.target.arch)?;
+        let mut workload_texts = BTreeMap::new();
+        for r in &records {
+            if !workload_texts.contains_key(&r.workload_key) {
+                if let Some(text) = db.workload_text(&r.workload_key)? {
+                    workload_texts.insert(r.workload_key.clone(), text);
+                }
+            }
+        }
+        let data = TrainingData {
+            records,
+            workload_texts,
+            target: self.target.clone(),
+        };
+        self.new_ok = 0;
+        self.training = Some(std::thread::spawn(move || source.train(&data)));
+        Ok(())
+    }
+
+    /// Waits for the training in flight; notes a failure.
+    fn collect(&mut self, notes: &mut Vec<String>) -> Option<LearnedModel> {
+        let done = self.training.take()?.join();
+        match done {
+            Ok(Ok(m)) => {
+                let trained = self.model.as_ref().map_or(0, |u| u.trained_this_run) + 1;
+                self.model = Some(ModelUse {
+                    kind: m.kind.clone(),
+                    records_trained_on: m.records,
+                    trained_this_run: trained,
+                    loaded: self.model.as_ref().is_some_and(|u| u.loaded),
+                });
+                self.trained = Some(m.clone());
+                Some(m)
+            }
+            Ok(Err(e)) => {
+                notes.push(format!("training the cost model failed: {e}"));
+                None
+            }
+            Err(_) => {
+                notes.push("training the cost model panicked".to_string());
+                None
+            }
+        }
+    }
+}

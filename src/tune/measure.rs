@@ -1,0 +1,74 @@
+//! Stages 2 to 4, build -> check -> time: the batch's sources go to the isolated worker,
+//! which compiles them in parallel, checks each against the reference on fresh random
+//! inputs and times those that are right (see `crate::measure::worker`).
+
+use super::TuneError;
+use crate::measure::worker::{MeasureError, Measurer};
+use crate::measure::{session, Device, Job, Outcome, TimingConfig};
+use crate::search::postproc::build_limits;
+use crate::search::{Candidate, SearchSpace, TargetLimits};
+use crate::workload::Workload;
+use std::time::{Duration, Instant};
+
+/// The job every batch of one run shares: the reference, inputs' seed, timing and
+/// limits; only the candidates change.
+pub(crate) struct JobTemplate(Job);
+
+impl JobTemplate {
+    /// The job for the canonical workload (the worker matches kernel arguments by name,
+    /// so the reference is the canonical program too).
+    pub fn new(
+        canonical: &Workload,
+        device: Device,
+        space: &SearchSpace,
+        limits: &TargetLimits,
+        timing: &TimingConfig,
+        compile_timeout: Duration,
+        seed: u64,
+    ) -> Result<JobTemplate, TuneError> {
+        let mut job = session::job(canonical, Vec::new(), device, false, seed)
+            .map_err(|f| TuneError::Target(f.message))?;
+        job.timing = timing.clone();
+        job.compile_timeout_seconds = Some(compile_timeout.as_secs_f64());
+        if let TargetLimits::Cuda(l) = limits {
+            job.build_limits = Some(build_limits(space, l));
+        }
+        Ok(JobTemplate(job))
+    }
+
+    /// The job measuring `candidates`.
+    pub fn with(&self, candidates: &[Candidate]) -> Job {
+        Job {
+            candidates: candidates
+                .iter()
+                .map(|c| c.verified.source.clone())
+                .collect(),
+            ..self.0.clone()
+        }
+    }
+}
+
+/// One outcome per candidate, in order, and where the measurer's time went.
+pub(crate) struct Measured {
+    pub outcomes: Vec<Outcome>,
+    /// Starting the worker, running the reference, and compiling where the measuring
+    /// waited for it (on CUDA compiles overlap checking and timing).
+    pub compile: Duration,
+    /// Checking and timing the candidates.
+    pub check_time: Duration,
+}
+
+/// Measures a job in the worker. Every candidate gets an outcome: a kernel that crashes
+/// or hangs the worker is a typed failure (the measurer restarts the worker); only a
+/// worker that cannot start or a reference that fails is an error.
+pub(crate) fn measure(measurer: &mut Measurer, job: &Job) -> Result<Measured, MeasureError> {
+    let start = Instant::now();
+    let (outcomes, _) = measurer.measure(job)?;
+    let total = start.elapsed();
+    let compile = (measurer.last_setup_time() + measurer.last_compile_wait()).min(total);
+    Ok(Measured {
+        outcomes,
+        compile,
+        check_time: total - compile,
+    })
+}

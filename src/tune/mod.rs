@@ -1,0 +1,491 @@
+//! The tuning loop: rounds of propose -> build -> check -> time -> record -> learn, with
+//! stop reasons.
+//!
+//! Each round moves one batch through the pipeline, one stage per file:
+//!
+//! 1. [`propose`]: the search strategy proposes new candidates of the canonical workload
+//!    program (those the database already holds for this exact target are skipped, so a
+//!    second run continues where the first stopped);
+//! 2. to 4. [`measure`]: the isolated worker builds them (in parallel), checks each
+//!    against the reference and times those that are right;
+//! 5. [`record`]: every outcome (successes, failures with their kind, the
+//!    postprocessors' rejections) is committed to the database exactly once;
+//! 6. [`learn`]: the results go back to the strategy, and the cost model is trained in
+//!    the background and swapped in when ready.
+//!
+//! **Pipelining.** While the worker measures batch k, batch k+1 is proposed on another
+//! thread (on a GPU target by default; on the CPU the kernels being timed need every
+//! core). Batch k's results reach the strategy before batch k+2 is proposed. The worker
+//! compiles a batch's candidates on every core before it times them.
+//!
+//! Before the first round the strategy gets the database's records of this workload on
+//! this target and the best traces of other workloads ([`warm_start`]). The loop stops
+//! on the first of: the trial budget, the time limit, `patience` rounds without
+//! improvement, too many consecutive failures, or an exhausted space, and returns a
+//! [`TuneReport`] saying why, with every round's counts and stage times.
+
+pub mod learn;
+mod measure;
+mod propose;
+mod record;
+pub mod report;
+mod target;
+pub mod warm_start;
+
+pub use learn::{LearnedModel, ModelPolicy, ModelSource, TrainingData};
+pub use report::{Best, ModelUse, RoundReport, RoundStats, StageSeconds, StopReason, TuneReport};
+pub use target::{target_key, TuneTarget};
+
+use crate::database::{self, Database};
+use crate::measure::worker::{MeasureError, Measurer};
+use crate::measure::TimingConfig;
+use crate::search::{SearchSpace, StrategyKind};
+use crate::workload::Workload;
+use learn::Learner;
+use measure::JobTemplate;
+use propose::{propose, Proposed};
+use record::Recorder;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use thiserror::Error;
+
+/// Why tuning could not run at all.
+#[derive(Debug, Error)]
+pub enum TuneError {
+    #[error("workload: {0}")]
+    Workload(#[from] crate::workload::WorkloadError),
+    #[error("database: {0}")]
+    Database(#[from] database::DatabaseError),
+    #[error("measurement: {0}")]
+    Measure(#[from] MeasureError),
+    #[error("target: {0}")]
+    Target(String),
+    #[error("search space: {0}")]
+    Space(#[from] crate::search::SpaceError),
+    #[error("the workload has no design space: {0}")]
+    Sketch(#[from] crate::search::SketchError),
+}
+
+/// Candidates measured per round unless the caller says otherwise (MetaSchedule's 64).
+pub const DEFAULT_BATCH: usize = 64;
+
+/// How candidates are timed unless the caller says otherwise: at least 10 runs and
+/// about 0.1 s of them (TVM's `min_repeat_ms = 100`), at most 100, the L2 (or last-level
+/// cache) flushed before each, after 10 ms of warm-up; the median is recorded.
+pub fn default_timing() -> TimingConfig {
+    TimingConfig {
+        warmup_seconds: 0.01,
+        min_runs: 10,
+        max_runs: 100,
+        max_seconds: 0.1,
+        flush_cache: true,
+    }
+}
+
+type Progress<'a> = Box<dyn FnMut(&RoundReport) + 'a>;
+type Notify<'a> = Box<dyn FnMut(&str) + 'a>;
+
+/// The tuning loop, configured by a builder.
+pub struct Tuner<'a> {
+    target: TuneTarget,
+    space: Option<SearchSpace>,
+    strategy: StrategyKind,
+    trials: usize,
+    batch: usize,
+    time_limit: Option<Duration>,
+    seed: Option<u64>,
+    patience: Option<usize>,
+    max_consecutive_failures: usize,
+    overlap: Option<bool>,
+    db: Option<&'a mut Database>,
+    measurer: Option<Measurer>,
+    timing: TimingConfig,
+    compile_timeout: Duration,
+    models: Option<Arc<dyn ModelSource>>,
+    model_policy: ModelPolicy,
+    progress: Option<Progress<'a>>,
+    notify: Option<Notify<'a>>,
+}
+
+impl<'a> Tuner<'a> {
+    /// A tuner for `target`: evolutionary search, 64 trials in rounds of
+    /// [`DEFAULT_BATCH`], [`default_timing`], no time limit, no patience limit, 64
+    /// consecutive failures at most, no cost model, an in-memory database unless one is
+    /// given.
+    pub fn new(target: TuneTarget) -> Tuner<'a> {
+        Tuner {
+            target,
+            space: None,
+            strategy: StrategyKind::Evolutionary,
+            trials: 64,
+            batch: DEFAULT_BATCH,
+            time_limit: None,
+            seed: None,
+            patience: None,
+            max_consecutive_failures: 64,
+            overlap: None,
+            db: None,
+            measurer: None,
+            timing: default_timing(),
+            compile_timeout: Duration::from_secs(20),
+            models: None,
+            model_policy: ModelPolicy::default(),
+            progress: None,
+            notify: None,
+        }
+    }
+    /// Candidates to measure in all (rejections do not count).
+    pub fn with_trials(mut self, n: usize) -> Self {
+        self.trials = n;
+        self
+    }
+    /// Candidates measured per round.
+    pub fn with_batch(mut self, n: usize) -> Self {
+        self.batch = n.max(1);
+        self
+    }
+    /// The search strategy (evolutionary unless set).
+    pub fn with_strategy(mut self, kind: StrategyKind) -> Self {
+        self.strategy = kind;
+        self
+    }
+    pub fn with_time_limit(mut self, limit: Duration) -> Self {
+        self.time_limit = Some(limit);
+        self
+    }
+    /// Makes proposals deterministic.
+    pub fn with_seed(mut self, seed: u64) -> Self {
+        self.seed = Some(seed);
+        self
+    }
+    /// Stop after this many rounds without a faster candidate.
+    pub fn with_patience(mut self, rounds: usize) -> Self {
+        self.patience = Some(rounds.max(1));
+        self
+    }
+    pub fn with_max_consecutive_failures(mut self, n: usize) -> Self {
+        self.max_consecutive_failures = n.max(1);
+        self
+    }
+    /// Whether the next batch is proposed while this one is measured (default: on a GPU
+    /// target yes, on the CPU no; see [`TuneTarget::overlaps_by_default`]).
+    pub fn with_overlap(mut self, overlap: bool) -> Self {
+        self.overlap = Some(overlap);
+        self
+    }
+    /// Records go to (and known candidates are read from) this database.
+    pub fn with_db(mut self, db: &'a mut Database) -> Self {
+        self.db = Some(db);
+        self
+    }
+    /// Another search space than the target's embedded one.
+    pub fn with_space(mut self, space: SearchSpace) -> Self {
+        self.space = Some(space);
+        self
+    }
+    /// Another measurer than `Measurer::for_current_exe()` (tests pass the binary).
+    pub fn with_measurer(mut self, m: Measurer) -> Self {
+        self.measurer = Some(m);
+        self
+    }
+    pub fn with_timing(mut self, timing: TimingConfig) -> Self {
+        self.timing = timing;
+        self
+    }
+    /// How long compiling one candidate may take (20 s unless set): a compile still
+    /// running then is recorded as a timeout. It bounds a round's length, since the time
+    /// limit is checked between rounds.
+    pub fn with_compile_timeout(mut self, limit: Duration) -> Self {
+        self.compile_timeout = limit;
+        self
+    }
+    /// Where cost models come from (none unless set: the strategy proposes without one).
+    pub fn with_models(mut self, source: Arc<dyn ModelSource>, policy: ModelPolicy) -> Self {
+        self.models = Some(source);
+        self.model_policy = policy;
+        self
+    }
+    /// Called after every round.
+    pub fn with_progress(mut self, f: impl FnMut(&RoundReport) + 'a) -> Self {
+        self.progress = Some(Box::new(f));
+        self
+    }
+    /// Called with each note the tuner makes (e.g. that it has no cost model), as it
+    /// makes it; the notes are in the report too.
+    pub fn with_notes(mut self, f: impl FnMut(&str) + 'a) -> Self {
+        self.notify = Some(Box::new(f));
+        self
+    }
+
+    /// Tunes one workload.
+    pub fn tune(&mut self, w: &Workload) -> Result<TuneReport, TuneError> {
+        let mut given = self.db.take();
+        let report = match given.as_deref_mut() {
+            Some(db) => self.run(db, w),
+            None => self.run(&mut Database::open_in_memory()?, w),
+        };
+        self.db = given;
+        report
+    }
+
+    fn run(&mut self, db: &mut Database, w: &Workload) -> Result<TuneReport, TuneError> {
+        let start = Instant::now();
+        // Candidates schedule the canonical program (tensors t0, t1, ...) so that their
+        // records replay anywhere.
+        let canonical = crate::workload::parse(&w.canonical_text())?;
+        let program = canonical.to_program();
+        let key = self.target.key()?;
+        let space = self
+            .space
+            .clone()
+            .unwrap_or_else(|| self.target.default_space());
+        let seed = self.seed.unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos() as u64)
+        });
+        has_design_space(&space, &program, seed)?;
+        let mut measurer = match self.measurer.clone() {
+            Some(m) => m,
+            None => Measurer::for_current_exe()?.with_timeout(Duration::from_secs(60)),
+        };
+        let limits = self.target.limits();
+        let template = JobTemplate::new(
+            &canonical,
+            self.target.device(),
+            &space,
+            &limits,
+            &self.timing,
+            self.compile_timeout,
+            seed,
+        )?;
+        let mut strategy = self.strategy.build(space, limits, program.clone(), seed);
+        let mut report = empty_report(&key, strategy.name(), w);
+        report.best = best_in_db(db, w, &key)?;
+        let warm = warm_start::warm_start(&mut *strategy, db, w, &program, &key)?;
+        report.fed_back_at_start = warm.fed_back;
+        report.seed_traces = warm.seeds;
+        let mut notes = Vec::new();
+        let mut learner = Learner::start(
+            self.models.clone(),
+            self.model_policy,
+            db,
+            &key,
+            &mut *strategy,
+            &mut notes,
+        )?;
+        self.say(&mut report, &mut notes);
+
+        let recorder = Recorder {
+            workload: w,
+            target: &key,
+        };
+        let overlap = self
+            .overlap
+            .unwrap_or_else(|| self.target.overlaps_by_default());
+        let mut pending: Option<Proposed> = None;
+        let mut stale_rounds = 0;
+        let mut failures_in_a_row = 0;
+        // Candidates the model had scored when the last batch was handed over.
+        let mut scored_mark = learner.scored();
+        report.stop = loop {
+            if let Some(stop) = self.should_stop(&report, start, stale_rounds, failures_in_a_row) {
+                break stop;
+            }
+            let round_start = Instant::now();
+            let mut round = RoundStats {
+                round: report.rounds + 1,
+                ..RoundStats::default()
+            };
+            // 1. propose (or take the batch proposed while the last one was measured).
+            let Proposed { proposal, .. } = match pending.take() {
+                Some(p) => {
+                    round.overlapped_propose_seconds = p.took.as_secs_f64();
+                    p
+                }
+                None => {
+                    let n = self.batch.min(self.trials - report.trials);
+                    let p = propose(&mut *strategy, n, db, w, &key)?;
+                    round.seconds.propose = p.took.as_secs_f64();
+                    p
+                }
+            };
+            round.scored = learner.scored() - scored_mark;
+            scored_mark = learner.scored();
+            let recording = Instant::now();
+            recorder.proposal(db, &proposal, &mut report, &mut round)?;
+            round.seconds.record += recording.elapsed().as_secs_f64();
+            if proposal.candidates.is_empty() {
+                break StopReason::SpaceExhausted;
+            }
+            report.rounds += 1;
+            // 2-4. build, check, time; the next batch is proposed meanwhile.
+            let job = template.with(&proposal.candidates);
+            let following = self.batch.min(
+                self.trials
+                    .saturating_sub(report.trials + proposal.candidates.len()),
+            );
+            let (measured, next) = std::thread::scope(|s| {
+                let proposer = (overlap && following > 0).then(|| {
+                    let (strategy, db) = (&mut *strategy, &mut *db);
+                    let key = &key;
+                    s.spawn(move || propose(strategy, following, db, w, key))
+                });
+                let measured = measure::measure(&mut measurer, &job);
+                let waited = Instant::now();
+                let next = proposer.map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(TuneError::Target("the proposer panicked".into())))
+                });
+                (measured, next.map(|n| (n, waited.elapsed())))
+            });
+            let measured = measured?;
+            round.seconds.compile = measured.compile.as_secs_f64();
+            round.seconds.check_time = measured.check_time.as_secs_f64();
+            if let Some((next, waited)) = next {
+                let next = next?;
+                // Proposing that outlasted the measurement held up the loop.
+                round.seconds.propose += waited.as_secs_f64();
+                pending = Some(next);
+            }
+            // 5. record.
+            let best_before = report.best.as_ref().map(|b| b.median_seconds);
+            let recording = Instant::now();
+            let results = recorder.outcomes(
+                db,
+                &proposal.candidates,
+                measured.outcomes,
+                &mut report,
+                &mut round,
+                &mut failures_in_a_row,
+            )?;
+            round.seconds.record += recording.elapsed().as_secs_f64();
+            // 6. learn.
+            let learning = Instant::now();
+            learner.after_round(db, &mut *strategy, &results, &mut notes)?;
+            round.seconds.learn = learning.elapsed().as_secs_f64();
+            self.say(&mut report, &mut notes);
+            if round.best_seconds.is_some() && round.best_seconds != best_before {
+                stale_rounds = 0;
+            } else {
+                stale_rounds += 1;
+            }
+            debug_assert!(round.seconds.total() <= round_start.elapsed().as_secs_f64() + 1e-6);
+            report.stage_seconds.add(&round.seconds);
+            report.overlapped_propose_seconds += round.overlapped_propose_seconds;
+            report.round_stats.push(round);
+            report.elapsed = start.elapsed();
+            self.show_progress(&report);
+        };
+        report.model = learner.finish(db, &mut notes);
+        self.say(&mut report, &mut notes);
+        report.elapsed = start.elapsed();
+        Ok(report)
+    }
+
+    /// The first stop condition that holds before a round, if any.
+    fn should_stop(
+        &self,
+        report: &TuneReport,
+        start: Instant,
+        stale_rounds: usize,
+        failures_in_a_row: usize,
+    ) -> Option<StopReason> {
+        if report.trials >= self.trials {
+            Some(StopReason::TrialBudget)
+        } else if self.time_limit.is_some_and(|t| start.elapsed() >= t) {
+            Some(StopReason::TimeLimit)
+        } else if self.patience.is_some_and(|p| stale_rounds >= p) {
+            Some(StopReason::NoImprovement)
+        } else if failures_in_a_row >= self.max_consecutive_failures {
+            Some(StopReason::TooManyFailures)
+        } else {
+            None
+        }
+    }
+
+    /// Moves new notes into the report and tells the caller.
+    fn say(&mut self, report: &mut TuneReport, notes: &mut Vec<String>) {
+        for note in notes.drain(..) {
+            if let Some(f) = self.notify.as_mut() {
+                f(&note);
+            }
+            report.notes.push(note);
+        }
+    }
+
+    fn show_progress(&mut self, report: &TuneReport) {
+        if let Some(progress) = self.progress.as_mut() {
+            progress(&RoundReport {
+                round: report.rounds,
+                trials: report.trials,
+                trial_budget: self.trials,
+                best_seconds: report.best.as_ref().map(|b| b.median_seconds),
+                flops: report.flops,
+                failures: report.failure_counts(),
+                candidates_per_second: report.candidates_per_second(),
+            });
+        }
+    }
+}
+
+/// A workload without a design space is an error, not an empty run.
+fn has_design_space(
+    space: &SearchSpace,
+    program: &crate::ir::Program,
+    seed: u64,
+) -> Result<(), TuneError> {
+    crate::search::sketch::apply(
+        space,
+        &mut crate::schedule::Schedule::new(program.clone(), seed),
+        seed,
+    )
+    .or_else(|e| match e {
+        crate::search::SketchError::NoReduction => Err(e),
+        _ => Ok(()),
+    })?;
+    Ok(())
+}
+
+/// The database's best record of `w` measured on exactly `key`.
+fn best_in_db(
+    db: &Database,
+    w: &Workload,
+    key: &database::TargetKey,
+) -> Result<Option<Best>, TuneError> {
+    Ok(db.best(w, key)?.filter(|l| !l.is_fallback()).and_then(|l| {
+        l.record.median_secs.map(|m| Best {
+            trace: l.record.trace.clone(),
+            median_seconds: m,
+            this_run: false,
+        })
+    }))
+}
+
+fn empty_report(key: &database::TargetKey, strategy: &str, w: &Workload) -> TuneReport {
+    TuneReport {
+        target: key.clone(),
+        strategy: strategy.to_string(),
+        model: None,
+        stop: StopReason::TrialBudget,
+        rounds: 0,
+        trials: 0,
+        ok: 0,
+        failures: BTreeMap::new(),
+        rejected: BTreeMap::new(),
+        instantiation_failures: 0,
+        duplicates: 0,
+        already_measured: 0,
+        fed_back_at_start: 0,
+        seed_traces: 0,
+        best: None,
+        flops: w.flops(),
+        elapsed: Duration::ZERO,
+        stage_seconds: StageSeconds::default(),
+        overlapped_propose_seconds: 0.0,
+        compile_seconds: 0.0,
+        round_stats: Vec::new(),
+        notes: Vec::new(),
+    }
+}

@@ -1,0 +1,259 @@
+//! What a tuning run tells its caller: why it stopped, the best schedule, and per round
+//! what each stage of the pipeline did and how long it took; the JSON form of all that
+//! (`tessel tune --report-json`).
+
+use crate::database::TargetKey;
+use crate::measure::FailureKind;
+use crate::schedule::{text, Trace};
+use crate::search::RejectKind;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Why the tuning loop stopped.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The trial budget is spent.
+    TrialBudget,
+    /// The time limit passed.
+    TimeLimit,
+    /// `patience` rounds in a row found nothing faster.
+    NoImprovement,
+    /// Too many measured candidates in a row failed.
+    TooManyFailures,
+    /// The search found no new candidate to measure.
+    SpaceExhausted,
+}
+
+impl StopReason {
+    pub fn describe(self) -> &'static str {
+        match self {
+            StopReason::TrialBudget => "trial budget spent",
+            StopReason::TimeLimit => "time limit reached",
+            StopReason::NoImprovement => "no improvement for the patience window",
+            StopReason::TooManyFailures => "too many consecutive failures",
+            StopReason::SpaceExhausted => "no new candidates in the space",
+        }
+    }
+}
+
+/// The best schedule found (or already in the database).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Best {
+    pub trace: Trace,
+    pub median_seconds: f64,
+    /// Whether it was measured in this run (else it came from the database).
+    pub this_run: bool,
+}
+
+/// Wall seconds a round spent in each stage of the pipeline, on the tuner's critical
+/// path: they add up to at most the round's wall time. Proposing that overlapped with
+/// measuring is not in `propose` (see [`RoundStats::overlapped_propose_seconds`]).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StageSeconds {
+    /// Waiting for the strategy's proposal (sampling, evolving, scoring, postprocessing,
+    /// code generation).
+    pub propose: f64,
+    /// In the measurer starting the worker, running the reference and compiling the
+    /// candidates (in parallel), where checking waited for it: on CUDA compiles run in the
+    /// background while earlier candidates are checked and timed, and only the wait
+    /// counts.
+    pub compile: f64,
+    /// In the measurer checking each candidate against the reference and timing it.
+    pub check_time: f64,
+    /// Committing outcomes to the database.
+    pub record: f64,
+    /// Feeding results back to the strategy and handling the cost model.
+    pub learn: f64,
+}
+
+impl StageSeconds {
+    pub fn total(&self) -> f64 {
+        self.propose + self.compile + self.check_time + self.record + self.learn
+    }
+
+    pub(crate) fn add(&mut self, o: &StageSeconds) {
+        self.propose += o.propose;
+        self.compile += o.compile;
+        self.check_time += o.check_time;
+        self.record += o.record;
+        self.learn += o.learn;
+    }
+}
+
+/// What one round did.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RoundStats {
+    pub round: usize,
+    /// New candidates the strategy proposed: those measured plus those the
+    /// postprocessors rejected.
+    pub proposed: usize,
+    /// Candidates the cost model scored while this round's batch was proposed (0 without
+    /// a model).
+    pub scored: usize,
+    /// Candidates measured (ok or failed).
+    pub measured: usize,
+    pub ok: usize,
+    /// Samples dropped as duplicates of earlier proposals.
+    pub duplicates: usize,
+    /// Samples the database already held for this target.
+    pub already_measured: usize,
+    /// Failures of this round by kind (measurement failures, `rejected:<why>`,
+    /// `instantiation`).
+    pub failures: BTreeMap<String, usize>,
+    /// The best median latency so far (the database's best included).
+    pub best_seconds: Option<f64>,
+    pub seconds: StageSeconds,
+    /// Proposing this round's batch that ran while the previous batch was measured.
+    pub overlapped_propose_seconds: f64,
+}
+
+/// What the progress display shows after each round.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RoundReport {
+    pub round: usize,
+    /// Measured so far in this run.
+    pub trials: usize,
+    pub trial_budget: usize,
+    pub best_seconds: Option<f64>,
+    pub flops: f64,
+    /// Failures so far by kind (measurement failures and rejections).
+    pub failures: BTreeMap<String, usize>,
+    /// Candidates measured per second of this run so far.
+    pub candidates_per_second: f64,
+}
+
+/// The cost model a run used.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModelUse {
+    /// What kind of model (e.g. `gbdt`).
+    pub kind: String,
+    /// How many records the last model used was trained on.
+    pub records_trained_on: usize,
+    /// Models trained during this run (in the background).
+    pub trained_this_run: usize,
+    /// Whether the run started from a model stored in the database.
+    pub loaded: bool,
+}
+
+/// The outcome of a tuning run.
+#[derive(Clone, Debug)]
+pub struct TuneReport {
+    pub target: TargetKey,
+    /// The search strategy's name (`random`, `evolutionary`).
+    pub strategy: String,
+    /// The cost model used, if any.
+    pub model: Option<ModelUse>,
+    pub stop: StopReason,
+    pub rounds: usize,
+    /// Candidates measured (ok or failed) in this run.
+    pub trials: usize,
+    pub ok: usize,
+    /// Measurement failures by kind.
+    pub failures: BTreeMap<FailureKind, usize>,
+    /// Postprocessor rejections by kind (never measured).
+    pub rejected: BTreeMap<RejectKind, usize>,
+    /// Samples the sketch could not instantiate.
+    pub instantiation_failures: usize,
+    pub duplicates: usize,
+    /// Candidates skipped because the database already had them.
+    pub already_measured: usize,
+    /// Records of this workload on this target fed to the strategy at the start.
+    pub fed_back_at_start: usize,
+    /// Traces of other workloads handed to the strategy as seeds.
+    pub seed_traces: usize,
+    pub best: Option<Best>,
+    pub flops: f64,
+    pub elapsed: Duration,
+    /// The stages' wall seconds summed over the rounds.
+    pub stage_seconds: StageSeconds,
+    /// Proposing hidden behind measurement, summed over the rounds.
+    pub overlapped_propose_seconds: f64,
+    /// Compile time reported by the builds of successful candidates, summed (candidates
+    /// are compiled in parallel, so this can exceed the compile stage's wall time).
+    pub compile_seconds: f64,
+    /// Round by round.
+    pub round_stats: Vec<RoundStats>,
+    /// What the tuner said along the way (e.g. that it has no cost model).
+    pub notes: Vec<String>,
+}
+
+impl TuneReport {
+    /// Failures and rejections by a short name, as the progress line shows them.
+    pub fn failure_counts(&self) -> BTreeMap<String, usize> {
+        let mut m = BTreeMap::new();
+        for (k, n) in &self.failures {
+            *m.entry(failure_name(*k).to_string()).or_insert(0) += n;
+        }
+        for (k, n) in &self.rejected {
+            *m.entry(rejection_name(*k)).or_insert(0) += n;
+        }
+        if self.instantiation_failures > 0 {
+            m.insert("instantiation".into(), self.instantiation_failures);
+        }
+        m
+    }
+
+    /// Candidates measured per second of the run.
+    pub fn candidates_per_second(&self) -> f64 {
+        per_second(self.trials, self.elapsed)
+    }
+
+    /// The JSON form `tessel tune --report-json` writes for one workload (`spec` as the
+    /// user named it).
+    pub fn to_json(&self, spec: &str, workload_key: &str) -> serde_json::Value {
+        serde_json::json!({
+            "workload": spec,
+            "workload_key": workload_key,
+            "target": self.target,
+            "strategy": self.strategy,
+            "model": self.model,
+            "stop": self.stop,
+            "stop_reason": self.stop.describe(),
+            "trials": self.trials,
+            "ok": self.ok,
+            "duplicates": self.duplicates,
+            "already_measured": self.already_measured,
+            "fed_back_at_start": self.fed_back_at_start,
+            "seed_traces": self.seed_traces,
+            "failures": self.failure_counts(),
+            "elapsed_seconds": self.elapsed.as_secs_f64(),
+            "candidates_per_second": self.candidates_per_second(),
+            "stage_seconds": self.stage_seconds,
+            "overlapped_propose_seconds": self.overlapped_propose_seconds,
+            "compile_seconds_summed": self.compile_seconds,
+            "flops": self.flops,
+            "best_seconds": self.best.as_ref().map(|b| b.median_seconds),
+            "best_trace": self.best.as_ref().map(|b| text::print(&b.trace)),
+            "rounds": self.round_stats,
+            "notes": self.notes,
+        })
+    }
+}
+
+pub(crate) fn per_second(n: usize, d: Duration) -> f64 {
+    let s = d.as_secs_f64();
+    if s > 0.0 {
+        n as f64 / s
+    } else {
+        0.0
+    }
+}
+
+pub(crate) fn failure_name(k: FailureKind) -> &'static str {
+    match k {
+        FailureKind::Instantiation => "instantiation",
+        FailureKind::Rejected => "rejected",
+        FailureKind::Compile => "compile",
+        FailureKind::Launch => "launch",
+        FailureKind::Runtime => "runtime",
+        FailureKind::WrongAnswer => "wrong_answer",
+        FailureKind::Timeout => "timeout",
+        FailureKind::Crash => "crash",
+    }
+}
+
+pub(crate) fn rejection_name(k: RejectKind) -> String {
+    format!("rejected:{}", k.name())
+}

@@ -1,0 +1,93 @@
+//! Where to tune: the target's device, limits, search space and database key.
+
+use super::TuneError;
+use crate::database::{TargetKey, TargetKind};
+use crate::measure::Device;
+use crate::search::{SearchSpace, TargetLimits};
+use crate::target::cuda::CudaLimits;
+use crate::target::TargetFingerprint;
+
+/// Where to tune.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TuneTarget {
+    /// The host CPU with the system C compiler.
+    Cpu,
+    /// A CUDA device: its arch, limits and fingerprint.
+    Cuda {
+        arch: String,
+        limits: CudaLimits,
+        fingerprint: TargetFingerprint,
+    },
+}
+
+impl TuneTarget {
+    /// The host CPU (queries the compiler and `/proc/cpuinfo`).
+    pub fn cpu() -> TuneTarget {
+        TuneTarget::Cpu
+    }
+
+    /// CUDA device 0, queried through the driver.
+    pub fn cuda() -> Result<TuneTarget, TuneError> {
+        crate::target::cuda::cuda_driver_available().map_err(TuneError::Target)?;
+        crate::measure::cuda::nvrtc_available().map_err(TuneError::Target)?;
+        let info = crate::target::cuda::CudaDeviceInfo::query(0)
+            .map_err(|e| TuneError::Target(e.to_string()))?;
+        Ok(TuneTarget::Cuda {
+            arch: info.arch(),
+            limits: CudaLimits::for_device(&info),
+            fingerprint: info.fingerprint(),
+        })
+    }
+
+    /// The database key of this target (queries the C compiler and CPU for the CPU).
+    pub fn key(&self) -> Result<TargetKey, TuneError> {
+        let fp = match self {
+            TuneTarget::Cuda { fingerprint, .. } => fingerprint.clone(),
+            TuneTarget::Cpu => {
+                let tc = crate::measure::cpu::CpuToolchain::detect()
+                    .map_err(|f| TuneError::Target(f.message))?;
+                crate::target::cpu::CpuInfo::query(&tc.cc).fingerprint(&tc.flags)
+            }
+        };
+        Ok(target_key(&fp))
+    }
+
+    pub(crate) fn device(&self) -> Device {
+        match self {
+            TuneTarget::Cpu => Device::Cpu,
+            TuneTarget::Cuda { arch, .. } => Device::Cuda { arch: arch.clone() },
+        }
+    }
+
+    pub(crate) fn limits(&self) -> TargetLimits {
+        match self {
+            TuneTarget::Cpu => TargetLimits::Cpu,
+            TuneTarget::Cuda { limits, .. } => TargetLimits::Cuda(limits.clone()),
+        }
+    }
+
+    /// The embedded search space of this target.
+    pub fn default_space(&self) -> SearchSpace {
+        match self {
+            TuneTarget::Cpu => SearchSpace::cpu_default(),
+            TuneTarget::Cuda { .. } => SearchSpace::cuda_default(),
+        }
+    }
+
+    /// Whether proposing the next batch may overlap with measuring this one. On a GPU it
+    /// may: the device times, the host proposes. On the CPU it may not: the kernels being
+    /// timed use every core, and a proposer on one of them would slow what is measured.
+    pub fn overlaps_by_default(&self) -> bool {
+        matches!(self, TuneTarget::Cuda { .. })
+    }
+}
+
+/// The database key of a device fingerprint.
+pub fn target_key(fp: &TargetFingerprint) -> TargetKey {
+    TargetKey {
+        kind: TargetKind::parse(&fp.kind).unwrap_or(TargetKind::Cpu),
+        arch: fp.arch.clone(),
+        device: fp.device.clone(),
+        toolchain: fp.toolchain.clone(),
+    }
+}

@@ -1,0 +1,60 @@
+//! The start of a run: what the database already knows goes to the strategy before it
+//! proposes anything, so a second run continues where the first stopped and a new
+//! workload starts from what worked on others.
+
+use crate::database::Database;
+use crate::database::{DatabaseError, Filter, TargetKey};
+use crate::ir::Program;
+use crate::schedule::replay;
+use crate::search::{ir_hash, MeasuredResult, SearchStrategy};
+use crate::workload::Workload;
+
+/// The fastest traces of each other workload handed to the strategy as seeds.
+pub const SEEDS_PER_WORKLOAD: usize = 4;
+
+/// What the strategy was given.
+pub(crate) struct WarmStart {
+    /// Records of this workload on this target fed back.
+    pub fed_back: usize,
+    /// Traces of other workloads given as seeds.
+    pub seeds: usize,
+}
+
+/// Feeds `strategy` every record of `w` measured on exactly `target` (successes and
+/// failures; a trace that no longer replays on `program` is left out) and seeds it with
+/// the best traces of other workloads measured on targets of the same kind.
+pub(crate) fn warm_start(
+    strategy: &mut (dyn SearchStrategy + Send),
+    db: &Database,
+    w: &Workload,
+    program: &Program,
+    target: &TargetKey,
+) -> Result<WarmStart, DatabaseError> {
+    let records = db.records(&Filter {
+        workload: Some(w.key()),
+        target: Some(target.clone()),
+        best_only: false,
+    })?;
+    let results: Vec<MeasuredResult> = records
+        .into_iter()
+        .filter_map(|r| {
+            let sch = replay(&r.trace, program.clone(), 0).ok()?;
+            Some(MeasuredResult {
+                ir_hash: ir_hash(sch.program()),
+                trace: r.trace,
+                median_seconds: r.median_secs,
+            })
+        })
+        .collect();
+    if !results.is_empty() {
+        strategy.feedback(&results);
+    }
+    let seeds = db.best_traces_of_others(w, target.kind, SEEDS_PER_WORKLOAD)?;
+    if !seeds.is_empty() {
+        strategy.seed_traces(&seeds);
+    }
+    Ok(WarmStart {
+        fed_back: results.len(),
+        seeds: seeds.len(),
+    })
+}
