@@ -15,10 +15,11 @@ use std::path::Path;
 /// (trials measured so far, best seconds so far) after each round.
 type Curve = Vec<(usize, f64)>;
 
-fn curve(report: &Value) -> Curve {
+/// The curve of the first workload of a `--report-json` document.
+fn curve(doc: &Value) -> Curve {
     let mut trials = 0;
     let mut out = Vec::new();
-    for r in report["rounds"].as_array().into_iter().flatten() {
+    for r in doc["workloads"][0]["rounds"].as_array().into_iter().flatten() {
         trials += r["measured"].as_u64().unwrap_or(0) as usize;
         if let Some(b) = r["best_seconds"].as_f64() {
             out.push((trials, b));
