@@ -865,12 +865,12 @@ fn model_command(command: ModelCommand) -> Result<()> {
             json,
             seed,
         } => {
-            let db = open_db(db)?;
+            let mut db = open_db(db)?;
             let kinds = kinds
                 .split(',')
                 .map(model_kind)
                 .collect::<Result<Vec<_>>>()?;
-            let (f, report) = model_cmd::eval(&db, kind_of(target), arch.as_deref(), &kinds, seed)?;
+            let (f, report) = model_cmd::eval(&mut db, kind_of(target), arch.as_deref(), &kinds, seed)?;
             if json {
                 println!("{}", model_cmd::eval_json(&f, &report));
             } else {

@@ -3,9 +3,11 @@
 //! model, or evaluate model kinds leave-one-workload-out. Reports are values; main.rs
 //! prints them.
 
-use crate::cost_model::dataset::{backend, device_spec, TrainingSet};
+use crate::cost_model::dataset::{
+    backend, device_spec, featurize_records as featurize_records_with, TrainingSet,
+};
 use crate::cost_model::eval::{leave_one_workload_out, EvalReport, RANDOM};
-use crate::cost_model::{Model, ModelError, ModelKind, FEATURE_SET_VERSION};
+use crate::cost_model::{Model, ModelError, ModelKind, FEATURE_NAMES, FEATURE_SET_VERSION};
 use crate::database::{Database, DatabaseError, Record, StoredModel, TargetKey, TargetKind};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -32,6 +34,7 @@ pub enum ModelCmdError {
 }
 
 /// A featurized set of records and what it cost.
+#[derive(Debug)]
 pub struct Featurized {
     pub set: TrainingSet,
     pub arch: String,
@@ -67,9 +70,10 @@ pub fn resolve_arch(
 }
 
 /// Every record of `kind` on `arch`, featurized target by target (a CPU's core count is
-/// part of its features).
+/// part of its features). Features come from the database's cache where it has them at
+/// this feature-set version; the others are computed and cached.
 pub fn featurize_records(
-    db: &Database,
+    db: &mut Database,
     kind: TargetKind,
     arch: &str,
 ) -> Result<Featurized, ModelCmdError> {
@@ -81,7 +85,18 @@ pub fn featurize_records(
         });
     }
     let start = Instant::now();
-    let (set, skipped) = featurize(&records, &texts, kind);
+    let mut by_target: BTreeMap<&TargetKey, Vec<Record>> = BTreeMap::new();
+    for r in &records {
+        by_target.entry(&r.target).or_default().push(r.clone());
+    }
+    let mut set = TrainingSet::default();
+    let mut skipped = 0;
+    for (target, rs) in by_target {
+        let features = cached_or_computed(db, &rs, &texts, target)?;
+        let (s, k) = TrainingSet::from_features(&rs, features);
+        set.extend(s);
+        skipped += k;
+    }
     Ok(Featurized {
         set,
         arch: arch.to_string(),
@@ -91,27 +106,44 @@ pub fn featurize_records(
     })
 }
 
-/// Featurizes `records` of one kind, each target with its own device spec.
-pub fn featurize(
+/// The features of `records` (all of `target`): cached ones read, the others computed
+/// and cached.
+fn cached_or_computed(
+    db: &mut Database,
     records: &[Record],
     texts: &HashMap<String, String>,
-    kind: TargetKind,
-) -> (TrainingSet, usize) {
-    let mut by_target: BTreeMap<&TargetKey, Vec<Record>> = BTreeMap::new();
-    for r in records {
-        by_target.entry(&r.target).or_default().push(r.clone());
+    target: &TargetKey,
+) -> Result<Vec<Option<Vec<f32>>>, ModelCmdError> {
+    let ids: Vec<i64> = records.iter().map(|r| r.id).collect();
+    let mut cached = db.cached_features(&ids, FEATURE_SET_VERSION)?;
+    // A cached vector of another length is stale (the feature list changed without a
+    // version bump during development): recompute it.
+    cached.retain(|_, f| f.as_ref().is_none_or(|f| f.len() == FEATURE_NAMES.len()));
+    let missing: Vec<Record> = records
+        .iter()
+        .filter(|r| !cached.contains_key(&r.id))
+        .cloned()
+        .collect();
+    if !missing.is_empty() {
+        let computed = featurize_records_with(
+            &missing,
+            texts,
+            &device_spec(target),
+            backend(target.kind),
+        );
+        let rows: Vec<(i64, Option<Vec<f32>>)> =
+            missing.iter().map(|r| r.id).zip(computed).collect();
+        db.cache_features(&rows, FEATURE_SET_VERSION)?;
+        cached.extend(rows);
     }
-    let mut set = TrainingSet::default();
-    let mut skipped = 0;
-    for (target, rs) in by_target {
-        let (s, k) = TrainingSet::from_records(&rs, texts, &device_spec(target), backend(kind));
-        set.extend(s);
-        skipped += k;
-    }
-    (set, skipped)
+    Ok(records
+        .iter()
+        .map(|r| cached.get(&r.id).cloned().flatten())
+        .collect())
 }
 
 /// What `tessel model train` did.
+#[derive(Debug)]
 pub struct TrainReport {
     pub arch: String,
     pub model_kind: ModelKind,
@@ -157,7 +189,7 @@ pub fn train(
 /// Leave-one-workload-out of `kinds` (the first the main one) over every record of
 /// `kind` on `arch`.
 pub fn eval(
-    db: &Database,
+    db: &mut Database,
     kind: TargetKind,
     arch: Option<&str>,
     kinds: &[ModelKind],

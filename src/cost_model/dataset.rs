@@ -84,16 +84,18 @@ impl TrainingSet {
         dev: &DeviceSpec,
         backend: Backend,
     ) -> (TrainingSet, usize) {
-        let programs = canonical_programs(records, workload_texts);
+        let features = featurize_records(records, workload_texts, dev, backend);
+        TrainingSet::from_features(records, features)
+    }
+
+    /// The set of `records` whose features are known: `features[i]` belongs to
+    /// `records[i]`, `None` for a record that did not replay or lower (skipped and
+    /// counted). Labels use every `ok` record given.
+    pub fn from_features(
+        records: &[Record],
+        featurized: Vec<Option<Vec<f32>>>,
+    ) -> (TrainingSet, usize) {
         let best = best_latencies(records);
-        let featurized: Vec<Option<Vec<f32>>> = records
-            .par_iter()
-            .map(|r| {
-                let program = programs.get(&r.workload_key)?;
-                let lowered = lower_trace(&r.trace, program, backend)?;
-                Some(featurize(&lowered, dev))
-            })
-            .collect();
         let mut set = TrainingSet::default();
         let mut index: HashMap<Group, u32> = HashMap::new();
         let mut skipped = 0;
@@ -196,6 +198,25 @@ impl TrainingSet {
         }
         out
     }
+}
+
+/// The features of each record (in parallel), `None` where its workload text is missing
+/// or does not parse, or its trace does not replay or lower.
+pub fn featurize_records(
+    records: &[Record],
+    workload_texts: &HashMap<String, String>,
+    dev: &DeviceSpec,
+    backend: Backend,
+) -> Vec<Option<Vec<f32>>> {
+    let programs = canonical_programs(records, workload_texts);
+    records
+        .par_iter()
+        .map(|r| {
+            let program = programs.get(&r.workload_key)?;
+            let lowered = lower_trace(&r.trace, program, backend)?;
+            Some(featurize(&lowered, dev))
+        })
+        .collect()
 }
 
 /// The canonical program of every workload the records name, where its text parses.

@@ -20,6 +20,8 @@ pub mod gbdt;
 pub mod linear;
 pub mod model;
 mod scorer;
+#[cfg(test)]
+mod tests;
 
 use crate::lower::Lowered;
 

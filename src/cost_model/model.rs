@@ -105,12 +105,23 @@ impl From<GbdtError> for ModelError {
     }
 }
 
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Serialize, Deserialize)]
 enum Inner {
     Gbdt(Gbdt),
     Linear(Linear),
     #[cfg(feature = "perpetual")]
     Perpetual(Box<perpetual::PerpetualBooster>),
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Inner::Gbdt(g) => write!(f, "Gbdt({} trees)", g.trees.len()),
+            Inner::Linear(l) => write!(f, "Linear({} coefficients)", l.coef.len()),
+            #[cfg(feature = "perpetual")]
+            Inner::Perpetual(_) => write!(f, "Perpetual"),
+        }
+    }
 }
 
 /// A trained cost model.

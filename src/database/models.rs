@@ -6,6 +6,7 @@ use super::types::TargetKind;
 use crate::cost_model::FEATURE_SET_VERSION;
 use super::{Context, Database, DatabaseError, Result};
 use rusqlite::{params, OptionalExtension};
+use std::collections::HashMap;
 
 /// A model as stored.
 #[derive(Clone, Debug, PartialEq)]
@@ -124,7 +125,7 @@ impl Database {
         arch: &str,
     ) -> Result<(
         Vec<super::Record>,
-        std::collections::HashMap<String, String>,
+        HashMap<String, String>,
     )> {
         let sql = format!(
             "SELECT {} FROM records r JOIN targets t ON t.id = r.target_id \
@@ -139,7 +140,7 @@ impl Database {
         for row in rows {
             records.push(super::store::parse_record(row.ctx("reading a record")?)?);
         }
-        let mut texts = std::collections::HashMap::new();
+        let mut texts = HashMap::new();
         for r in &records {
             if !texts.contains_key(&r.workload_key) {
                 if let Some(t) = self.workload_text(&r.workload_key)? {
@@ -148,5 +149,76 @@ impl Database {
             }
         }
         Ok((records, texts))
+    }
+}
+
+impl Database {
+    /// The cached features of `record_ids` at `feature_set_version`, by record id:
+    /// `Some(None)` for a record cached as not featurizable; absent when not cached.
+    pub fn cached_features(
+        &self,
+        record_ids: &[i64],
+        feature_set_version: u32,
+    ) -> Result<HashMap<i64, Option<Vec<f32>>>> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT record_id, features FROM record_features \
+                 WHERE feature_set_version = ?1",
+            )
+            .ctx("preparing a feature query")?;
+        let wanted: std::collections::HashSet<i64> = record_ids.iter().copied().collect();
+        let rows = stmt
+            .query_map([feature_set_version], |r| {
+                Ok((r.get::<_, i64>(0)?, r.get::<_, Vec<u8>>(1)?))
+            })
+            .ctx("reading features")?;
+        let mut out = HashMap::new();
+        for row in rows {
+            let (id, blob) = row.ctx("reading features")?;
+            if !wanted.contains(&id) {
+                continue;
+            }
+            if blob.len() % 4 != 0 {
+                return Err(DatabaseError::Corrupt {
+                    id,
+                    detail: format!("cached features of {} bytes", blob.len()),
+                });
+            }
+            let v: Vec<f32> = blob
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect();
+            out.insert(id, (!v.is_empty()).then_some(v));
+        }
+        Ok(out)
+    }
+
+    /// Caches the features of records (`None`: not featurizable) at
+    /// `feature_set_version`, in one transaction.
+    pub fn cache_features(
+        &mut self,
+        features: &[(i64, Option<Vec<f32>>)],
+        feature_set_version: u32,
+    ) -> Result<()> {
+        let tx = self.write()?;
+        {
+            let mut stmt = tx
+                .prepare(
+                    "INSERT OR REPLACE INTO record_features \
+                     (record_id, feature_set_version, features) VALUES (?1, ?2, ?3)",
+                )
+                .ctx("preparing a feature insert")?;
+            for (id, f) in features {
+                let blob: Vec<u8> = f
+                    .iter()
+                    .flatten()
+                    .flat_map(|v| v.to_le_bytes())
+                    .collect();
+                stmt.execute(params![id, feature_set_version, blob])
+                    .ctx("caching features")?;
+            }
+        }
+        tx.commit().ctx("committing cached features")
     }
 }
