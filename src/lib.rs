@@ -7,6 +7,7 @@ pub mod interp;
 pub mod ir;
 pub mod lower;
 pub mod measure;
+pub mod model_cmd;
 pub mod schedule;
 pub mod search;
 pub mod target;

@@ -93,6 +93,39 @@ enum ModelCommand {
         #[arg(long, default_value = "sm_90a")]
         arch: String,
     },
+    /// Train the cost model on every record of a target kind and arch (failures included)
+    /// and store it in the database.
+    Train {
+        #[arg(long)]
+        db: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "cuda")]
+        target: TargetArg,
+        /// The arch whose records to train on (default: the database's only one).
+        #[arg(long)]
+        arch: Option<String>,
+        /// The model kind (gbdt, gbdt-squared, linear; perpetual with that feature).
+        #[arg(long, default_value = "gbdt")]
+        kind: String,
+    },
+    /// Leave-one-workload-out: for each workload, train on the others and rank its
+    /// records; top-1, top-5 and pairwise accuracy beside the linear and random baselines.
+    Eval {
+        #[arg(long)]
+        db: Option<PathBuf>,
+        #[arg(long, value_enum, default_value = "cuda")]
+        target: TargetArg,
+        #[arg(long)]
+        arch: Option<String>,
+        /// Model kinds, comma-separated, the first the one reported (default: gbdt,linear).
+        #[arg(long, default_value = "gbdt,linear")]
+        kinds: String,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Seed of the random baseline.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+    },
 }
 
 #[derive(Copy, Clone, ValueEnum)]
@@ -643,8 +676,20 @@ fn run(cli: Cli) -> Result<()> {
     Ok(())
 }
 
-/// `tessel model ...`.
+/// `tessel model ...`: features here; train and eval in `tessel::model_cmd`.
 fn model_command(command: ModelCommand) -> Result<()> {
+    use tessel::cost_model::ModelKind;
+    use tessel::model_cmd;
+    let kind_of = |t: TargetArg| match t {
+        TargetArg::Cpu => tessel::database::TargetKind::Cpu,
+        TargetArg::Cuda => tessel::database::TargetKind::Cuda,
+    };
+    let model_kind = |name: &str| {
+        ModelKind::parse(name.trim()).with_context(|| {
+            let known: Vec<_> = ModelKind::all().iter().map(|k| k.name()).collect();
+            format!("unknown model kind {name:?} (known: {})", known.join(", "))
+        })
+    };
     match command {
         ModelCommand::Features {
             workload,
@@ -667,6 +712,47 @@ fn model_command(command: ModelCommand) -> Result<()> {
             let lowered = lower(sch.program(), backend)?;
             for (name, value) in tessel::cost_model::features::feature_table(&lowered, &dev) {
                 println!("{name} {value}");
+            }
+        }
+        ModelCommand::Train {
+            db,
+            target,
+            arch,
+            kind,
+        } => {
+            let mut db = open_db(db)?;
+            let r = model_cmd::train(&mut db, kind_of(target), arch.as_deref(), model_kind(&kind)?)?;
+            println!(
+                "trained a {} model on {} records of {} ({} skipped: no replay or lowering); \
+                 featurized in {:.1} s, trained in {:.1} s; stored in {}",
+                r.model_kind.name(),
+                r.records,
+                r.arch,
+                r.skipped,
+                r.featurize_secs,
+                r.train_secs,
+                db.path().display()
+            );
+        }
+        ModelCommand::Eval {
+            db,
+            target,
+            arch,
+            kinds,
+            json,
+            seed,
+        } => {
+            let mut db = open_db(db)?;
+            let kinds = kinds
+                .split(',')
+                .map(model_kind)
+                .collect::<Result<Vec<_>>>()?;
+            let (f, report) =
+                model_cmd::eval(&mut db, kind_of(target), arch.as_deref(), &kinds, seed)?;
+            if json {
+                println!("{}", model_cmd::eval_json(&f, &report));
+            } else {
+                print!("{}", model_cmd::eval_table(&f, &report));
             }
         }
     }

@@ -22,3 +22,14 @@ CREATE TABLE models (
     model_bytes         BLOB    NOT NULL,
     UNIQUE (target_kind, arch, feature_set_version)
 ) STRICT;
+
+-- Features of records, cached: featurizing a record replays and lowers its trace
+-- (milliseconds each), the cache makes retraining on many records cheap. Keyed by the
+-- feature-set version, so a new feature set never reads old features. `features` is the
+-- vector as little-endian f32s; empty when the record's trace does not replay or lower.
+CREATE TABLE record_features (
+    record_id           INTEGER NOT NULL REFERENCES records (id) ON DELETE CASCADE,
+    feature_set_version INTEGER NOT NULL CHECK (feature_set_version >= 1),
+    features            BLOB    NOT NULL,
+    PRIMARY KEY (record_id, feature_set_version)
+) STRICT;

@@ -13,11 +13,21 @@
 //!
 //! No IO here: the database reads the records, the tuner decides when to retrain.
 
+pub mod dataset;
+pub mod eval;
 pub mod features;
+pub mod gbdt;
+pub mod linear;
+pub mod model;
+mod scorer;
+#[cfg(test)]
+mod tests;
 
 use crate::lower::Lowered;
 
 pub use features::{featurize, DeviceSpec, FEATURE_NAMES, FEATURE_SET_VERSION};
+pub use model::{Model, ModelError, ModelKind};
+pub use scorer::ModelScorer;
 
 /// Scores lowered candidates of one workload: one score per candidate, higher is
 /// better; only the order within one call matters to the search.

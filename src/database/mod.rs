@@ -23,6 +23,7 @@
 //! how to share records and the version policy.
 
 mod kernel;
+mod models;
 mod share;
 mod store;
 mod tuning;
@@ -33,6 +34,7 @@ mod validate;
 mod tests;
 
 pub use kernel::{target_key, ReadyKernel};
+pub use models::StoredModel;
 pub use types::{
     Committed, Filter, ImportMode, ImportReport, Lookup, Match, NewRecord, Record, Rejection,
     Stats, Status, TargetKey, TargetKind,

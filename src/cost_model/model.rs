@@ -1,0 +1,375 @@
+//! The cost model: one trained predictor of a [`ModelKind`], trained on a
+//! [`TrainingSet`], scoring feature vectors (higher is faster), and its bytes.
+//!
+//! The bytes are a header line `tessel-cost-model v1 kind=<kind> features=<n>
+//! feature_set=<version>` and the model as JSON. [`Model::from_bytes`] refuses anything
+//! else with a typed error: another magic or format version, an unknown kind, a feature
+//! count or feature-set version that is not this build's, unparsable JSON, a tree that
+//! points outside itself.
+
+use super::dataset::TrainingSet;
+use super::features::{FEATURE_NAMES, FEATURE_SET_VERSION};
+use super::gbdt::{Gbdt, GbdtError, GbdtParams, GroupedTargets, Loss};
+use super::linear::Linear;
+use crate::database::{StoredModel, TargetKind};
+use linfa::traits::Fit;
+use linfa::DatasetBase;
+use ndarray::{Array1, Array2};
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// The version of the byte format.
+pub const MODEL_FORMAT_VERSION: u32 = 1;
+
+const MAGIC: &str = "tessel-cost-model";
+
+/// The kinds of model this build can train.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ModelKind {
+    /// The own histogram GBDT with the pairwise ranking loss (the default).
+    Gbdt,
+    /// The own histogram GBDT with squared loss on the label, weighted toward fast programs.
+    GbdtSquared,
+    /// Least squares on standardized features (linfa-linear): the baseline.
+    Linear,
+    /// The `perpetual` crate's booster, squared loss (built with `--features perpetual`).
+    #[cfg(feature = "perpetual")]
+    Perpetual,
+}
+
+impl ModelKind {
+    /// The kind `Model::train` trains.
+    pub const DEFAULT: ModelKind = ModelKind::Gbdt;
+
+    /// Every kind of this build.
+    pub fn all() -> Vec<ModelKind> {
+        vec![
+            ModelKind::Gbdt,
+            ModelKind::GbdtSquared,
+            ModelKind::Linear,
+            #[cfg(feature = "perpetual")]
+            ModelKind::Perpetual,
+        ]
+    }
+
+    /// The name stored in the database and printed in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelKind::Gbdt => "gbdt",
+            ModelKind::GbdtSquared => "gbdt-squared",
+            ModelKind::Linear => "linear",
+            #[cfg(feature = "perpetual")]
+            ModelKind::Perpetual => "perpetual",
+        }
+    }
+
+    /// The kind named `s` in this build.
+    pub fn parse(s: &str) -> Option<ModelKind> {
+        ModelKind::all().into_iter().find(|k| k.name() == s)
+    }
+}
+
+/// Why a model cannot be trained or read.
+#[derive(Debug, Error)]
+pub enum ModelError {
+    /// Nothing to train on.
+    #[error("no training samples")]
+    Empty,
+    /// The trainer failed.
+    #[error("training a {kind} model: {detail}")]
+    Train { kind: &'static str, detail: String },
+    /// The bytes are not a model this build wrote.
+    #[error("corrupt model bytes: {0}")]
+    Corrupt(String),
+    /// The model is of a kind this build does not know.
+    #[error("model kind {0:?} is unknown to this build")]
+    UnknownKind(String),
+    /// A stored model of another target was handed over.
+    #[error("the stored model is for {found}, not {expected}")]
+    OtherTarget { found: String, expected: String },
+    /// The model was trained on another feature set.
+    #[error(
+        "the model was trained on feature set v{found}, this tessel computes v{expected}: \
+         retrain it (`tessel model train`)"
+    )]
+    FeatureSet { found: u32, expected: u32 },
+}
+
+impl From<GbdtError> for ModelError {
+    fn from(e: GbdtError) -> Self {
+        ModelError::Train {
+            kind: "gbdt",
+            detail: e.to_string(),
+        }
+    }
+}
+
+#[derive(Clone, Serialize, Deserialize)]
+enum Inner {
+    Gbdt(Gbdt),
+    Linear(Linear),
+    #[cfg(feature = "perpetual")]
+    Perpetual(Box<perpetual::PerpetualBooster>),
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Inner::Gbdt(g) => write!(f, "Gbdt({} trees)", g.trees.len()),
+            Inner::Linear(l) => write!(f, "Linear({} coefficients)", l.coef.len()),
+            #[cfg(feature = "perpetual")]
+            Inner::Perpetual(_) => write!(f, "Perpetual"),
+        }
+    }
+}
+
+/// A trained cost model.
+#[derive(Clone, Debug)]
+pub struct Model {
+    kind: ModelKind,
+    features: usize,
+    inner: Inner,
+}
+
+impl Model {
+    /// Trains a model of [`ModelKind::DEFAULT`] on `set`.
+    pub fn train(set: &TrainingSet) -> Result<Model, ModelError> {
+        Model::train_kind(set, ModelKind::DEFAULT)
+    }
+
+    /// Trains a model of `kind` on `set`.
+    pub fn train_kind(set: &TrainingSet, kind: ModelKind) -> Result<Model, ModelError> {
+        if set.is_empty() {
+            return Err(ModelError::Empty);
+        }
+        let features = set.features[0].len();
+        if let Some(bad) = set.features.iter().find(|f| f.len() != features) {
+            return Err(ModelError::Train {
+                kind: kind.name(),
+                detail: format!("feature vectors of {} and {} entries", features, bad.len()),
+            });
+        }
+        let inner = match kind {
+            ModelKind::Gbdt => Inner::Gbdt(train_gbdt(set, Loss::Pairwise { pairs: 8 })?),
+            ModelKind::GbdtSquared => Inner::Gbdt(train_gbdt(set, Loss::Squared)?),
+            ModelKind::Linear => Inner::Linear(
+                Linear::fit(&set.features, &set.labels).map_err(|detail| ModelError::Train {
+                    kind: kind.name(),
+                    detail,
+                })?,
+            ),
+            #[cfg(feature = "perpetual")]
+            ModelKind::Perpetual => Inner::Perpetual(Box::new(train_perpetual(set)?)),
+        };
+        Ok(Model {
+            kind,
+            features,
+            inner,
+        })
+    }
+
+    /// Its kind.
+    pub fn kind(&self) -> ModelKind {
+        self.kind
+    }
+
+    /// The length of the feature vectors it takes.
+    pub fn feature_count(&self) -> usize {
+        self.features
+    }
+
+    /// One score per feature vector, higher is faster (in parallel).
+    pub fn predict(&self, features: &[Vec<f32>]) -> Vec<f64> {
+        match &self.inner {
+            Inner::Gbdt(g) => features.par_iter().map(|f| g.predict_one(f)).collect(),
+            Inner::Linear(l) => features.par_iter().map(|f| l.predict_one(f)).collect(),
+            #[cfg(feature = "perpetual")]
+            Inner::Perpetual(p) => {
+                let data = column_major(features, self.features);
+                let m = perpetual::Matrix::new(&data, features.len(), self.features);
+                p.predict(&m, true)
+            }
+        }
+    }
+
+    /// The model as bytes (header line + JSON).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let body = serde_json::to_vec(&self.inner).unwrap_or_default();
+        let mut out = format!(
+            "{MAGIC} v{MODEL_FORMAT_VERSION} kind={} features={} feature_set={}\n",
+            self.kind.name(),
+            self.features,
+            FEATURE_SET_VERSION
+        )
+        .into_bytes();
+        out.extend(body);
+        out
+    }
+
+    /// The model of a database row, for records of `kind` on `arch`: refused when it was
+    /// stored for another target or feature set, or its bytes are corrupt.
+    pub fn from_stored(
+        stored: &StoredModel,
+        kind: TargetKind,
+        arch: &str,
+    ) -> Result<Model, ModelError> {
+        if stored.target_kind != kind || stored.arch != arch {
+            return Err(ModelError::OtherTarget {
+                found: format!("{} {}", stored.target_kind.name(), stored.arch),
+                expected: format!("{} {arch}", kind.name()),
+            });
+        }
+        if stored.feature_set_version != FEATURE_SET_VERSION {
+            return Err(ModelError::FeatureSet {
+                found: stored.feature_set_version,
+                expected: FEATURE_SET_VERSION,
+            });
+        }
+        Model::from_bytes(&stored.bytes)
+    }
+
+    /// Reads bytes [`Model::to_bytes`] wrote, refusing corrupt ones and models of another
+    /// feature set.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Model, ModelError> {
+        let newline = bytes
+            .iter()
+            .position(|b| *b == b'\n')
+            .ok_or_else(|| ModelError::Corrupt("no header line".into()))?;
+        let header = std::str::from_utf8(&bytes[..newline])
+            .map_err(|_| ModelError::Corrupt("the header is not UTF-8".into()))?;
+        let h = Header::parse(header)?;
+        if h.feature_set != FEATURE_SET_VERSION {
+            return Err(ModelError::FeatureSet {
+                found: h.feature_set,
+                expected: FEATURE_SET_VERSION,
+            });
+        }
+        let kind = ModelKind::parse(&h.kind).ok_or(ModelError::UnknownKind(h.kind))?;
+        if h.features != FEATURE_NAMES.len() {
+            return Err(ModelError::Corrupt(format!(
+                "{} features, this feature set has {}",
+                h.features,
+                FEATURE_NAMES.len()
+            )));
+        }
+        let inner: Inner = serde_json::from_slice(&bytes[newline + 1..])
+            .map_err(|e| ModelError::Corrupt(format!("model body: {e}")))?;
+        let well_formed = match (&inner, kind) {
+            (Inner::Gbdt(g), ModelKind::Gbdt | ModelKind::GbdtSquared) => {
+                g.features == h.features && g.is_well_formed()
+            }
+            (Inner::Linear(l), ModelKind::Linear) => {
+                l.coef.len() == h.features && l.is_well_formed()
+            }
+            #[cfg(feature = "perpetual")]
+            (Inner::Perpetual(_), ModelKind::Perpetual) => true,
+            _ => false,
+        };
+        if !well_formed {
+            return Err(ModelError::Corrupt(format!(
+                "the {} model body is inconsistent with its header",
+                kind.name()
+            )));
+        }
+        Ok(Model {
+            kind,
+            features: h.features,
+            inner,
+        })
+    }
+}
+
+/// The parsed header line.
+struct Header {
+    kind: String,
+    features: usize,
+    feature_set: u32,
+}
+
+impl Header {
+    fn parse(line: &str) -> Result<Header, ModelError> {
+        let corrupt = || ModelError::Corrupt(format!("header {line:?}"));
+        let mut words = line.split(' ');
+        if words.next() != Some(MAGIC) {
+            return Err(ModelError::Corrupt(format!(
+                "not a tessel cost model (header {line:?})"
+            )));
+        }
+        let version = words.next().ok_or_else(corrupt)?;
+        if version != format!("v{MODEL_FORMAT_VERSION}") {
+            return Err(ModelError::Corrupt(format!(
+                "model format {version}, this tessel reads v{MODEL_FORMAT_VERSION}"
+            )));
+        }
+        let mut field = |name: &str| -> Result<String, ModelError> {
+            words
+                .next()
+                .and_then(|w| w.strip_prefix(name))
+                .and_then(|w| w.strip_prefix('='))
+                .map(str::to_string)
+                .ok_or_else(corrupt)
+        };
+        let kind = field("kind")?;
+        let features = field("features")?.parse().map_err(|_| corrupt())?;
+        let feature_set = field("feature_set")?.parse().map_err(|_| corrupt())?;
+        Ok(Header {
+            kind,
+            features,
+            feature_set,
+        })
+    }
+}
+
+/// The weight of a sample in the squared losses: fast programs count most.
+fn sample_weight(label: f64) -> f64 {
+    1.0 + 4.0 * label
+}
+
+fn train_gbdt(set: &TrainingSet, loss: Loss) -> Result<Gbdt, ModelError> {
+    let d = set.features[0].len();
+    let x = Array2::from_shape_fn((set.len(), d), |(i, j)| set.features[i][j]);
+    let targets = GroupedTargets {
+        labels: Array1::from(set.labels.clone()),
+        groups: set.group.clone(),
+    };
+    let weights = Array1::from_iter(set.labels.iter().map(|y| sample_weight(*y) as f32));
+    let ds = DatasetBase::new(x, targets).with_weights(weights);
+    let params = GbdtParams {
+        loss,
+        ..GbdtParams::default()
+    };
+    Ok(params.fit(&ds)?)
+}
+
+#[cfg(feature = "perpetual")]
+fn column_major(features: &[Vec<f32>], d: usize) -> Vec<f64> {
+    let n = features.len();
+    let mut data = vec![0.0; n * d];
+    for (i, row) in features.iter().enumerate() {
+        for (j, v) in row.iter().enumerate().take(d) {
+            data[j * n + i] = if v.is_finite() { f64::from(*v) } else { 0.0 };
+        }
+    }
+    data
+}
+
+#[cfg(feature = "perpetual")]
+fn train_perpetual(set: &TrainingSet) -> Result<perpetual::PerpetualBooster, ModelError> {
+    use perpetual::objective::Objective;
+    let d = set.features[0].len();
+    let data = column_major(&set.features, d);
+    let m = perpetual::Matrix::new(&data, set.len(), d);
+    let weights: Vec<f64> = set.labels.iter().map(|y| sample_weight(*y)).collect();
+    let mut booster = perpetual::PerpetualBooster::default()
+        .set_objective(Objective::SquaredLoss)
+        .set_budget(0.5)
+        .set_seed(0);
+    booster
+        .fit(&m, &set.labels, Some(&weights), None)
+        .map_err(|e| ModelError::Train {
+            kind: "perpetual",
+            detail: e.to_string(),
+        })?;
+    Ok(booster)
+}

@@ -1,0 +1,228 @@
+//! The cost model end to end on a small fixture database: candidates sampled from the CUDA
+//! design space of three small matmuls, given synthetic but deterministic latencies that
+//! are a known function of their launch configuration (the fixture's "device" likes 128
+//! threads per block and many blocks, and fails above 512 threads).
+
+use super::model::{Model, ModelError, ModelKind};
+use super::FEATURE_SET_VERSION;
+use crate::database::{Database, NewRecord, Status, StoredModel, TargetKey, TargetKind};
+use crate::model_cmd;
+use crate::search::{RandomSearch, SearchSpace, SearchStrategy, TargetLimits};
+use crate::target::cuda::CudaLimits;
+
+const ARCH: &str = "sm_90a";
+
+fn target() -> TargetKey {
+    TargetKey {
+        kind: TargetKind::Cuda,
+        arch: ARCH.into(),
+        device: "fixture GPU".into(),
+        toolchain: "none".into(),
+    }
+}
+
+/// The fixture's latency of a candidate: a function of threads per block and blocks of
+/// its largest kernel; `None` (a runtime error) above 512 threads.
+fn synthetic_latency(l: &crate::lower::Lowered) -> Option<f64> {
+    let k = l
+        .kernels
+        .iter()
+        .max_by_key(|k| k.grid.iter().product::<i64>() * k.threads())?;
+    let threads = k.threads() as f64;
+    let blocks = k.grid.iter().product::<i64>() as f64;
+    if threads > 512.0 {
+        return None;
+    }
+    let t = threads.log2() - 7.0;
+    Some(1e-4 * (1.0 + t * t) * (1.0 + 16.0 / blocks))
+}
+
+/// A database with ~40 candidates of each of three matmuls.
+fn fixture_db() -> Database {
+    let mut db = Database::open_in_memory().unwrap();
+    let space = SearchSpace::cuda_default();
+    let limits = TargetLimits::Cuda(CudaLimits::sm90_default());
+    for (seed, spec) in ["matmul:64x64x64", "matmul:128x64x32", "matmul:32x128x128"]
+        .iter()
+        .enumerate()
+    {
+        let w = crate::workload::from_cli(spec, |_| Err(std::io::Error::other("no files")))
+            .unwrap();
+        let program = crate::database::canonical_program(&w).unwrap();
+        let mut search = RandomSearch::new(space.clone(), limits.clone(), program, seed as u64);
+        let proposal = search.propose(40, &mut |_| false);
+        for c in proposal.candidates {
+            let record = match synthetic_latency(&c.verified.lowered) {
+                Some(l) => NewRecord::ok(&w, target(), c.trace, vec![l]),
+                None => NewRecord::failed(
+                    &w,
+                    target(),
+                    c.trace,
+                    Status::RuntimeError,
+                    "too many threads",
+                ),
+            };
+            db.commit(&record).unwrap();
+        }
+    }
+    db
+}
+
+#[test]
+fn trains_stores_and_ranks_held_out_workloads_better_than_random() {
+    let mut db = fixture_db();
+    let report = model_cmd::train(&mut db, TargetKind::Cuda, None, ModelKind::Gbdt).unwrap();
+    assert_eq!(report.arch, ARCH);
+    assert!(report.records >= 60, "{} records", report.records);
+    let stored = db.load_model(TargetKind::Cuda, ARCH).unwrap().unwrap();
+    assert_eq!(stored.feature_set_version, FEATURE_SET_VERSION);
+    assert_eq!(stored.records_trained_on, report.records as u64);
+    let model = Model::from_stored(&stored, TargetKind::Cuda, ARCH).unwrap();
+    assert_eq!(model.kind(), ModelKind::Gbdt);
+
+    let (f, eval) =
+        model_cmd::eval(&mut db, TargetKind::Cuda, None, &[ModelKind::Gbdt], 7).unwrap();
+    // The second featurization came from the cache.
+    assert_eq!(f.set.len(), report.records);
+    assert_eq!(eval.groups.len(), 3);
+    let gbdt = eval.mean["gbdt"];
+    let random = eval.mean["random"];
+    assert!(
+        gbdt.pairwise > random.pairwise + 0.15,
+        "gbdt {gbdt:?} random {random:?}"
+    );
+    assert!(gbdt.top5 >= random.top5, "gbdt {gbdt:?} random {random:?}");
+    let json = model_cmd::eval_json(&f, &eval);
+    assert_eq!(json["workloads"].as_array().unwrap().len(), 3);
+    assert!(json["mean"]["top1"].is_number() && json["mean"]["baselines"]["random"].is_object());
+}
+
+#[test]
+fn model_bytes_round_trip() {
+    let mut db = fixture_db();
+    let f = model_cmd::featurize_records(&mut db, TargetKind::Cuda, ARCH).unwrap();
+    for kind in [ModelKind::Gbdt, ModelKind::Linear] {
+        let m = Model::train_kind(&f.set, kind).unwrap();
+        let back = Model::from_bytes(&m.to_bytes()).unwrap();
+        assert_eq!(back.kind(), kind);
+        // JSON keeps every float to within an ulp.
+        let (a, b) = (back.predict(&f.set.features), m.predict(&f.set.features));
+        assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-12 * (1.0 + y.abs())));
+    }
+}
+
+fn stored(bytes: Vec<u8>, feature_set_version: u32) -> StoredModel {
+    StoredModel {
+        target_kind: TargetKind::Cuda,
+        arch: ARCH.into(),
+        feature_set_version,
+        model_kind: "gbdt".into(),
+        records_trained_on: 1,
+        created_at: 0,
+        bytes,
+    }
+}
+
+#[test]
+fn corrupt_stale_and_foreign_models_are_refused() {
+    let mut db = Database::open_in_memory().unwrap();
+    db.save_model(
+        TargetKind::Cuda,
+        ARCH,
+        &stored(b"garbage".to_vec(), FEATURE_SET_VERSION),
+    )
+    .unwrap();
+    let s = db.load_model(TargetKind::Cuda, ARCH).unwrap().unwrap();
+    let err = Model::from_stored(&s, TargetKind::Cuda, ARCH).unwrap_err();
+    assert_eq!(err.to_string(), "corrupt model bytes: no header line");
+
+    let header = format!(
+        "tessel-cost-model v1 kind=gbdt features={} feature_set={FEATURE_SET_VERSION}\n{{\"Gbdt\":",
+        super::FEATURE_NAMES.len()
+    );
+    let err = Model::from_bytes(header.as_bytes()).unwrap_err();
+    assert!(
+        err.to_string().starts_with("corrupt model bytes: model body: "),
+        "{err}"
+    );
+    let err = Model::from_bytes(b"PK\x03\x04 zip\n{}").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "corrupt model bytes: not a tessel cost model (header \"PK\\u{3}\\u{4} zip\")"
+    );
+
+    // A model of another feature-set version is found but refused.
+    let mut db = Database::open_in_memory().unwrap();
+    let other = FEATURE_SET_VERSION + 1;
+    db.save_model(TargetKind::Cuda, ARCH, &stored(Vec::new(), other))
+        .unwrap();
+    let s = db.load_model(TargetKind::Cuda, ARCH).unwrap().unwrap();
+    let err = Model::from_stored(&s, TargetKind::Cuda, ARCH).unwrap_err();
+    assert!(matches!(err, ModelError::FeatureSet { .. }));
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "the model was trained on feature set v{other}, this tessel computes \
+             v{FEATURE_SET_VERSION}: retrain it (`tessel model train`)"
+        )
+    );
+
+    // A model of another arch is not this arch's.
+    assert!(db.load_model(TargetKind::Cuda, "sm_80").unwrap().is_none());
+    assert_eq!(db.model_archs(TargetKind::Cuda).unwrap(), vec![ARCH]);
+    let err = Model::from_stored(&s, TargetKind::Cuda, "sm_80").unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the stored model is for cuda sm_90a, not cuda sm_80"
+    );
+}
+
+#[test]
+fn a_version_1_database_keeps_its_records_when_migrated() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("v1.db");
+    {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(include_str!("../../database/schema.sql"))
+            .unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        let w = crate::workload::from_cli("matmul:8x8x8", |_| Err(std::io::Error::other("-")))
+            .unwrap();
+        let trace = crate::schedule::Trace::default();
+        let json = crate::schedule::json::to_json(&trace);
+        conn.execute(
+            "INSERT INTO workloads VALUES (?1, ?2, 1)",
+            [w.key(), w.canonical_text()],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO targets VALUES (1, 'cuda', 'sm_90a', 'dev', 'tool')",
+            [],
+        )
+        .unwrap();
+        conn.execute(
+            "INSERT INTO records VALUES (1, ?1, 1, ?2, ?3, 'ok', NULL, '[0.001]', 0.001, \
+             '0.1.0', 0)",
+            [w.key(), json, "0".repeat(64)],
+        )
+        .unwrap();
+    }
+    let mut db = Database::open(&path).unwrap();
+    let records = db.records(&crate::database::Filter::default()).unwrap();
+    assert_eq!(records.len(), 1);
+    assert_eq!(records[0].median_secs, Some(0.001));
+    db.save_model(
+        TargetKind::Cuda,
+        ARCH,
+        &stored(b"x".to_vec(), FEATURE_SET_VERSION),
+    )
+    .unwrap();
+    assert!(db.load_model(TargetKind::Cuda, ARCH).unwrap().is_some());
+}
+
+#[test]
+fn a_database_without_records_of_the_target_says_so() {
+    let mut db = Database::open_in_memory().unwrap();
+    let err = model_cmd::train(&mut db, TargetKind::Cpu, None, ModelKind::Gbdt).unwrap_err();
+    assert_eq!(err.to_string(), ":memory:: no cpu records to train on");
+}
