@@ -120,10 +120,7 @@ fn cuda_odd_shapes_verify_compute_the_reference_and_compile() {
     for (i, spec) in WORKLOADS.iter().enumerate() {
         let t = explore(spec, &space, &target, 300 + i as u64);
         assert!(t.imperfect > 0, "{spec}: no sample has an imperfect tile");
-        if spec.starts_with("conv2d") {
-            assert!(t.implicit_gemm > 0, "{spec}: no sample fused n, p, q");
-        } else {
-            assert_eq!(t.implicit_gemm, 0, "{spec}: a GEMM has nothing to fuse");
-        }
+        // The implicit-GEMM rule is off in the default space (see cuda.toml).
+        assert_eq!(t.implicit_gemm, 0, "{spec}: fused axes before tiling");
     }
 }
