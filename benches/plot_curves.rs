@@ -19,7 +19,11 @@ type Curve = Vec<(usize, f64)>;
 fn curve(doc: &Value) -> Curve {
     let mut trials = 0;
     let mut out = Vec::new();
-    for r in doc["workloads"][0]["rounds"].as_array().into_iter().flatten() {
+    for r in doc["workloads"][0]["rounds"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         trials += r["measured"].as_u64().unwrap_or(0) as usize;
         if let Some(b) = r["best_seconds"].as_f64() {
             out.push((trials, b));
@@ -30,7 +34,10 @@ fn curve(doc: &Value) -> Curve {
 
 /// The best seconds of `c` after `n` trials.
 fn best_at(c: &Curve, n: usize) -> Option<f64> {
-    c.iter().filter(|(t, _)| *t <= n).map(|(_, b)| *b).reduce(f64::min)
+    c.iter()
+        .filter(|(t, _)| *t <= n)
+        .map(|(_, b)| *b)
+        .reduce(f64::min)
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -79,13 +86,17 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         s
     };
     let mut lines: Vec<(String, Vec<(f64, f64)>)> = Vec::new();
-    let mut table = String::from("| strategy | trials | geomean of best / best found |\n| --- | --- | --- |\n");
+    let mut table =
+        String::from("| strategy | trials | geomean of best / best found |\n| --- | --- | --- |\n");
     for s in &strategies {
         let mut pts = Vec::new();
         for n in (1..=max_trials).step_by(max_trials.div_ceil(100).max(1)) {
             let mut logs = Vec::new();
             for by in curves.values() {
-                let best = by.values().filter_map(|c| best_at(c, usize::MAX)).reduce(f64::min);
+                let best = by
+                    .values()
+                    .filter_map(|c| best_at(c, usize::MAX))
+                    .reduce(f64::min);
                 if let (Some(c), Some(best)) = (by.get(s), best) {
                     if let Some(b) = best_at(c, n) {
                         logs.push((best / b).ln());
@@ -93,7 +104,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 }
             }
             if logs.len() == curves.len() && !logs.is_empty() {
-                pts.push((n as f64, (logs.iter().sum::<f64>() / logs.len() as f64).exp()));
+                pts.push((
+                    n as f64,
+                    (logs.iter().sum::<f64>() / logs.len() as f64).exp(),
+                ));
             }
         }
         for probe in [50, 100, 200, 500, 1000] {
@@ -136,6 +150,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .border_style(BLACK)
         .draw()?;
     root.present()?;
-    println!("wrote {} and {}", dir.join("curves.csv").display(), svg.display());
+    println!(
+        "wrote {} and {}",
+        dir.join("curves.csv").display(),
+        svg.display()
+    );
     Ok(())
 }

@@ -721,7 +721,12 @@ fn model_command(command: ModelCommand) -> Result<()> {
             kind,
         } => {
             let mut db = open_db(db)?;
-            let r = model_cmd::train(&mut db, kind_of(target), arch.as_deref(), model_kind(&kind)?)?;
+            let r = model_cmd::train(
+                &mut db,
+                kind_of(target),
+                arch.as_deref(),
+                model_kind(&kind)?,
+            )?;
             println!(
                 "trained a {} model on {} records of {} ({} skipped: no replay or lowering); \
                  featurized in {:.1} s, trained in {:.1} s; stored in {}",
@@ -902,6 +907,12 @@ fn run_tune(args: TuneArgs) -> Result<()> {
                     bar.set_message(format!("{speed}  {best}  failures: {fails}"));
                 }
             });
+        if strategy == StrategyKind::Evolutionary {
+            tuner = tuner.with_models(
+                std::sync::Arc::new(tessel::tune::StoredModels::default()),
+                tessel::tune::ModelPolicy::default(),
+            );
+        }
         if let Some(b) = args.batch {
             tuner = tuner.with_batch(b);
         }

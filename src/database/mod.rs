@@ -305,7 +305,7 @@ pub(crate) fn sha256_hex(text: &str) -> String {
 }
 
 /// The current time in unix seconds (0 if the clock is before 1970).
-pub(crate) fn now_unix() -> i64 {
+pub fn now_unix() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))

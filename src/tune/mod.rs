@@ -26,6 +26,7 @@
 
 pub mod learn;
 mod measure;
+mod model_source;
 mod propose;
 mod record;
 pub mod report;
@@ -33,6 +34,7 @@ mod target;
 pub mod warm_start;
 
 pub use learn::{LearnedModel, ModelPolicy, ModelSource, TrainingData};
+pub use model_source::StoredModels;
 pub use report::{Best, ModelUse, RoundReport, RoundStats, StageSeconds, StopReason, TuneReport};
 pub use target::{target_key, TuneTarget};
 
