@@ -352,10 +352,33 @@ impl Program {
 
     /// Where a node sits, if it is reachable.
     pub fn place(&self, node: Node) -> Option<Place> {
-        self.walk()
-            .into_iter()
-            .find(|(n, _)| *n == node)
-            .map(|(_, p)| p)
+        let mut chain = Vec::new();
+        self.find_with_chain(node, None, &mut chain)
+    }
+
+    /// Depth-first search for `node` under `parent`; `chain` holds the loops entered on
+    /// the way (outermost first) and, when found, the loops enclosing `node`. The search
+    /// stops at the node and allocates only the chain (the search is on the path of every
+    /// primitive).
+    fn find_with_chain(
+        &self,
+        node: Node,
+        parent: Option<LoopId>,
+        chain: &mut Vec<LoopId>,
+    ) -> Option<Place> {
+        for (index, n) in self.body(parent).iter().enumerate() {
+            if *n == node {
+                return Some(Place { parent, index });
+            }
+            if let Node::Loop(l) = n {
+                chain.push(*l);
+                if let Some(p) = self.find_with_chain(node, Some(*l), chain) {
+                    return Some(p);
+                }
+                chain.pop();
+            }
+        }
+        None
     }
 
     pub fn parent(&self, node: Node) -> Option<LoopId> {
@@ -365,13 +388,10 @@ impl Program {
     /// The loops enclosing a node, outermost first.
     pub fn ancestors(&self, node: Node) -> Vec<LoopId> {
         let mut chain = Vec::new();
-        let mut cur = self.parent(node);
-        while let Some(l) = cur {
-            chain.push(l);
-            cur = self.parent(Node::Loop(l));
+        match self.find_with_chain(node, None, &mut chain) {
+            Some(_) => chain,
+            None => Vec::new(),
         }
-        chain.reverse();
-        chain
     }
 
     /// Whether `node` is reachable from the root.

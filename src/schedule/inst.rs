@@ -204,7 +204,7 @@ pub enum Operand {
 }
 
 /// The outcome of a sampling instruction.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decision {
     /// `sample_perfect_tile` and `sample_tile`: the tile sizes, outermost first.

@@ -241,7 +241,9 @@ impl Schedule {
     ) -> Vec<u32> {
         let names = self.next_names.take();
         let out_kind = kind.signature().output;
-        let mut taken: HashSet<String> = self.trace.rvs.iter().map(|r| r.name.clone()).collect();
+        // The names in use, gathered only when a default name is needed (replay gives
+        // every name).
+        let mut taken: Option<HashSet<String>> = None;
         let mut ids = Vec::new();
         for (i, v) in outs.into_iter().enumerate() {
             let rk = match v {
@@ -251,10 +253,21 @@ impl Schedule {
             };
             debug_assert!(out_kind.is_none_or(|k| k == rk));
             let name = match names.as_ref().and_then(|n| n.get(i)) {
-                Some(n) => n.clone(),
-                None => self.default_name(rk, &v, &taken),
+                Some(n) => {
+                    if let Some(taken) = taken.as_mut() {
+                        taken.insert(n.clone());
+                    }
+                    n.clone()
+                }
+                None => {
+                    let taken = taken.get_or_insert_with(|| {
+                        self.trace.rvs.iter().map(|r| r.name.clone()).collect()
+                    });
+                    let name = self.default_name(rk, &v, taken);
+                    taken.insert(name.clone());
+                    name
+                }
             };
-            taken.insert(name.clone());
             self.trace.rvs.push(RvInfo { kind: rk, name });
             self.values.push(v);
             ids.push(self.trace.rvs.len() as u32 - 1);

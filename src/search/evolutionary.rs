@@ -1,18 +1,183 @@
-//! Evolutionary search over the sketches' decisions, ranked by the cost model.
+//! Evolutionary search over the sketches' decisions, ranked by the cost model (the
+//! MetaSchedule scheme, with the parameters of the space's `[search]` section).
 //!
-//! PLACEHOLDER during the cost-model work of 2026-11-23: the constructor and the
-//! [`SearchStrategy`] implementation are the interface the tuner uses; the search itself
-//! lands in the same series of commits and replaces this body.
+//! One call to [`SearchStrategy::propose`] is one round:
+//!
+//! 1. **Initial population**: the best measured candidates of this workload (the top
+//!    `init_measured_ratio` of the population by latency, from [`SearchStrategy::feedback`]),
+//!    the transferred traces of other workloads that replay and pass the postprocessors
+//!    here ([`SearchStrategy::seed_traces`]), and fresh samples of every sketch.
+//! 2. **Generations**: the population is scored, survivors are drawn with probability
+//!    proportional to their score and mutated ([`super::mutator`]) with the
+//!    `mutation_probability`, else copied. A mutant that fails to replay or to pass the
+//!    postprocessors is discarded; every candidate is deduplicated by its IR hash.
+//! 3. **Batch**: the best-scored candidates of the round not yet proposed or measured,
+//!    plus an `eps_greedy` share of fresh samples; only these get source code.
+//!
+//! The score is the cost model's ([`SearchStrategy::set_scorer`]); without a model a
+//! candidate scores the normalized throughput of its closest measured ancestor (fresh
+//! samples the mean of the measured ones, or all alike before anything is measured), and
+//! [`SearchStrategy::uses_model`] says so.
+//!
+//! A small space runs out: sampling and mutation stop after `max_attempts_per_candidate`
+//! tries per wanted candidate or after a wave that found nothing new, and a batch short of
+//! what was asked says `exhausted`.
+//!
+//! Deterministic: the random numbers come from a ChaCha generator seeded by the seed and
+//! the round, drawn serially; replay, checks and scoring run in parallel (rayon) and are
+//! collected in order.
 
-use super::postproc::TargetLimits;
-use super::random::{Proposal, RandomSearch, SearchStrategy};
-use super::space::SearchSpace;
+use super::mutator::{self, MutatorKind, MutatorStats};
+use super::postproc::{self, TargetLimits, Verified};
+use super::random::{ir_hash, splitmix, Candidate, MeasuredResult, Proposal, SearchStrategy};
+use super::sketch::{self, SketchKind};
+use super::space::{SearchParams, SearchSpace};
+use crate::cost_model::Scorer;
 use crate::ir::Program;
-use crate::schedule::Trace;
+use crate::lower::Lowered;
+use crate::schedule::{replay, Decision, Schedule, Trace};
+use rand::distributions::{Distribution, WeightedIndex};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+/// Candidates per call of the scorer (the unit of parallel scoring).
+const SCORE_CHUNK: usize = 64;
+
+/// A candidate that replayed and passed the checks before codegen.
+struct Member {
+    trace: Trace,
+    hash: String,
+    lowered: Lowered,
+    /// Its trace's instructions without decisions, as an index into the search's
+    /// registry: with the decisions, the key of the replay memo.
+    structure: usize,
+}
+
+/// Where a candidate of the round came from.
+#[derive(Copy, Clone, PartialEq, Eq)]
+enum Origin {
+    Measured,
+    Transferred,
+    Fresh,
+    Mutant,
+}
+
+/// A candidate of the current round.
+struct Entry {
+    member: Arc<Member>,
+    origin: Origin,
+    /// Normalized throughput of the closest measured ancestor (itself when measured).
+    lineage: Option<f64>,
+    score: Option<f64>,
+}
+
+/// The distinct candidates of one round, in the order they were found.
+#[derive(Default)]
+struct Round {
+    entries: Vec<Entry>,
+    index: HashMap<String, usize>,
+}
+
+impl Round {
+    /// Adds a candidate unless its IR is already in the round; its position, and whether
+    /// it is new.
+    fn admit(&mut self, member: Arc<Member>, origin: Origin, lineage: Option<f64>) -> (usize, bool) {
+        if let Some(i) = self.index.get(&member.hash) {
+            return (*i, false);
+        }
+        self.index.insert(member.hash.clone(), self.entries.len());
+        self.entries.push(Entry {
+            member,
+            origin,
+            lineage,
+            score: None,
+        });
+        (self.entries.len() - 1, true)
+    }
+}
+
+/// What to evaluate: a trace to replay, a mutant to replay (re-sampling the decisions
+/// its change made invalid), or a fresh sample of a sketch.
+enum Source {
+    Trace(Trace),
+    Mutant(Trace),
+    Fresh { kind: SketchKind, seed: u64 },
+}
+
+/// The outcome of evaluating one [`Source`].
+enum Evaluated {
+    /// The IR is already in the round, at this position.
+    InRound(usize),
+    /// Replayed (or sampled) and passed the checks.
+    New {
+        trace: Trace,
+        hash: String,
+        lowered: Lowered,
+    },
+    /// The sketch failed to apply to a fresh sample.
+    Instantiation,
+    /// The trace does not replay on this program.
+    Replay,
+    /// A postprocessor refused it.
+    Rejected,
+}
+
+/// What the replay memo remembers of a trace (by structure and decisions).
+#[derive(Clone)]
+enum Memo {
+    Valid(String),
+    Invalid,
+}
+
+/// A measured candidate of this workload.
+struct Measured {
+    trace: Trace,
+    seconds: Option<f64>,
+    /// Replayed once when first needed for a population; `Err` if it no longer replays.
+    member: Option<Result<Arc<Member>, ()>>,
+}
+
+/// What the last round did: where its first generation came from and how large each
+/// generation was, for reports and tests.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RoundSummary {
+    /// First-generation members from measured candidates of this workload.
+    pub measured: usize,
+    /// First-generation members transferred from other workloads.
+    pub transferred: usize,
+    /// First-generation fresh samples.
+    pub fresh: usize,
+    /// Sizes of the generations after the first.
+    pub generations: Vec<usize>,
+    /// Distinct candidates the round met.
+    pub distinct: usize,
+}
 
 /// Evolutionary search of `program`'s design space for a target.
 pub struct EvolutionarySearch {
-    inner: RandomSearch,
+    space: SearchSpace,
+    target: TargetLimits,
+    program: Program,
+    seed: u64,
+    params: SearchParams,
+    sketches: Vec<SketchKind>,
+    round: u64,
+    scorer: Option<Arc<dyn Scorer>>,
+    /// Measured candidates by IR hash.
+    measured: HashMap<String, Measured>,
+    /// Transferred traces not yet tried on this program.
+    pending_transfer: Vec<Trace>,
+    transferred: Vec<Arc<Member>>,
+    /// IR hashes proposed, measured or said known: never proposed again.
+    seen: HashSet<String>,
+    memo: HashMap<(usize, Vec<Decision>), Memo>,
+    /// Trace structures (instructions without decisions) met so far.
+    structures: Vec<Trace>,
+    stats: MutatorStats,
+    last: RoundSummary,
 }
 
 impl EvolutionarySearch {
@@ -20,10 +185,465 @@ impl EvolutionarySearch {
     /// the same `seed` (and the same feedback) proposes the same candidates. The search
     /// parameters come from the space's `[search]` section.
     pub fn new(space: SearchSpace, target: TargetLimits, program: Program, seed: u64) -> Self {
+        let sketches = sketch::sketches(&space, &program).unwrap_or_default();
         EvolutionarySearch {
-            inner: RandomSearch::new(space, target, program, seed),
+            params: space.search.clone(),
+            space,
+            target,
+            program,
+            seed,
+            sketches,
+            round: 0,
+            scorer: None,
+            measured: HashMap::new(),
+            pending_transfer: Vec::new(),
+            transferred: Vec::new(),
+            seen: HashSet::new(),
+            memo: HashMap::new(),
+            structures: Vec::new(),
+            stats: MutatorStats::default(),
+            last: RoundSummary::default(),
         }
     }
+
+    /// What the last call to `propose` did.
+    pub fn last_round(&self) -> &RoundSummary {
+        &self.last
+    }
+
+    /// Per mutator: (name, mutants tried, mutants accepted: replayed and passed the
+    /// postprocessors).
+    pub fn mutator_stats(&self) -> Vec<(&'static str, usize, usize)> {
+        self.stats.rows()
+    }
+
+    /// The sketches fresh samples are drawn from.
+    pub fn sketches(&self) -> &[SketchKind] {
+        &self.sketches
+    }
+
+    // ----- evaluation -------------------------------------------------------------------
+
+    /// Replays (or samples) and checks `sources` in parallel, in order. IR already in
+    /// `round` is not checked again.
+    fn evaluate(&self, round: &Round, sources: Vec<Source>) -> Vec<Evaluated> {
+        sources
+            .into_par_iter()
+            .map(|source| {
+                let sch = match source {
+                    Source::Trace(t) => match replay(&t, self.program.clone(), 0) {
+                        Ok(sch) => sch,
+                        Err(_) => return Evaluated::Replay,
+                    },
+                    Source::Mutant(t) => match mutator::replay_mutant(&t, &self.program, 0) {
+                        Ok(sch) => sch,
+                        Err(_) => return Evaluated::Replay,
+                    },
+                    Source::Fresh { kind, seed } => {
+                        let mut sch = Schedule::new(self.program.clone(), seed);
+                        if sketch::apply_sketch(&self.space, &mut sch, splitmix(seed), kind)
+                            .is_err()
+                        {
+                            return Evaluated::Instantiation;
+                        }
+                        sch
+                    }
+                };
+                let hash = ir_hash(sch.program());
+                if let Some(i) = round.index.get(&hash) {
+                    return Evaluated::InRound(*i);
+                }
+                match postproc::check(sch.program(), &self.space, &self.target) {
+                    Ok(lowered) => Evaluated::New {
+                        trace: sch.trace().clone(),
+                        hash,
+                        lowered,
+                    },
+                    Err(_) => Evaluated::Rejected,
+                }
+            })
+            .collect()
+    }
+
+    /// The index of `trace`'s structure in the registry, registering it if new.
+    fn structure_of(&mut self, trace: &Trace) -> usize {
+        let mut bare = trace.clone();
+        for inst in &mut bare.insts {
+            inst.decision = None;
+        }
+        match self.structures.iter().position(|s| *s == bare) {
+            Some(i) => i,
+            None => {
+                self.structures.push(bare);
+                self.structures.len() - 1
+            }
+        }
+    }
+
+    fn member(&mut self, trace: Trace, hash: String, lowered: Lowered) -> Arc<Member> {
+        let structure = self.structure_of(&trace);
+        Arc::new(Member {
+            trace,
+            hash,
+            lowered,
+            structure,
+        })
+    }
+
+    // ----- the initial population -------------------------------------------------------
+
+    /// The best measured candidates: the top `init_measured_ratio` of the population by
+    /// latency, each with its normalized throughput.
+    fn measured_members(&mut self, round: &Round) -> Vec<(Arc<Member>, f64)> {
+        let k = (self.params.init_measured_ratio * self.params.population as f64) as usize;
+        let mut best: Vec<(f64, String)> = self
+            .measured
+            .iter()
+            .filter_map(|(h, m)| m.seconds.map(|s| (s, h.clone())))
+            .filter(|(s, _)| s.is_finite() && *s > 0.0)
+            .collect();
+        best.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        best.truncate(k);
+        let Some(fastest) = best.first().map(|b| b.0) else {
+            return Vec::new();
+        };
+        let todo: Vec<String> = best
+            .iter()
+            .filter(|(_, h)| self.measured[h].member.is_none())
+            .map(|(_, h)| h.clone())
+            .collect();
+        let sources = todo
+            .iter()
+            .map(|h| Source::Trace(self.measured[h].trace.clone()))
+            .collect();
+        for (h, e) in todo.iter().zip(self.evaluate(round, sources)) {
+            let member = match e {
+                Evaluated::New {
+                    trace,
+                    hash,
+                    lowered,
+                } => {
+                    self.seen.insert(hash.clone());
+                    Ok(self.member(trace, hash, lowered))
+                }
+                Evaluated::InRound(i) => Ok(round.entries[i].member.clone()),
+                _ => Err(()),
+            };
+            if let Some(m) = self.measured.get_mut(h) {
+                m.member = Some(member);
+            }
+        }
+        best.iter()
+            .filter_map(|(s, h)| match &self.measured[h].member {
+                Some(Ok(m)) => Some((m.clone(), fastest / s)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Tries the transferred traces not tried yet; keeps those that replay and pass.
+    fn take_transfers(&mut self, round: &Round) {
+        let pending = std::mem::take(&mut self.pending_transfer);
+        let sources = pending.into_iter().map(Source::Trace).collect();
+        for e in self.evaluate(round, sources) {
+            match e {
+                Evaluated::New {
+                    trace,
+                    hash,
+                    lowered,
+                } => {
+                    if !self.transferred.iter().any(|m| m.hash == hash) {
+                        let m = self.member(trace, hash, lowered);
+                        self.transferred.push(m);
+                    }
+                }
+                Evaluated::InRound(i) => self.transferred.push(round.entries[i].member.clone()),
+                _ => {}
+            }
+        }
+    }
+
+    /// Up to `want` fresh samples of the sketches, in waves, new to the round.
+    fn sample_fresh(
+        &mut self,
+        round: &mut Round,
+        want: usize,
+        rng: &mut ChaCha8Rng,
+        out: &mut Proposal,
+    ) -> Vec<usize> {
+        let cap = want.saturating_mul(self.params.max_attempts_per_candidate);
+        let (mut found, mut tried) = (Vec::new(), 0);
+        while found.len() < want && tried < cap && !self.sketches.is_empty() {
+            let k = (want - found.len()).min(cap - tried);
+            tried += k;
+            let sources = (0..k)
+                .map(|_| Source::Fresh {
+                    kind: self.sketches[rng.gen_range(0..self.sketches.len())],
+                    seed: rng.gen(),
+                })
+                .collect();
+            let before = found.len();
+            for e in self.evaluate(round, sources) {
+                match e {
+                    Evaluated::New {
+                        trace,
+                        hash,
+                        lowered,
+                    } => {
+                        let m = self.member(trace, hash, lowered);
+                        match round.admit(m, Origin::Fresh, None) {
+                            (i, true) => found.push(i),
+                            _ => out.duplicates += 1,
+                        }
+                    }
+                    Evaluated::InRound(_) => out.duplicates += 1,
+                    Evaluated::Instantiation | Evaluated::Replay => {
+                        out.instantiation_failures += 1
+                    }
+                    Evaluated::Rejected => {}
+                }
+            }
+            if found.len() == before {
+                break;
+            }
+        }
+        found
+    }
+
+    /// The first generation: measured, transferred, then fresh samples up to the
+    /// population.
+    fn initial_population(
+        &mut self,
+        round: &mut Round,
+        rng: &mut ChaCha8Rng,
+        out: &mut Proposal,
+    ) -> Vec<usize> {
+        let mut pop = Vec::new();
+        self.last = RoundSummary::default();
+        let measured = self.measured_members(round);
+        let prior = (!measured.is_empty())
+            .then(|| measured.iter().map(|(_, t)| t).sum::<f64>() / measured.len() as f64);
+        for (m, throughput) in measured {
+            if let (i, true) = round.admit(m, Origin::Measured, Some(throughput)) {
+                pop.push(i);
+                self.last.measured += 1;
+            }
+        }
+        self.take_transfers(round);
+        for m in self.transferred.clone() {
+            if let (i, true) = round.admit(m, Origin::Transferred, prior) {
+                pop.push(i);
+                self.last.transferred += 1;
+            }
+        }
+        let want = self.params.population.saturating_sub(pop.len());
+        let fresh = self.sample_fresh(round, want, rng, out);
+        self.last.fresh = fresh.len();
+        for i in fresh {
+            round.entries[i].lineage = prior;
+            pop.push(i);
+        }
+        pop
+    }
+
+    // ----- scoring and evolution --------------------------------------------------------
+
+    /// Scores the round's candidates that have no score yet.
+    fn score(&self, round: &mut Round, out: &mut Proposal) {
+        let todo: Vec<usize> = (0..round.entries.len())
+            .filter(|i| round.entries[*i].score.is_none())
+            .collect();
+        out.scored += todo.len();
+        let scores: Vec<f64> = match &self.scorer {
+            Some(scorer) => {
+                let lowered: Vec<&Lowered> = todo
+                    .iter()
+                    .map(|i| &round.entries[*i].member.lowered)
+                    .collect();
+                lowered
+                    .par_chunks(SCORE_CHUNK)
+                    .map(|c| {
+                        let mut s = scorer.score(c);
+                        s.resize(c.len(), 0.0);
+                        s
+                    })
+                    .collect::<Vec<_>>()
+                    .concat()
+            }
+            None => todo
+                .iter()
+                .map(|i| round.entries[*i].lineage.unwrap_or(1.0))
+                .collect(),
+        };
+        for (i, s) in todo.into_iter().zip(scores) {
+            round.entries[i].score = Some(if s.is_finite() { s } else { 0.0 });
+        }
+    }
+
+    /// The next generation: survivors of `pop` drawn by score, mutated or copied, in waves
+    /// until the population is full, the attempts are spent or a wave finds nothing new.
+    fn next_generation(
+        &mut self,
+        round: &mut Round,
+        pop: &[usize],
+        rng: &mut ChaCha8Rng,
+        out: &mut Proposal,
+    ) -> Vec<usize> {
+        if pop.is_empty() {
+            return Vec::new();
+        }
+        let weights: Vec<f64> = pop
+            .iter()
+            .map(|i| round.entries[*i].score.unwrap_or(0.0).max(0.0))
+            .collect();
+        let by_score = WeightedIndex::new(&weights).ok();
+        let target = self.params.population;
+        let cap = target.saturating_mul(self.params.max_attempts_per_candidate);
+        let (mut next, mut in_next) = (Vec::new(), HashSet::new());
+        let mut tried = 0;
+        while next.len() < target && tried < cap {
+            let k = (target - next.len()).min(cap - tried);
+            tried += k;
+            // Plans, drawn serially: (parent, mutant).
+            let mut plans: Vec<(usize, Option<(MutatorKind, Trace)>)> = Vec::with_capacity(k);
+            for _ in 0..k {
+                let parent = pop[match &by_score {
+                    Some(d) => d.sample(rng),
+                    None => rng.gen_range(0..pop.len()),
+                }];
+                let mutant = if rng.gen::<f64>() < self.params.mutation_probability {
+                    mutator::mutate(&round.entries[parent].member.trace, rng)
+                } else {
+                    None
+                };
+                plans.push((parent, mutant));
+            }
+            // The memo answers for mutants met before; the rest are replayed.
+            let mut sources = Vec::new();
+            let mut known: Vec<Option<Memo>> = Vec::with_capacity(k);
+            for (parent, mutant) in &plans {
+                let Some((_, trace)) = mutant else {
+                    known.push(None);
+                    continue;
+                };
+                let key = memo_key(round.entries[*parent].member.structure, trace);
+                let hit = self.memo.get(&key).cloned();
+                match &hit {
+                    Some(Memo::Invalid) => {}
+                    Some(Memo::Valid(h)) if round.index.contains_key(h) => {}
+                    _ => sources.push(Source::Mutant(trace.clone())),
+                }
+                known.push(hit.filter(|m| match m {
+                    Memo::Invalid => true,
+                    Memo::Valid(h) => round.index.contains_key(h),
+                }));
+            }
+            let mut evaluated = self.evaluate(round, sources).into_iter();
+            let before = next.len();
+            for ((parent, mutant), hit) in plans.into_iter().zip(known) {
+                let child = match mutant {
+                    None => Some(parent),
+                    Some((kind, trace)) => {
+                        let key = memo_key(round.entries[parent].member.structure, &trace);
+                        let child = match hit {
+                            Some(Memo::Invalid) => None,
+                            Some(Memo::Valid(h)) => round.index.get(&h).copied(),
+                            None => match evaluated.next() {
+                                Some(Evaluated::New {
+                                    trace,
+                                    hash,
+                                    lowered,
+                                }) => {
+                                    self.memo.insert(key, Memo::Valid(hash.clone()));
+                                    let m = Arc::new(Member {
+                                        trace,
+                                        hash,
+                                        lowered,
+                                        structure: round.entries[parent].member.structure,
+                                    });
+                                    let lineage = round.entries[parent].lineage;
+                                    Some(round.admit(m, Origin::Mutant, lineage).0)
+                                }
+                                Some(Evaluated::InRound(i)) => {
+                                    let h = round.entries[i].member.hash.clone();
+                                    self.memo.insert(key, Memo::Valid(h));
+                                    Some(i)
+                                }
+                                _ => {
+                                    self.memo.insert(key, Memo::Invalid);
+                                    None
+                                }
+                            },
+                        };
+                        self.stats.record(kind, child.is_some());
+                        child
+                    }
+                };
+                match child {
+                    Some(c) if in_next.insert(c) => next.push(c),
+                    Some(_) => out.duplicates += 1,
+                    None => {}
+                }
+            }
+            if next.len() == before {
+                break;
+            }
+        }
+        next
+    }
+
+    // ----- the batch --------------------------------------------------------------------
+
+    /// The batch: the best-scored candidates of the round not yet seen, and an
+    /// `eps_greedy` share of fresh samples, with their source.
+    fn pick_batch(
+        &mut self,
+        round: &Round,
+        n: usize,
+        is_known: &mut dyn FnMut(&Trace) -> bool,
+        out: &mut Proposal,
+    ) -> Vec<usize> {
+        let n_random = ((n as f64) * self.params.eps_greedy).round() as usize;
+        let mut by_score: Vec<usize> = (0..round.entries.len()).collect();
+        by_score.sort_by(|a, b| {
+            let s = |i: &usize| round.entries[*i].score.unwrap_or(0.0);
+            s(b).total_cmp(&s(a))
+        });
+        let fresh: Vec<usize> = (0..round.entries.len())
+            .filter(|i| round.entries[*i].origin == Origin::Fresh)
+            .collect();
+        let mut picks = Vec::new();
+        let mut take = |from: &[usize], count: usize, picks: &mut Vec<usize>| {
+            let goal = picks.len() + count;
+            for i in from {
+                if picks.len() >= goal {
+                    break;
+                }
+                let e = &round.entries[*i];
+                if self.seen.contains(&e.member.hash) {
+                    continue;
+                }
+                self.seen.insert(e.member.hash.clone());
+                if is_known(&e.member.trace) {
+                    out.known += 1;
+                    continue;
+                }
+                picks.push(*i);
+            }
+        };
+        take(&by_score, n - n_random.min(n), &mut picks);
+        take(&fresh, n_random.min(n), &mut picks);
+        let short = n - picks.len();
+        take(&by_score, short, &mut picks);
+        picks
+    }
+}
+
+fn memo_key(structure: usize, trace: &Trace) -> (usize, Vec<Decision>) {
+    (
+        structure,
+        trace.decisions().into_iter().map(|(_, d)| d).collect(),
+    )
 }
 
 impl SearchStrategy for EvolutionarySearch {
@@ -32,6 +652,86 @@ impl SearchStrategy for EvolutionarySearch {
     }
 
     fn propose(&mut self, n: usize, is_known: &mut dyn FnMut(&Trace) -> bool) -> Proposal {
-        self.inner.propose(n, is_known)
+        let mut out = Proposal::default();
+        if n == 0 {
+            return out;
+        }
+        if self.sketches.is_empty() {
+            out.instantiation_failures += 1;
+            out.exhausted = true;
+            return out;
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(splitmix(self.seed ^ splitmix(self.round)));
+        self.round += 1;
+        let mut round = Round::default();
+        let mut pop = self.initial_population(&mut round, &mut rng, &mut out);
+        for _ in 0..self.params.generations {
+            self.score(&mut round, &mut out);
+            pop = self.next_generation(&mut round, &pop, &mut rng, &mut out);
+            self.last.generations.push(pop.len());
+        }
+        self.last.distinct = round.entries.len();
+        self.score(&mut round, &mut out);
+        let picks = self.pick_batch(&round, n, is_known, &mut out);
+        let sources: Vec<_> = picks
+            .par_iter()
+            .map(|i| postproc::generate(&round.entries[*i].member.lowered, &self.target))
+            .collect();
+        for (i, source) in picks.into_iter().zip(sources) {
+            let m = &round.entries[i].member;
+            match source {
+                Ok(source) => out.candidates.push(Candidate {
+                    trace: m.trace.clone(),
+                    ir_hash: m.hash.clone(),
+                    verified: Verified {
+                        lowered: m.lowered.clone(),
+                        source,
+                    },
+                }),
+                Err(r) => out.rejected.push((m.trace.clone(), r)),
+            }
+        }
+        out.exhausted = out.candidates.len() + out.rejected.len() < n;
+        out
+    }
+
+    fn feedback(&mut self, results: &[MeasuredResult]) {
+        for r in results {
+            self.seen.insert(r.ir_hash.clone());
+            let seconds = r.median_seconds.filter(|s| s.is_finite() && *s > 0.0);
+            match self.measured.get_mut(&r.ir_hash) {
+                Some(m) => {
+                    if let Some(s) = seconds {
+                        m.seconds = Some(m.seconds.map_or(s, |old| old.min(s)));
+                    }
+                }
+                None => {
+                    self.measured.insert(
+                        r.ir_hash.clone(),
+                        Measured {
+                            trace: r.trace.clone(),
+                            seconds,
+                            member: None,
+                        },
+                    );
+                }
+            }
+        }
+    }
+
+    fn set_scorer(&mut self, scorer: Option<Arc<dyn Scorer>>) {
+        self.scorer = scorer;
+    }
+
+    fn seed_traces(&mut self, traces: &[Trace]) {
+        self.pending_transfer.extend_from_slice(traces);
+    }
+
+    fn uses_model(&self) -> bool {
+        self.scorer.is_some()
+    }
+
+    fn mutator_stats(&self) -> Vec<(&'static str, usize, usize)> {
+        self.stats.rows()
     }
 }

@@ -1,10 +1,12 @@
 //! The search: a workload's design space (sketch rules read from `search_spaces/*.toml`),
 //! the postprocessors that reject what cannot run on the target, and the strategies that
-//! propose candidates (random sampling now; evolutionary search next).
+//! propose candidates: random sampling, and the evolutionary search that mutates the
+//! decisions of measured and sampled traces, ranked by the cost model.
 //!
 //! No IO here: the tuner (`crate::tune`) measures and records what the search proposes.
 
 pub mod evolutionary;
+pub mod mutator;
 pub mod postproc;
 pub mod random;
 pub mod sample;
@@ -14,9 +16,10 @@ pub mod space;
 pub use evolutionary::EvolutionarySearch;
 pub use postproc::{RejectKind, Rejection, TargetLimits, Verified};
 pub use random::{ir_hash, Candidate, MeasuredResult, Proposal, RandomSearch, SearchStrategy};
+pub use mutator::MutatorKind;
 pub use sample::{sample, SampleSummary};
-pub use sketch::SketchError;
-pub use space::{SearchSpace, SpaceError};
+pub use sketch::{SketchError, SketchKind};
+pub use space::{SearchParams, SearchSpace, SpaceError};
 
 /// The strategies `tessel tune --strategy` names.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

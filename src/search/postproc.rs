@@ -125,12 +125,21 @@ fn vthreads(p: &Program) -> i64 {
 }
 
 /// Lowers `p` for the target and checks it against the target's and the space's limits;
-/// the kernels and their source, or why the candidate cannot run.
+/// the kernels and their source, or why the candidate cannot run: [`check`], then
+/// [`generate`].
 pub fn verify(
     p: &Program,
     space: &SearchSpace,
     target: &TargetLimits,
 ) -> Result<Verified, Rejection> {
+    let lowered = check(p, space, target)?;
+    let source = generate(&lowered, target)?;
+    Ok(Verified { lowered, source })
+}
+
+/// Lowers `p` for the target and checks it against the target's and the space's limits,
+/// without generating source: what the search scores before it picks what to build.
+pub fn check(p: &Program, space: &SearchSpace, target: &TargetLimits) -> Result<Lowered, Rejection> {
     if let TargetLimits::Cuda(_) = target {
         let count = vthreads(p);
         if count > space.max_vthreads {
@@ -173,12 +182,16 @@ pub fn verify(
             }
         }
     }
-    let source = match target {
-        TargetLimits::Cuda(_) => codegen::cuda::generate(&lowered),
-        TargetLimits::Cpu => codegen::cpu::generate(&lowered),
+    Ok(lowered)
+}
+
+/// The source of a checked candidate for the target.
+pub fn generate(lowered: &Lowered, target: &TargetLimits) -> Result<Source, Rejection> {
+    match target {
+        TargetLimits::Cuda(_) => codegen::cuda::generate(lowered),
+        TargetLimits::Cpu => codegen::cpu::generate(lowered),
     }
-    .map_err(|e| Rejection::Lowering(LowerError::Invalid(e.to_string())))?;
-    Ok(Verified { lowered, source })
+    .map_err(|e| Rejection::Lowering(LowerError::Invalid(e.to_string())))
 }
 
 /// The limits a CUDA build must fit, checked by the worker right after NVRTC and before

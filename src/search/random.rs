@@ -1,6 +1,7 @@
 //! Random search: sample the design space afresh for every candidate, drop duplicates
 //! (same printed IR, by SHA-256) and those the caller already measured, and run the
-//! postprocessors. The evolutionary search will implement [`SearchStrategy`] beside it.
+//! postprocessors. The evolutionary search (`super::evolutionary`) implements
+//! [`SearchStrategy`] beside it.
 
 use super::postproc::{verify, RejectKind, Rejection, TargetLimits, Verified};
 use super::sketch;
@@ -36,6 +37,9 @@ pub struct Proposal {
     /// True when the strategy gave up before finding `n` new candidates: the space looks
     /// exhausted.
     pub exhausted: bool,
+    /// Candidates the cost model (or, without one, the measured ancestry) scored to pick
+    /// the batch; 0 for a strategy that scores nothing.
+    pub scored: usize,
 }
 
 impl Proposal {
@@ -74,6 +78,15 @@ pub trait SearchStrategy {
     /// Traces of other workloads (the database's best, same target kind) to try on this
     /// one where their decisions fit (transfer). Strategies without a population ignore it.
     fn seed_traces(&mut self, _traces: &[Trace]) {}
+    /// Whether a cost model ranks the proposals (set by `set_scorer`).
+    fn uses_model(&self) -> bool {
+        false
+    }
+    /// Per mutator: (name, mutants tried, mutants that replayed and passed the
+    /// postprocessors), for the report. Empty for strategies that do not mutate.
+    fn mutator_stats(&self) -> Vec<(&'static str, usize, usize)> {
+        Vec::new()
+    }
 }
 
 /// Hex SHA-256 of a program's printed IR: two candidates with the same hash are the same
@@ -120,7 +133,8 @@ impl RandomSearch {
     }
 }
 
-fn splitmix(x: u64) -> u64 {
+/// A 64-bit mixer (SplitMix64's finalizer): distinct, well-spread seeds from counters.
+pub(crate) fn splitmix(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);

@@ -1,16 +1,20 @@
 //! Sketch rules: a workload's design space as a function that schedules its program with
 //! sampling instructions, reading its parameters from a [`SearchSpace`].
 //!
-//! Running [`apply`] on a fresh [`Schedule`] seeded differently samples a different
-//! candidate; its trace (decisions included) replays to the same program. The rules, in
-//! the order they are applied:
+//! A workload has one or two sketches ([`sketches`]): the plain one and, on spaces with
+//! `[split_k]` and for a reduction long against its output, the split-K one. Running
+//! [`apply_sketch`] on a fresh [`Schedule`] seeded differently samples a different
+//! candidate of that sketch; its trace (decisions included) replays to the same program,
+//! and which sketch it belongs to is visible in it (the split-K count is a
+//! `sample_categorical` decision followed by `rfactor`). [`apply`] picks the sketch by the
+//! space's split-K probability, drawn from the seed. The rules, in the order they are
+//! applied:
 //!
 //! 1. **Inline padding**: spatial stages before the main block (conv2d's `pad_temp`)
 //!    are `compute_inline`d into it.
-//! 2. **Split-K** (spaces with `[split_k]`): for a reduction long against its output,
-//!    sometimes (see [`split_k`]) the first reduction axis is split by a sampled count
-//!    and `rfactor`ed; the rf block is the main block below, and the original block,
-//!    now the sum of the partial results, is scheduled on its own at the end.
+//! 2. **Split-K** (the split-K sketch): the first reduction axis is split by a sampled
+//!    count and `rfactor`ed; the rf block is the main block below, and the original
+//!    block, now the sum of the partial results, is scheduled on its own at the end.
 //! 3. **Cache write**: the main block (the last reduction block) accumulates in a local
 //!    cache; elementwise epilogues after it (bias, relu) are `reverse_compute_inline`d
 //!    into the write-back. Then, sometimes (see [`implicit_gemm`]), the spatial axes
@@ -48,6 +52,8 @@ use thiserror::Error;
 pub enum SketchError {
     #[error("the workload has no reduction block to tile")]
     NoReduction,
+    #[error("the split-K sketch does not apply to this workload (see `[split_k]`)")]
+    SplitKNotApplicable,
     #[error("{rule}: {source}")]
     Schedule {
         rule: &'static str,
@@ -98,14 +104,71 @@ fn stages(p: &Program) -> Result<Stages, SketchError> {
     })
 }
 
-/// Builds one sample of the design space of `sch`'s program, drawing decisions from the
-/// schedule's generator.
+/// A sketch: the structure of a family of candidates, whose members differ only in their
+/// decisions.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum SketchKind {
+    /// Multi-level tiling of the main block, whole reductions per thread.
+    Plain,
+    /// The first reduction axis split by a sampled count and `rfactor`ed (`[split_k]`).
+    SplitK,
+}
+
+impl SketchKind {
+    /// A short name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            SketchKind::Plain => "plain",
+            SketchKind::SplitK => "split_k",
+        }
+    }
+}
+
+/// The sketches of `program`'s design space: always the plain one, and the split-K one
+/// where the space has `[split_k]` and the workload fits its rule.
+pub fn sketches(space: &SearchSpace, program: &Program) -> Result<Vec<SketchKind>, SketchError> {
+    let st = stages(program)?;
+    let main = program
+        .blocks_in_order()
+        .into_iter()
+        .find(|b| program.block(*b).name == st.main)
+        .ok_or(SketchError::NoReduction)?;
+    let mut out = vec![SketchKind::Plain];
+    if split_k_counts(space, program, main).is_some() {
+        out.push(SketchKind::SplitK);
+    }
+    Ok(out)
+}
+
+/// Builds one sample of the design space of `sch`'s program: the split-K sketch with the
+/// space's `split_k.probability` (a coin drawn from `seed`) where it applies, else the
+/// plain one. See [`apply_sketch`].
+pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), SketchError> {
+    use rand::{Rng, SeedableRng};
+    let kinds = sketches(space, sch.program())?;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5b11_7c0f_0000_0001);
+    let kind = match &space.split_k {
+        Some(rule) if kinds.contains(&SketchKind::SplitK) && rng.gen::<f64>() < rule.probability => {
+            SketchKind::SplitK
+        }
+        _ => SketchKind::Plain,
+    };
+    apply_sketch(space, sch, seed, kind)
+}
+
+/// Builds one sample of sketch `kind` of the design space of `sch`'s program, drawing
+/// decisions from the schedule's generator.
 ///
 /// On a GPU space the spatial tile sizes are drawn jointly (from `seed`) until the thread
 /// block and the virtual threads fit the space's limits, then passed to `sample_tile`
 /// (`sample_perfect_tile`) as its decisions: the trace is the same as with free sampling,
 /// but far fewer samples are rejected by the postprocessors.
-pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), SketchError> {
+pub fn apply_sketch(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    seed: u64,
+    kind: SketchKind,
+) -> Result<(), SketchError> {
     let st = stages(sch.program())?;
     // 1. Padding (on a space with a read cache, after the cache is placed: the padding
     //    goes into the cooperative fetch, as MetaSchedule does).
@@ -118,7 +181,10 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
     }
     // 2. Split-K: the main block becomes the rf block; the original one sums its
     //    partial results in a nest of its own.
-    let split = split_k(space, sch, &st.main, seed)?;
+    let split = match kind {
+        SketchKind::Plain => None,
+        SketchKind::SplitK => Some(split_k(space, sch, &st.main)?),
+    };
     // 3. Cache write and epilogues.
     let main = match split {
         Some((rf, _, _)) => rf,
@@ -328,66 +394,57 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
     Ok(())
 }
 
-/// The split-K rule: with the space's probability (drawn from `seed`, outside the
-/// trace, so that a trace's decisions never change its structure), a workload whose
-/// output is small against its reduction has its first reduction loop split by a sampled
-/// count (`sample_categorical` over the space's splits that divide it) and `rfactor`ed.
-/// Returns the rf block, the write-back (the original block) and the split-K loop.
-fn split_k(
-    space: &SearchSpace,
-    sch: &mut Schedule,
-    main: &str,
-    seed: u64,
-) -> Result<Option<(BlockRv, BlockRv, LoopRv)>, SketchError> {
-    use rand::{Rng, SeedableRng};
-    let Some(rule) = &space.split_k else {
-        return Ok(None);
-    };
-    let b = sch.get_block(main).map_err(at("split-K"))?;
-    let (outputs, reduction, first_reduce) = {
-        let p = sch.program();
-        let blk = p.block(sch.block_id(b).map_err(at("split-K"))?);
-        let extent = |kind| {
-            blk.iter_vars
-                .iter()
-                .filter(|iv| iv.kind == kind)
-                .map(|iv| iv.extent)
-                .product::<i64>()
-        };
-        let first = blk
-            .iter_vars
+/// The split counts the space's split-K rule allows for `main` (those of `splits` that
+/// divide its first reduction axis), or `None` when the rule does not apply: no
+/// `[split_k]`, an output larger than `max_output_elements`, a reduction shorter than
+/// `min_reduction`, or no count that divides.
+fn split_k_counts(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> Option<Vec<i64>> {
+    let rule = space.split_k.as_ref()?;
+    let blk = p.block(main);
+    let extent = |kind| {
+        blk.iter_vars
             .iter()
-            .find(|iv| iv.kind == IterKind::Reduce)
-            .map(|iv| iv.extent);
-        (extent(IterKind::Spatial), extent(IterKind::Reduce), first)
+            .filter(|iv| iv.kind == kind)
+            .map(|iv| iv.extent)
+            .product::<i64>()
     };
-    let Some(first_extent) = first_reduce else {
-        return Ok(None);
-    };
+    let first_extent = blk
+        .iter_vars
+        .iter()
+        .find(|iv| iv.kind == IterKind::Reduce)?
+        .extent;
     let splits: Vec<i64> = rule
         .splits
         .iter()
         .copied()
         .filter(|s| first_extent % s == 0 && *s < first_extent)
         .collect();
-    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5b11_7c0f_0000_0001);
-    if splits.is_empty()
-        || outputs > rule.max_output_elements
-        || reduction < rule.min_reduction
-        || rng.gen::<f64>() >= rule.probability
-    {
-        return Ok(None);
-    }
+    (!splits.is_empty()
+        && extent(IterKind::Spatial) <= rule.max_output_elements
+        && extent(IterKind::Reduce) >= rule.min_reduction)
+        .then_some(splits)
+}
+
+/// The split-K rule: the first reduction loop of `main` is split by a sampled count
+/// (`sample_categorical` over [`split_k_counts`], a decision of the trace) and
+/// `rfactor`ed. Returns the rf block, the write-back (the original block) and the split-K
+/// loop.
+fn split_k(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    main: &str,
+) -> Result<(BlockRv, BlockRv, LoopRv), SketchError> {
+    let b = sch.get_block(main).map_err(at("split-K"))?;
+    let splits = split_k_counts(space, sch.program(), sch.block_id(b).map_err(at("split-K"))?)
+        .ok_or(SketchError::SplitKNotApplicable)?;
     let loops = sch.get_loops(b).map_err(at("split-K"))?;
     let kinds = loop_kinds(sch, b, &loops)?;
-    let Some(lr) = loops
+    let lr = loops
         .iter()
         .zip(&kinds)
         .find(|(_, k)| **k == IterKind::Reduce)
         .map(|(l, _)| *l)
-    else {
-        return Ok(None);
-    };
+        .ok_or(SketchError::SplitKNotApplicable)?;
     let probs = vec![1.0 / splits.len() as f64; splits.len()];
     let count = sch
         .sample_categorical(&splits, &probs, None)
@@ -396,7 +453,7 @@ fn split_k(
         .split(lr, &[Some(IntArg::Rv(count)), None])
         .map_err(at("split-K"))?;
     let rf = sch.rfactor(parts[0], 0).map_err(at("rfactor"))?;
-    Ok(Some((rf, b, parts[0])))
+    Ok((rf, b, parts[0]))
 }
 
 /// The implicit-GEMM rule: with the space's `tiling.implicit_gemm` probability (drawn

@@ -76,6 +76,27 @@ pub struct SearchSpace {
     pub max_spill_bytes: u32,
     /// Split-K: when and how a long reduction is spread over partial results.
     pub split_k: Option<SplitK>,
+    /// The evolutionary search's parameters (`[search]`).
+    pub search: SearchParams,
+}
+
+/// The evolutionary search's parameters (`[search]`), MetaSchedule's defaults in the
+/// embedded files.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SearchParams {
+    /// Candidates per generation.
+    pub population: usize,
+    /// The share of the initial population taken from the best measured candidates.
+    pub init_measured_ratio: f64,
+    /// Rounds of scoring, selection and mutation before a batch is picked.
+    pub generations: usize,
+    /// The probability that a survivor is mutated (else it is copied).
+    pub mutation_probability: f64,
+    /// The share of each batch given to fresh random samples instead of the best scored.
+    pub eps_greedy: f64,
+    /// Samples (or mutants) that may be tried per wanted one before the search stops
+    /// looking: what keeps a small space from spinning on duplicates.
+    pub max_attempts_per_candidate: usize,
 }
 
 /// The split-K rule (`[split_k]`): with `probability`, a sample of a workload whose
@@ -102,6 +123,18 @@ struct File {
     vectorize: Option<Vectorize>,
     split_k: Option<SplitKFile>,
     postprocess: Postprocess,
+    search: SearchFile,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SearchFile {
+    population: usize,
+    init_measured_ratio: f64,
+    generations: usize,
+    mutation_probability: f64,
+    eps_greedy: f64,
+    max_attempts_per_candidate: usize,
 }
 
 #[derive(Deserialize)]
@@ -361,6 +394,7 @@ impl SearchSpace {
             }
             _ => None,
         };
+        let search = search_params(f.search, &invalid)?;
         Ok(SearchSpace {
             levels,
             bindings,
@@ -379,6 +413,7 @@ impl SearchSpace {
             max_vector_extent,
             max_spill_bytes: f.postprocess.max_spill_bytes,
             split_k,
+            search,
         })
     }
 
@@ -388,6 +423,40 @@ impl SearchSpace {
             .iter()
             .any(|b| matches!(b, Binding::Thread(_)))
     }
+}
+
+/// Checks the `[search]` section.
+fn search_params(
+    f: SearchFile,
+    invalid: &dyn Fn(&'static str, String) -> SpaceError,
+) -> Result<SearchParams, SpaceError> {
+    if f.population < 1 {
+        return Err(invalid("search.population", "must be at least 1".into()));
+    }
+    let share = |key: &'static str, v: f64| {
+        if (0.0..=1.0).contains(&v) {
+            Ok(v)
+        } else {
+            Err(invalid(key, format!("{v} is not in [0, 1]")))
+        }
+    };
+    let init_measured_ratio = share("search.init_measured_ratio", f.init_measured_ratio)?;
+    let mutation_probability = share("search.mutation_probability", f.mutation_probability)?;
+    let eps_greedy = share("search.eps_greedy", f.eps_greedy)?;
+    if f.max_attempts_per_candidate < 1 {
+        return Err(invalid(
+            "search.max_attempts_per_candidate",
+            "must be at least 1".into(),
+        ));
+    }
+    Ok(SearchParams {
+        population: f.population,
+        init_measured_ratio,
+        generations: f.generations,
+        mutation_probability,
+        eps_greedy,
+        max_attempts_per_candidate: f.max_attempts_per_candidate,
+    })
 }
 
 #[cfg(test)]
@@ -430,5 +499,25 @@ mod tests {
         let bad_bind = CUDA_DEFAULT.replace("\"vthread.x\"", "\"warp\"");
         let e = SearchSpace::parse(&bad_bind, "f.toml").unwrap_err();
         assert!(e.to_string().contains("tiling.spatial_bind"), "{e}");
+    }
+
+    #[test]
+    fn search_section_is_parsed_and_checked() {
+        let c = SearchSpace::cuda_default();
+        assert_eq!(c.search.population, 512);
+        assert_eq!(c.search.generations, 4);
+        assert_eq!(SearchSpace::cpu_default().search.eps_greedy, 0.05);
+        let bad_eps = CUDA_DEFAULT.replace("eps_greedy = 0.05", "eps_greedy = 1.5");
+        let e = SearchSpace::parse(&bad_eps, "f.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.toml: key `search.eps_greedy`: 1.5 is not in [0, 1]"
+        );
+        let no_pop = CPU_DEFAULT.replace("population = 512", "population = 0");
+        let e = SearchSpace::parse(&no_pop, "f.toml").unwrap_err();
+        assert!(e.to_string().contains("search.population"), "{e}");
+        let missing = CUDA_DEFAULT.replace("generations = 4", "");
+        let e = SearchSpace::parse(&missing, "f.toml").unwrap_err();
+        assert!(e.to_string().contains("generations"), "{e}");
     }
 }

@@ -1,0 +1,295 @@
+//! Mutators: a new candidate from a trace by changing one of its decisions, never its
+//! instructions, so a mutant stays in the sketch of its parent.
+//!
+//! * **Tile size** (`sample_perfect_tile`): one prime factor moves between two levels of
+//!   the same loop; the innermost level stays within the instruction's
+//!   `max_innermost_factor`. The thread and vthread extents are levels of the spatial
+//!   tiles, so this is also the mutator of thread-binding extents; whether the block still
+//!   fits the target (threads, vthreads, shared memory) is for the postprocessors to say.
+//! * **Unroll depth** (the `sample_categorical` read by the auto-unroll annotation),
+//!   **vector length** (the one that splits a cooperative fetch before `vectorize`) and
+//!   **split-K count** (the one that splits the loop `rfactor` takes): another candidate of
+//!   the same instruction. Only traces of the split-K sketch have a split-K decision, so
+//!   the count changes within that sketch.
+//!
+//! Compute-at locations are not decisions of this project's traces: the sketch places
+//! every `compute_at` and `reverse_compute_at` at a fixed tile level, so there is no
+//! compute-at mutator. Changing a location would need a sampling instruction for it.
+//!
+//! A new split-K count changes the extent of the loop whose tile sizes are decided after
+//! it, so those decisions no longer fit: [`replay_mutant`] drops a decision that replay
+//! refuses and samples it afresh, which keeps the mutant in the split-K sketch.
+//!
+//! A mutant is only a trace: the caller replays and verifies it and counts, per
+//! [`MutatorKind`], how many were tried and how many were accepted ([`MutatorStats`]).
+
+use super::sketch::AUTO_UNROLL_KEY;
+use crate::ir::Program;
+use crate::schedule::{replay, Decision, InstKind, Operand, ReplayError, Schedule, ScheduleError, Trace};
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+/// What a mutator changes.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum MutatorKind {
+    TileSize,
+    Unroll,
+    VectorLength,
+    SplitK,
+}
+
+impl MutatorKind {
+    pub const ALL: [MutatorKind; 4] = [
+        MutatorKind::TileSize,
+        MutatorKind::Unroll,
+        MutatorKind::VectorLength,
+        MutatorKind::SplitK,
+    ];
+
+    /// A short name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            MutatorKind::TileSize => "tile_size",
+            MutatorKind::Unroll => "unroll",
+            MutatorKind::VectorLength => "vector_length",
+            MutatorKind::SplitK => "split_k",
+        }
+    }
+}
+
+/// A decision a mutator can change: the instruction's index and the mutator.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Site {
+    pub inst: usize,
+    pub kind: MutatorKind,
+}
+
+/// The decisions of `trace` some mutator can change (a tile with a factor to move, a
+/// categorical with another candidate), in trace order.
+pub fn sites(trace: &Trace) -> Vec<Site> {
+    trace
+        .insts
+        .iter()
+        .enumerate()
+        .filter_map(|(i, inst)| {
+            let kind = match (&inst.kind, &inst.decision) {
+                (InstKind::SamplePerfectTile, Some(Decision::Tile(t))) => {
+                    (!tile_moves(t, max_innermost(trace, i)).is_empty())
+                        .then_some(MutatorKind::TileSize)
+                }
+                (InstKind::SampleCategorical, Some(Decision::Categorical(_))) => {
+                    (candidate_count(trace, i) > 1)
+                        .then(|| categorical_use(trace, i))
+                        .flatten()
+                }
+                _ => None,
+            }?;
+            Some(Site { inst: i, kind })
+        })
+        .collect()
+}
+
+/// A mutant of `trace`: a mutator drawn uniformly among those with a site in the trace,
+/// one of its sites, and a new decision there. `None` when no decision can change.
+pub fn mutate(trace: &Trace, rng: &mut ChaCha8Rng) -> Option<(MutatorKind, Trace)> {
+    let mut kinds: Vec<MutatorKind> = sites(trace).iter().map(|s| s.kind).collect();
+    kinds.sort();
+    kinds.dedup();
+    if kinds.is_empty() {
+        return None;
+    }
+    let kind = kinds[rng.gen_range(0..kinds.len())];
+    mutate_kind(trace, kind, rng).map(|t| (kind, t))
+}
+
+/// A mutant of `trace` by mutator `kind`: one of its sites, uniformly, and a new
+/// decision there. `None` when the trace has no such site.
+pub fn mutate_kind(trace: &Trace, kind: MutatorKind, rng: &mut ChaCha8Rng) -> Option<Trace> {
+    let of_kind: Vec<Site> = sites(trace).into_iter().filter(|s| s.kind == kind).collect();
+    if of_kind.is_empty() {
+        return None;
+    }
+    let site = of_kind[rng.gen_range(0..of_kind.len())];
+    let decision = match trace.insts[site.inst].decision.as_ref()? {
+        Decision::Tile(t) => {
+            let moves = tile_moves(t, max_innermost(trace, site.inst));
+            let (from, prime, to) = moves[rng.gen_range(0..moves.len())];
+            let mut t = t.clone();
+            t[from] /= prime;
+            t[to] *= prime;
+            Decision::Tile(t)
+        }
+        Decision::Categorical(current) => {
+            let count = candidate_count(trace, site.inst);
+            // Another index, uniformly.
+            let pick = rng.gen_range(0..count - 1);
+            Decision::Categorical(if pick >= *current { pick + 1 } else { pick })
+        }
+    };
+    Some(trace.with_decision(site.inst, decision))
+}
+
+/// Replays a mutant on `program`. A decision that replay refuses as invalid (the tile
+/// sizes of a loop whose extent the mutation changed) is dropped and sampled afresh from
+/// `seed`; any other error is the mutant's.
+pub fn replay_mutant(trace: &Trace, program: &Program, seed: u64) -> Result<Schedule, ReplayError> {
+    let mut trace = std::borrow::Cow::Borrowed(trace);
+    loop {
+        match replay(&trace, program.clone(), seed) {
+            Ok(sch) => return Ok(sch),
+            Err(e)
+                if matches!(e.source, ScheduleError::InvalidDecision { .. })
+                    && trace.insts.get(e.index).is_some_and(|i| i.decision.is_some()) =>
+            {
+                // Each retry removes one decision: at most as many retries as decisions.
+                trace.to_mut().insts[e.index].decision = None;
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Every move of one prime factor between two levels of `tiles`: (from, prime, to), the
+/// innermost level kept at most `max_innermost`. A prime that divides a level several
+/// times is one move.
+fn tile_moves(tiles: &[i64], max_innermost: i64) -> Vec<(usize, i64, usize)> {
+    let last = tiles.len().saturating_sub(1);
+    let mut out = Vec::new();
+    for (from, t) in tiles.iter().enumerate() {
+        for prime in distinct_primes(*t) {
+            for (to, u) in tiles.iter().enumerate() {
+                let fits = to != last || u.checked_mul(prime).is_some_and(|v| v <= max_innermost);
+                if to != from && fits {
+                    out.push((from, prime, to));
+                }
+            }
+        }
+    }
+    out
+}
+
+fn distinct_primes(mut n: i64) -> Vec<i64> {
+    let mut out = Vec::new();
+    let mut d = 2;
+    while d * d <= n {
+        if n % d == 0 {
+            out.push(d);
+            while n % d == 0 {
+                n /= d;
+            }
+        }
+        d += 1;
+    }
+    if n > 1 {
+        out.push(n);
+    }
+    out
+}
+
+/// The `max_innermost_factor` of the `sample_perfect_tile` at `inst` (no limit if the
+/// attribute is missing: replay refuses such a trace anyway).
+fn max_innermost(trace: &Trace, inst: usize) -> i64 {
+    match trace.insts[inst].attr("max_innermost_factor") {
+        Some(Operand::Int(m)) => *m,
+        _ => i64::MAX,
+    }
+}
+
+fn candidate_count(trace: &Trace, inst: usize) -> usize {
+    match trace.insts[inst].attr("candidates") {
+        Some(Operand::List(c)) => c.len(),
+        _ => 0,
+    }
+}
+
+/// What the value of the `sample_categorical` at `inst` is used for: the auto-unroll
+/// annotation, the split that `rfactor` takes (split-K), or a split whose inner loop is
+/// vectorized (a fetch's vector length); `None` for another use.
+fn categorical_use(trace: &Trace, inst: usize) -> Option<MutatorKind> {
+    let rv = *trace.insts[inst].outputs.first()?;
+    let uses_rv = |op: &Operand| matches!(op, Operand::Rv(r) if *r == rv);
+    let later = &trace.insts[inst + 1..];
+    for (j, use_) in later.iter().enumerate() {
+        match use_.kind {
+            InstKind::Annotate
+                if use_.attr("value").is_some_and(uses_rv)
+                    && matches!(use_.attr("key"), Some(Operand::Str(k)) if k == AUTO_UNROLL_KEY) =>
+            {
+                return Some(MutatorKind::Unroll);
+            }
+            InstKind::Split => {
+                let Some(Operand::List(factors)) = use_.attr("factors") else {
+                    continue;
+                };
+                if !factors.iter().any(uses_rv) {
+                    continue;
+                }
+                let taken_by = |k: InstKind| {
+                    later[j + 1..].iter().any(|u| {
+                        u.kind == k
+                            && u.inputs.iter().any(
+                                |i| matches!(i, Operand::Rv(r) if use_.outputs.contains(r)),
+                            )
+                    })
+                };
+                if taken_by(InstKind::Rfactor) {
+                    return Some(MutatorKind::SplitK);
+                }
+                if taken_by(InstKind::Vectorize) {
+                    return Some(MutatorKind::VectorLength);
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// How many mutants of each kind were tried and how many replayed and passed the
+/// postprocessors.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MutatorStats {
+    tried: [usize; 4],
+    accepted: [usize; 4],
+}
+
+impl MutatorStats {
+    fn slot(kind: MutatorKind) -> usize {
+        MutatorKind::ALL
+            .iter()
+            .position(|k| *k == kind)
+            .unwrap_or_default()
+    }
+
+    /// Counts one mutant of `kind`.
+    pub fn record(&mut self, kind: MutatorKind, accepted: bool) {
+        let i = Self::slot(kind);
+        self.tried[i] += 1;
+        if accepted {
+            self.accepted[i] += 1;
+        }
+    }
+
+    /// (mutator name, tried, accepted) for every mutator.
+    pub fn rows(&self) -> Vec<(&'static str, usize, usize)> {
+        MutatorKind::ALL
+            .iter()
+            .enumerate()
+            .map(|(i, k)| (k.name(), self.tried[i], self.accepted[i]))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tile_moves_keep_the_product_and_the_innermost_limit() {
+        let moves = tile_moves(&[4, 1, 3], 3);
+        // 2 may go to level 1 only (level 2 would become 6 > 3); 3 may go to 0 or 1.
+        assert_eq!(moves, vec![(0, 2, 1), (2, 3, 0), (2, 3, 1)]);
+        assert!(tile_moves(&[1, 1, 1], 16).is_empty());
+        assert!(tile_moves(&[311, 1], 16) == vec![]);
+    }
+}

@@ -1,0 +1,322 @@
+//! The evolutionary search at small shapes and small populations: mutators keep traces
+//! valid (replay, postprocessors, the interpreter's reference check), the population seeds
+//! from measured and transferred traces, proposals are deterministic, split-K is a trace
+//! decision, a space of a few dozen candidates is reported exhausted without duplicates,
+//! and a cost model steers the batch.
+
+use rand::SeedableRng;
+use rand_chacha::ChaCha8Rng;
+use std::collections::HashSet;
+use std::sync::Arc;
+use tessel::cost_model::Scorer;
+use tessel::database::canonical_program;
+use tessel::ir::Program;
+use tessel::lower::Lowered;
+use tessel::schedule::{replay, Decision, Schedule, Trace};
+use tessel::search::mutator::{mutate_kind, replay_mutant, sites};
+use tessel::search::postproc::{check, verify};
+use tessel::search::sketch::{apply_sketch, sketches};
+use tessel::search::{
+    EvolutionarySearch, MeasuredResult, MutatorKind, RandomSearch, SearchSpace, SearchStrategy,
+    SketchKind, TargetLimits,
+};
+use tessel::target::cuda::CudaLimits;
+
+fn program(spec: &str) -> Program {
+    let w = tessel::workload::from_cli(spec, |_| Err(std::io::Error::other("no files")))
+        .expect("workload");
+    canonical_program(&w).expect("canonical program")
+}
+
+fn cuda() -> (SearchSpace, TargetLimits) {
+    (
+        SearchSpace::cuda_default(),
+        TargetLimits::Cuda(CudaLimits::sm90_default()),
+    )
+}
+
+fn cpu() -> (SearchSpace, TargetLimits) {
+    (SearchSpace::cpu_default(), TargetLimits::Cpu)
+}
+
+/// A space whose split-K sketch applies to small shapes, with a small population.
+fn small(mut space: SearchSpace, population: usize, generations: usize) -> SearchSpace {
+    if let Some(rule) = space.split_k.as_mut() {
+        rule.min_reduction = 1;
+    }
+    space.search.population = population;
+    space.search.generations = generations;
+    space
+}
+
+/// Valid samples of each sketch of the space (they replay and pass the postprocessors).
+fn samples(space: &SearchSpace, target: &TargetLimits, p: &Program, per_sketch: usize) -> Vec<Trace> {
+    let mut out = Vec::new();
+    for kind in sketches(space, p).expect("sketches") {
+        let mut found = 0;
+        for seed in 0..200u64 {
+            if found == per_sketch {
+                break;
+            }
+            let mut sch = Schedule::new(p.clone(), seed);
+            if apply_sketch(space, &mut sch, seed * 31 + 7, kind).is_err() {
+                continue;
+            }
+            if verify(sch.program(), space, target).is_ok() {
+                out.push(sch.trace().clone());
+                found += 1;
+            }
+        }
+        assert_eq!(found, per_sketch, "{kind:?}: too few valid samples");
+    }
+    out
+}
+
+/// Per mutator kind: mutants tried and accepted; each accepted mutant differs from its
+/// parent in exactly one decision and computes the reference's answer.
+fn check_mutators(spec: &str, space: &SearchSpace, target: &TargetLimits, expect: &[MutatorKind]) {
+    let p = program(spec);
+    let parents = samples(space, target, &p, 3);
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    for kind in expect {
+        let (mut tried, mut accepted, mut interp_checked) = (0, 0, 0);
+        for parent in &parents {
+            for _ in 0..6 {
+                let Some(mutant) = mutate_kind(parent, *kind, &mut rng) else {
+                    break;
+                };
+                tried += 1;
+                let changed: Vec<usize> = parent
+                    .decisions()
+                    .iter()
+                    .zip(mutant.decisions())
+                    .filter(|(a, b)| a.1 != b.1)
+                    .map(|(a, _)| a.0)
+                    .collect();
+                // One decision changes (a split-K count may also invalidate the tile
+                // sizes of the loop it shortens, which replay samples afresh).
+                assert_eq!(changed.len(), 1, "{spec} {kind:?}: one decision changes");
+                let Ok(sch) = replay_mutant(&mutant, &p, 0) else {
+                    continue;
+                };
+                tessel::ir::verify::verify(sch.program()).expect("a replayed mutant verifies");
+                if verify(sch.program(), space, target).is_err() {
+                    continue;
+                }
+                accepted += 1;
+                if interp_checked < 2 {
+                    interp_checked += 1;
+                    if let Err(e) = tessel::interp::check(&p, sch.program(), 3) {
+                        panic!(
+                            "{spec} {kind:?}: a mutant computes a wrong answer: {e}\n{}",
+                            tessel::schedule::text::print(&mutant)
+                        );
+                    }
+                }
+            }
+        }
+        assert!(tried > 0, "{spec}: no {kind:?} site in the samples");
+        assert!(accepted > 0, "{spec}: no {kind:?} mutant accepted of {tried}");
+    }
+}
+
+#[test]
+fn mutators_keep_cuda_traces_valid() {
+    let (space, target) = cuda();
+    let space = small(space, 8, 1);
+    use MutatorKind::*;
+    check_mutators("matmul:64x64x64", &space, &target, &[TileSize, Unroll, VectorLength, SplitK]);
+    check_mutators(
+        "conv2d_nchw:n=1,c=4,h=8,w=8,k=8,r=3,s=3,stride=1,pad=1",
+        &space,
+        &target,
+        &[TileSize, Unroll, VectorLength],
+    );
+}
+
+#[test]
+fn mutators_keep_cpu_traces_valid() {
+    let (space, target) = cpu();
+    let space = small(space, 8, 1);
+    use MutatorKind::*;
+    check_mutators("matmul:64x64x64", &space, &target, &[TileSize, Unroll]);
+    check_mutators(
+        "conv2d_nchw:n=1,c=4,h=8,w=8,k=8,r=3,s=3,stride=1,pad=1",
+        &space,
+        &target,
+        &[TileSize, Unroll],
+    );
+}
+
+/// Measured results of `traces` on `p`, the first the fastest.
+fn measured(p: &Program, traces: &[Trace]) -> Vec<MeasuredResult> {
+    traces
+        .iter()
+        .enumerate()
+        .map(|(i, t)| MeasuredResult {
+            trace: t.clone(),
+            ir_hash: tessel::search::ir_hash(replay(t, p.clone(), 0).expect("replay").program()),
+            median_seconds: Some(1e-3 * (i + 1) as f64),
+        })
+        .collect()
+}
+
+#[test]
+fn the_population_seeds_from_measured_and_transferred_traces() {
+    let (space, target) = cuda();
+    let space = small(space, 40, 1);
+    let p = program("matmul:64x64x64");
+    let known = samples(&space, &target, &p, 6);
+    let mut search = EvolutionarySearch::new(space.clone(), target.clone(), p.clone(), 1);
+    let results = measured(&p, &known);
+    search.feedback(&results);
+    // Transfers: traces of another shape (most of whose tile decisions do not fit here)
+    // and of this one.
+    let other = program("matmul:32x64x128");
+    let mut transfers = samples(&space, &target, &other, 3);
+    let here = samples(&small(space.clone(), 40, 1), &target, &program("matmul:64x64x64"), 1);
+    let fits = |t: &Trace| {
+        replay(t, p.clone(), 0)
+            .ok()
+            .is_some_and(|s| check(s.program(), &space, &target).is_ok())
+    };
+    // A trace of this workload not measured yet, found by changing an unroll decision.
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let fresh_here = (0..20)
+        .filter_map(|_| mutate_kind(&here[0], MutatorKind::Unroll, &mut rng))
+        .find(|t| fits(t) && !known.contains(t))
+        .expect("an unroll mutant");
+    transfers.push(fresh_here);
+    let expect_transferred = transfers.iter().filter(|t| fits(t)).count();
+    search.seed_traces(&transfers);
+    let proposal = search.propose(8, &mut |_| false);
+    let summary = search.last_round().clone();
+    // 20% of 40 = 8 measured slots, 12 measured traces (6 per sketch).
+    assert_eq!(known.len(), 12);
+    assert_eq!(summary.measured, 8, "{summary:?}");
+    assert_eq!(summary.transferred, expect_transferred, "{summary:?}");
+    assert!(summary.transferred >= 1);
+    assert_eq!(summary.fresh + summary.measured + summary.transferred, 40, "{summary:?}");
+    assert_eq!(proposal.candidates.len(), 8);
+    // Nothing measured is proposed again.
+    let measured_hashes: HashSet<&str> = results.iter().map(|r| r.ir_hash.as_str()).collect();
+    assert!(proposal
+        .candidates
+        .iter()
+        .all(|c| !measured_hashes.contains(c.ir_hash.as_str())));
+}
+
+fn proposal_texts(seed: u64) -> Vec<String> {
+    let (space, target) = cuda();
+    let space = small(space, 24, 2);
+    let p = program("matmul:64x64x64");
+    let known = samples(&space, &target, &p, 2);
+    let mut search = EvolutionarySearch::new(space, target, p.clone(), seed);
+    search.feedback(&measured(&p, &known));
+    let mut out = Vec::new();
+    for _ in 0..2 {
+        for c in search.propose(6, &mut |_| false).candidates {
+            out.push(tessel::schedule::text::print(&c.trace));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_same_seed_gives_the_same_proposals() {
+    let a = proposal_texts(11);
+    assert_eq!(a.len(), 12);
+    assert_eq!(a, proposal_texts(11));
+    assert_ne!(a, proposal_texts(12));
+}
+
+#[test]
+fn split_k_is_a_decision_in_the_printed_trace() {
+    let (space, target) = cuda();
+    let space = small(space, 24, 1);
+    let p = program("matmul:16x16x256");
+    assert_eq!(
+        sketches(&space, &p).expect("sketches"),
+        vec![SketchKind::Plain, SketchKind::SplitK]
+    );
+    let mut search = EvolutionarySearch::new(space, target, p, 2);
+    let proposal = search.propose(12, &mut |_| false);
+    let split = proposal
+        .candidates
+        .iter()
+        .find(|c| c.trace.insts.iter().any(|i| i.kind == tessel::schedule::InstKind::Rfactor))
+        .expect("a split-K candidate in the batch");
+    let site = sites(&split.trace)
+        .into_iter()
+        .find(|s| s.kind == MutatorKind::SplitK)
+        .expect("a split-K site");
+    let text = tessel::schedule::text::print(&split.trace);
+    let line = text.lines().nth(site.inst).expect("the split-K line");
+    let Some(Decision::Categorical(i)) = &split.trace.insts[site.inst].decision else {
+        panic!("the split-K count is a categorical decision");
+    };
+    assert!(
+        line.contains("sample_categorical") && line.contains(&format!("decision={i}")),
+        "{line}\n{text}"
+    );
+    let rfactor_line = text.lines().position(|l| l.contains("rfactor(")).expect("rfactor");
+    assert!(rfactor_line > site.inst, "{text}");
+}
+
+#[test]
+fn a_prime_gemm_is_exhausted_without_duplicates() {
+    let (space, target) = cuda();
+    let space = small(space, 64, 2);
+    let p = program("matmul:1009x523x311");
+    let mut search = EvolutionarySearch::new(space, target, p, 3);
+    let mut hashes = HashSet::new();
+    let mut exhausted_after = None;
+    for call in 0..12 {
+        let proposal = search.propose(16, &mut |_| false);
+        for c in &proposal.candidates {
+            assert!(hashes.insert(c.ir_hash.clone()), "a duplicate was proposed");
+        }
+        if proposal.exhausted {
+            exhausted_after = Some(call);
+            break;
+        }
+    }
+    let calls = exhausted_after.expect("the space is reported exhausted");
+    assert!(!hashes.is_empty() && hashes.len() < 16 * (calls + 1), "{} distinct", hashes.len());
+}
+
+/// A toy cost model: more threads per block scores higher.
+struct PreferThreads;
+
+impl Scorer for PreferThreads {
+    fn name(&self) -> &str {
+        "prefer-threads"
+    }
+    fn score(&self, candidates: &[&Lowered]) -> Vec<f64> {
+        candidates.iter().map(|l| threads(l)).collect()
+    }
+}
+
+fn threads(l: &Lowered) -> f64 {
+    l.kernels.iter().map(|k| k.threads()).max().unwrap_or(0) as f64
+}
+
+#[test]
+fn a_scorer_steers_the_batch() {
+    let (space, target) = cuda();
+    let space = small(space, 48, 2);
+    let p = program("matmul:64x64x64");
+    let mut evo = EvolutionarySearch::new(space.clone(), target.clone(), p.clone(), 4);
+    evo.set_scorer(Some(Arc::new(PreferThreads)));
+    assert!(evo.uses_model());
+    let mut random = RandomSearch::new(space, target, p, 4);
+    let mean = |s: &mut dyn SearchStrategy| {
+        let c = s.propose(16, &mut |_| false).candidates;
+        assert_eq!(c.len(), 16);
+        c.iter().map(|c| threads(&c.verified.lowered)).sum::<f64>() / c.len() as f64
+    };
+    let (e, r) = (mean(&mut evo), mean(&mut random));
+    assert!(e > r, "evolutionary {e} vs random {r} threads per block");
+    let stats = evo.mutator_stats();
+    assert!(stats.iter().any(|(_, tried, accepted)| *tried > 0 && *accepted > 0), "{stats:?}");
+}
