@@ -84,7 +84,12 @@ struct Round {
 impl Round {
     /// Adds a candidate unless its IR is already in the round; its position, and whether
     /// it is new.
-    fn admit(&mut self, member: Arc<Member>, origin: Origin, lineage: Option<f64>) -> (usize, bool) {
+    fn admit(
+        &mut self,
+        member: Arc<Member>,
+        origin: Origin,
+        lineage: Option<f64>,
+    ) -> (usize, bool) {
         if let Some(i) = self.index.get(&member.hash) {
             return (*i, false);
         }
@@ -397,9 +402,7 @@ impl EvolutionarySearch {
                         }
                     }
                     Evaluated::InRound(_) => out.duplicates += 1,
-                    Evaluated::Instantiation | Evaluated::Replay => {
-                        out.instantiation_failures += 1
-                    }
+                    Evaluated::Instantiation | Evaluated::Replay => out.instantiation_failures += 1,
                     Evaluated::Rejected => {}
                 }
             }

@@ -25,7 +25,9 @@
 
 use super::sketch::AUTO_UNROLL_KEY;
 use crate::ir::Program;
-use crate::schedule::{replay, Decision, InstKind, Operand, ReplayError, Schedule, ScheduleError, Trace};
+use crate::schedule::{
+    replay, Decision, InstKind, Operand, ReplayError, Schedule, ScheduleError, Trace,
+};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -73,7 +75,9 @@ pub fn sites(trace: &Trace) -> Vec<Site> {
         .enumerate()
         .filter_map(|(i, inst)| {
             let kind = match (&inst.kind, &inst.decision) {
-                (InstKind::SamplePerfectTile, Some(Decision::Tile(t))) => {
+                // Moving a prime factor between levels keeps the tiles' product, so an
+                // imperfect tile (`sample_tile`) keeps its padding and waste too.
+                (k, Some(Decision::Tile(t))) if k.samples_tiles() => {
                     (!tile_moves(t, max_innermost(trace, i)).is_empty())
                         .then_some(MutatorKind::TileSize)
                 }
@@ -105,7 +109,10 @@ pub fn mutate(trace: &Trace, rng: &mut ChaCha8Rng) -> Option<(MutatorKind, Trace
 /// A mutant of `trace` by mutator `kind`: one of its sites, uniformly, and a new
 /// decision there. `None` when the trace has no such site.
 pub fn mutate_kind(trace: &Trace, kind: MutatorKind, rng: &mut ChaCha8Rng) -> Option<Trace> {
-    let of_kind: Vec<Site> = sites(trace).into_iter().filter(|s| s.kind == kind).collect();
+    let of_kind: Vec<Site> = sites(trace)
+        .into_iter()
+        .filter(|s| s.kind == kind)
+        .collect();
     if of_kind.is_empty() {
         return None;
     }
@@ -139,7 +146,10 @@ pub fn replay_mutant(trace: &Trace, program: &Program, seed: u64) -> Result<Sche
             Ok(sch) => return Ok(sch),
             Err(e)
                 if matches!(e.source, ScheduleError::InvalidDecision { .. })
-                    && trace.insts.get(e.index).is_some_and(|i| i.decision.is_some()) =>
+                    && trace
+                        .insts
+                        .get(e.index)
+                        .is_some_and(|i| i.decision.is_some()) =>
             {
                 // Each retry removes one decision: at most as many retries as decisions.
                 trace.to_mut().insts[e.index].decision = None;
@@ -186,8 +196,8 @@ fn distinct_primes(mut n: i64) -> Vec<i64> {
     out
 }
 
-/// The `max_innermost_factor` of the `sample_perfect_tile` at `inst` (no limit if the
-/// attribute is missing: replay refuses such a trace anyway).
+/// The `max_innermost_factor` of the `sample_perfect_tile` or `sample_tile` at `inst` (no
+/// limit if the attribute is missing: replay refuses such a trace anyway).
 fn max_innermost(trace: &Trace, inst: usize) -> i64 {
     match trace.insts[inst].attr("max_innermost_factor") {
         Some(Operand::Int(m)) => *m,
@@ -227,9 +237,9 @@ fn categorical_use(trace: &Trace, inst: usize) -> Option<MutatorKind> {
                 let taken_by = |k: InstKind| {
                     later[j + 1..].iter().any(|u| {
                         u.kind == k
-                            && u.inputs.iter().any(
-                                |i| matches!(i, Operand::Rv(r) if use_.outputs.contains(r)),
-                            )
+                            && u.inputs
+                                .iter()
+                                .any(|i| matches!(i, Operand::Rv(r) if use_.outputs.contains(r)))
                     })
                 };
                 if taken_by(InstKind::Rfactor) {
