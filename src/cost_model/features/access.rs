@@ -54,24 +54,36 @@ pub(super) fn footprint(
     line_elems: f64,
     size: f64,
 ) -> Footprint {
-    let mut dims: Vec<(f64, f64)> = Vec::with_capacity(terms.len());
+    // Most indices have a handful of terms: keep them on the stack.
+    let mut buf = [(0.0, 0.0); 16];
+    let mut heap = Vec::new();
+    let mut len = 0;
     for (coef, atom) in terms {
         let n = bound_with(atom, range).len();
         if n > 1 && *coef != 0 {
-            dims.push((coef.unsigned_abs() as f64, n as f64));
+            let d = (coef.unsigned_abs() as f64, n as f64);
+            if len < buf.len() {
+                buf[len] = d;
+            } else {
+                heap.push(d);
+            }
+            len += 1;
         }
     }
-    dims.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let (elements, _) = merge(&dims, 1.0);
+    let dims: &mut [(f64, f64)] = if heap.is_empty() {
+        &mut buf[..len]
+    } else {
+        heap.extend_from_slice(&buf);
+        &mut heap
+    };
+    dims.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+    let (elements, _) = merge(dims.iter().copied(), 1.0);
     // Sub-line terms form one contiguous chunk; the rest count in line units.
     let split = dims.partition_point(|(c, _)| *c < line_elems);
-    let (_, chunk_span) = merge(&dims[..split], 1.0);
+    let (_, chunk_span) = merge(dims[..split].iter().copied(), 1.0);
     let chunk_lines = (chunk_span / line_elems).ceil().max(1.0);
-    let outer: Vec<(f64, f64)> = dims[split..]
-        .iter()
-        .map(|(c, n)| (c / line_elems, *n))
-        .collect();
-    let (lines, _) = merge(&outer, chunk_lines);
+    let outer = dims[split..].iter().map(|(c, n)| (c / line_elems, *n));
+    let (lines, _) = merge(outer, chunk_lines);
     let size = size.max(1.0);
     Footprint {
         elements: elements.min(size),
@@ -81,9 +93,9 @@ pub(super) fn footprint(
 
 /// Merges strided dimensions `(stride, count)`, sorted by stride, starting from a dense
 /// chunk of `start` units: the distinct units and the span they cover.
-fn merge(dims: &[(f64, f64)], start: f64) -> (f64, f64) {
+fn merge(dims: impl Iterator<Item = (f64, f64)>, start: f64) -> (f64, f64) {
     let (mut distinct, mut span) = (start, start);
-    for &(c, n) in dims {
+    for (c, n) in dims {
         let next = span + c * (n - 1.0);
         if c >= span {
             distinct *= n;
