@@ -50,7 +50,12 @@ fn small(mut space: SearchSpace, population: usize, generations: usize) -> Searc
 }
 
 /// Valid samples of each sketch of the space (they replay and pass the postprocessors).
-fn samples(space: &SearchSpace, target: &TargetLimits, p: &Program, per_sketch: usize) -> Vec<Trace> {
+fn samples(
+    space: &SearchSpace,
+    target: &TargetLimits,
+    p: &Program,
+    per_sketch: usize,
+) -> Vec<Trace> {
     let mut out = Vec::new();
     for kind in sketches(space, p).expect("sketches") {
         let mut found = 0;
@@ -76,12 +81,12 @@ fn samples(space: &SearchSpace, target: &TargetLimits, p: &Program, per_sketch: 
 /// parent in exactly one decision and computes the reference's answer.
 fn check_mutators(spec: &str, space: &SearchSpace, target: &TargetLimits, expect: &[MutatorKind]) {
     let p = program(spec);
-    let parents = samples(space, target, &p, 3);
+    let parents = samples(space, target, &p, 2);
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     for kind in expect {
         let (mut tried, mut accepted, mut interp_checked) = (0, 0, 0);
         for parent in &parents {
-            for _ in 0..6 {
+            for _ in 0..4 {
                 let Some(mutant) = mutate_kind(parent, *kind, &mut rng) else {
                     break;
                 };
@@ -104,7 +109,7 @@ fn check_mutators(spec: &str, space: &SearchSpace, target: &TargetLimits, expect
                     continue;
                 }
                 accepted += 1;
-                if interp_checked < 2 {
+                if interp_checked < 1 {
                     interp_checked += 1;
                     if let Err(e) = tessel::interp::check(&p, sch.program(), 3) {
                         panic!(
@@ -116,7 +121,10 @@ fn check_mutators(spec: &str, space: &SearchSpace, target: &TargetLimits, expect
             }
         }
         assert!(tried > 0, "{spec}: no {kind:?} site in the samples");
-        assert!(accepted > 0, "{spec}: no {kind:?} mutant accepted of {tried}");
+        assert!(
+            accepted > 0,
+            "{spec}: no {kind:?} mutant accepted of {tried}"
+        );
     }
 }
 
@@ -125,7 +133,12 @@ fn mutators_keep_cuda_traces_valid() {
     let (space, target) = cuda();
     let space = small(space, 8, 1);
     use MutatorKind::*;
-    check_mutators("matmul:64x64x64", &space, &target, &[TileSize, Unroll, VectorLength, SplitK]);
+    check_mutators(
+        "matmul:32x32x64",
+        &space,
+        &target,
+        &[TileSize, Unroll, VectorLength, SplitK],
+    );
     check_mutators(
         "conv2d_nchw:n=1,c=4,h=8,w=8,k=8,r=3,s=3,stride=1,pad=1",
         &space,
@@ -139,7 +152,7 @@ fn mutators_keep_cpu_traces_valid() {
     let (space, target) = cpu();
     let space = small(space, 8, 1);
     use MutatorKind::*;
-    check_mutators("matmul:64x64x64", &space, &target, &[TileSize, Unroll]);
+    check_mutators("matmul:32x32x64", &space, &target, &[TileSize, Unroll]);
     check_mutators(
         "conv2d_nchw:n=1,c=4,h=8,w=8,k=8,r=3,s=3,stride=1,pad=1",
         &space,
@@ -174,7 +187,12 @@ fn the_population_seeds_from_measured_and_transferred_traces() {
     // and of this one.
     let other = program("matmul:32x64x128");
     let mut transfers = samples(&space, &target, &other, 3);
-    let here = samples(&small(space.clone(), 40, 1), &target, &program("matmul:64x64x64"), 1);
+    let here = samples(
+        &small(space.clone(), 40, 1),
+        &target,
+        &program("matmul:64x64x64"),
+        1,
+    );
     let fits = |t: &Trace| {
         replay(t, p.clone(), 0)
             .ok()
@@ -196,7 +214,11 @@ fn the_population_seeds_from_measured_and_transferred_traces() {
     assert_eq!(summary.measured, 8, "{summary:?}");
     assert_eq!(summary.transferred, expect_transferred, "{summary:?}");
     assert!(summary.transferred >= 1);
-    assert_eq!(summary.fresh + summary.measured + summary.transferred, 40, "{summary:?}");
+    assert_eq!(
+        summary.fresh + summary.measured + summary.transferred,
+        40,
+        "{summary:?}"
+    );
     assert_eq!(proposal.candidates.len(), 8);
     // Nothing measured is proposed again.
     let measured_hashes: HashSet<&str> = results.iter().map(|r| r.ir_hash.as_str()).collect();
@@ -244,7 +266,12 @@ fn split_k_is_a_decision_in_the_printed_trace() {
     let split = proposal
         .candidates
         .iter()
-        .find(|c| c.trace.insts.iter().any(|i| i.kind == tessel::schedule::InstKind::Rfactor))
+        .find(|c| {
+            c.trace
+                .insts
+                .iter()
+                .any(|i| i.kind == tessel::schedule::InstKind::Rfactor)
+        })
         .expect("a split-K candidate in the batch");
     let site = sites(&split.trace)
         .into_iter()
@@ -259,7 +286,10 @@ fn split_k_is_a_decision_in_the_printed_trace() {
         line.contains("sample_categorical") && line.contains(&format!("decision={i}")),
         "{line}\n{text}"
     );
-    let rfactor_line = text.lines().position(|l| l.contains("rfactor(")).expect("rfactor");
+    let rfactor_line = text
+        .lines()
+        .position(|l| l.contains("rfactor("))
+        .expect("rfactor");
     assert!(rfactor_line > site.inst, "{text}");
 }
 
@@ -282,7 +312,11 @@ fn a_prime_gemm_is_exhausted_without_duplicates() {
         }
     }
     let calls = exhausted_after.expect("the space is reported exhausted");
-    assert!(!hashes.is_empty() && hashes.len() < 16 * (calls + 1), "{} distinct", hashes.len());
+    assert!(
+        !hashes.is_empty() && hashes.len() < 16 * (calls + 1),
+        "{} distinct",
+        hashes.len()
+    );
 }
 
 /// A toy cost model: more threads per block scores higher.
@@ -318,5 +352,10 @@ fn a_scorer_steers_the_batch() {
     let (e, r) = (mean(&mut evo), mean(&mut random));
     assert!(e > r, "evolutionary {e} vs random {r} threads per block");
     let stats = evo.mutator_stats();
-    assert!(stats.iter().any(|(_, tried, accepted)| *tried > 0 && *accepted > 0), "{stats:?}");
+    assert!(
+        stats
+            .iter()
+            .any(|(_, tried, accepted)| *tried > 0 && *accepted > 0),
+        "{stats:?}"
+    );
 }

@@ -13,9 +13,9 @@ pub mod sketch;
 pub mod space;
 
 pub use evolutionary::EvolutionarySearch;
+pub use mutator::MutatorKind;
 pub use postproc::{RejectKind, Rejection, TargetLimits, Verified};
 pub use random::{ir_hash, Candidate, MeasuredResult, Proposal, RandomSearch, SearchStrategy};
-pub use mutator::MutatorKind;
 pub use sketch::{SketchError, SketchKind};
 pub use space::{SearchParams, SearchSpace, SpaceError};
 

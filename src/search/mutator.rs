@@ -25,7 +25,9 @@
 
 use super::sketch::AUTO_UNROLL_KEY;
 use crate::ir::Program;
-use crate::schedule::{replay, Decision, InstKind, Operand, ReplayError, Schedule, ScheduleError, Trace};
+use crate::schedule::{
+    replay, Decision, InstKind, Operand, ReplayError, Schedule, ScheduleError, Trace,
+};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -105,7 +107,10 @@ pub fn mutate(trace: &Trace, rng: &mut ChaCha8Rng) -> Option<(MutatorKind, Trace
 /// A mutant of `trace` by mutator `kind`: one of its sites, uniformly, and a new
 /// decision there. `None` when the trace has no such site.
 pub fn mutate_kind(trace: &Trace, kind: MutatorKind, rng: &mut ChaCha8Rng) -> Option<Trace> {
-    let of_kind: Vec<Site> = sites(trace).into_iter().filter(|s| s.kind == kind).collect();
+    let of_kind: Vec<Site> = sites(trace)
+        .into_iter()
+        .filter(|s| s.kind == kind)
+        .collect();
     if of_kind.is_empty() {
         return None;
     }
@@ -139,7 +144,10 @@ pub fn replay_mutant(trace: &Trace, program: &Program, seed: u64) -> Result<Sche
             Ok(sch) => return Ok(sch),
             Err(e)
                 if matches!(e.source, ScheduleError::InvalidDecision { .. })
-                    && trace.insts.get(e.index).is_some_and(|i| i.decision.is_some()) =>
+                    && trace
+                        .insts
+                        .get(e.index)
+                        .is_some_and(|i| i.decision.is_some()) =>
             {
                 // Each retry removes one decision: at most as many retries as decisions.
                 trace.to_mut().insts[e.index].decision = None;
@@ -227,9 +235,9 @@ fn categorical_use(trace: &Trace, inst: usize) -> Option<MutatorKind> {
                 let taken_by = |k: InstKind| {
                     later[j + 1..].iter().any(|u| {
                         u.kind == k
-                            && u.inputs.iter().any(
-                                |i| matches!(i, Operand::Rv(r) if use_.outputs.contains(r)),
-                            )
+                            && u.inputs
+                                .iter()
+                                .any(|i| matches!(i, Operand::Rv(r) if use_.outputs.contains(r)))
                     })
                 };
                 if taken_by(InstKind::Rfactor) {

@@ -139,7 +139,11 @@ pub fn verify(
 
 /// Lowers `p` for the target and checks it against the target's and the space's limits,
 /// without generating source: what the search scores before it picks what to build.
-pub fn check(p: &Program, space: &SearchSpace, target: &TargetLimits) -> Result<Lowered, Rejection> {
+pub fn check(
+    p: &Program,
+    space: &SearchSpace,
+    target: &TargetLimits,
+) -> Result<Lowered, Rejection> {
     if let TargetLimits::Cuda(_) = target {
         let count = vthreads(p);
         if count > space.max_vthreads {

@@ -143,7 +143,9 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
     let kinds = sketches(space, sch.program())?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5b11_7c0f_0000_0001);
     let kind = match &space.split_k {
-        Some(rule) if kinds.contains(&SketchKind::SplitK) && rng.gen::<f64>() < rule.probability => {
+        Some(rule)
+            if kinds.contains(&SketchKind::SplitK) && rng.gen::<f64>() < rule.probability =>
+        {
             SketchKind::SplitK
         }
         _ => SketchKind::Plain,
@@ -427,8 +429,12 @@ fn split_k(
     main: &str,
 ) -> Result<(BlockRv, BlockRv, LoopRv), SketchError> {
     let b = sch.get_block(main).map_err(at("split-K"))?;
-    let splits = split_k_counts(space, sch.program(), sch.block_id(b).map_err(at("split-K"))?)
-        .ok_or(SketchError::SplitKNotApplicable)?;
+    let splits = split_k_counts(
+        space,
+        sch.program(),
+        sch.block_id(b).map_err(at("split-K"))?,
+    )
+    .ok_or(SketchError::SplitKNotApplicable)?;
     let loops = sch.get_loops(b).map_err(at("split-K"))?;
     let kinds = loop_kinds(sch, b, &loops)?;
     let lr = loops
