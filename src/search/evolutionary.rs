@@ -120,7 +120,7 @@ enum Evaluated {
     New {
         trace: Trace,
         hash: String,
-        lowered: Lowered,
+        lowered: Box<Lowered>,
     },
     /// The sketch failed to apply to a fresh sample.
     Instantiation,
@@ -262,7 +262,7 @@ impl EvolutionarySearch {
                     Ok(lowered) => Evaluated::New {
                         trace: sch.trace().clone(),
                         hash,
-                        lowered,
+                        lowered: Box::new(lowered),
                     },
                     Err(_) => Evaluated::Rejected,
                 }
@@ -285,12 +285,12 @@ impl EvolutionarySearch {
         }
     }
 
-    fn member(&mut self, trace: Trace, hash: String, lowered: Lowered) -> Arc<Member> {
+    fn member(&mut self, trace: Trace, hash: String, lowered: Box<Lowered>) -> Arc<Member> {
         let structure = self.structure_of(&trace);
         Arc::new(Member {
             trace,
             hash,
-            lowered,
+            lowered: *lowered,
             structure,
         })
     }
@@ -351,19 +351,17 @@ impl EvolutionarySearch {
         let pending = std::mem::take(&mut self.pending_transfer);
         let sources = pending.into_iter().map(Source::Trace).collect();
         for e in self.evaluate(round, sources) {
-            match e {
+            let member = match e {
                 Evaluated::New {
                     trace,
                     hash,
                     lowered,
-                } => {
-                    if !self.transferred.iter().any(|m| m.hash == hash) {
-                        let m = self.member(trace, hash, lowered);
-                        self.transferred.push(m);
-                    }
-                }
-                Evaluated::InRound(i) => self.transferred.push(round.entries[i].member.clone()),
-                _ => {}
+                } => self.member(trace, hash, lowered),
+                Evaluated::InRound(i) => round.entries[i].member.clone(),
+                _ => continue,
+            };
+            if !self.transferred.iter().any(|m| m.hash == member.hash) {
+                self.transferred.push(member);
             }
         }
     }
@@ -561,7 +559,7 @@ impl EvolutionarySearch {
                                     let m = Arc::new(Member {
                                         trace,
                                         hash,
-                                        lowered,
+                                        lowered: *lowered,
                                         structure: round.entries[parent].member.structure,
                                     });
                                     let lineage = round.entries[parent].lineage;

@@ -99,10 +99,11 @@ pub struct SearchParams {
     pub max_attempts_per_candidate: usize,
 }
 
-/// The split-K rule (`[split_k]`): with `probability`, a sample of a workload whose
-/// output has at most `max_output_elements` elements and whose reduction is at least
-/// `min_reduction` long splits its first reduction axis by one of `splits` (those that
-/// divide it) and `rfactor`s the outer part into a spatial axis.
+/// The split-K rule (`[split_k]`): a workload whose output has at most
+/// `max_output_elements` elements and whose reduction is at least `min_reduction` long has
+/// a split-K sketch, which splits its first reduction axis by one of `splits` (those that
+/// divide it) and `rfactor`s the outer part into a spatial axis. `probability` is how
+/// often `sketch::apply` (random search) takes that sketch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SplitK {
     pub probability: f64,
