@@ -300,10 +300,31 @@ fn split_k_is_a_decision_in_the_printed_trace() {
     assert!(rfactor_line > site.inst, "{text}");
 }
 
+/// With imperfect tiles a prime GEMM has a large space: every call proposes new candidates,
+/// never one twice.
+#[test]
+fn a_prime_gemm_gets_new_candidates_without_duplicates() {
+    let (space, target) = cuda();
+    let space = small(space, 64, 1);
+    let p = program("matmul:1009x523x311");
+    let mut search = EvolutionarySearch::new(space, target, p, 3);
+    let mut hashes = HashSet::new();
+    for _ in 0..3 {
+        let proposal = search.propose(16, &mut |_| false);
+        assert!(!proposal.exhausted && proposal.candidates.len() == 16);
+        for c in &proposal.candidates {
+            assert!(hashes.insert(c.ir_hash.clone()), "a duplicate was proposed");
+        }
+    }
+}
+
+/// With exact-divisor tiles only (`max_waste = 0`), a prime GEMM has a few dozen
+/// candidates: the search says it is exhausted instead of spinning, proposing none twice.
 #[test]
 fn a_prime_gemm_is_exhausted_without_duplicates() {
     let (space, target) = cuda();
-    let space = small(space, 64, 2);
+    let mut space = small(space, 64, 2);
+    space.max_waste = 0.0;
     let p = program("matmul:1009x523x311");
     let mut search = EvolutionarySearch::new(space, target, p, 3);
     let mut hashes = HashSet::new();
