@@ -93,8 +93,8 @@ fn main() {
 fn train_on_database(path: &std::ffi::OsStr) -> Model {
     let mut db = Database::open(path).expect("database");
     let start = Instant::now();
-    let f = tessel::model_cmd::featurize_records(&mut db, TargetKind::Cuda, "sm_90a")
-        .expect("records");
+    let f =
+        tessel::model_cmd::featurize_records(&mut db, TargetKind::Cuda, "sm_90a").expect("records");
     println!(
         "featurized {} records ({} skipped) in {:.1} s",
         f.records,

@@ -844,7 +844,12 @@ fn model_command(command: ModelCommand) -> Result<()> {
             kind,
         } => {
             let mut db = open_db(db)?;
-            let r = model_cmd::train(&mut db, kind_of(target), arch.as_deref(), model_kind(&kind)?)?;
+            let r = model_cmd::train(
+                &mut db,
+                kind_of(target),
+                arch.as_deref(),
+                model_kind(&kind)?,
+            )?;
             println!(
                 "trained a {} model on {} records of {} ({} skipped: no replay or lowering); \
                  featurized in {:.1} s, trained in {:.1} s; stored in {}",
@@ -870,7 +875,8 @@ fn model_command(command: ModelCommand) -> Result<()> {
                 .split(',')
                 .map(model_kind)
                 .collect::<Result<Vec<_>>>()?;
-            let (f, report) = model_cmd::eval(&mut db, kind_of(target), arch.as_deref(), &kinds, seed)?;
+            let (f, report) =
+                model_cmd::eval(&mut db, kind_of(target), arch.as_deref(), &kinds, seed)?;
             if json {
                 println!("{}", model_cmd::eval_json(&f, &report));
             } else {

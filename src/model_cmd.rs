@@ -125,12 +125,8 @@ fn cached_or_computed(
         .cloned()
         .collect();
     if !missing.is_empty() {
-        let computed = featurize_records_with(
-            &missing,
-            texts,
-            &device_spec(target),
-            backend(target.kind),
-        );
+        let computed =
+            featurize_records_with(&missing, texts, &device_spec(target), backend(target.kind));
         let rows: Vec<(i64, Option<Vec<f32>>)> =
             missing.iter().map(|r| r.id).zip(computed).collect();
         db.cache_features(&rows, FEATURE_SET_VERSION)?;

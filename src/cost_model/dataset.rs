@@ -143,11 +143,7 @@ impl TrainingSet {
 
     /// The distinct workload keys, sorted.
     pub fn workloads(&self) -> Vec<String> {
-        let mut w: Vec<String> = self
-            .groups
-            .iter()
-            .map(|g| g.workload_key.clone())
-            .collect();
+        let mut w: Vec<String> = self.groups.iter().map(|g| g.workload_key.clone()).collect();
         w.sort();
         w.dedup();
         w

@@ -223,14 +223,9 @@ impl<D: Data<Elem = f32> + Sync> Fit<ArrayBase<D, Ix2>, GroupedTargets, GbdtErro
         for _ in 0..self.trees {
             let (g, h) = match self.loss {
                 Loss::Squared => squared_gradients(&scores, &labels, &weights),
-                Loss::Pairwise { pairs } => pairwise_gradients(
-                    &scores,
-                    &labels,
-                    &t.groups,
-                    &groups,
-                    pairs.max(1),
-                    &mut rng,
-                ),
+                Loss::Pairwise { pairs } => {
+                    pairwise_gradients(&scores, &labels, &t.groups, &groups, pairs.max(1), &mut rng)
+                }
             };
             let grower = Grower {
                 binned: &binned,
@@ -545,8 +540,8 @@ fn subtract(mut parent: Histogram, child: &Histogram) -> Histogram {
 mod tests {
     use super::*;
     use linfa::traits::Predict;
-    use rand::Rng;
     use ndarray::Array2;
+    use rand::Rng;
 
     /// y = x0 > 0.5 (a step) plus a little of x1: the trees must find the step.
     #[test]

@@ -153,12 +153,14 @@ impl Model {
         let inner = match kind {
             ModelKind::Gbdt => Inner::Gbdt(train_gbdt(set, Loss::Pairwise { pairs: 8 })?),
             ModelKind::GbdtSquared => Inner::Gbdt(train_gbdt(set, Loss::Squared)?),
-            ModelKind::Linear => Inner::Linear(
-                Linear::fit(&set.features, &set.labels).map_err(|detail| ModelError::Train {
-                    kind: kind.name(),
-                    detail,
-                })?,
-            ),
+            ModelKind::Linear => {
+                Inner::Linear(Linear::fit(&set.features, &set.labels).map_err(|detail| {
+                    ModelError::Train {
+                        kind: kind.name(),
+                        detail,
+                    }
+                })?)
+            }
             #[cfg(feature = "perpetual")]
             ModelKind::Perpetual => Inner::Perpetual(Box::new(train_perpetual(set)?)),
         };

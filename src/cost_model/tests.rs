@@ -46,8 +46,8 @@ fn fixture_db() -> Database {
         .iter()
         .enumerate()
     {
-        let w = crate::workload::from_cli(spec, |_| Err(std::io::Error::other("no files")))
-            .unwrap();
+        let w =
+            crate::workload::from_cli(spec, |_| Err(std::io::Error::other("no files"))).unwrap();
         let program = crate::database::canonical_program(&w).unwrap();
         let mut search = RandomSearch::new(space.clone(), limits.clone(), program, seed as u64);
         let proposal = search.propose(40, &mut |_| false);
@@ -107,7 +107,10 @@ fn model_bytes_round_trip() {
         assert_eq!(back.kind(), kind);
         // JSON keeps every float to within an ulp.
         let (a, b) = (back.predict(&f.set.features), m.predict(&f.set.features));
-        assert!(a.iter().zip(&b).all(|(x, y)| (x - y).abs() <= 1e-12 * (1.0 + y.abs())));
+        assert!(a
+            .iter()
+            .zip(&b)
+            .all(|(x, y)| (x - y).abs() <= 1e-12 * (1.0 + y.abs())));
     }
 }
 
@@ -142,7 +145,8 @@ fn corrupt_stale_and_foreign_models_are_refused() {
     );
     let err = Model::from_bytes(header.as_bytes()).unwrap_err();
     assert!(
-        err.to_string().starts_with("corrupt model bytes: model body: "),
+        err.to_string()
+            .starts_with("corrupt model bytes: model body: "),
         "{err}"
     );
     let err = Model::from_bytes(b"PK\x03\x04 zip\n{}").unwrap_err();
@@ -186,8 +190,8 @@ fn a_version_1_database_keeps_its_records_when_migrated() {
         conn.execute_batch(include_str!("../../database/schema.sql"))
             .unwrap();
         conn.pragma_update(None, "user_version", 1).unwrap();
-        let w = crate::workload::from_cli("matmul:8x8x8", |_| Err(std::io::Error::other("-")))
-            .unwrap();
+        let w =
+            crate::workload::from_cli("matmul:8x8x8", |_| Err(std::io::Error::other("-"))).unwrap();
         let trace = crate::schedule::Trace::default();
         let json = crate::schedule::json::to_json(&trace);
         conn.execute(

@@ -3,8 +3,8 @@
 //! model, and refusing stale or corrupt ones, is the cost model's business.
 
 use super::types::TargetKind;
-use crate::cost_model::FEATURE_SET_VERSION;
 use super::{Context, Database, DatabaseError, Result};
+use crate::cost_model::FEATURE_SET_VERSION;
 use rusqlite::{params, OptionalExtension};
 use std::collections::HashMap;
 
@@ -123,10 +123,7 @@ impl Database {
         &self,
         kind: TargetKind,
         arch: &str,
-    ) -> Result<(
-        Vec<super::Record>,
-        HashMap<String, String>,
-    )> {
+    ) -> Result<(Vec<super::Record>, HashMap<String, String>)> {
         let sql = format!(
             "SELECT {} FROM records r JOIN targets t ON t.id = r.target_id \
              WHERE t.kind = ?1 AND t.arch = ?2 ORDER BY r.id",
@@ -210,11 +207,7 @@ impl Database {
                 )
                 .ctx("preparing a feature insert")?;
             for (id, f) in features {
-                let blob: Vec<u8> = f
-                    .iter()
-                    .flatten()
-                    .flat_map(|v| v.to_le_bytes())
-                    .collect();
+                let blob: Vec<u8> = f.iter().flatten().flat_map(|v| v.to_le_bytes()).collect();
                 stmt.execute(params![id, feature_set_version, blob])
                     .ctx("caching features")?;
             }
