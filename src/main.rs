@@ -103,7 +103,7 @@ enum ModelCommand {
         /// The arch whose records to train on (default: the database's only one).
         #[arg(long)]
         arch: Option<String>,
-        /// The model kind (gbdt, gbdt-squared, linear; perpetual with that feature).
+        /// The model kind (gbdt, gbdt-rank, linear; perpetual with that feature).
         #[arg(long, default_value = "gbdt")]
         kind: String,
     },

@@ -89,7 +89,7 @@ impl Default for GbdtParams {
             min_samples_leaf: 16,
             lambda: 1.0,
             max_bins: 64,
-            loss: Loss::Pairwise { pairs: 8 },
+            loss: Loss::Squared,
             seed: 0,
         }
     }
@@ -585,6 +585,7 @@ mod tests {
         let ds = DatasetBase::new(x.clone(), GroupedTargets { labels, groups });
         let model = GbdtParams {
             trees: 60,
+            loss: Loss::Pairwise { pairs: 8 },
             ..GbdtParams::default()
         }
         .fit(&ds)

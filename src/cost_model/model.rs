@@ -27,10 +27,12 @@ const MAGIC: &str = "tessel-cost-model";
 /// The kinds of model this build can train.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ModelKind {
-    /// The own histogram GBDT with the pairwise ranking loss (the default).
+    /// The own histogram GBDT with squared loss on the label, weighted toward fast
+    /// programs (the default: it ranked best on the shipped records, see
+    /// benches/RESULTS.md).
     Gbdt,
-    /// The own histogram GBDT with squared loss on the label, weighted toward fast programs.
-    GbdtSquared,
+    /// The own histogram GBDT with the pairwise RankNet loss within groups.
+    GbdtRank,
     /// Least squares on standardized features (linfa-linear): the baseline.
     Linear,
     /// The `perpetual` crate's booster, squared loss (built with `--features perpetual`).
@@ -46,7 +48,7 @@ impl ModelKind {
     pub fn all() -> Vec<ModelKind> {
         vec![
             ModelKind::Gbdt,
-            ModelKind::GbdtSquared,
+            ModelKind::GbdtRank,
             ModelKind::Linear,
             #[cfg(feature = "perpetual")]
             ModelKind::Perpetual,
@@ -57,7 +59,7 @@ impl ModelKind {
     pub fn name(self) -> &'static str {
         match self {
             ModelKind::Gbdt => "gbdt",
-            ModelKind::GbdtSquared => "gbdt-squared",
+            ModelKind::GbdtRank => "gbdt-rank",
             ModelKind::Linear => "linear",
             #[cfg(feature = "perpetual")]
             ModelKind::Perpetual => "perpetual",
@@ -151,8 +153,8 @@ impl Model {
             });
         }
         let inner = match kind {
-            ModelKind::Gbdt => Inner::Gbdt(train_gbdt(set, Loss::Pairwise { pairs: 8 })?),
-            ModelKind::GbdtSquared => Inner::Gbdt(train_gbdt(set, Loss::Squared)?),
+            ModelKind::Gbdt => Inner::Gbdt(train_gbdt(set, Loss::Squared)?),
+            ModelKind::GbdtRank => Inner::Gbdt(train_gbdt(set, Loss::Pairwise { pairs: 8 })?),
             ModelKind::Linear => {
                 Inner::Linear(Linear::fit(&set.features, &set.labels).map_err(|detail| {
                     ModelError::Train {
@@ -258,7 +260,7 @@ impl Model {
         let inner: Inner = serde_json::from_slice(&bytes[newline + 1..])
             .map_err(|e| ModelError::Corrupt(format!("model body: {e}")))?;
         let well_formed = match (&inner, kind) {
-            (Inner::Gbdt(g), ModelKind::Gbdt | ModelKind::GbdtSquared) => {
+            (Inner::Gbdt(g), ModelKind::Gbdt | ModelKind::GbdtRank) => {
                 g.features == h.features && g.is_well_formed()
             }
             (Inner::Linear(l), ModelKind::Linear) => {
