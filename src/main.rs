@@ -38,9 +38,13 @@ enum Emit {
 
 #[derive(Copy, Clone, ValueEnum)]
 enum BestEmit {
+    /// The schedule as a trace (a valid --schedule file).
     Trace,
+    /// The scheduled loop-nest IR.
     Ir,
+    /// CUDA C for the scheduled program.
     Cuda,
+    /// C for the host CPU.
     C,
 }
 
@@ -50,38 +54,64 @@ enum DbFormat {
     Sqlite,
     /// One JSON object per record (for review and diffs).
     Jsonl,
+    /// JSON Lines compressed with gzip (`.jsonl.gz`, as shipped in database/).
+    JsonlGz,
 }
 
 #[derive(Subcommand)]
 enum DbCommand {
-    /// Counts by workload, target and status.
+    /// Records per workload (named by its preset spec) and target: the best latency and
+    /// the counts by status; then totals per target and status.
     Stats,
     /// Write records to a new file (never a copy of the live database).
     Export {
+        /// The file to write (refused if it exists).
         #[arg(long)]
         out: PathBuf,
+        /// Only this workload (a preset or a workload file).
         #[arg(long)]
         workload: Option<String>,
+        /// Only records of this machine's target of this kind.
         #[arg(long, value_enum)]
         target: Option<TargetArg>,
         /// Only the best successful record per workload and target.
         #[arg(long)]
         best_only: bool,
+        /// The file's form.
         #[arg(long, value_enum, default_value = "sqlite")]
         format: DbFormat,
     },
     /// Merge a file someone sent: every record is checked (replayed and verified) first;
-    /// nothing is merged unless all of it is acceptable.
+    /// nothing is merged unless all of it is acceptable. Merged records are marked as
+    /// imported from this file: their latencies are claims until `tessel db verify`.
     Import {
+        /// An SQLite export, a `.jsonl` or a `.jsonl.gz` file (told apart by content).
         file: PathBuf,
-        #[arg(long, value_enum, default_value = "sqlite")]
-        format: DbFormat,
+        /// Read the file as this form instead of telling it from its first bytes.
+        #[arg(long, value_enum)]
+        format: Option<DbFormat>,
+    },
+    /// Re-measure imported records on this device: the top K claims of each workload are
+    /// replayed, checked and timed in the measurement worker, the local measurements
+    /// stored (lookups prefer them), and claims off by more than 2x flagged.
+    Verify {
+        /// The kind of this machine's device to measure on.
+        #[arg(long, value_enum, default_value = "cpu")]
+        target: TargetArg,
+        /// Claims to measure per workload, fastest first.
+        #[arg(long, default_value_t = 3)]
+        top: usize,
+        /// Only this workload (a preset or a workload file).
+        #[arg(long)]
+        workload: Option<String>,
     },
 }
 
 #[derive(Copy, Clone, ValueEnum)]
 enum TargetArg {
+    /// The host CPU (C with OpenMP, built with the system compiler).
     Cpu,
+    /// CUDA device 0 (NVRTC).
     Cuda,
 }
 
@@ -94,25 +124,29 @@ enum Command {
         /// A trace file (`.sched`) to apply.
         #[arg(long)]
         schedule: Option<PathBuf>,
+        /// What to print.
         #[arg(long, value_enum, default_value = "ir")]
         emit: Emit,
     },
-    /// Apply a schedule and check it against the unscheduled program with the reference
-    /// interpreter on random inputs (use small shapes: it runs every loop serially).
     /// Build a scheduled workload for a target, check it against the reference on random
     /// inputs, time it; `--compare` times the library routine a user would otherwise call
     /// (cuBLAS on CUDA, ndarray's `dot` on the CPU) on the same inputs.
     Run {
+        /// A preset (`matmul:1024x1024x1024`, `conv2d_nchw:n=1,c=64,...`) or a workload file.
         workload: String,
+        /// A trace file (`.sched`) to apply; without one, the unscheduled program runs.
         #[arg(long)]
         schedule: Option<PathBuf>,
+        /// Where to build and run it.
         #[arg(long, value_enum, default_value = "cpu")]
         target: TargetArg,
         /// The CUDA architecture to compile for.
         #[arg(long, default_value = "sm_90a")]
         arch: String,
+        /// Also time the library routine (cuBLAS, ndarray) on the same inputs.
         #[arg(long)]
         compare: bool,
+        /// The seed of the random inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
@@ -120,48 +154,67 @@ enum Command {
     /// measured (this exact target, or a fallback of the same arch), and the trace, IR or
     /// kernel source.
     Best {
+        /// A preset (`matmul:1024x1024x1024`, `conv2d_nchw:n=1,c=64,...`) or a workload file.
         workload: String,
+        /// The kind of target to look up (this machine's device of that kind).
         #[arg(long, value_enum, default_value = "cpu")]
         target: TargetArg,
         /// CUDA arch to look up when no GPU is present here (records of that arch answer,
         /// marked as a fallback).
         #[arg(long, default_value = "sm_90a")]
         arch: String,
+        /// The record database (default: $TESSEL_DB, else the platform's data directory).
         #[arg(long)]
         db: Option<PathBuf>,
+        /// What to print on stdout (the latency and provenance go to stderr).
         #[arg(long, value_enum, default_value = "trace")]
         emit: BestEmit,
     },
-    /// Share records: statistics, export to a file, import (merge) a file.
+    /// The record database: statistics, export to a file, import (merge) a file, verify
+    /// imported records on this device.
     Db {
         #[command(subcommand)]
         command: DbCommand,
+        /// The record database (default: $TESSEL_DB, else the platform's data directory).
         #[arg(long, global = true)]
         db: Option<PathBuf>,
     },
     /// Compile a scheduled workload with NVRTC to SASS and report registers, spills,
     /// shared memory and compile time per kernel (needs NVRTC, not a GPU).
     Build {
+        /// A preset (`matmul:1024x1024x1024`, `conv2d_nchw:n=1,c=64,...`) or a workload file.
         workload: String,
+        /// A trace file (`.sched`) to apply; without one, the unscheduled program.
         #[arg(long)]
         schedule: Option<PathBuf>,
+        /// Must be cuda (the CPU build has no register report).
         #[arg(long, value_enum, default_value = "cuda")]
         target: TargetArg,
+        /// The CUDA architecture to compile for.
         #[arg(long, default_value = "sm_90a")]
         arch: String,
     },
+    /// Apply a schedule and check it against the unscheduled program with the reference
+    /// interpreter on random inputs (no compiler, no device; use small shapes: it runs
+    /// every loop serially).
     Check {
+        /// A preset (`matmul:64x64x64`, `conv2d_nchw:n=1,c=8,...`) or a workload file.
         workload: String,
+        /// The trace file (`.sched`) to apply.
         #[arg(long)]
         schedule: PathBuf,
+        /// The seed of the random inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
     /// Search schedules for workloads on a target, measuring every candidate and
     /// recording each result in the database; ends with the best schedule's trace.
     Tune {
+        /// Presets (`matmul:1024x1024x1024`, `conv2d_nchw:n=1,c=64,...`) or workload files,
+        /// tuned one after the other.
         #[arg(required = true)]
         workloads: Vec<String>,
+        /// Where to measure.
         #[arg(long, value_enum, default_value = "cpu")]
         target: TargetArg,
         /// Candidates to measure per workload.
@@ -566,7 +619,12 @@ fn best(
         db.path().display()
     );
     match &k.lookup.matched {
-        tessel::database::Match::Exact => eprintln!("measured  on this target: {}", r.target),
+        tessel::database::Match::Exact if r.provenance.is_measured_here() => {
+            eprintln!("measured  on this target: {}", r.target)
+        }
+        tessel::database::Match::Exact => {
+            eprintln!("claimed   for this target: {} (not measured here)", r.target)
+        }
         tessel::database::Match::Fallback { measured_on } => {
             eprintln!(
                 "measured  on {measured_on} (fallback: same arch {}, not this device)",
@@ -574,6 +632,7 @@ fn best(
             )
         }
     }
+    eprintln!("source    {}", r.provenance);
     match emit {
         BestEmit::Trace => print!("{}", text::print(&r.trace)),
         BestEmit::Ir => print!("{}", print_program(&k.program)),
@@ -587,19 +646,7 @@ fn db_command(command: DbCommand, db: Option<PathBuf>) -> Result<()> {
     use tessel::database::{Filter, ImportMode};
     let mut db = open_db(db)?;
     match command {
-        DbCommand::Stats => {
-            let s = db.stats()?;
-            println!("{} records in {}", s.records, db.path().display());
-            for (w, n) in &s.by_workload {
-                println!("  workload {}: {n}", &w[..w.len().min(16)]);
-            }
-            for (t, n) in &s.by_target {
-                println!("  target {t}: {n}");
-            }
-            for (st, n) in &s.by_status {
-                println!("  status {}: {n}", st.name());
-            }
-        }
+        DbCommand::Stats => print_stats(&db)?,
         DbCommand::Export {
             out,
             workload,
@@ -618,25 +665,32 @@ fn db_command(command: DbCommand, db: Option<PathBuf>) -> Result<()> {
             };
             let n = match format {
                 DbFormat::Sqlite => db.export(&out, &filter)?,
-                DbFormat::Jsonl => {
-                    let mut f = std::io::BufWriter::new(
-                        std::fs::File::create(&out)
-                            .with_context(|| format!("cannot create {}", out.display()))?,
-                    );
-                    db.export_jsonl(&mut f, &filter)?
+                DbFormat::Jsonl | DbFormat::JsonlGz => {
+                    let f = std::fs::File::create_new(&out)
+                        .with_context(|| format!("cannot create {}", out.display()))?;
+                    let mut f = std::io::BufWriter::new(f);
+                    if matches!(format, DbFormat::JsonlGz) {
+                        let mut gz =
+                            flate2::write::GzEncoder::new(f, flate2::Compression::default());
+                        let n = db.export_jsonl(&mut gz, &filter)?;
+                        gz.finish()
+                            .with_context(|| format!("writing {}", out.display()))?;
+                        n
+                    } else {
+                        db.export_jsonl(&mut f, &filter)?
+                    }
                 }
             };
             println!("exported {n} records to {}", out.display());
         }
         DbCommand::Import { file, format } => {
-            let report = match format {
-                DbFormat::Sqlite => db.import(&file, ImportMode::AllOrNothing)?,
-                DbFormat::Jsonl => {
-                    let f = std::fs::File::open(&file)
-                        .with_context(|| format!("cannot read {}", file.display()))?;
-                    db.import_jsonl(std::io::BufReader::new(f), ImportMode::AllOrNothing)?
-                }
-            };
+            use tessel::database::FileFormat;
+            let format = format.map(|f| match f {
+                DbFormat::Sqlite => FileFormat::Sqlite,
+                DbFormat::Jsonl => FileFormat::Jsonl,
+                DbFormat::JsonlGz => FileFormat::JsonlGz,
+            });
+            let report = db.import_file(&file, format, ImportMode::AllOrNothing)?;
             println!(
                 "accepted {}, duplicates {}, rejected {}",
                 report.accepted.len(),
@@ -653,6 +707,11 @@ fn db_command(command: DbCommand, db: Option<PathBuf>) -> Result<()> {
                 );
             }
         }
+        DbCommand::Verify {
+            target,
+            top,
+            workload,
+        } => run_verify(&mut db, target, top, workload.as_deref())?,
     }
     Ok(())
 }
@@ -776,4 +835,110 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `tessel db stats`: per workload (named by its preset spec where there is one) and
+/// target, the best latency and the records by status; then totals.
+fn print_stats(db: &tessel::database::Database) -> Result<()> {
+    let s = db.stats()?;
+    let count = |by: &[(tessel::database::Status, u64)]| {
+        by.iter()
+            .map(|(st, n)| format!("{}={n}", st.name()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!(
+        "{} records of {} workloads in {}",
+        s.records,
+        s.workloads.len(),
+        db.path().display()
+    );
+    for w in &s.workloads {
+        let parsed = workload::parse(&w.canonical_text).ok();
+        let name = parsed
+            .as_ref()
+            .map_or_else(|| "unreadable workload".into(), workload::describe);
+        println!("{name}  (key {}, {} records)", &w.key[..16], w.records);
+        for t in &w.targets {
+            let best = match (t.best_median_secs, &parsed) {
+                (Some(b), Some(p)) => format!("best {} ({})", seconds(b), rate(p.flops(), b)),
+                (Some(b), None) => format!("best {}", seconds(b)),
+                (None, _) => "best -".into(),
+            };
+            let total: u64 = t.by_status.iter().map(|(_, n)| n).sum();
+            println!(
+                "  {}: {best}; {}; {} of {total} measured here",
+                t.target,
+                count(&t.by_status),
+                t.measured_here
+            );
+        }
+    }
+    println!("targets");
+    for (t, n) in &s.by_target {
+        println!("  {t}: {n}");
+    }
+    println!("status    {}", count(&s.by_status));
+    Ok(())
+}
+
+/// `tessel db verify`: re-measures the top imported claims of each workload on this
+/// device, prints each claim beside the local measurement, flags those off by > 2x.
+fn run_verify(
+    db: &mut tessel::database::Database,
+    target: TargetArg,
+    top: usize,
+    workload: Option<&str>,
+) -> Result<()> {
+    use tessel::verify::{Verifier, OFF_FACTOR};
+    let only = workload
+        .map(|spec| load_workload(spec).map(|w| vec![w.key()]))
+        .transpose()?;
+    let path = db.path().to_path_buf();
+    let names: std::collections::HashMap<String, (String, f64)> = db
+        .workloads()?
+        .into_iter()
+        .filter_map(|s| {
+            let w = workload::parse(&s.canonical_text).ok()?;
+            Some((s.key, (workload::describe(&w), w.flops())))
+        })
+        .collect();
+    let report = Verifier::new(db, tune_target(target)?)
+        .with_top(top)
+        .verify(only.as_deref())?;
+    println!("target    {}", report.target);
+    let mut off = 0;
+    for c in &report.checked {
+        let (name, flops) = names
+            .get(&c.workload_key)
+            .cloned()
+            .unwrap_or_else(|| (c.workload_key.clone(), f64::NAN));
+        let claimed = c.claimed_secs();
+        let here = match &c.measured {
+            Ok(m) => format!("measured {} ({})", seconds(*m), rate(flops, *m)),
+            Err(why) => format!("failed here: {why}"),
+        };
+        let ratio = c
+            .ratio()
+            .map_or_else(String::new, |r| format!(", {r:.2}x the claim"));
+        let flag = if c.is_off() {
+            off += 1;
+            format!("  OFF by more than {OFF_FACTOR}x")
+        } else if !c.same_device {
+            format!("  (claimed on {})", c.claim.target.device)
+        } else {
+            String::new()
+        };
+        println!(
+            "{name}  record {}: claimed {}, {here}{ratio}{flag}",
+            c.claim.id,
+            seconds(claimed)
+        );
+    }
+    println!(
+        "verified  {} records, {off} claims off by more than {OFF_FACTOR}x; measurements stored in {}",
+        report.checked.len(),
+        path.display()
+    );
+    Ok(())
 }

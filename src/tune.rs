@@ -226,7 +226,7 @@ fn failure_name(k: FailureKind) -> &'static str {
     }
 }
 
-fn status_of(k: FailureKind) -> Status {
+pub(crate) fn status_of(k: FailureKind) -> Status {
     match k {
         FailureKind::Instantiation | FailureKind::Rejected => Status::Rejected,
         FailureKind::Compile => Status::CompileError,
