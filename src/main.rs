@@ -942,3 +942,61 @@ fn run_verify(
     );
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every subcommand at every depth, with its path (`tessel db import`).
+    fn walk(cmd: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        // `help` is clap's own, repeating the others' descriptions.
+        for sub in cmd
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        {
+            let p = format!("{path} {}", sub.get_name());
+            out.push((p.clone(), sub.clone()));
+            walk(sub, p, out);
+        }
+    }
+
+    /// Every command, argument and value choice says what it is, and no two commands
+    /// share a description (each `--help` says its own thing).
+    #[test]
+    fn every_command_and_argument_has_help() {
+        let mut cli = Cli::command();
+        cli.build();
+        let mut commands = Vec::new();
+        walk(&cli, "tessel".into(), &mut commands);
+        let mut missing = Vec::new();
+        let mut abouts: Vec<(String, String)> = Vec::new();
+        for (path, cmd) in &commands {
+            match cmd.get_about() {
+                None => missing.push(path.clone()),
+                Some(about) => abouts.push((path.clone(), about.to_string())),
+            }
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} <{id}>"));
+                }
+                for value in arg.get_possible_values() {
+                    if value.get_help().is_none() && !value.is_hide_set() {
+                        missing.push(format!("{path} <{id}> {}", value.get_name()));
+                    }
+                }
+            }
+        }
+        assert!(missing.is_empty(), "without help: {missing:#?}");
+        for (i, (p, a)) in abouts.iter().enumerate() {
+            for (q, b) in &abouts[i + 1..] {
+                assert_ne!(a, b, "{p} and {q} have the same description");
+            }
+        }
+        assert!(commands.iter().any(|(p, _)| p == "tessel check"));
+    }
+}
