@@ -4,9 +4,8 @@
 //! value, so results travel in registers); the block that faulted turns it into an
 //! [`InterpError`] naming the block, the buffer and the indices.
 
-use super::compile::{
-    Access, BExpr, CBlock, CStore, Cmp, FBin, FExpr, FUn, IBin, IExpr, Interpreter, Stmt,
-};
+use super::compile::{CBlock, CStore, Interpreter, Stmt};
+use super::expr::{Access, BExpr, Cmp, FBin, FExpr, FUn, IBin, IExpr};
 use super::{InterpError, Result};
 use half::f16;
 use ndarray::ArrayD;
