@@ -623,7 +623,10 @@ fn best(
             eprintln!("measured  on this target: {}", r.target)
         }
         tessel::database::Match::Exact => {
-            eprintln!("claimed   for this target: {} (not measured here)", r.target)
+            eprintln!(
+                "claimed   for this target: {} (not measured here)",
+                r.target
+            )
         }
         tessel::database::Match::Fallback { measured_on } => {
             eprintln!(

@@ -138,7 +138,10 @@ impl<'a> Verifier<'a> {
 
     /// Verifies the workloads whose keys are `only` (all of them when `None`).
     pub fn verify(&mut self, only: Option<&[String]>) -> Result<VerifyReport, VerifyError> {
-        let key = self.target.key().map_err(|e| VerifyError::Target(e.to_string()))?;
+        let key = self
+            .target
+            .key()
+            .map_err(|e| VerifyError::Target(e.to_string()))?;
         let device = match &self.target {
             TuneTarget::Cpu => Device::Cpu,
             TuneTarget::Cuda { arch, .. } => Device::Cuda { arch: arch.clone() },
@@ -203,9 +206,7 @@ impl<'a> Verifier<'a> {
         for claim in claims {
             let source = replay(&claim.trace, base.clone(), 0)
                 .map_err(|e| e.to_string())
-                .and_then(|sch| {
-                    session::source_for(sch.program(), device).map_err(|f| f.message)
-                });
+                .and_then(|sch| session::source_for(sch.program(), device).map_err(|f| f.message));
             match source {
                 Ok(src) => {
                     sources.push(src);

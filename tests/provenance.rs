@@ -54,7 +54,14 @@ fn a_tampered_import_is_served_as_imported_until_verify_measures_it_here() {
     // Exported, the slow one claimed to take 2 ns, gzipped.
     let jsonl = dir.path().join("shared.jsonl");
     let (ok, _, err) = tessel(&[
-        "db", "export", "--format", "jsonl", "--out", jsonl.to_str().unwrap(), "--db", a,
+        "db",
+        "export",
+        "--format",
+        "jsonl",
+        "--out",
+        jsonl.to_str().unwrap(),
+        "--db",
+        a,
     ]);
     assert!(ok, "{err}");
     let tampered: Vec<String> = std::fs::read_to_string(&jsonl)

@@ -25,7 +25,11 @@ impl Database {
             stats.records += g.count;
             add(&mut stats.by_target, g.target.clone(), g.count);
             add(&mut stats.by_status, g.status, g.count);
-            if stats.workloads.last().is_none_or(|w| w.key != g.workload_key) {
+            if stats
+                .workloads
+                .last()
+                .is_none_or(|w| w.key != g.workload_key)
+            {
                 stats.workloads.push(WorkloadStats {
                     key: g.workload_key.clone(),
                     canonical_text: g.canonical_text.clone(),
@@ -89,8 +93,15 @@ impl Database {
             .ctx("counting records")?;
         let mut out = Vec::new();
         for row in rows {
-            let (workload_key, canonical_text, [kind, arch, device, toolchain], status, n, best, here) =
-                row.ctx("counting records")?;
+            let (
+                workload_key,
+                canonical_text,
+                [kind, arch, device, toolchain],
+                status,
+                n,
+                best,
+                here,
+            ) = row.ctx("counting records")?;
             let corrupt = |detail: String| DatabaseError::Corrupt { id: 0, detail };
             out.push(Group {
                 workload_key,

@@ -1,7 +1,8 @@
 //! Storing records and looking them up.
 
 use super::types::{
-    Committed, Filter, ImportSource, Lookup, Match, NewRecord, Provenance, Record, Status, TargetKey,
+    Committed, Filter, ImportSource, Lookup, Match, NewRecord, Provenance, Record, Status,
+    TargetKey,
 };
 use super::validate::{check_new, median};
 use super::{sha256_hex, Context, Database, DatabaseError, Result};
@@ -245,9 +246,10 @@ pub(crate) fn insert_record(
              AND toolchain = ?4",
         )
         .and_then(|mut st| {
-            st.query_row(params![t.kind.name(), t.arch, t.device, t.toolchain], |row| {
-                row.get(0)
-            })
+            st.query_row(
+                params![t.kind.name(), t.arch, t.device, t.toolchain],
+                |row| row.get(0),
+            )
         })
         .ctx("reading a target")?;
     let trace_json = to_json(&r.trace);

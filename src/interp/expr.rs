@@ -62,6 +62,52 @@ pub(super) enum Cmp {
     Ne,
 }
 
+impl FBin {
+    /// The operator on two values; min and max propagate NaN (Rust's and CUDA's `fminf`
+    /// drop it).
+    #[inline(always)]
+    pub fn apply(self, x: f32, y: f32) -> f32 {
+        match self {
+            FBin::Add => x + y,
+            FBin::Sub => x - y,
+            FBin::Mul => x * y,
+            FBin::Div => x / y,
+            FBin::Min | FBin::Max if x.is_nan() || y.is_nan() => f32::NAN,
+            FBin::Min => x.min(y),
+            FBin::Max => x.max(y),
+        }
+    }
+}
+
+impl FUn {
+    /// The operator on a value.
+    #[inline(always)]
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            FUn::Neg => -x,
+            FUn::Exp => x.exp(),
+            FUn::Sqrt => x.sqrt(),
+            FUn::Tanh => x.tanh(),
+            FUn::Abs => x.abs(),
+        }
+    }
+}
+
+impl Cmp {
+    /// The comparison of two values.
+    #[inline(always)]
+    pub fn apply<T: PartialOrd>(self, x: T, y: T) -> bool {
+        match self {
+            Cmp::Lt => x < y,
+            Cmp::Le => x <= y,
+            Cmp::Gt => x > y,
+            Cmp::Ge => x >= y,
+            Cmp::Eq => x == y,
+            Cmp::Ne => x != y,
+        }
+    }
+}
+
 /// One index of an access, with the extent and stride of its dimension.
 #[derive(Debug)]
 pub(super) struct Index {
@@ -330,9 +376,7 @@ fn binary<S: Scope>(s: &S, op: BinOp, x: Typed, y: Typed) -> Result<Typed, S::Er
             } else {
                 BExpr::Or(Box::new(a), Box::new(b))
             })),
-            (x, y) => {
-                Err(s.type_error(format!("{op:?} of a {} and a {}", x.kind(), y.kind())))
-            }
+            (x, y) => Err(s.type_error(format!("{op:?} of a {} and a {}", x.kind(), y.kind()))),
         },
         BinOp::FloorDiv | BinOp::FloorMod => match (x, y) {
             (I(a), I(b)) => Ok(int_op(

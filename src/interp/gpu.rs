@@ -40,10 +40,10 @@ mod tests;
 pub use track::RaceKind;
 
 use super::check::{compare_outputs, match_params};
+use super::expr::{self as cexpr, Access, BExpr, FExpr};
 use super::{random_inputs, CheckError, Interpreter};
 use crate::ir::{Dim3, Program, Scope, ThreadTag};
 use crate::lower::{KStmt, Kernel, Lowered};
-use super::expr::{self as cexpr, Access, BExpr, FExpr};
 use expr::{Fault, KBuf, KernelScope, Mem, Thread};
 use ndarray::ArrayD;
 use thiserror::Error;

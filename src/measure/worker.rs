@@ -481,7 +481,8 @@ fn measure_candidate(
             .max()
             .unwrap_or(1);
         limits
-            .check(build.registers, build.spill_bytes(), threads).map_err(Failure::rejected)?;
+            .check(build.registers, build.spill_bytes(), threads)
+            .map_err(Failure::rejected)?;
     }
     let outs = runner.run_once(h)?;
     let rel_error = compare(&job.params, &outs, reference)?;

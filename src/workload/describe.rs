@@ -37,7 +37,12 @@ fn summary(w: &Workload) -> String {
         .filter(|&i| matches!(w.tensors[i].def, TensorDef::Input))
         .map(shape)
         .collect();
-    let out = w.tensors.len().checked_sub(1).map(shape).unwrap_or_default();
+    let out = w
+        .tensors
+        .len()
+        .checked_sub(1)
+        .map(shape)
+        .unwrap_or_default();
     format!("custom: inputs {} -> {out}", inputs.join(", "))
 }
 
@@ -68,14 +73,35 @@ fn candidates(w: &Workload) -> Vec<String> {
         [[m, k], [n, _], [_]] => out.push(format!("dense_bias_relu:m={m},n={n},k={k}{dtype}")),
         [[n, c, h, wd], [k, c2, r, s]] => {
             for preset in ["conv2d_nchw", "conv2d_relu_nchw"] {
-                conv_specs(&mut out, preset, &format!("n={n},c={c},h={h},w={wd},k={k}"), *r, *s, &dtype);
+                conv_specs(
+                    &mut out,
+                    preset,
+                    &format!("n={n},c={c},h={h},w={wd},k={k}"),
+                    *r,
+                    *s,
+                    &dtype,
+                );
             }
             if *c2 == 1 {
-                conv_specs(&mut out, "depthwise_conv2d_nchw", &format!("n={n},c={c},h={h},w={wd}"), *r, *s, &dtype);
+                conv_specs(
+                    &mut out,
+                    "depthwise_conv2d_nchw",
+                    &format!("n={n},c={c},h={h},w={wd}"),
+                    *r,
+                    *s,
+                    &dtype,
+                );
             }
             // NHWC: data [n, h, w, c], weight [r, s, c, k].
             let (h, wd, c, r, s, k) = (c, h, wd, k, c2, s);
-            conv_specs(&mut out, "conv2d_nhwc", &format!("n={n},c={c},h={h},w={wd},k={k}"), *r, *s, &dtype);
+            conv_specs(
+                &mut out,
+                "conv2d_nhwc",
+                &format!("n={n},c={c},h={h},w={wd},k={k}"),
+                *r,
+                *s,
+                &dtype,
+            );
         }
         [[n, c1, h, wd], [_, c2, _, _], [k, _, r, s]] => conv_specs(
             &mut out,
@@ -97,9 +123,11 @@ fn conv_specs(out: &mut Vec<String>, preset: &str, base: &str, r: i64, s: i64, d
         for dilation in DILATIONS {
             for pad in 0..=MAX_PAD {
                 let mut spec = format!("{preset}:{base},r={r},s={s}");
-                for (key, value, default) in
-                    [("stride", stride, 1), ("pad", pad, 0), ("dilation", dilation, 1)]
-                {
+                for (key, value, default) in [
+                    ("stride", stride, 1),
+                    ("pad", pad, 0),
+                    ("dilation", dilation, 1),
+                ] {
                     if value != default {
                         spec += &format!(",{key}={value}");
                     }

@@ -7,9 +7,7 @@
 //! panic.
 
 use super::super::exec::{floor_div, floor_mod};
-use super::super::expr::{
-    Access, BExpr, BufView, Cmp, FBin, FExpr, FUn, IBin, IExpr, Scope, MAX_DEPTH,
-};
+use super::super::expr::{Access, BExpr, BufView, FExpr, IBin, IExpr, Scope, MAX_DEPTH};
 use super::track::{RaceKind, SharedTrack};
 use super::GpuInterpError;
 use crate::ir::{BufferId, DType, Program, VarId};
@@ -238,27 +236,9 @@ impl Thread<'_> {
             FExpr::Bin(op, a, b) => {
                 let x = self.ev_f(a)?;
                 let y = self.ev_f(b)?;
-                Ok(match op {
-                    FBin::Add => x + y,
-                    FBin::Sub => x - y,
-                    FBin::Mul => x * y,
-                    FBin::Div => x / y,
-                    FBin::Min if x.is_nan() || y.is_nan() => f32::NAN,
-                    FBin::Max if x.is_nan() || y.is_nan() => f32::NAN,
-                    FBin::Min => x.min(y),
-                    FBin::Max => x.max(y),
-                })
+                Ok(op.apply(x, y))
             }
-            FExpr::Un(op, a) => {
-                let x = self.ev_f(a)?;
-                Ok(match op {
-                    FUn::Neg => -x,
-                    FUn::Exp => x.exp(),
-                    FUn::Sqrt => x.sqrt(),
-                    FUn::Tanh => x.tanh(),
-                    FUn::Abs => x.abs(),
-                })
-            }
+            FExpr::Un(op, a) => Ok(op.apply(self.ev_f(a)?)),
             FExpr::Select(c, t, f) => {
                 if self.ev_b(c)? {
                     self.ev_f(t)
@@ -276,11 +256,11 @@ impl Thread<'_> {
         match e {
             BExpr::CmpI(c, a, b) => {
                 let x = self.ev_i(a)?;
-                Ok(compare(*c, x, self.ev_i(b)?))
+                Ok(c.apply(x, self.ev_i(b)?))
             }
             BExpr::CmpF(c, a, b) => {
                 let x = self.ev_f(a)?;
-                Ok(compare(*c, x, self.ev_f(b)?))
+                Ok(c.apply(x, self.ev_f(b)?))
             }
             BExpr::And(a, b) => Ok(self.ev_b(a)? && self.ev_b(b)?),
             BExpr::Or(a, b) => Ok(self.ev_b(a)? || self.ev_b(b)?),
@@ -304,16 +284,5 @@ fn int_fault(divisor: i64) -> Fault {
         Fault::DivisionByZero
     } else {
         Fault::Overflow
-    }
-}
-
-fn compare<T: PartialOrd>(c: Cmp, x: T, y: T) -> bool {
-    match c {
-        Cmp::Lt => x < y,
-        Cmp::Le => x <= y,
-        Cmp::Gt => x > y,
-        Cmp::Ge => x >= y,
-        Cmp::Eq => x == y,
-        Cmp::Ne => x != y,
     }
 }
