@@ -12,4 +12,5 @@ pub mod schedule;
 pub mod search;
 pub mod target;
 pub mod tune;
+pub mod verify;
 pub mod workload;

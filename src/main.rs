@@ -38,9 +38,13 @@ enum Emit {
 
 #[derive(Copy, Clone, ValueEnum)]
 enum BestEmit {
+    /// The schedule as a trace (a valid --schedule file).
     Trace,
+    /// The scheduled loop-nest IR.
     Ir,
+    /// CUDA C for the scheduled program.
     Cuda,
+    /// C for the host CPU.
     C,
 }
 
@@ -50,32 +54,56 @@ enum DbFormat {
     Sqlite,
     /// One JSON object per record (for review and diffs).
     Jsonl,
+    /// JSON Lines compressed with gzip (`.jsonl.gz`, as shipped in database/).
+    JsonlGz,
 }
 
 #[derive(Subcommand)]
 enum DbCommand {
-    /// Counts by workload, target and status.
+    /// Records per workload (named by its preset spec) and target: the best latency and
+    /// the counts by status; then totals per target and status.
     Stats,
     /// Write records to a new file (never a copy of the live database).
     Export {
+        /// The file to write (refused if it exists).
         #[arg(long)]
         out: PathBuf,
+        /// Only this workload (a preset or a workload file).
         #[arg(long)]
         workload: Option<String>,
+        /// Only records of this machine's target of this kind.
         #[arg(long, value_enum)]
         target: Option<TargetArg>,
         /// Only the best successful record per workload and target.
         #[arg(long)]
         best_only: bool,
+        /// The file's form.
         #[arg(long, value_enum, default_value = "sqlite")]
         format: DbFormat,
     },
     /// Merge a file someone sent: every record is checked (replayed and verified) first;
-    /// nothing is merged unless all of it is acceptable.
+    /// nothing is merged unless all of it is acceptable. Merged records are marked as
+    /// imported from this file: their latencies are claims until `tessel db verify`.
     Import {
+        /// An SQLite export, a `.jsonl` or a `.jsonl.gz` file (told apart by content).
         file: PathBuf,
-        #[arg(long, value_enum, default_value = "sqlite")]
-        format: DbFormat,
+        /// Read the file as this form instead of telling it from its first bytes.
+        #[arg(long, value_enum)]
+        format: Option<DbFormat>,
+    },
+    /// Re-measure imported records on this device: the top K claims of each workload are
+    /// replayed, checked and timed in the measurement worker, the local measurements
+    /// stored (lookups prefer them), and claims off by more than 2x flagged.
+    Verify {
+        /// The kind of this machine's device to measure on.
+        #[arg(long, value_enum, default_value = "cpu")]
+        target: TargetArg,
+        /// Claims to measure per workload, fastest first.
+        #[arg(long, default_value_t = 3)]
+        top: usize,
+        /// Only this workload (a preset or a workload file).
+        #[arg(long)]
+        workload: Option<String>,
     },
 }
 
@@ -84,9 +112,12 @@ enum ModelCommand {
     /// Print the features the cost model sees of a scheduled workload, one `name value`
     /// line per feature, in vector order.
     Features {
+        /// A preset or a workload file.
         workload: String,
+        /// The trace file (`.sched`) whose candidate to featurize.
         #[arg(long)]
         schedule: PathBuf,
+        /// Lower for this target's backend.
         #[arg(long, value_enum, default_value = "cuda")]
         target: TargetArg,
         /// The CUDA architecture whose limits (SMs, shared memory) the features use.
@@ -96,8 +127,10 @@ enum ModelCommand {
     /// Train the cost model on every record of a target kind and arch (failures included)
     /// and store it in the database.
     Train {
+        /// The record database (default: $TESSEL_DB, else the platform's data directory).
         #[arg(long)]
         db: Option<PathBuf>,
+        /// Train on the records of this target kind.
         #[arg(long, value_enum, default_value = "cuda")]
         target: TargetArg,
         /// The arch whose records to train on (default: the database's only one).
@@ -110,10 +143,13 @@ enum ModelCommand {
     /// Leave-one-workload-out: for each workload, train on the others and rank its
     /// records; top-1, top-5 and pairwise accuracy beside the linear and random baselines.
     Eval {
+        /// The record database (default: $TESSEL_DB, else the platform's data directory).
         #[arg(long)]
         db: Option<PathBuf>,
+        /// Evaluate on the records of this target kind.
         #[arg(long, value_enum, default_value = "cuda")]
         target: TargetArg,
+        /// The arch whose records to use (default: the database's only one).
         #[arg(long)]
         arch: Option<String>,
         /// Model kinds, comma-separated, the first the one reported (default: gbdt,linear).
@@ -130,7 +166,9 @@ enum ModelCommand {
 
 #[derive(Copy, Clone, ValueEnum)]
 enum TargetArg {
+    /// The host CPU (C with OpenMP, built with the system compiler).
     Cpu,
+    /// CUDA device 0 (NVRTC).
     Cuda,
 }
 
@@ -143,25 +181,29 @@ enum Command {
         /// A trace file (`.sched`) to apply.
         #[arg(long)]
         schedule: Option<PathBuf>,
+        /// What to print.
         #[arg(long, value_enum, default_value = "ir")]
         emit: Emit,
     },
-    /// Apply a schedule and check it against the unscheduled program with the reference
-    /// interpreter on random inputs (use small shapes: it runs every loop serially).
     /// Build a scheduled workload for a target, check it against the reference on random
     /// inputs, time it; `--compare` times the library routine a user would otherwise call
     /// (cuBLAS on CUDA, ndarray's `dot` on the CPU) on the same inputs.
     Run {
+        /// A preset (`matmul:1024x1024x1024`, `conv2d_nchw:n=1,c=64,...`) or a workload file.
         workload: String,
+        /// A trace file (`.sched`) to apply; without one, the unscheduled program runs.
         #[arg(long)]
         schedule: Option<PathBuf>,
+        /// Where to build and run it.
         #[arg(long, value_enum, default_value = "cpu")]
         target: TargetArg,
         /// The CUDA architecture to compile for.
         #[arg(long, default_value = "sm_90a")]
         arch: String,
+        /// Also time the library routine (cuBLAS, ndarray) on the same inputs.
         #[arg(long)]
         compare: bool,
+        /// The seed of the random inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
@@ -169,47 +211,64 @@ enum Command {
     /// measured (this exact target, or a fallback of the same arch), and the trace, IR or
     /// kernel source.
     Best {
+        /// A preset (`matmul:1024x1024x1024`, `conv2d_nchw:n=1,c=64,...`) or a workload file.
         workload: String,
+        /// The kind of target to look up (this machine's device of that kind).
         #[arg(long, value_enum, default_value = "cpu")]
         target: TargetArg,
         /// CUDA arch to look up when no GPU is present here (records of that arch answer,
         /// marked as a fallback).
         #[arg(long, default_value = "sm_90a")]
         arch: String,
+        /// The record database (default: $TESSEL_DB, else the platform's data directory).
         #[arg(long)]
         db: Option<PathBuf>,
+        /// What to print on stdout (the latency and provenance go to stderr).
         #[arg(long, value_enum, default_value = "trace")]
         emit: BestEmit,
     },
-    /// Share records: statistics, export to a file, import (merge) a file.
+    /// The record database: statistics, export to a file, import (merge) a file, verify
+    /// imported records on this device.
     Db {
         #[command(subcommand)]
         command: DbCommand,
+        /// The record database (default: $TESSEL_DB, else the platform's data directory).
         #[arg(long, global = true)]
         db: Option<PathBuf>,
     },
     /// Compile a scheduled workload with NVRTC to SASS and report registers, spills,
     /// shared memory and compile time per kernel (needs NVRTC, not a GPU).
     Build {
+        /// A preset (`matmul:1024x1024x1024`, `conv2d_nchw:n=1,c=64,...`) or a workload file.
         workload: String,
+        /// A trace file (`.sched`) to apply; without one, the unscheduled program.
         #[arg(long)]
         schedule: Option<PathBuf>,
+        /// Must be cuda (the CPU build has no register report).
         #[arg(long, value_enum, default_value = "cuda")]
         target: TargetArg,
+        /// The CUDA architecture to compile for.
         #[arg(long, default_value = "sm_90a")]
         arch: String,
     },
+    /// Apply a schedule and check it against the unscheduled program with the reference
+    /// interpreter on random inputs (no compiler, no device; use small shapes: it runs
+    /// every loop serially).
     Check {
+        /// A preset (`matmul:64x64x64`, `conv2d_nchw:n=1,c=8,...`) or a workload file.
         workload: String,
+        /// The trace file (`.sched`) to apply.
         #[arg(long)]
         schedule: PathBuf,
+        /// The seed of the random inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
     /// Search schedules for workloads on a target, measuring every candidate and
     /// recording each result in the database; ends with the best schedule's trace.
     Tune(TuneArgs),
-    /// The learned cost model: the features it sees of a candidate.
+    /// The learned cost model: what it sees of a candidate, training it on the database's
+    /// records, and its evaluation on workloads it never saw.
     Model {
         #[command(subcommand)]
         command: ModelCommand,
@@ -218,11 +277,15 @@ enum Command {
     /// candidates after the postprocessors (CUDA limits of an H100 when no GPU is asked),
     /// each with its trace, threads per block, output elements per block and shared bytes.
     Sample {
+        /// A preset (`matmul:1009x523x311`) or a workload file.
         workload: String,
+        /// Whose design space to sample.
         #[arg(long, value_enum, default_value = "cuda")]
         target: TargetArg,
+        /// How many candidates to show.
         #[arg(short, long, default_value_t = 16)]
         n: usize,
+        /// The sampling seed (the same seed shows the same candidates).
         #[arg(long, default_value_t = 0)]
         seed: u64,
         /// One JSON array of the candidates.
@@ -485,7 +548,15 @@ fn best(
         db.path().display()
     );
     match &k.lookup.matched {
-        tessel::database::Match::Exact => eprintln!("measured  on this target: {}", r.target),
+        tessel::database::Match::Exact if r.provenance.is_measured_here() => {
+            eprintln!("measured  on this target: {}", r.target)
+        }
+        tessel::database::Match::Exact => {
+            eprintln!(
+                "claimed   for this target: {} (not measured here)",
+                r.target
+            )
+        }
         tessel::database::Match::Fallback { measured_on } => {
             eprintln!(
                 "measured  on {measured_on} (fallback: same arch {}, not this device)",
@@ -493,6 +564,7 @@ fn best(
             )
         }
     }
+    eprintln!("source    {}", r.provenance);
     match emit {
         BestEmit::Trace => print!("{}", text::print(&r.trace)),
         BestEmit::Ir => print!("{}", print_program(&k.program)),
@@ -506,19 +578,7 @@ fn db_command(command: DbCommand, db: Option<PathBuf>) -> Result<()> {
     use tessel::database::{Filter, ImportMode};
     let mut db = open_db(db)?;
     match command {
-        DbCommand::Stats => {
-            let s = db.stats()?;
-            println!("{} records in {}", s.records, db.path().display());
-            for (w, n) in &s.by_workload {
-                println!("  workload {}: {n}", &w[..w.len().min(16)]);
-            }
-            for (t, n) in &s.by_target {
-                println!("  target {t}: {n}");
-            }
-            for (st, n) in &s.by_status {
-                println!("  status {}: {n}", st.name());
-            }
-        }
+        DbCommand::Stats => print_stats(&db)?,
         DbCommand::Export {
             out,
             workload,
@@ -537,25 +597,32 @@ fn db_command(command: DbCommand, db: Option<PathBuf>) -> Result<()> {
             };
             let n = match format {
                 DbFormat::Sqlite => db.export(&out, &filter)?,
-                DbFormat::Jsonl => {
-                    let mut f = std::io::BufWriter::new(
-                        std::fs::File::create(&out)
-                            .with_context(|| format!("cannot create {}", out.display()))?,
-                    );
-                    db.export_jsonl(&mut f, &filter)?
+                DbFormat::Jsonl | DbFormat::JsonlGz => {
+                    let f = std::fs::File::create_new(&out)
+                        .with_context(|| format!("cannot create {}", out.display()))?;
+                    let mut f = std::io::BufWriter::new(f);
+                    if matches!(format, DbFormat::JsonlGz) {
+                        let mut gz =
+                            flate2::write::GzEncoder::new(f, flate2::Compression::default());
+                        let n = db.export_jsonl(&mut gz, &filter)?;
+                        gz.finish()
+                            .with_context(|| format!("writing {}", out.display()))?;
+                        n
+                    } else {
+                        db.export_jsonl(&mut f, &filter)?
+                    }
                 }
             };
             println!("exported {n} records to {}", out.display());
         }
         DbCommand::Import { file, format } => {
-            let report = match format {
-                DbFormat::Sqlite => db.import(&file, ImportMode::AllOrNothing)?,
-                DbFormat::Jsonl => {
-                    let f = std::fs::File::open(&file)
-                        .with_context(|| format!("cannot read {}", file.display()))?;
-                    db.import_jsonl(std::io::BufReader::new(f), ImportMode::AllOrNothing)?
-                }
-            };
+            use tessel::database::FileFormat;
+            let format = format.map(|f| match f {
+                DbFormat::Sqlite => FileFormat::Sqlite,
+                DbFormat::Jsonl => FileFormat::Jsonl,
+                DbFormat::JsonlGz => FileFormat::JsonlGz,
+            });
+            let report = db.import_file(&file, format, ImportMode::AllOrNothing)?;
             println!(
                 "accepted {}, duplicates {}, rejected {}",
                 report.accepted.len(),
@@ -572,6 +639,11 @@ fn db_command(command: DbCommand, db: Option<PathBuf>) -> Result<()> {
                 );
             }
         }
+        DbCommand::Verify {
+            target,
+            top,
+            workload,
+        } => run_verify(&mut db, target, top, workload.as_deref())?,
     }
     Ok(())
 }
@@ -809,8 +881,11 @@ fn main() -> ExitCode {
 /// `tessel tune`'s arguments.
 #[derive(clap::Args)]
 struct TuneArgs {
+    /// Presets (`matmul:1024x1024x1024`, `conv2d_nchw:n=1,c=64,...`) or workload files,
+    /// tuned one after the other.
     #[arg(required = true)]
     workloads: Vec<String>,
+    /// Where to measure.
     #[arg(long, value_enum, default_value = "cpu")]
     target: TargetArg,
     /// Candidates to measure per workload.
@@ -847,7 +922,9 @@ struct TuneArgs {
 
 #[derive(Copy, Clone, clap::ValueEnum)]
 enum StrategyArg {
+    /// Evolve the sketches' decisions from measured results, ranked by the cost model.
     Evolutionary,
+    /// Sample the design space afresh for every candidate.
     Random,
 }
 
@@ -1005,5 +1082,169 @@ fn print_tune_report(spec: &str, w: &Workload, report: &tessel::tune::TuneReport
             print!("{}", text::print(&b.trace));
         }
         None => println!("best      none: no candidate passed"),
+    }
+}
+
+/// `tessel db stats`: per workload (named by its preset spec where there is one) and
+/// target, the best latency and the records by status; then totals.
+fn print_stats(db: &tessel::database::Database) -> Result<()> {
+    let s = db.stats()?;
+    let count = |by: &[(tessel::database::Status, u64)]| {
+        by.iter()
+            .map(|(st, n)| format!("{}={n}", st.name()))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!(
+        "{} records of {} workloads in {}",
+        s.records,
+        s.workloads.len(),
+        db.path().display()
+    );
+    for w in &s.workloads {
+        let parsed = workload::parse(&w.canonical_text).ok();
+        let name = parsed
+            .as_ref()
+            .map_or_else(|| "unreadable workload".into(), workload::describe);
+        println!("{name}  (key {}, {} records)", &w.key[..16], w.records);
+        for t in &w.targets {
+            let best = match (t.best_median_secs, &parsed) {
+                (Some(b), Some(p)) => format!("best {} ({})", seconds(b), rate(p.flops(), b)),
+                (Some(b), None) => format!("best {}", seconds(b)),
+                (None, _) => "best -".into(),
+            };
+            let total: u64 = t.by_status.iter().map(|(_, n)| n).sum();
+            println!(
+                "  {}: {best}; {}; {} of {total} measured here",
+                t.target,
+                count(&t.by_status),
+                t.measured_here
+            );
+        }
+    }
+    println!("targets");
+    for (t, n) in &s.by_target {
+        println!("  {t}: {n}");
+    }
+    println!("status    {}", count(&s.by_status));
+    Ok(())
+}
+
+/// `tessel db verify`: re-measures the top imported claims of each workload on this
+/// device, prints each claim beside the local measurement, flags those off by > 2x.
+fn run_verify(
+    db: &mut tessel::database::Database,
+    target: TargetArg,
+    top: usize,
+    workload: Option<&str>,
+) -> Result<()> {
+    use tessel::verify::{Verifier, OFF_FACTOR};
+    let only = workload
+        .map(|spec| load_workload(spec).map(|w| vec![w.key()]))
+        .transpose()?;
+    let path = db.path().to_path_buf();
+    let names: std::collections::HashMap<String, (String, f64)> = db
+        .workloads()?
+        .into_iter()
+        .filter_map(|s| {
+            let w = workload::parse(&s.canonical_text).ok()?;
+            Some((s.key, (workload::describe(&w), w.flops())))
+        })
+        .collect();
+    let report = Verifier::new(db, tune_target(target)?)
+        .with_top(top)
+        .verify(only.as_deref())?;
+    println!("target    {}", report.target);
+    let mut off = 0;
+    for c in &report.checked {
+        let (name, flops) = names
+            .get(&c.workload_key)
+            .cloned()
+            .unwrap_or_else(|| (c.workload_key.clone(), f64::NAN));
+        let claimed = c.claimed_secs();
+        let here = match &c.measured {
+            Ok(m) => format!("measured {} ({})", seconds(*m), rate(flops, *m)),
+            Err(why) => format!("failed here: {why}"),
+        };
+        let ratio = c
+            .ratio()
+            .map_or_else(String::new, |r| format!(", {r:.2}x the claim"));
+        let flag = if c.is_off() {
+            off += 1;
+            format!("  OFF by more than {OFF_FACTOR}x")
+        } else if !c.same_device {
+            format!("  (claimed on {})", c.claim.target.device)
+        } else {
+            String::new()
+        };
+        println!(
+            "{name}  record {}: claimed {}, {here}{ratio}{flag}",
+            c.claim.id,
+            seconds(claimed)
+        );
+    }
+    println!(
+        "verified  {} records, {off} claims off by more than {OFF_FACTOR}x; measurements stored in {}",
+        report.checked.len(),
+        path.display()
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    /// Every subcommand at every depth, with its path (`tessel db import`).
+    fn walk(cmd: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
+        // `help` is clap's own, repeating the others' descriptions.
+        for sub in cmd
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+        {
+            let p = format!("{path} {}", sub.get_name());
+            out.push((p.clone(), sub.clone()));
+            walk(sub, p, out);
+        }
+    }
+
+    /// Every command, argument and value choice says what it is, and no two commands
+    /// share a description (each `--help` says its own thing).
+    #[test]
+    fn every_command_and_argument_has_help() {
+        let mut cli = Cli::command();
+        cli.build();
+        let mut commands = Vec::new();
+        walk(&cli, "tessel".into(), &mut commands);
+        let mut missing = Vec::new();
+        let mut abouts: Vec<(String, String)> = Vec::new();
+        for (path, cmd) in &commands {
+            match cmd.get_about() {
+                None => missing.push(path.clone()),
+                Some(about) => abouts.push((path.clone(), about.to_string())),
+            }
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} <{id}>"));
+                }
+                for value in arg.get_possible_values() {
+                    if value.get_help().is_none() && !value.is_hide_set() {
+                        missing.push(format!("{path} <{id}> {}", value.get_name()));
+                    }
+                }
+            }
+        }
+        assert!(missing.is_empty(), "without help: {missing:#?}");
+        for (i, (p, a)) in abouts.iter().enumerate() {
+            for (q, b) in &abouts[i + 1..] {
+                assert_ne!(a, b, "{p} and {q} have the same description");
+            }
+        }
+        assert!(commands.iter().any(|(p, _)| p == "tessel check"));
     }
 }

@@ -334,10 +334,26 @@ fn damaged_files_are_refused() {
     let why = assert_refused(&truncated);
     assert!(!why.is_empty());
 
+    // Damage the records table's root page (the middle of the file may be another
+    // table's, or free, since the schema grew).
     let corrupted = dir.path().join("corrupted.db");
+    let (root, page): (i64, i64) = {
+        let conn = rusqlite::Connection::open(&file).unwrap();
+        let root = conn
+            .query_row(
+                "SELECT rootpage FROM sqlite_schema WHERE name = 'records'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let page = conn
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .unwrap();
+        (root, page)
+    };
     let mut flipped = bytes.clone();
-    let mid = flipped.len() / 2;
-    for b in &mut flipped[mid - 512..mid + 512] {
+    let start = usize::try_from((root - 1) * page).unwrap();
+    for b in &mut flipped[start + 8..start + usize::try_from(page).unwrap()] {
         *b = !*b;
     }
     std::fs::write(&corrupted, &flipped).unwrap();

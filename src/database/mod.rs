@@ -11,9 +11,15 @@
 //!   first: measured on the exact target, else on another device of the same kind and
 //!   arch, marked as a [`Match::Fallback`]; never across kinds. A lookup matches on the
 //!   workload key, then checks that the stored canonical text equals the query's.
-//! * [`Database::export`], [`Database::export_jsonl`], [`Database::import`] and
-//!   [`Database::import_jsonl`] share records as files. An imported file is untrusted:
-//!   see [`share`] for the checks, all done before one transaction merges the records.
+//!   Within a group, records measured here (`tune`, `db verify`) come before imported
+//!   ones, whose run times are only a file's claim.
+//! * [`Database::export`], [`Database::export_jsonl`], [`Database::import_file`] (SQLite,
+//!   JSONL or gzipped JSONL, told apart by content) share records as files. An imported
+//!   file is untrusted: see [`share`] for the checks, all done before one transaction
+//!   merges the records. Each record keeps its [`Provenance`]: measured here, or
+//!   imported from a file (name, SHA-256, time).
+//! * [`Database::unverified`] and [`Database::store_verification`] (in `provenance`)
+//!   replace imported claims by measurements made here (`tessel db verify`).
 //!
 //! Traces are stored against the *canonical* workload: the program of
 //! `workload::parse(canonical_text)`, whose tensors are named `t0, t1, ...`. Tune on
@@ -24,7 +30,9 @@
 
 mod kernel;
 mod models;
+mod provenance;
 mod share;
+mod stats;
 mod store;
 mod tuning;
 mod types;
@@ -35,9 +43,12 @@ mod tests;
 
 pub use kernel::{target_key, ReadyKernel};
 pub use models::StoredModel;
+pub use provenance::{LocalMeasurement, StoredWorkload};
+pub use share::FileFormat;
 pub use types::{
-    Committed, Filter, ImportMode, ImportReport, Lookup, Match, NewRecord, Record, Rejection,
-    Stats, Status, TargetKey, TargetKind,
+    utc, Committed, Filter, ImportMode, ImportReport, ImportSource, Lookup, Match, NewRecord,
+    Provenance, Record, Rejection, Stats, Status, TargetKey, TargetKind, TargetStats,
+    WorkloadStats,
 };
 pub use validate::{canonical_program, median, MAX_SECS, MIN_SECS};
 
@@ -49,7 +60,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 /// The schema version this build writes, stored in `PRAGMA user_version`.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// How long a writer waits for another writer's transaction before giving up.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
@@ -59,6 +70,7 @@ pub const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     include_str!("../../database/schema.sql"),
     include_str!("../../database/migrations/002_models.sql"),
+    include_str!("../../database/migrations/003_provenance.sql"),
 ];
 
 /// Why a database operation failed.

@@ -14,21 +14,29 @@
 //!    whose program passes the verifier, and for an `ok` record run times and median
 //!    within [`MIN_SECS`](super::MIN_SECS)..[`MAX_SECS`](super::MAX_SECS), the median
 //!    being that of the run times; the dedup key is recomputed, never read;
+//!    (records are checked in parallel, each workload parsed and lowered once);
 //! 5. the accepted records are merged in one `BEGIN IMMEDIATE` transaction; a workload
 //!    whose stored text differs from the file's is refused. The transaction is rolled
 //!    back on any error, and in [`ImportMode::AllOrNothing`] when a record was refused,
 //!    so the database is either unchanged or holds every accepted record.
+//!
+//! Merged records are marked as imported, with the file's name, the SHA-256 of its bytes
+//! and the time of the import: their run times are the file's claim until
+//! `tessel db verify` measures them here. [`Database::import_file`] tells the three file
+//! forms apart by their first bytes (SQLite header, gzip magic, else JSON Lines).
 
-use super::store::{filter_sql, insert_record, RECORD_COLUMNS};
-use super::types::{Committed, Filter, ImportMode, ImportReport, Rejection};
+use super::store::{filter_sql, insert_record, Origin, RECORD_COLUMNS};
+use super::types::{Committed, Filter, ImportMode, ImportReport, ImportSource, Rejection};
 use super::validate::{check_imported, RawRecord, WorkloadCache};
-use super::{Context, Database, DatabaseError, Result, SCHEMA_VERSION};
+use super::{now_unix, Context, Database, DatabaseError, Result, SCHEMA_VERSION};
 use crate::schedule::json::to_json;
+use rayon::prelude::*;
 use rusqlite::config::DbConfig;
 use rusqlite::types::Value;
 use rusqlite::{Connection, OpenFlags};
 use serde::{Deserialize, Serialize};
-use std::io::{BufRead, Write};
+use sha2::{Digest, Sha256};
+use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// One record in the JSONL form: self-contained, with its workload text and target.
@@ -182,60 +190,86 @@ impl Database {
     /// report with their id in the file.
     pub fn import(&mut self, path: impl AsRef<Path>, mode: ImportMode) -> Result<ImportReport> {
         let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
+        let source = import_source(path, &bytes);
         let rows = read_untrusted(path)?;
-        self.merge(rows, mode)
+        self.merge(rows, mode, source)
+    }
+
+    /// Merges a file in any of the three forms: an SQLite export, JSON Lines, or JSON
+    /// Lines compressed with gzip. The form is read from the first bytes unless `format`
+    /// forces one. The records are checked as by [`Database::import`] and marked as
+    /// imported from this file (its name, SHA-256 and the time).
+    pub fn import_file(
+        &mut self,
+        path: impl AsRef<Path>,
+        format: Option<FileFormat>,
+        mode: ImportMode,
+    ) -> Result<ImportReport> {
+        let path = path.as_ref();
+        let bytes = std::fs::read(path).map_err(|e| io_err(path, e))?;
+        let source = import_source(path, &bytes);
+        let rows = match format.unwrap_or_else(|| FileFormat::sniff(&bytes)) {
+            FileFormat::Sqlite => read_untrusted(path)?,
+            FileFormat::Jsonl => jsonl_rows(&bytes[..])?,
+            FileFormat::JsonlGz => {
+                let mut text = Vec::new();
+                flate2::read::MultiGzDecoder::new(&bytes[..])
+                    .read_to_end(&mut text)
+                    .map_err(|e| io_err(path, e))?;
+                jsonl_rows(&text[..])?
+            }
+        };
+        self.merge(rows, mode, source)
     }
 
     /// Merges records in the JSONL form written by [`Database::export_jsonl`], with the
-    /// same checks as [`Database::import`]; records are named by their line number.
-    pub fn import_jsonl(&mut self, input: impl BufRead, mode: ImportMode) -> Result<ImportReport> {
-        let mut rows = Vec::new();
-        for (i, line) in input.lines().enumerate() {
-            let line_no = i64::try_from(i + 1).unwrap_or(i64::MAX);
-            let line = line.map_err(|e| io_err(Path::new("<jsonl input>"), e))?;
-            if line.trim().is_empty() {
-                continue;
-            }
-            let raw = serde_json::from_str::<JsonRecord>(&line)
-                .map_err(|e| format!("not a record: {e}"))
-                .map(|j| RawRecord {
-                    workload_key: j.workload_key,
-                    canonical_text: j.workload,
-                    kind: j.target.kind,
-                    arch: j.target.arch,
-                    device: j.target.device,
-                    toolchain: j.target.toolchain,
-                    trace_json: j.trace.to_string(),
-                    status: j.status,
-                    error: j.error,
-                    run_secs: j.run_secs,
-                    median_secs: j.median_secs,
-                    tessel_version: j.tessel_version,
-                    created_at: j.created_at,
-                });
-            rows.push((line_no, raw));
-        }
-        self.merge(rows, mode)
+    /// same checks as [`Database::import`]; records are named by their line number and
+    /// marked as imported from `<stream>` with the SHA-256 of what was read.
+    pub fn import_jsonl(
+        &mut self,
+        mut input: impl BufRead,
+        mode: ImportMode,
+    ) -> Result<ImportReport> {
+        let mut bytes = Vec::new();
+        input
+            .read_to_end(&mut bytes)
+            .map_err(|e| io_err(Path::new("<jsonl input>"), e))?;
+        let source = import_source(Path::new("<stream>"), &bytes);
+        let rows = jsonl_rows(&bytes[..])?;
+        self.merge(rows, mode, source)
     }
 
-    /// Checks every record, then merges the accepted ones in one transaction.
+    /// Checks every record (in parallel), then merges the accepted ones in one
+    /// transaction, marked as imported from `source`.
     fn merge(
         &mut self,
         rows: Vec<(i64, std::result::Result<RawRecord, String>)>,
         mode: ImportMode,
+        source: ImportSource,
     ) -> Result<ImportReport> {
         let mut report = ImportReport::default();
-        let mut cache = WorkloadCache::default();
+        let cache = WorkloadCache::build(rows.iter().filter_map(|(_, r)| r.as_ref().ok()));
+        let checked: Vec<_> = rows
+            .into_par_iter()
+            .map(|(source_id, raw)| (source_id, raw.and_then(|r| check_imported(r, &cache))))
+            .collect();
         let mut valid = Vec::new();
-        for (source_id, raw) in rows {
-            match raw.and_then(|r| check_imported(r, &mut cache)) {
+        for (source_id, checked) in checked {
+            match checked {
                 Ok(rec) => valid.push((source_id, rec)),
                 Err(reason) => report.rejected.push(Rejection { source_id, reason }),
             }
         }
         let tx = self.write()?;
+        tx.execute(
+            "INSERT INTO imports (file, sha256, imported_at) VALUES (?1, ?2, ?3)",
+            rusqlite::params![source.file, source.sha256, source.imported_at],
+        )
+        .ctx("recording the import")?;
+        let origin = Origin::Imported(tx.last_insert_rowid());
         for (source_id, rec) in valid {
-            match insert_record(&tx, &rec) {
+            match insert_record(&tx, &rec, origin) {
                 Ok(Committed::Stored(_)) => report.accepted.push(source_id),
                 Ok(Committed::Duplicate(_)) => report.duplicates.push(source_id),
                 Err(e @ DatabaseError::KeyMismatch { .. }) => report.rejected.push(Rejection {
@@ -254,6 +288,86 @@ impl Database {
         report.merged = true;
         Ok(report)
     }
+}
+
+/// The forms of a file `tessel db import` reads.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum FileFormat {
+    /// An SQLite database written by [`Database::export`].
+    Sqlite,
+    /// JSON Lines written by [`Database::export_jsonl`].
+    Jsonl,
+    /// The same, compressed with gzip (`.jsonl.gz`).
+    JsonlGz,
+}
+
+impl FileFormat {
+    /// The form of a file starting with `bytes`: the SQLite header, the gzip magic, else
+    /// JSON Lines (whose parse then says what is wrong with anything else).
+    pub fn sniff(bytes: &[u8]) -> FileFormat {
+        if bytes.starts_with(b"SQLite format 3\0") {
+            FileFormat::Sqlite
+        } else if bytes.starts_with(&[0x1f, 0x8b]) {
+            FileFormat::JsonlGz
+        } else {
+            FileFormat::Jsonl
+        }
+    }
+}
+
+/// The provenance of records imported from `path` whose bytes are `bytes`, now.
+fn import_source(path: &Path, bytes: &[u8]) -> ImportSource {
+    ImportSource {
+        file: path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        ),
+        sha256: Sha256::digest(bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect(),
+        imported_at: now_unix(),
+    }
+}
+
+/// The records of a JSONL text, by line number; a line that is not a record is a
+/// rejection of that line. Lines are parsed in parallel.
+fn jsonl_rows(input: &[u8]) -> Result<Vec<(i64, std::result::Result<RawRecord, String>)>> {
+    let text = std::str::from_utf8(input).map_err(|e| {
+        io_err(
+            Path::new("<jsonl input>"),
+            std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        )
+    })?;
+    Ok(text
+        .lines()
+        .enumerate()
+        .filter(|(_, line)| !line.trim().is_empty())
+        .collect::<Vec<_>>()
+        .into_par_iter()
+        .map(|(i, line)| (i64::try_from(i + 1).unwrap_or(i64::MAX), jsonl_record(line)))
+        .collect())
+}
+
+/// One JSONL line as a raw record.
+fn jsonl_record(line: &str) -> std::result::Result<RawRecord, String> {
+    serde_json::from_str::<JsonRecord>(line)
+        .map_err(|e| format!("not a record: {e}"))
+        .map(|j| RawRecord {
+            workload_key: j.workload_key,
+            canonical_text: j.workload,
+            kind: j.target.kind,
+            arch: j.target.arch,
+            device: j.target.device,
+            toolchain: j.target.toolchain,
+            trace_json: j.trace.to_string(),
+            status: j.status,
+            error: j.error,
+            run_secs: j.run_secs,
+            median_secs: j.median_secs,
+            tessel_version: j.tessel_version,
+            created_at: j.created_at,
+        })
 }
 
 /// Opens an untrusted file read-only and defensively, checks it, and reads its records

@@ -1,6 +1,9 @@
 //! Storing records and looking them up.
 
-use super::types::{Committed, Filter, Lookup, Match, NewRecord, Record, Stats, Status, TargetKey};
+use super::types::{
+    Committed, Filter, ImportSource, Lookup, Match, NewRecord, Provenance, Record, Status,
+    TargetKey,
+};
 use super::validate::{check_new, median};
 use super::{sha256_hex, Context, Database, DatabaseError, Result};
 use crate::schedule::json::{from_json, to_json};
@@ -9,10 +12,34 @@ use crate::workload::Workload;
 use rusqlite::types::Value;
 use rusqlite::{params, OptionalExtension, Row, Transaction};
 
-/// The columns [`read_record`] expects, in order, over `records r JOIN targets t`.
+/// The columns of a record every schema version has, in order, over `records r JOIN
+/// targets t` (an imported file is read through these).
 pub(crate) const RECORD_COLUMNS: &str = "r.id, r.workload_key, t.kind, t.arch, t.device, \
      t.toolchain, r.trace_json, r.status, r.error_text, r.run_secs, r.median_secs, \
      r.tessel_version, r.created_at";
+
+/// The columns [`read_row`] expects: [`RECORD_COLUMNS`] then the provenance, over
+/// [`RECORD_FROM`].
+pub(crate) const LOCAL_COLUMNS: &str = "r.id, r.workload_key, t.kind, t.arch, t.device, \
+     t.toolchain, r.trace_json, r.status, r.error_text, r.run_secs, r.median_secs, \
+     r.tessel_version, r.created_at, r.origin, r.claimed_median_secs, i.file, i.sha256, \
+     i.imported_at";
+
+/// The tables [`LOCAL_COLUMNS`] are read from.
+pub(crate) const RECORD_FROM: &str = "records r JOIN targets t ON t.id = r.target_id \
+     LEFT JOIN imports i ON i.id = r.import_id";
+
+/// The SQL truth value of "`r` was measured here".
+pub(crate) const MEASURED_HERE: &str = "r.origin IN ('local', 'verified')";
+
+/// Where a record being inserted comes from.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) enum Origin {
+    /// Measured by this tessel.
+    Local,
+    /// From the import with this id in `imports`.
+    Imported(i64),
+}
 
 impl Database {
     /// Stores `record` unless the same trace is already stored for its workload and
@@ -22,7 +49,7 @@ impl Database {
     pub fn commit(&mut self, record: &NewRecord) -> Result<Committed> {
         check_new(record).map_err(DatabaseError::InvalidRecord)?;
         let tx = self.write()?;
-        let done = insert_record(&tx, record)?;
+        let done = insert_record(&tx, record, Origin::Local)?;
         tx.commit().ctx("committing a record")?;
         Ok(done)
     }
@@ -57,15 +84,18 @@ impl Database {
     }
 
     /// The fastest `ok` record of `workload` for `target`: measured on that exact
-    /// target if any is, else on another device of the same kind and arch (marked as a
-    /// fallback); `None` when there is neither.
+    /// target if any is (those measured here before imported claims), else on another
+    /// device of the same kind and arch (marked as a fallback); `None` when there is
+    /// neither.
     pub fn best(&self, workload: &Workload, target: &TargetKey) -> Result<Option<Lookup>> {
         Ok(self.top_k(workload, target, 1)?.into_iter().next())
     }
 
     /// Up to `k` `ok` records of `workload`, those measured on `target` first, then those
-    /// from other devices of the same kind and arch (marked as fallbacks), each group
-    /// fastest first. Never a record of another kind or arch, never a failure.
+    /// from other devices of the same kind and arch (marked as fallbacks); within each
+    /// group the records measured by this tessel come before imported ones (whose run
+    /// times are a file's claim), each fastest first. Never a record of another kind or
+    /// arch, never a failure.
     pub fn top_k(&self, workload: &Workload, target: &TargetKey, k: usize) -> Result<Vec<Lookup>> {
         let key = workload.key();
         match self.workload_text(&key)? {
@@ -76,10 +106,10 @@ impl Database {
             Some(_) => {}
         }
         let sql = format!(
-            "SELECT {RECORD_COLUMNS} FROM records r JOIN targets t ON t.id = r.target_id \
+            "SELECT {LOCAL_COLUMNS} FROM {RECORD_FROM} \
              WHERE r.workload_key = ?1 AND r.status = 'ok' AND t.kind = ?2 AND t.arch = ?3 \
-             ORDER BY (t.device = ?4 AND t.toolchain = ?5) DESC, r.median_secs ASC, r.id ASC \
-             LIMIT ?6"
+             ORDER BY (t.device = ?4 AND t.toolchain = ?5) DESC, {MEASURED_HERE} DESC, \
+             r.median_secs ASC, r.id ASC LIMIT ?6"
         );
         let limit = i64::try_from(k).unwrap_or(i64::MAX);
         let mut stmt = self.conn.prepare(&sql).ctx("preparing a lookup")?;
@@ -127,7 +157,7 @@ impl Database {
     pub fn records(&self, filter: &Filter) -> Result<Vec<Record>> {
         let (where_sql, args) = filter_sql(filter);
         let sql = format!(
-            "SELECT {RECORD_COLUMNS} FROM records r JOIN targets t ON t.id = r.target_id \
+            "SELECT {LOCAL_COLUMNS} FROM {RECORD_FROM} \
              WHERE {where_sql} ORDER BY r.workload_key, t.kind, t.arch, t.device, \
              t.toolchain, r.dedup_key"
         );
@@ -140,61 +170,6 @@ impl Database {
             out.push(parse_record(row.ctx("reading a record")?)?);
         }
         Ok(out)
-    }
-
-    /// Record counts by workload, target and status.
-    pub fn stats(&self) -> Result<Stats> {
-        let count = |sql: &str| -> Result<Vec<(Vec<Value>, u64)>> {
-            let mut stmt = self.conn.prepare(sql).ctx("preparing stats")?;
-            let n = stmt.column_count();
-            let rows = stmt
-                .query_map([], |r| {
-                    let mut vals = Vec::with_capacity(n - 1);
-                    for i in 0..n - 1 {
-                        vals.push(r.get::<_, Value>(i)?);
-                    }
-                    Ok((vals, r.get::<_, i64>(n - 1)?))
-                })
-                .ctx("counting records")?;
-            rows.map(|r| {
-                r.map(|(v, c)| (v, u64::try_from(c).unwrap_or(0)))
-                    .ctx("counting records")
-            })
-            .collect()
-        };
-        let text = |v: &Value| match v {
-            Value::Text(s) => s.clone(),
-            other => format!("{other:?}"),
-        };
-        let mut stats = Stats::default();
-        for (v, c) in count("SELECT workload_key, count(*) FROM records GROUP BY 1 ORDER BY 1")? {
-            stats.by_workload.push((text(&v[0]), c));
-            stats.records += c;
-        }
-        for (v, c) in count(
-            "SELECT t.kind, t.arch, t.device, t.toolchain, count(*) FROM records r \
-             JOIN targets t ON t.id = r.target_id GROUP BY t.id ORDER BY 1, 2, 3, 4",
-        )? {
-            let kind =
-                super::TargetKind::parse(&text(&v[0])).ok_or_else(|| DatabaseError::Corrupt {
-                    id: 0,
-                    detail: format!("target kind {:?}", v[0]),
-                })?;
-            let target = TargetKey {
-                kind,
-                arch: text(&v[1]),
-                device: text(&v[2]),
-                toolchain: text(&v[3]),
-            };
-            stats.by_target.push((target, c));
-        }
-        let by_status = count("SELECT status, count(*) FROM records GROUP BY 1")?;
-        for status in Status::ALL {
-            if let Some((_, c)) = by_status.iter().find(|(v, _)| text(&v[0]) == status.name()) {
-                stats.by_status.push((status, *c));
-            }
-        }
-        Ok(stats)
     }
 }
 
@@ -228,15 +203,16 @@ pub(crate) fn filter_sql(filter: &Filter) -> (String, Vec<Value>) {
     (conds.join(" AND "), args)
 }
 
-/// Inserts `r` (already checked) in `tx`, with its workload and target.
-pub(crate) fn insert_record(tx: &Transaction<'_>, r: &NewRecord) -> Result<Committed> {
+/// Inserts `r` (already checked) in `tx`, with its workload and target, as coming from
+/// `origin`.
+pub(crate) fn insert_record(
+    tx: &Transaction<'_>,
+    r: &NewRecord,
+    origin: Origin,
+) -> Result<Committed> {
     let stored: Option<String> = tx
-        .query_row(
-            "SELECT canonical_text FROM workloads WHERE key = ?1",
-            [&r.workload_key],
-            |row| row.get(0),
-        )
-        .optional()
+        .prepare_cached("SELECT canonical_text FROM workloads WHERE key = ?1")
+        .and_then(|mut st| st.query_row([&r.workload_key], |row| row.get(0)).optional())
         .ctx("reading a workload")?;
     match stored {
         Some(text) if text != r.canonical_text => {
@@ -258,19 +234,23 @@ pub(crate) fn insert_record(tx: &Transaction<'_>, r: &NewRecord) -> Result<Commi
         }
     }
     let t = &r.target;
-    tx.execute(
+    tx.prepare_cached(
         "INSERT INTO targets (kind, arch, device, toolchain) VALUES (?1, ?2, ?3, ?4) \
          ON CONFLICT DO NOTHING",
-        params![t.kind.name(), t.arch, t.device, t.toolchain],
     )
+    .and_then(|mut st| st.execute(params![t.kind.name(), t.arch, t.device, t.toolchain]))
     .ctx("storing a target")?;
     let target_id: i64 = tx
-        .query_row(
+        .prepare_cached(
             "SELECT id FROM targets WHERE kind = ?1 AND arch = ?2 AND device = ?3 \
              AND toolchain = ?4",
-            params![t.kind.name(), t.arch, t.device, t.toolchain],
-            |row| row.get(0),
         )
+        .and_then(|mut st| {
+            st.query_row(
+                params![t.kind.name(), t.arch, t.device, t.toolchain],
+                |row| row.get(0),
+            )
+        })
         .ctx("reading a target")?;
     let trace_json = to_json(&r.trace);
     let dedup = sha256_hex(&trace_json);
@@ -281,12 +261,19 @@ pub(crate) fn insert_record(tx: &Transaction<'_>, r: &NewRecord) -> Result<Commi
     } else {
         None
     };
+    let (origin, import_id) = match origin {
+        Origin::Local => ("local", None),
+        Origin::Imported(id) => ("imported", Some(id)),
+    };
     let inserted = tx
-        .execute(
+        .prepare_cached(
             "INSERT INTO records (workload_key, target_id, trace_json, dedup_key, status, \
-             error_text, run_secs, median_secs, tessel_version, created_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) ON CONFLICT DO NOTHING",
-            params![
+             error_text, run_secs, median_secs, tessel_version, created_at, origin, \
+             import_id) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12) ON CONFLICT DO NOTHING",
+        )
+        .and_then(|mut st| {
+            st.execute(params![
                 r.workload_key,
                 target_id,
                 trace_json,
@@ -296,9 +283,11 @@ pub(crate) fn insert_record(tx: &Transaction<'_>, r: &NewRecord) -> Result<Commi
                 runs,
                 med,
                 r.tessel_version,
-                r.created_at
-            ],
-        )
+                r.created_at,
+                origin,
+                import_id
+            ])
+        })
         .ctx("storing a record")?;
     if inserted == 1 {
         return Ok(Committed::Stored(tx.last_insert_rowid()));
@@ -328,7 +317,7 @@ fn format_version(text: &str) -> Result<i64> {
         })
 }
 
-/// One row of [`RECORD_COLUMNS`], untyped.
+/// One row of [`LOCAL_COLUMNS`], untyped.
 pub(crate) struct RowData {
     pub id: i64,
     pub workload_key: String,
@@ -343,9 +332,14 @@ pub(crate) struct RowData {
     pub median_secs: Option<f64>,
     pub tessel_version: String,
     pub created_at: i64,
+    pub origin: String,
+    pub claimed_median_secs: Option<f64>,
+    pub import_file: Option<String>,
+    pub import_sha256: Option<String>,
+    pub imported_at: Option<i64>,
 }
 
-/// Reads a row of [`RECORD_COLUMNS`] from this database (whose tables are STRICT).
+/// Reads a row of [`LOCAL_COLUMNS`] from this database (whose tables are STRICT).
 pub(crate) fn read_row(r: &Row<'_>) -> rusqlite::Result<RowData> {
     Ok(RowData {
         id: r.get(0)?,
@@ -361,6 +355,11 @@ pub(crate) fn read_row(r: &Row<'_>) -> rusqlite::Result<RowData> {
         median_secs: r.get(10)?,
         tessel_version: r.get(11)?,
         created_at: r.get(12)?,
+        origin: r.get(13)?,
+        claimed_median_secs: r.get(14)?,
+        import_file: r.get(15)?,
+        import_sha256: r.get(16)?,
+        imported_at: r.get(17)?,
     })
 }
 
@@ -374,6 +373,24 @@ pub(crate) fn parse_record(d: RowData) -> Result<Record> {
     let trace = from_json(&d.trace_json).map_err(|e| corrupt(format!("trace: {e}")))?;
     let run_secs: Vec<f64> =
         serde_json::from_str(&d.run_secs).map_err(|e| corrupt(format!("run times: {e}")))?;
+    let source = match (d.import_file, d.import_sha256, d.imported_at) {
+        (Some(file), Some(sha256), Some(imported_at)) => Some(ImportSource {
+            file,
+            sha256,
+            imported_at,
+        }),
+        _ => None,
+    };
+    let provenance = match (d.origin.as_str(), source) {
+        ("local", _) => Provenance::Local,
+        ("imported", Some(s)) => Provenance::Imported(s),
+        ("verified", source) => Provenance::Verified {
+            source,
+            claimed_median_secs: d.claimed_median_secs,
+        },
+        ("unknown", _) => Provenance::Unknown,
+        (other, _) => return Err(corrupt(format!("origin {other:?} without its import"))),
+    };
     Ok(Record {
         id: d.id,
         workload_key: d.workload_key,
@@ -390,5 +407,6 @@ pub(crate) fn parse_record(d: RowData) -> Result<Record> {
         median_secs: d.median_secs,
         tessel_version: d.tessel_version,
         created_at: d.created_at,
+        provenance,
     })
 }

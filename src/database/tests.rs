@@ -33,6 +33,7 @@ fn a_new_database_has_the_current_schema() {
     assert_eq!(
         tables,
         [
+            "imports",
             "models",
             "record_features",
             "records",
@@ -92,4 +93,63 @@ fn median_of_odd_even_and_bad_inputs() {
     assert_eq!(median(&[4.0, 1.0, 3.0, 2.0]), Some(2.5));
     assert_eq!(median(&[]), None);
     assert_eq!(median(&[1.0, f64::NAN]), None);
+}
+
+/// A version-2 database with one record, written as version 2 wrote it.
+fn version_2_file(dir: &std::path::Path, w: &crate::workload::Workload) -> std::path::PathBuf {
+    let path = dir.join("v2.db");
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute_batch(MIGRATIONS[0]).unwrap();
+    conn.execute_batch(MIGRATIONS[1]).unwrap();
+    conn.pragma_update(None, "user_version", 2).unwrap();
+    let t = target();
+    conn.execute(
+        "INSERT INTO workloads (key, canonical_text, format_version) VALUES (?1, ?2, 1)",
+        rusqlite::params![w.key(), w.canonical_text()],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO targets (kind, arch, device, toolchain) VALUES ('cpu', ?1, ?2, ?3)",
+        rusqlite::params![t.arch, t.device, t.toolchain],
+    )
+    .unwrap();
+    let json = crate::schedule::json::to_json(&Trace::default());
+    conn.execute(
+        "INSERT INTO records (workload_key, target_id, trace_json, dedup_key, status, \
+         run_secs, median_secs, tessel_version, created_at) \
+         VALUES (?1, 1, ?2, ?3, 'ok', '[1e-6]', 1e-6, '0.1.0', 0)",
+        rusqlite::params![w.key(), json, sha256_hex(&json)],
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn records_of_version_2_become_unknown_and_rank_after_those_measured_here() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = preset("matmul:8x8x8").unwrap();
+    let mut db = Database::open(version_2_file(dir.path(), &w)).unwrap();
+    let old = db.best(&w, &target()).unwrap().unwrap().record;
+    assert_eq!(old.provenance, Provenance::Unknown);
+    assert_eq!(old.median_secs, Some(1e-6));
+    // Slower, but measured here: a lookup prefers it for this exact target.
+    let trace = crate::schedule::text::parse("b0 = get_block(\"t2\")\n").unwrap();
+    db.commit(&NewRecord::ok(&w, target(), trace.clone(), vec![2e-6]))
+        .unwrap();
+    let best = db.best(&w, &target()).unwrap().unwrap().record;
+    assert_eq!((best.trace, best.provenance), (trace, Provenance::Local));
+    let stats = db.stats().unwrap();
+    assert_eq!(stats.workloads[0].targets[0].measured_here, 1);
+    assert_eq!(stats.workloads[0].targets[0].best_median_secs, Some(1e-6));
+}
+
+#[test]
+fn file_forms_are_told_apart_by_their_first_bytes() {
+    assert_eq!(
+        FileFormat::sniff(b"SQLite format 3\0\x10\0"),
+        FileFormat::Sqlite
+    );
+    assert_eq!(FileFormat::sniff(&[0x1f, 0x8b, 8, 0]), FileFormat::JsonlGz);
+    assert_eq!(FileFormat::sniff(b"{\"workload_key\""), FileFormat::Jsonl);
+    assert_eq!(FileFormat::sniff(b""), FileFormat::Jsonl);
 }

@@ -211,6 +211,112 @@ pub struct Record {
     pub tessel_version: String,
     /// Unix seconds.
     pub created_at: i64,
+    /// Measured here, imported from a file, or imported and re-measured here.
+    pub provenance: Provenance,
+}
+
+/// An imported file: what a record imported from it names.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ImportSource {
+    /// The file's name (without its directory), or `<stream>` for a reader.
+    pub file: String,
+    /// Lowercase hex SHA-256 of the file's bytes (as sent: compressed if it was).
+    pub sha256: String,
+    /// When it was imported, unix seconds.
+    pub imported_at: i64,
+}
+
+/// Where a record's run times come from.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Provenance {
+    /// Measured by tessel on this database's machine (`tessel tune`, `tessel db verify`).
+    Local,
+    /// Merged from a file: the run times are the file's claim, not measured here.
+    Imported(ImportSource),
+    /// Imported, then re-measured here by `tessel db verify`: run times, median and status
+    /// are the local measurement.
+    Verified {
+        /// The file it came from (none for a record stored before provenance was kept).
+        source: Option<ImportSource>,
+        /// The median the file claimed.
+        claimed_median_secs: Option<f64>,
+    },
+    /// Stored before schema version 3, which did not record where records came from.
+    Unknown,
+}
+
+impl Provenance {
+    /// Whether the run times were measured by this tessel on the record's target.
+    pub fn is_measured_here(&self) -> bool {
+        matches!(self, Provenance::Local | Provenance::Verified { .. })
+    }
+
+    /// The spelling stored in `records.origin`.
+    pub fn origin(&self) -> &'static str {
+        match self {
+            Provenance::Local => "local",
+            Provenance::Imported(_) => "imported",
+            Provenance::Verified { .. } => "verified",
+            Provenance::Unknown => "unknown",
+        }
+    }
+}
+
+impl fmt::Display for ImportSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} (sha256 {}, imported {})",
+            self.file,
+            &self.sha256[..self.sha256.len().min(16)],
+            utc(self.imported_at)
+        )
+    }
+}
+
+impl fmt::Display for Provenance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Provenance::Local => write!(f, "measured here"),
+            Provenance::Imported(s) => write!(f, "imported from {s}, not measured here"),
+            Provenance::Verified {
+                source,
+                claimed_median_secs,
+            } => {
+                write!(f, "measured here by `tessel db verify`")?;
+                if let Some(s) = source {
+                    write!(f, "; imported from {s}")?;
+                }
+                if let Some(c) = claimed_median_secs {
+                    write!(f, ", which claimed a median of {c:.3e} s")?;
+                }
+                Ok(())
+            }
+            Provenance::Unknown => write!(
+                f,
+                "unknown (stored before tessel kept provenance; `tessel db verify` re-measures it)"
+            ),
+        }
+    }
+}
+
+/// `YYYY-MM-DD HH:MM UTC` for unix seconds (days to civil date: H. Hinnant's algorithm).
+pub fn utc(unix: i64) -> String {
+    let (days, secs) = (unix.div_euclid(86_400), unix.rem_euclid(86_400));
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02} UTC",
+        secs / 3600,
+        secs % 3600 / 60
+    )
 }
 
 /// How a lookup's answer relates to the target asked for.
@@ -263,17 +369,42 @@ pub struct Filter {
 }
 
 /// Record counts, for `tessel db stats`.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq)]
 pub struct Stats {
     /// All records.
     pub records: u64,
-    /// Records per workload key, with the first line of the workload text after the
-    /// header, in key order.
-    pub by_workload: Vec<(String, u64)>,
+    /// Per workload, in key order.
+    pub workloads: Vec<WorkloadStats>,
     /// Records per target, in target order.
     pub by_target: Vec<(TargetKey, u64)>,
     /// Records per status, in [`Status::ALL`] order, zero counts left out.
     pub by_status: Vec<(Status, u64)>,
+}
+
+/// The records of one workload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WorkloadStats {
+    /// The workload key.
+    pub key: String,
+    /// Its canonical text (`workload::describe` names it for people).
+    pub canonical_text: String,
+    /// All its records.
+    pub records: u64,
+    /// Per target it has records on, in target order.
+    pub targets: Vec<TargetStats>,
+}
+
+/// The records of one workload on one target.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetStats {
+    /// The target.
+    pub target: TargetKey,
+    /// The fastest `ok` median, if any record succeeded.
+    pub best_median_secs: Option<f64>,
+    /// Records per status, in [`Status::ALL`] order, zero counts left out.
+    pub by_status: Vec<(Status, u64)>,
+    /// How many of them were measured here (the others were imported).
+    pub measured_here: u64,
 }
 
 /// A record of an imported file that was not merged, and why.

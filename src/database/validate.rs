@@ -9,6 +9,7 @@ use crate::ir::Program;
 use crate::schedule::json::from_json;
 use crate::schedule::replay;
 use crate::workload::{self, Workload};
+use rayon::prelude::*;
 use std::collections::HashMap;
 
 /// The shortest plausible kernel time: one nanosecond.
@@ -134,25 +135,38 @@ fn check_runs(status: Status, runs: &[f64]) -> Result<(), String> {
     Ok(())
 }
 
-/// Parsed workloads of one import, by key, so each is parsed and lowered once.
+/// Parsed workloads of one import, by key, so each is parsed and lowered once; built
+/// before the records are checked (in parallel) and only read by the checks.
 #[derive(Default)]
 pub(crate) struct WorkloadCache {
     programs: HashMap<String, std::result::Result<Program, String>>,
 }
 
 impl WorkloadCache {
-    /// The canonical program of `text`, which must parse, be in canonical form, and
-    /// hash to `key`.
-    fn program(&mut self, key: &str, text: &str) -> std::result::Result<Program, String> {
-        if let Some(p) = self.programs.get(key) {
-            return p.clone();
+    /// The canonical programs of the workloads `records` name (each distinct text
+    /// built once, the texts in parallel).
+    pub(crate) fn build<'r>(records: impl Iterator<Item = &'r RawRecord>) -> WorkloadCache {
+        let mut texts: HashMap<&str, &str> = HashMap::new();
+        for r in records {
+            texts.entry(&r.workload_key).or_insert(&r.canonical_text);
         }
-        let p = Self::build(key, text);
-        self.programs.insert(key.to_string(), p.clone());
-        p
+        let programs = texts
+            .into_par_iter()
+            .map(|(key, text)| (key.to_string(), Self::program_of(key, text)))
+            .collect();
+        WorkloadCache { programs }
     }
 
-    fn build(key: &str, text: &str) -> std::result::Result<Program, String> {
+    /// The canonical program of `text`, which must parse, be in canonical form, and
+    /// hash to `key`; `key` must be one the cache was built with.
+    fn program(&self, key: &str, text: &str) -> std::result::Result<Program, String> {
+        match self.programs.get(key) {
+            Some(p) => p.clone(),
+            None => Self::program_of(key, text),
+        }
+    }
+
+    fn program_of(key: &str, text: &str) -> std::result::Result<Program, String> {
         if text.len() > MAX_TEXT {
             return Err(format!(
                 "workload text is {} bytes (limit {MAX_TEXT})",
@@ -179,7 +193,7 @@ impl WorkloadCache {
 /// times. Returns the record to store, its trace JSON re-written in canonical form.
 pub(crate) fn check_imported(
     raw: RawRecord,
-    cache: &mut WorkloadCache,
+    cache: &WorkloadCache,
 ) -> std::result::Result<NewRecord, String> {
     let kind = TargetKind::parse(&raw.kind)
         .ok_or_else(|| format!("unknown target kind {:?}", raw.kind))?;

@@ -1,130 +1,23 @@
-//! Compilation of a [`Program`] into the interpreter's compact form.
+//! Compilation of a [`Program`] into the serial interpreter's compact form: statements
+//! and blocks here, expressions by the shared compiler of `expr` under this
+//! interpreter's [`Scope`].
 //!
 //! Invariants of the compiled form (established here, relied on by `exec`):
 //! * every variable is a slot of one `Vec<i64>` (its `VarId` index);
 //! * every accessed buffer is a dense slot (parameters first, then allocations) whose
-//!   extents and row-major strides are copied into each access, so an offset whose
-//!   indices are each within their extent is within the buffer;
+//!   extents and row-major strides are copied into each access (one index per
+//!   dimension), so an offset whose indices are each within their extent is within the
+//!   buffer;
 //! * every expression is typed (integer, float or boolean) with conversions explicit;
 //! * bindings and predicates only use enclosing loop variables; stores only use the
 //!   block's iteration variables; no variable is bound twice in a scope.
 
+use super::expr::{self, Access, BExpr, BufView, FExpr, IExpr, Scope, MAX_DEPTH};
 use super::{InterpError, Result};
-use crate::ir::{BinOp, BufferId, DType, Expr, IterKind, Node, Program, Store, UnOp, VarId};
-
-/// The deepest expression nesting accepted (evaluation is recursive).
-const MAX_DEPTH: usize = 512;
+use crate::ir::{BufferId, IterKind, Node, Program, Store, VarId};
 
 /// The most elements an allocated (intermediate) buffer may have.
 const MAX_ALLOC_ELEMENTS: i64 = 1 << 30;
-
-/// Integer binary operators.
-#[derive(Copy, Clone, Debug)]
-pub(super) enum IBin {
-    Add,
-    Sub,
-    Mul,
-    FloorDiv,
-    FloorMod,
-    Min,
-    Max,
-}
-
-/// Float binary operators.
-#[derive(Copy, Clone, Debug)]
-pub(super) enum FBin {
-    Add,
-    Sub,
-    Mul,
-    Div,
-    Min,
-    Max,
-}
-
-/// Float unary operators.
-#[derive(Copy, Clone, Debug)]
-pub(super) enum FUn {
-    Neg,
-    Exp,
-    Sqrt,
-    Tanh,
-    Abs,
-}
-
-/// Comparison operators.
-#[derive(Copy, Clone, Debug)]
-pub(super) enum Cmp {
-    Lt,
-    Le,
-    Gt,
-    Ge,
-    Eq,
-    Ne,
-}
-
-/// One index of an access, with the extent and stride of its dimension.
-#[derive(Debug)]
-pub(super) struct Index {
-    pub expr: IExpr,
-    pub extent: i64,
-    pub stride: i64,
-}
-
-/// `buffer[indices]` with the buffer resolved to its slot.
-#[derive(Debug)]
-pub(super) struct Access {
-    pub buf: u32,
-    pub idx: Box<[Index]>,
-}
-
-/// An integer-valued expression.
-#[derive(Debug)]
-pub(super) enum IExpr {
-    Const(i64),
-    Slot(u32),
-    Bin(IBin, Box<IExpr>, Box<IExpr>),
-    Neg(Box<IExpr>),
-    Abs(Box<IExpr>),
-    Select(Box<BExpr>, Box<IExpr>, Box<IExpr>),
-    /// A load from an `int32` buffer.
-    Load(Box<Access>),
-    /// `Cast(int32, float)`: truncation toward zero, saturating at the `i32` range.
-    FromFloat(Box<FExpr>),
-    /// `Cast(int32, bool)`: 0 or 1.
-    FromBool(Box<BExpr>),
-    /// `Cast(int32, int)`: wraps to the `i32` range.
-    Wrap32(Box<IExpr>),
-}
-
-/// A float-valued expression (`f32`).
-#[derive(Debug)]
-pub(super) enum FExpr {
-    Const(f32),
-    /// A load from a float buffer.
-    Load(Box<Access>),
-    Bin(FBin, Box<FExpr>, Box<FExpr>),
-    Un(FUn, Box<FExpr>),
-    Select(Box<BExpr>, Box<FExpr>, Box<FExpr>),
-    FromInt(Box<IExpr>),
-    FromBool(Box<BExpr>),
-    /// Rounds to the nearest `f16` (kept as `f32`).
-    ToF16(Box<FExpr>),
-}
-
-/// A boolean-valued expression.
-#[derive(Debug)]
-pub(super) enum BExpr {
-    CmpI(Cmp, Box<IExpr>, Box<IExpr>),
-    CmpF(Cmp, Box<FExpr>, Box<FExpr>),
-    And(Box<BExpr>, Box<BExpr>),
-    Or(Box<BExpr>, Box<BExpr>),
-    Not(Box<BExpr>),
-    Select(Box<BExpr>, Box<BExpr>, Box<BExpr>),
-    /// A load from a `bool` buffer.
-    Load(Box<Access>),
-    IntNonZero(Box<IExpr>),
-    FloatNonZero(Box<FExpr>),
-}
 
 /// A store: the value is already converted to the `f32` element to write.
 #[derive(Debug)]
@@ -182,23 +75,6 @@ pub struct Interpreter {
     pub(super) n_params: usize,
     pub(super) bufs: Vec<BufInfo>,
     pub(super) root: Box<[Stmt]>,
-}
-
-/// A typed compiled expression.
-enum Typed {
-    I(IExpr),
-    F(FExpr),
-    B(BExpr),
-}
-
-impl Typed {
-    fn kind(&self) -> &'static str {
-        match self {
-            Typed::I(_) => "int",
-            Typed::F(_) => "float",
-            Typed::B(_) => "bool",
-        }
-    }
 }
 
 /// Which variables an expression may use.
@@ -413,7 +289,7 @@ impl Compiler<'_> {
                     site: format!("block {}", blk.name),
                 });
             }
-            let expr = self.int(e, Site::Binding, 0)?;
+            let expr = expr::int(&self.at(Site::Binding), e, 0)?;
             self.in_block_scope[v] = true;
             if iv.kind == IterKind::Reduce {
                 reduce_slots.push(v as u32);
@@ -425,7 +301,7 @@ impl Compiler<'_> {
             });
         }
         let predicate = match &blk.predicate {
-            Some(p) => Some(self.boolean(p, Site::Predicate, 0)?),
+            Some(p) => Some(expr::boolean(&self.at(Site::Predicate), p, 0)?),
             None => None,
         };
         let init = match &blk.init {
@@ -449,279 +325,86 @@ impl Compiler<'_> {
     }
 
     fn store(&self, s: &Store) -> Result<CStore> {
-        let (access, dtype) = self.access(s.buffer, &s.indices, Site::Store, 0)?;
-        let value = self.expr(&s.value, Site::Store, 0)?;
-        let value = match self.cast(dtype, value)? {
-            Typed::F(f) => f,
-            Typed::I(i) => FExpr::FromInt(Box::new(i)),
-            Typed::B(b) => FExpr::FromBool(Box::new(b)),
-        };
+        let scope = self.at(Site::Store);
+        let (access, dtype) = expr::access(&scope, s.buffer, &s.indices, 0)?;
+        let value = expr::store_value(&scope, dtype, &s.value)?;
         Ok(CStore { access, value })
+    }
+
+    /// The scope of expressions at `site` of the current block.
+    fn at(&self, site: Site) -> SiteScope<'_, '_> {
+        SiteScope { c: self, site }
+    }
+}
+
+/// Expressions at one site of the block being compiled: bindings and predicates read
+/// enclosing loop variables, stores the block's iteration variables; every buffer is
+/// addressed by all its dimensions.
+struct SiteScope<'c, 'p> {
+    c: &'c Compiler<'p>,
+    site: Site,
+}
+
+impl Scope for SiteScope<'_, '_> {
+    type Error = InterpError;
+
+    fn var(&self, v: VarId) -> Result<u32> {
+        let i = v.index();
+        if i >= self.c.in_loop_scope.len() {
+            return Err(self.c.dangling(v.to_string()));
+        }
+        let ok = match self.site {
+            Site::Binding | Site::Predicate => self.c.in_loop_scope[i],
+            Site::Store => self.c.in_block_scope[i],
+        };
+        if !ok {
+            return Err(InterpError::UnboundVar {
+                block: self.c.block.clone(),
+                var: self.c.var_name(v),
+                site: self.site.name(),
+            });
+        }
+        Ok(i as u32)
+    }
+
+    fn buffer(&self, b: BufferId, indices: usize) -> Result<BufView> {
+        let buf = self
+            .c
+            .prog
+            .buffers
+            .get(b.index())
+            .ok_or_else(|| self.c.dangling(b.to_string()))?;
+        let slot = self.c.buf_slot[b.index()].ok_or_else(|| InterpError::BufferNotAllocated {
+            block: self.c.block.clone(),
+            buffer: buf.name.clone(),
+        })?;
+        if indices != buf.shape.len() {
+            return Err(InterpError::Arity {
+                block: self.c.block.clone(),
+                buffer: buf.name.clone(),
+                rank: buf.shape.len(),
+                got: indices,
+            });
+        }
+        // `declare` bounded the product of the extents.
+        Ok(BufView {
+            slot,
+            dtype: buf.dtype,
+            extents: buf.shape.clone(),
+        })
     }
 
     fn type_error(&self, reason: String) -> InterpError {
         InterpError::Type {
-            block: self.block.clone(),
+            block: self.c.block.clone(),
             reason,
         }
     }
 
-    fn access(
-        &self,
-        b: BufferId,
-        indices: &[Expr],
-        site: Site,
-        depth: usize,
-    ) -> Result<(Access, DType)> {
-        let buf = self
-            .prog
-            .buffers
-            .get(b.index())
-            .ok_or_else(|| self.dangling(b.to_string()))?;
-        let slot = self.buf_slot[b.index()].ok_or_else(|| InterpError::BufferNotAllocated {
-            block: self.block.clone(),
-            buffer: buf.name.clone(),
-        })?;
-        if indices.len() != buf.shape.len() {
-            return Err(InterpError::Arity {
-                block: self.block.clone(),
-                buffer: buf.name.clone(),
-                rank: buf.shape.len(),
-                got: indices.len(),
-            });
+    fn too_deep(&self) -> InterpError {
+        InterpError::TooDeep {
+            block: self.c.block.clone(),
+            limit: MAX_DEPTH,
         }
-        // `declare` bounded the product of the extents: the strides cannot overflow.
-        let mut strides = vec![1i64; buf.shape.len()];
-        for d in (0..buf.shape.len().saturating_sub(1)).rev() {
-            strides[d] = strides[d + 1] * buf.shape[d + 1];
-        }
-        let mut idx = Vec::with_capacity(indices.len());
-        for (d, e) in indices.iter().enumerate() {
-            idx.push(Index {
-                expr: self.int(e, site, depth + 1)?,
-                extent: buf.shape[d],
-                stride: strides[d],
-            });
-        }
-        Ok((
-            Access {
-                buf: slot,
-                idx: idx.into(),
-            },
-            buf.dtype,
-        ))
-    }
-
-    fn int(&self, e: &Expr, site: Site, depth: usize) -> Result<IExpr> {
-        match self.expr(e, site, depth)? {
-            Typed::I(i) => Ok(i),
-            t => Err(self.type_error(format!("expected an integer, got a {}", t.kind()))),
-        }
-    }
-
-    fn boolean(&self, e: &Expr, site: Site, depth: usize) -> Result<BExpr> {
-        match self.expr(e, site, depth)? {
-            Typed::B(b) => Ok(b),
-            t => Err(self.type_error(format!("expected a boolean, got a {}", t.kind()))),
-        }
-    }
-
-    /// An operand of float arithmetic: integers convert, booleans do not.
-    fn float(&self, t: Typed, what: &str) -> Result<FExpr> {
-        match t {
-            Typed::F(f) => Ok(f),
-            Typed::I(i) => Ok(FExpr::FromInt(Box::new(i))),
-            Typed::B(_) => Err(self.type_error(format!("boolean operand of {what}"))),
-        }
-    }
-
-    /// Explicit conversion, as `Cast(dtype, _)`.
-    fn cast(&self, dtype: DType, t: Typed) -> Result<Typed> {
-        Ok(match (dtype, t) {
-            (DType::F32, Typed::F(f)) => Typed::F(f),
-            (DType::F32, Typed::I(i)) => Typed::F(FExpr::FromInt(Box::new(i))),
-            (DType::F32, Typed::B(b)) => Typed::F(FExpr::FromBool(Box::new(b))),
-            (DType::F16, t) => {
-                let f = self.cast(DType::F32, t)?;
-                match f {
-                    Typed::F(f) => Typed::F(FExpr::ToF16(Box::new(f))),
-                    other => other,
-                }
-            }
-            (DType::I32, Typed::I(i)) => Typed::I(IExpr::Wrap32(Box::new(i))),
-            (DType::I32, Typed::F(f)) => Typed::I(IExpr::FromFloat(Box::new(f))),
-            (DType::I32, Typed::B(b)) => Typed::I(IExpr::FromBool(Box::new(b))),
-            (DType::Bool, Typed::B(b)) => Typed::B(b),
-            (DType::Bool, Typed::I(i)) => Typed::B(BExpr::IntNonZero(Box::new(i))),
-            (DType::Bool, Typed::F(f)) => Typed::B(BExpr::FloatNonZero(Box::new(f))),
-        })
-    }
-
-    fn expr(&self, e: &Expr, site: Site, depth: usize) -> Result<Typed> {
-        if depth > MAX_DEPTH {
-            return Err(InterpError::TooDeep {
-                block: self.block.clone(),
-                limit: MAX_DEPTH,
-            });
-        }
-        let d = depth + 1;
-        match e {
-            Expr::Int(v) => Ok(Typed::I(IExpr::Const(*v))),
-            Expr::Float(v) => Ok(Typed::F(FExpr::Const(*v as f32))),
-            Expr::Var(v) => {
-                let i = v.index();
-                if i >= self.in_loop_scope.len() {
-                    return Err(self.dangling(v.to_string()));
-                }
-                let ok = match site {
-                    Site::Binding | Site::Predicate => self.in_loop_scope[i],
-                    Site::Store => self.in_block_scope[i],
-                };
-                if !ok {
-                    return Err(InterpError::UnboundVar {
-                        block: self.block.clone(),
-                        var: self.var_name(*v),
-                        site: site.name(),
-                    });
-                }
-                Ok(Typed::I(IExpr::Slot(i as u32)))
-            }
-            Expr::Load(b, idx) => {
-                let (acc, dtype) = self.access(*b, idx, site, d)?;
-                let acc = Box::new(acc);
-                Ok(match dtype {
-                    DType::F32 | DType::F16 => Typed::F(FExpr::Load(acc)),
-                    DType::I32 => Typed::I(IExpr::Load(acc)),
-                    DType::Bool => Typed::B(BExpr::Load(acc)),
-                })
-            }
-            Expr::Bin(op, a, b) => {
-                let x = self.expr(a, site, d)?;
-                let y = self.expr(b, site, d)?;
-                self.binary(*op, x, y)
-            }
-            Expr::Un(op, a) => {
-                let x = self.expr(a, site, d)?;
-                self.unary(*op, x)
-            }
-            Expr::Select(c, t, f) => {
-                let c = Box::new(self.boolean(c, site, d)?);
-                let t = self.expr(t, site, d)?;
-                let f = self.expr(f, site, d)?;
-                Ok(match (t, f) {
-                    (Typed::I(t), Typed::I(f)) => {
-                        Typed::I(IExpr::Select(c, Box::new(t), Box::new(f)))
-                    }
-                    (Typed::B(t), Typed::B(f)) => {
-                        Typed::B(BExpr::Select(c, Box::new(t), Box::new(f)))
-                    }
-                    (t, f) => {
-                        let t = self.float(t, "select")?;
-                        let f = self.float(f, "select")?;
-                        Typed::F(FExpr::Select(c, Box::new(t), Box::new(f)))
-                    }
-                })
-            }
-            Expr::Cast(dtype, a) => {
-                let x = self.expr(a, site, d)?;
-                self.cast(*dtype, x)
-            }
-        }
-    }
-
-    fn binary(&self, op: BinOp, x: Typed, y: Typed) -> Result<Typed> {
-        use Typed::{B, F, I};
-        let int_op = |o: IBin, a: IExpr, b: IExpr| I(IExpr::Bin(o, Box::new(a), Box::new(b)));
-        let cmp = match op {
-            BinOp::Lt => Some(Cmp::Lt),
-            BinOp::Le => Some(Cmp::Le),
-            BinOp::Gt => Some(Cmp::Gt),
-            BinOp::Ge => Some(Cmp::Ge),
-            BinOp::Eq => Some(Cmp::Eq),
-            BinOp::Ne => Some(Cmp::Ne),
-            _ => None,
-        };
-        if let Some(c) = cmp {
-            return Ok(match (x, y) {
-                (I(a), I(b)) => B(BExpr::CmpI(c, Box::new(a), Box::new(b))),
-                (B(a), B(b)) if matches!(c, Cmp::Eq | Cmp::Ne) => B(BExpr::CmpI(
-                    c,
-                    Box::new(IExpr::FromBool(Box::new(a))),
-                    Box::new(IExpr::FromBool(Box::new(b))),
-                )),
-                (x, y) => {
-                    let a = self.float(x, "a comparison")?;
-                    let b = self.float(y, "a comparison")?;
-                    B(BExpr::CmpF(c, Box::new(a), Box::new(b)))
-                }
-            });
-        }
-        match op {
-            BinOp::And | BinOp::Or => match (x, y) {
-                (B(a), B(b)) => Ok(B(if matches!(op, BinOp::And) {
-                    BExpr::And(Box::new(a), Box::new(b))
-                } else {
-                    BExpr::Or(Box::new(a), Box::new(b))
-                })),
-                (x, y) => {
-                    Err(self.type_error(format!("{op:?} of a {} and a {}", x.kind(), y.kind())))
-                }
-            },
-            BinOp::FloorDiv | BinOp::FloorMod => match (x, y) {
-                (I(a), I(b)) => Ok(int_op(
-                    if matches!(op, BinOp::FloorDiv) {
-                        IBin::FloorDiv
-                    } else {
-                        IBin::FloorMod
-                    },
-                    a,
-                    b,
-                )),
-                (x, y) => Err(self.type_error(format!(
-                    "{op:?} of a {} and a {} (integers only)",
-                    x.kind(),
-                    y.kind()
-                ))),
-            },
-            _ => {
-                let (iop, fop) = match op {
-                    BinOp::Add => (Some(IBin::Add), FBin::Add),
-                    BinOp::Sub => (Some(IBin::Sub), FBin::Sub),
-                    BinOp::Mul => (Some(IBin::Mul), FBin::Mul),
-                    BinOp::Min => (Some(IBin::Min), FBin::Min),
-                    BinOp::Max => (Some(IBin::Max), FBin::Max),
-                    _ => (None, FBin::Div),
-                };
-                match (iop, x, y) {
-                    (Some(o), I(a), I(b)) => Ok(int_op(o, a, b)),
-                    (None, I(_), I(_)) => Err(self.type_error(
-                        "Div of two integers (use FloorDiv for index arithmetic)".to_string(),
-                    )),
-                    (_, x, y) => {
-                        let what = format!("{op:?}");
-                        let a = self.float(x, &what)?;
-                        let b = self.float(y, &what)?;
-                        Ok(F(FExpr::Bin(fop, Box::new(a), Box::new(b))))
-                    }
-                }
-            }
-        }
-    }
-
-    fn unary(&self, op: UnOp, x: Typed) -> Result<Typed> {
-        use Typed::{B, F, I};
-        let fop = match (op, x) {
-            (UnOp::Not, B(b)) => return Ok(B(BExpr::Not(Box::new(b)))),
-            (UnOp::Not, x) => return Err(self.type_error(format!("Not of a {}", x.kind()))),
-            (UnOp::Neg, I(i)) => return Ok(I(IExpr::Neg(Box::new(i)))),
-            (UnOp::Abs, I(i)) => return Ok(I(IExpr::Abs(Box::new(i)))),
-            (UnOp::Neg, x) => (FUn::Neg, x),
-            (UnOp::Abs, x) => (FUn::Abs, x),
-            (UnOp::Exp, x) => (FUn::Exp, x),
-            (UnOp::Sqrt, x) => (FUn::Sqrt, x),
-            (UnOp::Tanh, x) => (FUn::Tanh, x),
-        };
-        let f = self.float(fop.1, op.name())?;
-        Ok(F(FExpr::Un(fop.0, Box::new(f))))
     }
 }

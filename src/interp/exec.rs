@@ -4,9 +4,8 @@
 //! value, so results travel in registers); the block that faulted turns it into an
 //! [`InterpError`] naming the block, the buffer and the indices.
 
-use super::compile::{
-    Access, BExpr, CBlock, CStore, Cmp, FBin, FExpr, FUn, IBin, IExpr, Interpreter, Stmt,
-};
+use super::compile::{CBlock, CStore, Interpreter, Stmt};
+use super::expr::{Access, BExpr, FExpr, IBin, IExpr};
 use super::{InterpError, Result};
 use half::f16;
 use ndarray::ArrayD;
@@ -273,23 +272,6 @@ fn ev_i(e: &IExpr, env: &[i64], bufs: &Bufs) -> Eval<i64> {
     }
 }
 
-/// `f32` min/max that propagate NaN (Rust's and CUDA's `fminf` drop it).
-fn nan_min(x: f32, y: f32) -> f32 {
-    if x.is_nan() || y.is_nan() {
-        f32::NAN
-    } else {
-        x.min(y)
-    }
-}
-
-fn nan_max(x: f32, y: f32) -> f32 {
-    if x.is_nan() || y.is_nan() {
-        f32::NAN
-    } else {
-        x.max(y)
-    }
-}
-
 /// `ev_f` with the common leaves inlined.
 #[inline(always)]
 fn ev_operand(e: &FExpr, env: &[i64], bufs: &Bufs) -> Eval<f32> {
@@ -307,25 +289,9 @@ fn ev_f(e: &FExpr, env: &[i64], bufs: &Bufs) -> Eval<f32> {
         FExpr::Bin(op, a, b) => {
             let x = ev_operand(a, env, bufs)?;
             let y = ev_operand(b, env, bufs)?;
-            Ok(match op {
-                FBin::Add => x + y,
-                FBin::Sub => x - y,
-                FBin::Mul => x * y,
-                FBin::Div => x / y,
-                FBin::Min => nan_min(x, y),
-                FBin::Max => nan_max(x, y),
-            })
+            Ok(op.apply(x, y))
         }
-        FExpr::Un(op, a) => {
-            let x = ev_f(a, env, bufs)?;
-            Ok(match op {
-                FUn::Neg => -x,
-                FUn::Exp => x.exp(),
-                FUn::Sqrt => x.sqrt(),
-                FUn::Tanh => x.tanh(),
-                FUn::Abs => x.abs(),
-            })
-        }
+        FExpr::Un(op, a) => Ok(op.apply(ev_f(a, env, bufs)?)),
         FExpr::Select(c, t, f) => {
             if ev_b(c, env, bufs)? {
                 ev_f(t, env, bufs)
@@ -339,21 +305,10 @@ fn ev_f(e: &FExpr, env: &[i64], bufs: &Bufs) -> Eval<f32> {
     }
 }
 
-fn compare<T: PartialOrd>(c: Cmp, x: T, y: T) -> bool {
-    match c {
-        Cmp::Lt => x < y,
-        Cmp::Le => x <= y,
-        Cmp::Gt => x > y,
-        Cmp::Ge => x >= y,
-        Cmp::Eq => x == y,
-        Cmp::Ne => x != y,
-    }
-}
-
 fn ev_b(e: &BExpr, env: &[i64], bufs: &Bufs) -> Eval<bool> {
     match e {
-        BExpr::CmpI(c, a, b) => Ok(compare(*c, ev_i(a, env, bufs)?, ev_i(b, env, bufs)?)),
-        BExpr::CmpF(c, a, b) => Ok(compare(*c, ev_f(a, env, bufs)?, ev_f(b, env, bufs)?)),
+        BExpr::CmpI(c, a, b) => Ok(c.apply(ev_i(a, env, bufs)?, ev_i(b, env, bufs)?)),
+        BExpr::CmpF(c, a, b) => Ok(c.apply(ev_f(a, env, bufs)?, ev_f(b, env, bufs)?)),
         BExpr::And(a, b) => Ok(ev_b(a, env, bufs)? && ev_b(b, env, bufs)?),
         BExpr::Or(a, b) => Ok(ev_b(a, env, bufs)? || ev_b(b, env, bufs)?),
         BExpr::Not(a) => Ok(!ev_b(a, env, bufs)?),

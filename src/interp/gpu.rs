@@ -40,10 +40,11 @@ mod tests;
 pub use track::RaceKind;
 
 use super::check::{compare_outputs, match_params};
+use super::expr::{self as cexpr, Access, BExpr, FExpr};
 use super::{random_inputs, CheckError, Interpreter};
 use crate::ir::{Dim3, Program, Scope, ThreadTag};
 use crate::lower::{KStmt, Kernel, Lowered};
-use expr::{Compiler, Fault, KBuf, Mem, Thread, CE};
+use expr::{Fault, KBuf, KernelScope, Mem, Thread};
 use ndarray::ArrayD;
 use thiserror::Error;
 use track::{GlobalTrack, SharedTrack};
@@ -288,13 +289,13 @@ enum CStmt {
         body: Vec<CStmt>,
     },
     If {
-        cond: CE,
+        cond: BExpr,
         then: Vec<CStmt>,
     },
+    /// `access = value`: the access has one (flat) index.
     Store {
-        buf: u32,
-        index: CE,
-        value: CE,
+        access: Access,
+        value: FExpr,
     },
     Sync,
 }
@@ -426,7 +427,7 @@ fn compile_kernel(
         }
         thread_vars.push((v.index() as u32, tag));
     }
-    let c = Compiler {
+    let c = KernelScope {
         prog,
         kernel: &kernel,
         buf_index: &buf_index,
@@ -450,7 +451,7 @@ fn compile_kernel(
 }
 
 fn stmts(
-    c: &Compiler,
+    c: &KernelScope,
     body: &[KStmt],
     poison_at: &[(crate::ir::VarId, usize)],
 ) -> GpuResult<Vec<CStmt>> {
@@ -478,7 +479,7 @@ fn stmts(
                 });
             }
             KStmt::If { cond, then } => out.push(CStmt::If {
-                cond: c.boolean(cond, 0)?,
+                cond: cexpr::boolean(c, cond, 0)?,
                 then: stmts(c, then, poison_at)?,
             }),
             KStmt::Store {
@@ -486,9 +487,9 @@ fn stmts(
                 indices,
                 value,
             } => {
-                let (buf, index) = c.access(*buffer, indices, 0)?;
-                let value = c.store_value(c.bufs[buf as usize].dtype, value)?;
-                out.push(CStmt::Store { buf, index, value });
+                let (access, dtype) = cexpr::access(c, *buffer, indices, 0)?;
+                let value = cexpr::store_value(c, dtype, value)?;
+                out.push(CStmt::Store { access, value });
             }
             KStmt::Sync => out.push(CStmt::Sync),
             KStmt::Comment(_) => {}
@@ -503,8 +504,8 @@ fn mark_written(body: &[CStmt], bufs: &[KBuf], written: &mut [usize]) {
             CStmt::For { body, .. } | CStmt::If { then: body, .. } => {
                 mark_written(body, bufs, written)
             }
-            CStmt::Store { buf, .. } => {
-                let b = &bufs[*buf as usize];
+            CStmt::Store { access, .. } => {
+                let b = &bufs[access.buf as usize];
                 if b.mem == Mem::Global {
                     written[b.slot] = b.size as usize;
                 }
@@ -725,7 +726,7 @@ impl BlockRun<'_, '_, '_> {
                         self.stmts(then, &taken)?;
                     }
                 }
-                CStmt::Store { buf, index, value } => self.store(*buf, index, value, active)?,
+                CStmt::Store { access, value } => self.store(access, value, active)?,
                 CStmt::Sync => {
                     if active.len() != self.threads {
                         let missing = (0..self.threads as u32)
@@ -748,13 +749,14 @@ impl BlockRun<'_, '_, '_> {
     }
 
     /// Every active thread evaluates, then every active thread writes.
-    fn store(&mut self, buf: u32, index: &CE, value: &CE, active: &[u32]) -> GpuResult<()> {
+    fn store(&mut self, access: &Access, value: &FExpr, active: &[u32]) -> GpuResult<()> {
+        let buf = access.buf;
         let mut writes = std::mem::take(&mut self.writes);
         writes.clear();
         for &t in active {
             let mut th = self.thread(t);
             let r = th.ev_f(value).and_then(|v| {
-                let i = th.ev_i(index)?;
+                let i = th.flat(access)?;
                 let (mem, slot, off) = th.locate(buf, i)?;
                 Ok(Write {
                     thread: t,

@@ -31,6 +31,7 @@
 mod check;
 mod compile;
 mod exec;
+mod expr;
 pub mod gpu;
 
 #[cfg(test)]

@@ -15,6 +15,7 @@ pub mod worker;
 
 use crate::codegen::Source;
 use crate::ir::DType;
+pub use crate::target::build_limits::{BuildLimits, BuildRejection};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
@@ -151,51 +152,6 @@ pub struct Job {
     pub compile_timeout_seconds: Option<f64>,
 }
 
-/// What a compiled kernel may use (CUDA): spills and registers per block.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct BuildLimits {
-    /// Bytes of spill stores plus spill loads, summed over what ptxas reports.
-    pub max_spill_bytes: u32,
-    pub max_registers_per_block: u32,
-}
-
-/// Why a build broke its [`BuildLimits`].
-#[derive(Clone, Debug, PartialEq, Error, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum BuildRejection {
-    #[error("{bytes} bytes of register spills, more than {limit}")]
-    RegisterSpills { bytes: u32, limit: u32 },
-    #[error("{registers} registers x {threads} threads exceed the {limit} of a block")]
-    Registers {
-        registers: u32,
-        threads: i64,
-        limit: u32,
-    },
-}
-
-impl BuildLimits {
-    /// Checks a build whose largest thread block has `threads` threads.
-    pub fn check(&self, build: &BuildInfo, threads: i64) -> Result<(), BuildRejection> {
-        let spills = build.spill_stores.unwrap_or(0) + build.spill_loads.unwrap_or(0);
-        if spills > self.max_spill_bytes {
-            return Err(BuildRejection::RegisterSpills {
-                bytes: spills,
-                limit: self.max_spill_bytes,
-            });
-        }
-        if let Some(r) = build.registers {
-            if i64::from(r) * threads > i64::from(self.max_registers_per_block) {
-                return Err(BuildRejection::Registers {
-                    registers: r,
-                    threads,
-                    limit: self.max_registers_per_block,
-                });
-            }
-        }
-        Ok(())
-    }
-}
-
 /// What compiling a kernel reported.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct BuildInfo {
@@ -206,6 +162,13 @@ pub struct BuildInfo {
     pub shared_bytes: Option<u32>,
     /// The compiler's log (warnings, `-Xptxas -v` report).
     pub log: String,
+}
+
+impl BuildInfo {
+    /// Spill stores plus spill loads, in bytes (0 where the compiler reports none).
+    pub fn spill_bytes(&self) -> u32 {
+        self.spill_stores.unwrap_or(0) + self.spill_loads.unwrap_or(0)
+    }
 }
 
 /// Kinds of failure, as recorded in the database.
@@ -299,41 +262,6 @@ pub fn stats(runs: &[f64]) -> (f64, f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn build(registers: u32, stores: u32, loads: u32) -> BuildInfo {
-        BuildInfo {
-            registers: Some(registers),
-            spill_stores: Some(stores),
-            spill_loads: Some(loads),
-            ..BuildInfo::default()
-        }
-    }
-
-    #[test]
-    fn build_limits_reject_spills_then_registers_per_block() {
-        let limits = BuildLimits {
-            max_spill_bytes: 8,
-            max_registers_per_block: 65536,
-        };
-        assert_eq!(limits.check(&build(128, 4, 4), 512), Ok(()));
-        assert_eq!(
-            limits.check(&build(128, 8, 4), 512),
-            Err(BuildRejection::RegisterSpills {
-                bytes: 12,
-                limit: 8
-            })
-        );
-        assert_eq!(
-            limits.check(&build(128, 0, 0), 1024),
-            Err(BuildRejection::Registers {
-                registers: 128,
-                threads: 1024,
-                limit: 65536
-            })
-        );
-        // A CPU build reports nothing and passes.
-        assert_eq!(limits.check(&BuildInfo::default(), 1024), Ok(()));
-    }
 
     #[test]
     fn a_rejected_failure_round_trips_with_its_reason_and_old_replies_still_parse() {

@@ -588,7 +588,9 @@ fn measure_candidate(
             .map(|k| k.block.iter().map(|&d| i64::from(d)).product::<i64>())
             .max()
             .unwrap_or(1);
-        limits.check(&build, threads).map_err(Failure::rejected)?;
+        limits
+            .check(build.registers, build.spill_bytes(), threads)
+            .map_err(Failure::rejected)?;
     }
     let outs = runner.run_once(h)?;
     let rel_error = compare(&job.params, &outs, reference)?;

@@ -8,7 +8,7 @@ use super::space::SearchSpace;
 use crate::codegen::{self, Source};
 use crate::ir::{LoopKind, Program, ThreadTag};
 use crate::lower::{lower, Backend, LowerError, Lowered};
-use crate::measure::{BuildLimits, BuildRejection};
+use crate::target::build_limits::{BuildLimits, BuildRejection};
 use crate::target::cuda::CudaLimits;
 use serde::{Deserialize, Serialize};
 use thiserror::Error;

@@ -2,6 +2,7 @@
 //! the postprocessors check candidates against, and the fingerprint records are filed
 //! under in the database.
 
+pub mod build_limits;
 pub mod cpu;
 pub mod cuda;
 

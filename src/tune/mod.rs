@@ -28,7 +28,7 @@ pub mod learn;
 mod measure;
 mod model_source;
 mod propose;
-mod record;
+pub(crate) mod record;
 pub mod report;
 mod target;
 pub mod warm_start;

@@ -12,6 +12,7 @@
 //! on user input: every problem is a [`WorkloadError`] that points at a line and column.
 
 mod check;
+mod describe;
 mod lexer;
 mod lower;
 mod model;
@@ -21,6 +22,7 @@ mod print;
 #[cfg(test)]
 mod tests;
 
+pub use describe::{describe, preset_spec};
 pub use model::{Axis, Compute, Reduce, ReduceOp, Scalar, Tensor, TensorDef, Workload};
 pub use preset::{preset, PRESET_NAMES};
 
