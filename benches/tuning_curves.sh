@@ -27,7 +27,7 @@ if [[ ! -e $base ]]; then
 fi
 for w in "$@"; do
   tag=$(printf '%s' "$w" | tr ':,=' '___')
-  key=$("$bin" show "$w" --emit key)
+  key=$("$bin" show "$w" --emit key | tail -n 1)
   # The shipped best of this workload, timed afresh beside what the tuners find.
   "$bin" best "$w" --target cuda --db "$base" --emit trace >"$out/$tag.shipped.sched" 2>/dev/null &&
     "$bin" run "$w" --schedule "$out/$tag.shipped.sched" --target cuda >"$out/$tag.shipped.run.txt" 2>&1

@@ -125,9 +125,9 @@ impl Database {
         arch: &str,
     ) -> Result<(Vec<super::Record>, HashMap<String, String>)> {
         let sql = format!(
-            "SELECT {} FROM records r JOIN targets t ON t.id = r.target_id \
-             WHERE t.kind = ?1 AND t.arch = ?2 ORDER BY r.id",
-            super::store::RECORD_COLUMNS
+            "SELECT {} FROM {} WHERE t.kind = ?1 AND t.arch = ?2 ORDER BY r.id",
+            super::store::LOCAL_COLUMNS,
+            super::store::RECORD_FROM
         );
         let mut stmt = self.conn.prepare(&sql).ctx("preparing a record query")?;
         let rows = stmt

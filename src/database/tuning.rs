@@ -2,7 +2,7 @@
 //! the best traces of other workloads (transfer seeds) and the `ok` records of one
 //! target kind and arch (training data).
 
-use super::store::{parse_record, read_row, RECORD_COLUMNS};
+use super::store::{parse_record, read_row, LOCAL_COLUMNS, RECORD_FROM};
 use super::types::{Record, TargetKind};
 use super::{Context, Database, Result};
 use crate::schedule::Trace;
@@ -20,9 +20,9 @@ impl Database {
         per_workload: usize,
     ) -> Result<Vec<Trace>> {
         let sql = format!(
-            "SELECT * FROM (SELECT {RECORD_COLUMNS}, ROW_NUMBER() OVER \
+            "SELECT * FROM (SELECT {LOCAL_COLUMNS}, ROW_NUMBER() OVER \
              (PARTITION BY r.workload_key ORDER BY r.median_secs ASC, r.id ASC) AS rank \
-             FROM records r JOIN targets t ON t.id = r.target_id \
+             FROM {RECORD_FROM} \
              WHERE r.status = 'ok' AND t.kind = ?1 AND r.workload_key <> ?2) \
              WHERE rank <= ?3 ORDER BY workload_key, rank"
         );
@@ -55,7 +55,7 @@ impl Database {
     /// cost model for that arch trains on.
     pub fn ok_records_of(&self, kind: TargetKind, arch: &str) -> Result<Vec<Record>> {
         let sql = format!(
-            "SELECT {RECORD_COLUMNS} FROM records r JOIN targets t ON t.id = r.target_id \
+            "SELECT {LOCAL_COLUMNS} FROM {RECORD_FROM} \
              WHERE r.status = 'ok' AND t.kind = ?1 AND t.arch = ?2 ORDER BY r.id"
         );
         let mut stmt = self.conn.prepare(&sql).ctx("preparing a training query")?;
