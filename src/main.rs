@@ -136,8 +136,8 @@ enum ModelCommand {
         /// The arch whose records to train on (default: the database's only one).
         #[arg(long)]
         arch: Option<String>,
-        /// The model kind (gbdt, gbdt-rank, linear; perpetual with that feature).
-        #[arg(long, default_value = "gbdt")]
+        /// The model kind (gbdt-rank, gbdt, linear; perpetual with that feature).
+        #[arg(long, default_value = "gbdt-rank")]
         kind: String,
     },
     /// Leave-one-workload-out: for each workload, train on the others and rank its
@@ -152,8 +152,8 @@ enum ModelCommand {
         /// The arch whose records to use (default: the database's only one).
         #[arg(long)]
         arch: Option<String>,
-        /// Model kinds, comma-separated, the first the one reported (default: gbdt,linear).
-        #[arg(long, default_value = "gbdt,linear")]
+        /// Model kinds, comma-separated, the first the one reported.
+        #[arg(long, default_value = "gbdt-rank,gbdt,linear")]
         kinds: String,
         /// Print one JSON object.
         #[arg(long)]

@@ -28,10 +28,10 @@ const MAGIC: &str = "tessel-cost-model";
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum ModelKind {
     /// The own histogram GBDT with squared loss on the label, weighted toward fast
-    /// programs (the default: it ranked best on the shipped records, see
-    /// benches/RESULTS.md).
+    /// programs (best with the placeholder features; three times faster to train).
     Gbdt,
-    /// The own histogram GBDT with the pairwise RankNet loss within groups.
+    /// The own histogram GBDT with the pairwise RankNet loss within groups (the default:
+    /// it ranked best with the full feature set, see benches/RESULTS.md).
     GbdtRank,
     /// Least squares on standardized features (linfa-linear): the baseline.
     Linear,
@@ -42,7 +42,9 @@ pub enum ModelKind {
 
 impl ModelKind {
     /// The kind `Model::train` trains.
-    pub const DEFAULT: ModelKind = ModelKind::Gbdt;
+    /// The pairwise loss ranked best on the shipped H100/H200 records (H100 run of
+    /// 2026-11-23, benches/RESULTS.md): top-1 0.805 against the squared loss's 0.733.
+    pub const DEFAULT: ModelKind = ModelKind::GbdtRank;
 
     /// Every kind of this build.
     pub fn all() -> Vec<ModelKind> {

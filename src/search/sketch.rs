@@ -604,7 +604,7 @@ fn joint_spatial_tiles(
             .iter()
             .map(|e| {
                 let max = space.max_innermost_factor;
-                if space.max_waste > 0.0 {
+                if pads(space, *e) {
                     sampling::sample_imperfect_tile(&mut rng, *e, n_s, max, space.max_waste)
                 } else {
                     sampling::sample_tile(&mut rng, *e, n_s, max)
@@ -632,7 +632,7 @@ fn joint_spatial_tiles(
 }
 
 /// Samples `n` tile sizes of `lp` (with `hint`, checks and uses those): `sample_tile` when
-/// the space allows padding (`max_waste > 0`), `sample_perfect_tile` otherwise.
+/// the extent is padded ([`pads`]), `sample_perfect_tile` otherwise.
 fn sample_tiles(
     space: &SearchSpace,
     sch: &mut Schedule,
@@ -641,7 +641,11 @@ fn sample_tiles(
     hint: Option<Vec<i64>>,
 ) -> Result<Vec<ExprRv>, SketchError> {
     let (n, max) = (n as i64, space.max_innermost_factor);
-    if space.max_waste > 0.0 {
+    let extent = {
+        let id = sch.loop_id(lp).map_err(at("tiling"))?;
+        sch.program().lp(id).extent
+    };
+    if pads(space, extent) {
         sch.sample_tile(lp, n, max, space.max_waste, hint)
             .map_err(at("sample_tile"))
     } else {
@@ -649,6 +653,20 @@ fn sample_tiles(
             .map_err(at("sample_perfect_tile"))
     }
 }
+
+/// Whether an extent is tiled with padding (`sample_tile`): only where the space allows it
+/// (`max_waste > 0`) and the extent has no divisor between [`GOOD_DIVISOR`] and itself,
+/// so exact tiles would be thin. Padded tiles cost a guard in the innermost loops, so an
+/// extent with a good divisor (1000 = 8 x 125) keeps to exact tiles; a prime or an
+/// extent like 2 x 617 is padded.
+fn pads(space: &SearchSpace, extent: i64) -> bool {
+    space.max_waste > 0.0
+        && extent > GOOD_DIVISOR
+        && !(GOOD_DIVISOR..=extent / 2).any(|d| extent % d == 0)
+}
+
+/// The smallest divisor that gives an exact tiling enough work per tile (see [`pads`]).
+const GOOD_DIVISOR: i64 = 16;
 
 /// The thread tag of the threadIdx level.
 fn thread_tag(space: &SearchSpace) -> String {
