@@ -655,17 +655,27 @@ fn sample_tiles(
 }
 
 /// Whether an extent is tiled with padding (`sample_tile`): only where the space allows it
-/// (`max_waste > 0`) and the extent has no divisor between [`GOOD_DIVISOR`] and itself,
-/// so exact tiles would be thin. Padded tiles cost a guard in the innermost loops, so an
-/// extent with a good divisor (1000 = 8 x 125) keeps to exact tiles; a prime or an
-/// extent like 2 x 617 is padded.
+/// (`max_waste > 0`) and exact tiles would be thin, i.e. the extent's part made of small
+/// primes (<= 13, the factors tile levels are built from) is below [`GOOD_DIVISOR`].
+/// Padded tiles cost a guard in the innermost loops, so an extent with enough small
+/// factors (1000 = 2^3 5^3, 768) keeps to exact tiles; a prime or 2 x 617 is padded.
 fn pads(space: &SearchSpace, extent: i64) -> bool {
-    space.max_waste > 0.0
-        && extent > GOOD_DIVISOR
-        && !(GOOD_DIVISOR..=extent / 2).any(|d| extent % d == 0)
+    space.max_waste > 0.0 && extent > GOOD_DIVISOR && smooth_part(extent) < GOOD_DIVISOR
 }
 
-/// The smallest divisor that gives an exact tiling enough work per tile (see [`pads`]).
+/// The product of the prime factors of `n` up to 13, with multiplicity.
+fn smooth_part(mut n: i64) -> i64 {
+    let mut part = 1;
+    for p in [2, 3, 5, 7, 11, 13] {
+        while n % p == 0 {
+            n /= p;
+            part *= p;
+        }
+    }
+    part
+}
+
+/// The smallest exact factor worth tiling by (see [`pads`]).
 const GOOD_DIVISOR: i64 = 16;
 
 /// The thread tag of the threadIdx level.
@@ -720,4 +730,27 @@ fn standalone(space: &SearchSpace, sch: &mut Schedule, name: &str) -> Result<(),
         return Ok(());
     }
     spread(space, sch, &loops, "epilogue")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_extents_without_a_good_divisor_are_padded() {
+        let space = SearchSpace::cuda_default();
+        assert!(space.max_waste > 0.0);
+        // Exact tiles exist: 1000 = 8 x 125 (20, 25, 40, ... divide it), 768, 64.
+        for e in [1000, 768, 3072, 64, 48, 16, 7] {
+            assert!(!pads(&space, e), "{e}");
+        }
+        // Primes and near-primes above 16.
+        for e in [17, 311, 523, 1009, 1234, 4093, 2 * 3 * 617] {
+            assert!(pads(&space, e), "{e}");
+        }
+        // A space without padding pads nothing.
+        let mut exact = space.clone();
+        exact.max_waste = 0.0;
+        assert!(!pads(&exact, 1009));
+    }
 }
