@@ -199,6 +199,7 @@ fn the_peer_covers_layouts_and_the_dense_epilogue() {
         "matmul:m=24,n=40,k=16,layout=nn",
         "matmul:m=24,n=40,k=16,layout=nt",
         "matmul:m=24,n=40,k=16,layout=tn",
+        "matmul:m=24,n=40,k=16,layout=tt",
         "batch_matmul:b=2,m=8,n=12,k=4",
         "dense_bias_relu:m=10,n=30,k=20",
     ] {

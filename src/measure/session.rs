@@ -101,14 +101,15 @@ pub fn gemm_peer(w: &Workload) -> Option<Peer> {
     let peer = match shapes.as_slice() {
         [a, b, c] if a.len() == 2 && b.len() == 2 && c.len() == 2 => {
             let (m, n) = (c[0], c[1]);
-            [(false, false), (false, true), (true, false)]
+            [(false, false), (false, true), (true, false), (true, true)]
                 .into_iter()
                 .find_map(|(trans_a, trans_b)| {
                     let k = if trans_a { a[0] } else { a[1] };
                     let layout = match (trans_a, trans_b) {
                         (false, false) => "nn",
                         (false, true) => "nt",
-                        _ => "tn",
+                        (true, false) => "tn",
+                        (true, true) => "tt",
                     };
                     same(format!("matmul:m={m},n={n},k={k},layout={layout}")).then_some(GemmPeer {
                         trans_a,
