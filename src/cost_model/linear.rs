@@ -9,6 +9,9 @@ use ndarray::{Array1, Array2};
 use serde::{Deserialize, Serialize};
 
 /// A fitted linear model over standardized features.
+/// The ridge penalty per sample (on standardized features).
+const RIDGE: f64 = 1e-4;
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Linear {
     /// Per feature: its training mean and standard deviation (0 for a left-out feature).
@@ -51,11 +54,29 @@ impl Linear {
                 intercept,
             });
         }
-        let x = Array2::from_shape_fn((n, kept.len()), |(i, j)| {
-            let f = kept[j];
-            (f64::from(features[i][f]) - mean[f]) / std[f]
+        // A small ridge penalty keeps collinear features (many of the feature set move
+        // together) from making the normal equations singular: one extra row per kept
+        // feature, sqrt(lambda) in its column and the mean label as target, which is ridge
+        // regression solved by linfa's ordinary least squares.
+        let k = kept.len();
+        let ridge = (RIDGE * n as f64).sqrt();
+        let label_mean = labels.iter().sum::<f64>() / n as f64;
+        let x = Array2::from_shape_fn((n + k, k), |(i, j)| {
+            if i < n {
+                let f = kept[j];
+                (f64::from(features[i][f]) - mean[f]) / std[f]
+            } else if i - n == j {
+                ridge
+            } else {
+                0.0
+            }
         });
-        let ds = DatasetBase::new(x, Array1::from(labels.to_vec()));
+        let y: Vec<f64> = labels
+            .iter()
+            .copied()
+            .chain(std::iter::repeat_n(label_mean, k))
+            .collect();
+        let ds = DatasetBase::new(x, Array1::from(y));
         let fitted = LinearRegression::new()
             .fit(&ds)
             .map_err(|e| format!("least squares: {e}"))?;
@@ -117,6 +138,18 @@ mod tests {
         let m = Linear::fit(&features, &labels).unwrap();
         assert_eq!(m.coef[1], 0.0);
         let p = m.predict_one(&[10.0, 7.0, 4.0]);
-        assert!((p - 19.0).abs() < 1e-6, "{p}");
+        assert!((p - 19.0).abs() < 0.05, "{p}");
+    }
+
+    #[test]
+    fn collinear_features_still_fit() {
+        // Feature 1 is twice feature 0: plain least squares is singular.
+        let features: Vec<Vec<f32>> = (0..30)
+            .map(|i| vec![i as f32, 2.0 * i as f32, (i % 3) as f32])
+            .collect();
+        let labels: Vec<f64> = features.iter().map(|r| f64::from(r[0]) + 1.0).collect();
+        let m = Linear::fit(&features, &labels).unwrap();
+        let p = m.predict_one(&[10.0, 20.0, 1.0]);
+        assert!((p - 11.0).abs() < 0.1, "{p}");
     }
 }
