@@ -208,12 +208,13 @@ fn the_peer_covers_layouts_and_the_dense_epilogue() {
         let Some(Peer::Gemm(g)) = &j.peer else {
             panic!("{spec}: no peer");
         };
+        let trans_b = spec.contains("nt") || spec.contains("tt") || spec.contains("dense");
+        assert_eq!(g.trans_b, trans_b, "{spec}");
         assert_eq!(
-            g.trans_b,
-            spec.contains("nt") || spec.contains("dense"),
+            g.trans_a,
+            spec.contains("tn") || spec.contains("tt"),
             "{spec}"
         );
-        assert_eq!(g.trans_a, spec.contains("tn"), "{spec}");
         let mut m = measurer();
         let (_, peer) = m.measure(&j).expect("measures");
         let peer = peer.unwrap_or_else(|| panic!("{spec}: no peer: {:?}", m.peer_failure()));
