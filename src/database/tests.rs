@@ -30,7 +30,16 @@ fn a_new_database_has_the_current_schema() {
         .unwrap()
         .collect::<rusqlite::Result<_>>()
         .unwrap();
-    assert_eq!(tables, ["records", "targets", "workloads"]);
+    assert_eq!(
+        tables,
+        [
+            "models",
+            "record_features",
+            "records",
+            "targets",
+            "workloads"
+        ]
+    );
 }
 
 #[test]
