@@ -642,6 +642,19 @@ impl Schedule {
 
     // ----- sampling ---------------------------------------------------------------------
 
+    /// The extent of the loop a tile-sampling instruction splits, after checking its level
+    /// count `n` (1..=16); `what` names the argument in the error.
+    fn tiled_extent(&self, lp: LoopRv, n: i64, what: &'static str) -> Result<i64> {
+        let l = self.loop_id(lp)?;
+        if !(1..=16).contains(&n) {
+            return Err(ScheduleError::InvalidArgument {
+                what,
+                reason: format!("{n} is not in 1..=16"),
+            });
+        }
+        Ok(self.prog.lp(l).extent)
+    }
+
     /// `sample_perfect_tile(loop, n, max_innermost_factor)`: `n` factors of the loop's
     /// extent. With `decision`, checks and uses it instead of sampling.
     pub fn sample_perfect_tile(
@@ -651,14 +664,7 @@ impl Schedule {
         max_innermost: i64,
         decision: Option<Vec<i64>>,
     ) -> Result<Vec<ExprRv>> {
-        let l = self.loop_id(lp)?;
-        let extent = self.prog.lp(l).extent;
-        if !(1..=16).contains(&n) {
-            return Err(ScheduleError::InvalidArgument {
-                what: "sample_perfect_tile n",
-                reason: format!("{n} is not in 1..=16"),
-            });
-        }
+        let extent = self.tiled_extent(lp, n, "sample_perfect_tile n")?;
         let tiles = match decision {
             Some(t) => {
                 sampling::check_tile(extent, n as usize, max_innermost, &t).map_err(|reason| {
@@ -697,14 +703,8 @@ impl Schedule {
         max_waste: f64,
         decision: Option<Vec<i64>>,
     ) -> Result<Vec<ExprRv>> {
+        let extent = self.tiled_extent(lp, n, "sample_tile n")?;
         let l = self.loop_id(lp)?;
-        let extent = self.prog.lp(l).extent;
-        if !(1..=16).contains(&n) {
-            return Err(ScheduleError::InvalidArgument {
-                what: "sample_tile n",
-                reason: format!("{n} is not in 1..=16"),
-            });
-        }
         let tiles = match decision {
             Some(t) => {
                 sampling::check_imperfect_tile(extent, n as usize, max_innermost, max_waste, &t)
