@@ -6,11 +6,7 @@
 
 use super::error::{Result, ScheduleError};
 use super::util::*;
-use crate::ir::{
-    Block, BlockId, Buffer, BufferId, BufferKind, Expr, IterKind, IterVar, LoopId, Node, Program,
-    Scope, Store,
-};
-use std::collections::BTreeMap;
+use crate::ir::{BlockId, Buffer, BufferId, BufferKind, Expr, LoopId, Node, Program, Scope};
 
 fn parse_scope(scope: &str) -> Result<Scope> {
     Scope::parse(scope).ok_or_else(|| ScheduleError::UnknownScope {
@@ -36,38 +32,7 @@ fn common_ancestor(p: &Program, nodes: &[Node]) -> Option<LoopId> {
 /// A copy block `dst[v] = src[v]` over the whole shape, in its own loop nest.
 fn copy_block(p: &mut Program, name: &str, src: BufferId, dst: BufferId) -> Node {
     let shape = p.buffer(src).shape.clone();
-    let mut iter_vars = Vec::new();
-    let mut loops = Vec::new();
-    for (d, ext) in shape.iter().enumerate() {
-        let l = p.new_loop(format!("ax{d}"), *ext, Vec::new());
-        loops.push(l);
-        iter_vars.push(IterVar {
-            var: p.new_var(format!("v{d}")),
-            extent: *ext,
-            kind: IterKind::Spatial,
-        });
-    }
-    let idx: Vec<Expr> = iter_vars.iter().map(|iv| Expr::Var(iv.var)).collect();
-    let block = Block {
-        name: name.into(),
-        bindings: loops.iter().map(|l| Expr::Var(p.lp(*l).var)).collect(),
-        iter_vars,
-        predicate: None,
-        init: None,
-        body: Store {
-            buffer: dst,
-            indices: idx.clone(),
-            value: Expr::Load(src, idx),
-        },
-        annotations: BTreeMap::new(),
-    };
-    let b = p.new_block(block);
-    let mut body = vec![Node::Block(b)];
-    for l in loops.iter().rev() {
-        p.lp_mut(*l).body = body;
-        body = vec![Node::Loop(*l)];
-    }
-    body[0]
+    copy_nest(p, name, src, dst, &shape, None)
 }
 
 fn new_cache_buffer(p: &mut Program, src: BufferId, scope: Scope) -> BufferId {

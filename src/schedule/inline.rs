@@ -200,7 +200,10 @@ pub fn reverse_compute_inline(p: &mut Program, b: BlockId) -> Result<()> {
             ),
         ));
     }
-    // 3. Consumer iteration variable at position j of the read = producer index j.
+    // 3. Consumer iteration variable at position j of the read = producer index j. A
+    //    consumer over a smaller domain (the copy of a padded result back to its original
+    //    shape) shrinks the producer's domain to its own and guards the rest.
+    let guard = shrink_to_consumer(p, prod, b, &cvars, &pidx)?;
     let map: BTreeMap<VarId, Expr> = cvars.iter().copied().zip(pidx.iter().cloned()).collect();
     let sub = |e: &Expr| e.substitute(&|v| map.get(&v).cloned());
     let pvalue = p.block(prod).body.value.clone();
@@ -210,6 +213,13 @@ pub fn reverse_compute_inline(p: &mut Program, b: BlockId) -> Result<()> {
         other => other,
     });
     let new_indices: Vec<Expr> = cbody.indices.iter().map(&sub).collect();
+    for (iv, extent, bound) in guard {
+        let old = p.block(prod).predicate.clone();
+        let pred = and_predicate(p, old, bound);
+        let pb = p.block_mut(prod);
+        pb.iter_vars[iv].extent = extent;
+        pb.predicate = pred;
+    }
     let pb = p.block_mut(prod);
     pb.body.buffer = cbody.buffer;
     pb.body.indices = new_indices;
@@ -218,4 +228,51 @@ pub fn reverse_compute_inline(p: &mut Program, b: BlockId) -> Result<()> {
     remove_exclusive(p, b);
     p.allocs.retain(|x| *x != buf);
     Ok(())
+}
+
+/// For `reverse_compute_inline` of consumer `b` into `prod`: where the consumer's
+/// iteration variable at a read position has a smaller extent than the producer's
+/// variable stored there, the producer's variable index, that extent, and the guard
+/// `binding < extent` on the producer. A consumer over a larger domain is refused.
+fn shrink_to_consumer(
+    p: &Program,
+    prod: BlockId,
+    b: BlockId,
+    cvars: &[VarId],
+    pidx: &[Expr],
+) -> Result<Vec<(usize, i64, Expr)>> {
+    let extent_of = |blk: BlockId, v: VarId| {
+        p.block(blk)
+            .iter_vars
+            .iter()
+            .position(|iv| iv.var == v)
+            .map(|i| (i, p.block(blk).iter_vars[i].extent))
+    };
+    let mut out = Vec::new();
+    for (cv, pe) in cvars.iter().zip(pidx) {
+        let (Expr::Var(pv), Some((_, ce))) = (pe, extent_of(b, *cv)) else {
+            continue;
+        };
+        let Some((pi, pext)) = extent_of(prod, *pv) else {
+            continue;
+        };
+        if ce > pext {
+            return Err(unsupported(
+                p,
+                b,
+                "reverse_compute_inline",
+                format!(
+                    "it reads {} elements of an axis that {} produces {} of",
+                    ce,
+                    p.block(prod).name,
+                    pext
+                ),
+            ));
+        }
+        if ce < pext {
+            let binding = p.block(prod).bindings[pi].clone();
+            out.push((pi, ce, Expr::lt(binding, Expr::Int(ce))));
+        }
+    }
+    Ok(out)
 }

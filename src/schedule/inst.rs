@@ -32,6 +32,7 @@ pub enum InstKind {
     ReverseComputeInline,
     DecomposeReduction,
     Rfactor,
+    PadEinsum,
     StorageAlign,
     SamplePerfectTile,
     SampleTile,
@@ -59,7 +60,7 @@ pub struct Signature {
 }
 
 impl InstKind {
-    pub const ALL: [InstKind; 24] = [
+    pub const ALL: [InstKind; 25] = [
         InstKind::GetBlock,
         InstKind::GetLoops,
         InstKind::GetConsumers,
@@ -80,6 +81,7 @@ impl InstKind {
         InstKind::ReverseComputeInline,
         InstKind::DecomposeReduction,
         InstKind::Rfactor,
+        InstKind::PadEinsum,
         InstKind::StorageAlign,
         InstKind::SamplePerfectTile,
         InstKind::SampleTile,
@@ -130,6 +132,7 @@ impl InstKind {
                 Some(K::Block),
             ),
             Rfactor => ("rfactor", Some(&["loop"]), &["factor_axis"], Some(K::Block)),
+            PadEinsum => ("pad_einsum", Some(&["block"]), &["padding"], None),
             StorageAlign => (
                 "storage_align",
                 Some(&["block"]),

@@ -9,6 +9,7 @@ pub mod inline;
 pub mod inst;
 pub mod json;
 pub mod loop_transformation;
+pub mod pad_einsum;
 pub mod reduction;
 pub mod replay;
 pub mod rfactor;

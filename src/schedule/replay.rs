@@ -239,6 +239,18 @@ impl Replayer {
                 let l = self.lp(Self::input(inst, 0)?)?;
                 vec![self.sch.rfactor(l, Self::int(inst, "factor_axis")?)?.0]
             }
+            PadEinsum => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                let Operand::List(ps) = Self::attr(inst, "padding")? else {
+                    return Err(bad("padding", "expected a list"));
+                };
+                let padding: Vec<IntArg> = ps
+                    .iter()
+                    .map(|x| self.int_arg(x))
+                    .collect::<Result<_, _>>()?;
+                self.sch.pad_einsum(b, &padding)?;
+                vec![]
+            }
             ComputeInline | ReverseComputeInline => {
                 let b = self.block(Self::input(inst, 0)?)?;
                 if inst.kind == ComputeInline {

@@ -8,7 +8,9 @@
 use super::annotation::{self, AnnTarget};
 use super::error::{Result, ScheduleError};
 use super::inst::{Decision, InstKind, Instruction, Operand, RvInfo, RvKind, Trace};
-use super::{cache, compute_at, get, inline, loop_transformation, reduction, rfactor, sampling};
+use super::{
+    cache, compute_at, get, inline, loop_transformation, pad_einsum, reduction, rfactor, sampling,
+};
 use crate::ir::{AnnValue, BlockId, LoopId, Node, Program};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -638,6 +640,26 @@ impl Schedule {
             vec![RvValue::Block(rb)],
         );
         Ok(BlockRv(ids[0]))
+    }
+
+    /// `pad_einsum(block, padding)`: pads the einsum's iteration variables to multiples of
+    /// `padding` (one per iteration variable), reading inputs through zero-filled padded
+    /// stages and writing a padded output copied back (see [`pad_einsum`]).
+    pub fn pad_einsum(&mut self, block: BlockRv, padding: &[IntArg]) -> Result<()> {
+        let b = self.block_id(block)?;
+        let values: Vec<i64> = padding.iter().map(|a| self.int(a)).collect::<Result<_>>()?;
+        self.transact("pad_einsum", |p| pad_einsum::pad_einsum(p, b, &values))?;
+        self.record(
+            InstKind::PadEinsum,
+            vec![Operand::Rv(block.0)],
+            vec![(
+                "padding",
+                Operand::List(padding.iter().map(Self::int_operand).collect()),
+            )],
+            None,
+            vec![],
+        );
+        Ok(())
     }
 
     // ----- sampling ---------------------------------------------------------------------

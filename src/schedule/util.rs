@@ -2,7 +2,10 @@
 
 use crate::ir::interval::Interval;
 use crate::ir::simplify::simplify;
-use crate::ir::{BinOp, BlockId, Expr, LoopId, LoopKind, Node, Program, VarId};
+use crate::ir::{
+    BinOp, Block, BlockId, BufferId, Expr, IterKind, IterVar, LoopId, LoopKind, Node, Program,
+    Store, VarId,
+};
 use std::collections::{BTreeMap, HashSet};
 
 /// How a loop kind reads in messages.
@@ -133,4 +136,61 @@ pub fn block_names(p: &Program, blocks: &[BlockId]) -> String {
         .map(|b| p.block(*b).name.clone())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// A loop nest over `shape` with one block `dst[v] = src[v]`, guarded as
+/// `if_then_else(v < bound, src[v], 0)` where `bound` (the source's shape) is given and
+/// smaller than `shape`.
+pub fn copy_nest(
+    p: &mut Program,
+    name: &str,
+    src: BufferId,
+    dst: BufferId,
+    shape: &[i64],
+    bound: Option<&[i64]>,
+) -> Node {
+    let mut iter_vars = Vec::new();
+    let mut loops = Vec::new();
+    for (d, ext) in shape.iter().enumerate() {
+        loops.push(p.new_loop(format!("ax{d}"), *ext, Vec::new()));
+        iter_vars.push(IterVar {
+            var: p.new_var(format!("v{d}")),
+            extent: *ext,
+            kind: IterKind::Spatial,
+        });
+    }
+    let idx: Vec<Expr> = iter_vars.iter().map(|iv| Expr::Var(iv.var)).collect();
+    let load = Expr::Load(src, idx.clone());
+    let in_bounds = bound.and_then(|bound| {
+        iter_vars
+            .iter()
+            .zip(shape.iter().zip(bound))
+            .filter(|(_, (ext, b))| ext > b)
+            .map(|(iv, (_, b))| Expr::lt(Expr::Var(iv.var), Expr::Int(*b)))
+            .reduce(Expr::and)
+    });
+    let value = match in_bounds {
+        Some(c) => Expr::select(c, load, Expr::Float(0.0)),
+        None => load,
+    };
+    let block = Block {
+        name: name.into(),
+        bindings: loops.iter().map(|l| Expr::Var(p.lp(*l).var)).collect(),
+        iter_vars,
+        predicate: None,
+        init: None,
+        body: Store {
+            buffer: dst,
+            indices: idx,
+            value,
+        },
+        annotations: BTreeMap::new(),
+    };
+    let b = p.new_block(block);
+    let mut body = vec![Node::Block(b)];
+    for l in loops.iter().rev() {
+        p.lp_mut(*l).body = body;
+        body = vec![Node::Loop(*l)];
+    }
+    body[0]
 }

@@ -9,7 +9,8 @@
 //!    `target` a block or loop rv, every input of fuse and reorder a loop rv.
 //! 2. **Attributes**: exactly the names of [`Signature::attrs`], in that order; their
 //!    values have the expected shape (strings for `name`, `thread`, `key`, `scope`; a
-//!    non-empty list of `None`, integers, rvs and products for `factors`; `n` at least 1;
+//!    non-empty list of `None`, integers, rvs and products for `factors`, of integers, rvs
+//!    and products for `padding`; `n` at least 1;
 //!    non-empty integer `candidates` with as many numeric `probs`; `max_waste` a float in
 //!    [0, 1); integers otherwise;
 //!    `value` anything). Every rv inside an attribute is an expr rv; a product has at
@@ -460,6 +461,12 @@ fn check_attr_shape(
             },
         ),
         ("factors", _) => bad("a non-empty list"),
+        ("padding", Operand::List(items)) if !items.is_empty() => {
+            check_items(rvs, attr, items, "an integer, an rv or a product", |o| {
+                matches!(o, Operand::Int(_) | Operand::Rv(_) | Operand::Product(_))
+            })
+        }
+        ("padding", _) => bad("a non-empty list"),
         ("candidates", Operand::List(items)) if !items.is_empty() => {
             check_items(rvs, attr, items, "an integer", |o| {
                 matches!(o, Operand::Int(_))

@@ -43,7 +43,7 @@
 
 use super::space::{Binding, Level, SearchSpace};
 use crate::ir::{BufferKind, Expr, IterKind, Program};
-use crate::schedule::sampling;
+use crate::schedule::{pad_einsum, sampling};
 use crate::schedule::{AnnArg, BlockRv, ExprRv, IntArg, LoopRv, Schedule, ScheduleError, Target};
 use thiserror::Error;
 
@@ -134,7 +134,7 @@ pub fn sketches(space: &SearchSpace, program: &Program) -> Result<Vec<SketchKind
         .find(|b| program.block(*b).name == st.main)
         .ok_or(SketchError::NoReduction)?;
     let mut out = vec![SketchKind::Plain];
-    if split_k_counts(space, program, main).is_some() {
+    if split_k_counts(space, program, main, true).is_some() {
         out.push(SketchKind::SplitK);
     }
     Ok(out)
@@ -181,16 +181,20 @@ pub fn apply_sketch(
             let _ = sch.compute_inline(b);
         }
     }
+    // 1b. Padding an einsum to multiples: the new stages are padding and an epilogue.
+    let padded = pad(space, sch, &st.main, kind)?;
+    let st = stages(sch.program())?;
     // 2. Split-K: the main block becomes the rf block; the original one sums its
     //    partial results in a nest of its own.
     let split = match kind {
         SketchKind::Plain => None,
-        SketchKind::SplitK => Some(split_k(space, sch, &st.main)?),
+        SketchKind::SplitK => Some(split_k(space, sch, &st.main, padded)?),
     };
     // 3. Cache write and epilogues.
-    let main = match split {
-        Some((rf, _, _)) => rf,
-        None => sch.get_block(&st.main).map_err(at("main block"))?,
+    let main = match (split, padded) {
+        (Some((rf, _, _)), _) => rf,
+        (None, Some(b)) => b,
+        (None, None) => sch.get_block(&st.main).map_err(at("main block"))?,
     };
     let write_back = match &space.cache_write {
         Some(scope) => Some(sch.cache_write(main, 0, scope).map_err(at("cache_write"))?),
@@ -397,10 +401,16 @@ pub fn apply_sketch(
 }
 
 /// The split counts the space's split-K rule allows for `main` (those of `splits` that
-/// divide its first reduction axis), or `None` when the rule does not apply: no
-/// `[split_k]`, an output larger than `max_output_elements`, a reduction shorter than
-/// `min_reduction`, or no count that divides.
-fn split_k_counts(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> Option<Vec<i64>> {
+/// divide its first reduction axis; `padded`: that axis as it is or as [`pad`] may pad
+/// it), or `None` when the rule does not apply: no `[split_k]`, an output larger than
+/// `max_output_elements`, a reduction shorter than `min_reduction`, or no count that
+/// divides.
+fn split_k_counts(
+    space: &SearchSpace,
+    p: &Program,
+    main: crate::ir::BlockId,
+    padded: bool,
+) -> Option<Vec<i64>> {
     let rule = space.split_k.as_ref()?;
     let blk = p.block(main);
     let extent = |kind| {
@@ -415,16 +425,35 @@ fn split_k_counts(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) ->
         .iter()
         .find(|iv| iv.kind == IterKind::Reduce)?
         .extent;
-    let splits: Vec<i64> = rule
-        .splits
-        .iter()
-        .copied()
-        .filter(|s| first_extent % s == 0 && *s < first_extent)
+    let mut extents = vec![first_extent];
+    if padded && !space.pad_multiples.is_empty() && pad_einsum::check_einsum(p, main).is_ok() {
+        extents.extend(
+            pad_choices(space, first_extent)
+                .into_iter()
+                .map(|m| padded_extent(first_extent, m)),
+        );
+    }
+    let mut splits: Vec<i64> = extents
+        .into_iter()
+        .flat_map(|e| split_counts(space, e))
         .collect();
+    splits.sort_unstable();
+    splits.dedup();
     (!splits.is_empty()
         && extent(IterKind::Spatial) <= rule.max_output_elements
         && extent(IterKind::Reduce) >= rule.min_reduction)
         .then_some(splits)
+}
+
+/// The counts of the space's `split_k.splits` that split a reduction of `extent` evenly.
+fn split_counts(space: &SearchSpace, extent: i64) -> Vec<i64> {
+    space.split_k.as_ref().map_or_else(Vec::new, |rule| {
+        rule.splits
+            .iter()
+            .copied()
+            .filter(|s| extent % s == 0 && *s < extent)
+            .collect()
+    })
 }
 
 /// The split-K rule: the first reduction loop of `main` is split by a sampled count
@@ -435,12 +464,17 @@ fn split_k(
     space: &SearchSpace,
     sch: &mut Schedule,
     main: &str,
+    got: Option<BlockRv>,
 ) -> Result<(BlockRv, BlockRv, LoopRv), SketchError> {
-    let b = sch.get_block(main).map_err(at("split-K"))?;
+    let b = match got {
+        Some(b) => b,
+        None => sch.get_block(main).map_err(at("split-K"))?,
+    };
     let splits = split_k_counts(
         space,
         sch.program(),
         sch.block_id(b).map_err(at("split-K"))?,
+        false,
     )
     .ok_or(SketchError::SplitKNotApplicable)?;
     let loops = sch.get_loops(b).map_err(at("split-K"))?;
@@ -460,6 +494,94 @@ fn split_k(
         .map_err(at("split-K"))?;
     let rf = sch.rfactor(parts[0], 0).map_err(at("rfactor"))?;
     Ok((rf, b, parts[0]))
+}
+
+/// The padding rule (spaces with `tiling.pad_multiples`): where the main block is an
+/// einsum ([`pad_einsum::check_einsum`]), each iteration variable is padded to a multiple
+/// drawn from [`pad_choices`] (`sample_categorical`, a decision of the trace; a literal
+/// where there is one choice) by `pad_einsum`. Returns the main block's rv when the rule
+/// applied, and leaves the trace untouched when it did not (a convolution, or extents with
+/// nothing to pad).
+fn pad(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    main: &str,
+    kind: SketchKind,
+) -> Result<Option<BlockRv>, SketchError> {
+    if space.pad_multiples.is_empty() {
+        return Ok(None);
+    }
+    let choices = {
+        let p = sch.program();
+        let [b] = p.find_block(main)[..] else {
+            return Ok(None);
+        };
+        if pad_einsum::check_einsum(p, b).is_err() {
+            return Ok(None);
+        }
+        let ivs = &p.block(b).iter_vars;
+        let first_reduce = ivs.iter().position(|iv| iv.kind == IterKind::Reduce);
+        let choices: Vec<Vec<i64>> = ivs
+            .iter()
+            .enumerate()
+            .map(|(i, iv)| {
+                let mut c = pad_choices(space, iv.extent);
+                // The split-K sketch keeps paddings of its reduction that a count divides.
+                if kind == SketchKind::SplitK && Some(i) == first_reduce {
+                    c.retain(|m| !split_counts(space, padded_extent(iv.extent, *m)).is_empty());
+                }
+                if c.is_empty() {
+                    c.push(1);
+                }
+                c
+            })
+            .collect();
+        choices
+    };
+    if choices.iter().all(|c| c == &[1]) {
+        return Ok(None);
+    }
+    let b = sch.get_block(main).map_err(at("pad_einsum"))?;
+    let mut padding = Vec::new();
+    for c in &choices {
+        padding.push(match c.as_slice() {
+            [one] => IntArg::Lit(*one),
+            many => {
+                let probs = vec![1.0 / many.len() as f64; many.len()];
+                IntArg::Rv(
+                    sch.sample_categorical(many, &probs, None)
+                        .map_err(at("pad_einsum"))?,
+                )
+            }
+        });
+    }
+    sch.pad_einsum(b, &padding).map_err(at("pad_einsum"))?;
+    Ok(Some(b))
+}
+
+/// The multiples an extent may be padded to: 1 (unpadded) where the extent has a good
+/// divisor ([`pads`] is false), and each of the space's `pad_multiples` that pads by at
+/// most `max_waste` of the padded extent, one multiple per distinct padded extent (the
+/// smallest). Empty for a short prime such as 19 (its axis is left to `sample_tile`).
+fn pad_choices(space: &SearchSpace, extent: i64) -> Vec<i64> {
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    if !pads(space, extent) {
+        out.push((1, extent));
+    }
+    let mut multiples = space.pad_multiples.clone();
+    multiples.sort_unstable();
+    for m in multiples {
+        let padded = padded_extent(extent, m);
+        let waste = (padded - extent) as f64 / padded as f64;
+        if waste <= space.max_waste && !out.iter().any(|(_, e)| *e == padded) {
+            out.push((m, padded));
+        }
+    }
+    out.into_iter().map(|(m, _)| m).collect()
+}
+
+fn padded_extent(extent: i64, multiple: i64) -> i64 {
+    (extent + multiple - 1) / multiple * multiple
 }
 
 /// The implicit-GEMM rule: with the space's `tiling.implicit_gemm` probability (drawn

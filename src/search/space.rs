@@ -57,6 +57,10 @@ pub struct SearchSpace {
     /// The share of a tiled loop's padded iterations that may fall outside its extent
     /// (`tiling.max_waste`; 0: only tile sizes that divide the extent).
     pub max_waste: f64,
+    /// Einsums (GEMMs) get their iteration variables padded to one of these multiples
+    /// (`tiling.pad_multiples`, a decision per axis, waste bounded by `max_waste`) so
+    /// that tiles divide the padded extents; empty: never.
+    pub pad_multiples: Vec<i64>,
     /// The probability that a sample fuses the spatial axes that the same inputs read (a
     /// conv's n, p, q) into one before tiling (`tiling.implicit_gemm`; 0: never).
     pub implicit_gemm: f64,
@@ -156,6 +160,8 @@ struct Tiling {
     max_innermost_factor: i64,
     #[serde(default)]
     max_waste: f64,
+    #[serde(default)]
+    pad_multiples: Vec<i64>,
     #[serde(default)]
     implicit_gemm: f64,
 }
@@ -310,6 +316,12 @@ impl SearchSpace {
                 format!("{} is not in [0, 1)", f.tiling.max_waste),
             ));
         }
+        if let Some(m) = f.tiling.pad_multiples.iter().find(|m| **m < 2) {
+            return Err(invalid(
+                "tiling.pad_multiples",
+                format!("{m} is not a multiple to pad to (at least 2)"),
+            ));
+        }
         if !(0.0..=1.0).contains(&f.tiling.implicit_gemm) {
             return Err(invalid(
                 "tiling.implicit_gemm",
@@ -401,6 +413,7 @@ impl SearchSpace {
             bindings,
             max_innermost_factor: f.tiling.max_innermost_factor,
             max_waste: f.tiling.max_waste,
+            pad_multiples: f.tiling.pad_multiples,
             implicit_gemm: f.tiling.implicit_gemm,
             min_threads_per_block: t.min_threads_per_block,
             max_threads_per_block: t.max_threads_per_block,

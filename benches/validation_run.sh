@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The validation set (benches/validation.toml) on the CUDA device, as a user meets it:
+# a database holding the shipped records of other workloads (none of these shapes) and
+# the cost model trained on them; each workload tuned with the default search, then its
+# best timed against cublasLt / cuDNN in the same session (benches/gpu_suite.sh).
+#
+#   benches/validation_run.sh OUT SECONDS TRIALS [gemm|conv] [FIRST [COUNT]]
+#   e.g. benches/validation_run.sh /tmp/val 60 300 gemm 0 8
+#
+# Needs database/*.all.jsonl.gz, python3 (tomllib) and, for convs, PyTorch.
+set -u
+out=$1 secs=$2 trials=$3
+kind=${4:-gemm} first=${5:-0} count=${6:-1000}
+bin=${TESSEL_BIN:-./.gpu/tessel}
+db=${TESSEL_DB:-/tmp/tessel-validation.sqlite}
+mkdir -p "$out"
+if [[ ! -e $db ]]; then
+  for f in database/*.all.jsonl.gz; do
+    "$bin" db import "$f" --db "$db" >>"$out/import.txt" 2>&1
+  done
+  "$bin" model train --db "$db" --target cuda >"$out/train.txt" 2>&1
+fi
+mapfile -t workloads < <(python3 - "$kind" "$first" "$count" <<'PY'
+import sys, tomllib
+kind, first, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+with open("benches/validation.toml", "rb") as f:
+    entries = tomllib.load(f)[kind]
+for e in entries[first:first + count]:
+    print(e["workload"])
+PY
+)
+TESSEL_DB=$db TESSEL_BATCH=${TESSEL_BATCH:-64} bash benches/gpu_suite.sh "$out" "$secs" "$trials" "${workloads[@]}"
