@@ -45,7 +45,12 @@ fn prime_gemm_samples_have_large_blocks() {
         let threads = obj["threads_per_block"].as_i64().unwrap();
         assert!((32..=1024).contains(&threads), "{it}");
         assert!(obj["shared_bytes"].as_i64().unwrap() <= 227 * 1024, "{it}");
-        assert!(obj["trace"].as_str().unwrap().contains("sample_tile("));
+        // Prime extents are padded: by pad_einsum (a GEMM) or imperfect tiles.
+        let trace = obj["trace"].as_str().unwrap();
+        assert!(
+            trace.contains("pad_einsum(") || trace.contains("sample_tile("),
+            "{trace}"
+        );
         outputs.push(obj["outputs_per_block"].as_i64().unwrap());
     }
     let m = median(outputs);

@@ -33,6 +33,7 @@ pub enum InstKind {
     DecomposeReduction,
     Rfactor,
     PadEinsum,
+    TransformLayout,
     StorageAlign,
     SamplePerfectTile,
     SampleTile,
@@ -60,7 +61,7 @@ pub struct Signature {
 }
 
 impl InstKind {
-    pub const ALL: [InstKind; 25] = [
+    pub const ALL: [InstKind; 26] = [
         InstKind::GetBlock,
         InstKind::GetLoops,
         InstKind::GetConsumers,
@@ -82,6 +83,7 @@ impl InstKind {
         InstKind::DecomposeReduction,
         InstKind::Rfactor,
         InstKind::PadEinsum,
+        InstKind::TransformLayout,
         InstKind::StorageAlign,
         InstKind::SamplePerfectTile,
         InstKind::SampleTile,
@@ -133,6 +135,12 @@ impl InstKind {
             ),
             Rfactor => ("rfactor", Some(&["loop"]), &["factor_axis"], Some(K::Block)),
             PadEinsum => ("pad_einsum", Some(&["block"]), &["padding"], None),
+            TransformLayout => (
+                "transform_layout",
+                Some(&["block"]),
+                &["buffer_index", "permutation"],
+                None,
+            ),
             StorageAlign => (
                 "storage_align",
                 Some(&["block"]),

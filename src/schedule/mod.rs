@@ -8,6 +8,7 @@ pub mod get;
 pub mod inline;
 pub mod inst;
 pub mod json;
+pub mod layout;
 pub mod loop_transformation;
 pub mod pad_einsum;
 pub mod reduction;

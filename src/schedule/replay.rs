@@ -239,6 +239,22 @@ impl Replayer {
                 let l = self.lp(Self::input(inst, 0)?)?;
                 vec![self.sch.rfactor(l, Self::int(inst, "factor_axis")?)?.0]
             }
+            TransformLayout => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                let Operand::List(xs) = Self::attr(inst, "permutation")? else {
+                    return Err(bad("permutation", "expected a list"));
+                };
+                let perm: Vec<i64> = xs
+                    .iter()
+                    .map(|x| match x {
+                        Operand::Int(v) => Ok(*v),
+                        other => Err(bad("permutation", format!("{other:?}"))),
+                    })
+                    .collect::<Result<_, _>>()?;
+                self.sch
+                    .transform_layout(b, Self::int(inst, "buffer_index")?, &perm)?;
+                vec![]
+            }
             PadEinsum => {
                 let b = self.block(Self::input(inst, 0)?)?;
                 let Operand::List(ps) = Self::attr(inst, "padding")? else {

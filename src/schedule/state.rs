@@ -9,7 +9,8 @@ use super::annotation::{self, AnnTarget};
 use super::error::{Result, ScheduleError};
 use super::inst::{Decision, InstKind, Instruction, Operand, RvInfo, RvKind, Trace};
 use super::{
-    cache, compute_at, get, inline, loop_transformation, pad_einsum, reduction, rfactor, sampling,
+    cache, compute_at, get, inline, layout, loop_transformation, pad_einsum, reduction, rfactor,
+    sampling,
 };
 use crate::ir::{AnnValue, BlockId, LoopId, Node, Program};
 use rand::SeedableRng;
@@ -500,6 +501,34 @@ impl Schedule {
                 ("axis", Operand::Int(axis)),
                 ("factor", Operand::Int(factor)),
                 ("offset", Operand::Int(offset)),
+            ],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
+    /// `transform_layout(block, buffer_index, permutation)`: the buffer the block writes is
+    /// stored with its axes permuted (new axis `i` is old axis `permutation[i]`).
+    pub fn transform_layout(
+        &mut self,
+        block: BlockRv,
+        buffer_index: i64,
+        permutation: &[i64],
+    ) -> Result<()> {
+        let b = self.block_id(block)?;
+        self.transact("transform_layout", |p| {
+            layout::transform_layout(p, b, buffer_index, permutation)
+        })?;
+        self.record(
+            InstKind::TransformLayout,
+            vec![Operand::Rv(block.0)],
+            vec![
+                ("buffer_index", Operand::Int(buffer_index)),
+                (
+                    "permutation",
+                    Operand::List(permutation.iter().map(|x| Operand::Int(*x)).collect()),
+                ),
             ],
             None,
             vec![],

@@ -331,6 +331,7 @@ pub fn apply_sketch(
                 .cache_read(main, idx as i64, scope)
                 .map_err(at("cache_read"))?;
             sch.compute_at(cached, fetch_at).map_err(at("compute_at"))?;
+            let transposed = space.reduction_major && reduction_major(sch, main, cached)?;
             if thread_factors.is_empty() {
                 continue;
             }
@@ -339,12 +340,15 @@ pub fn apply_sketch(
                 continue;
             }
             let fused = fuse(sch, &cl[fetch_depth..])?;
-            let probs = vec![
-                1.0 / space.fetch_vector_lengths.len() as f64;
-                space.fetch_vector_lengths.len()
-            ];
+            // A transposed copy stores its vectors' lanes apart: one lane per load.
+            let lengths = if transposed {
+                vec![1]
+            } else {
+                space.fetch_vector_lengths.clone()
+            };
+            let probs = vec![1.0 / lengths.len() as f64; lengths.len()];
             let vec = sch
-                .sample_categorical(&space.fetch_vector_lengths, &probs, None)
+                .sample_categorical(&lengths, &probs, None)
                 .map_err(at("cooperative fetch"))?;
             let threads = IntArg::Product(thread_factors.iter().map(|f| IntArg::Rv(*f)).collect());
             let parts = sch
@@ -494,6 +498,58 @@ fn split_k(
         .map_err(at("split-K"))?;
     let rf = sch.rfactor(parts[0], 0).map_err(at("rfactor"))?;
     Ok((rf, b, parts[0]))
+}
+
+/// Shared-memory banks of 4 bytes (every CUDA architecture since Maxwell).
+const SHARED_BANKS: i64 = 32;
+
+/// The reduction-major rule (`cache_read.reduction_major`): when `main` reads the buffer
+/// `cached` writes with a reduction variable alone in the last index and a spatial one
+/// before it (a GEMM's `A[m, k]`, an NT GEMM's `B[n, k]`), the copy is stored with the
+/// reduction axes first (`transform_layout`), so that the threads of a warp, which own
+/// neighbouring outputs, read neighbouring words instead of words a row apart in the
+/// same memory bank; the row stride is padded to 1 modulo the 32 banks (`storage_align`),
+/// so the copy's transposed stores do not all fall in one bank. Returns whether it
+/// transposed.
+fn reduction_major(
+    sch: &mut Schedule,
+    main: BlockRv,
+    cached: BlockRv,
+) -> Result<bool, SketchError> {
+    let perm = {
+        let p = sch.program();
+        let mb = sch.block_id(main).map_err(at("reduction-major"))?;
+        let cb = sch.block_id(cached).map_err(at("reduction-major"))?;
+        let buf = p.block(cb).body.buffer;
+        let blk = p.block(mb);
+        let Some((_, idx)) = p.block_reads(mb).into_iter().find(|(b, _)| *b == buf) else {
+            return Ok(false);
+        };
+        let uses = |e: &Expr, kind| {
+            blk.iter_vars
+                .iter()
+                .any(|iv| iv.kind == kind && e.uses_var(iv.var))
+        };
+        let reduce_only: Vec<bool> = idx
+            .iter()
+            .map(|e| uses(e, IterKind::Reduce) && !uses(e, IterKind::Spatial))
+            .collect();
+        if !(reduce_only.last() == Some(&true) && reduce_only.iter().any(|r| !r)) {
+            return Ok(false);
+        }
+        let (mut first, rest): (Vec<i64>, Vec<i64>) =
+            (0..idx.len() as i64).partition(|d| reduce_only[*d as usize]);
+        first.extend(rest);
+        first
+    };
+    sch.transform_layout(cached, 0, &perm)
+        .map_err(at("reduction-major"))?;
+    // The copy's stores walk the transposed axis: an odd row stride spreads them (and
+    // keeps the threads' reads along the last axis on distinct banks).
+    let axis = perm.len() as i64 - 2;
+    sch.storage_align(cached, 0, axis, SHARED_BANKS, 1)
+        .map_err(at("reduction-major"))?;
+    Ok(true)
 }
 
 /// The padding rule (spaces with `tiling.pad_multiples`): where the main block is an

@@ -70,6 +70,9 @@ pub struct SearchSpace {
     /// `Some(scope)` when inputs are staged (and cooperatively fetched on CUDA).
     pub cache_read: Option<String>,
     pub fetch_vector_lengths: Vec<i64>,
+    /// GEMM operands whose last axis is a reduction are stored reduction axes first in
+    /// the cache (`cache_read.reduction_major`).
+    pub reduction_major: bool,
     /// `Some(scope)` when the output is accumulated in a cache.
     pub cache_write: Option<String>,
     pub unroll_max_steps: Vec<i64>,
@@ -180,6 +183,8 @@ struct CacheRead {
     enabled: bool,
     scope: String,
     vector_lengths: Vec<i64>,
+    #[serde(default)]
+    reduction_major: bool,
 }
 
 #[derive(Deserialize)]
@@ -420,6 +425,7 @@ impl SearchSpace {
             max_vthreads: t.max_vthreads,
             cache_read: f.cache_read.enabled.then_some(f.cache_read.scope),
             fetch_vector_lengths: f.cache_read.vector_lengths,
+            reduction_major: f.cache_read.reduction_major,
             cache_write: f.cache_write.enabled.then_some(f.cache_write.scope),
             unroll_max_steps: f.unroll.max_steps,
             inline_padding: f.inline.padding,
