@@ -9,9 +9,19 @@
 //! cooperative fetch possible. Regions are clamped to the buffer (or iteration domain):
 //! constant ranges are cut, symbolic ones get a predicate.
 //!
+//! A write-back (`reverse_compute_at`) may not write more than its producers wrote in that
+//! iteration: a point outside would copy a value another iteration (another thread) owns.
+//! Its box is exact when every index is a fixed part plus a part over relaxed loops alone
+//! and no relaxed loop moves two indices. It is not when the producer's indices are
+//! `floordiv`/`floormod` digits of one fused index whose tile is not aligned to the digits
+//! (the implicit-GEMM view of a conv: `n, p, q` from one `n*p*q` axis): the box of such a
+//! digit is its whole range. Then the consumer iterates over copies of the relaxed loops
+//! its producer's store indices use, each index bound to the producer's expression over
+//! them, so it writes exactly the points written there.
+//!
 //! Invariant: the moved block computes every point the other side reads in that iteration
-//! (perhaps more, never less), before it (`compute_at`) or after the producers
-//! (`reverse_compute_at`).
+//! (perhaps more, never less), before it (`compute_at`); or exactly the points its
+//! producers write in that iteration, after them (`reverse_compute_at`).
 
 use super::error::{Result, ScheduleError};
 use super::util::*;
@@ -228,27 +238,172 @@ fn rebuild(
             all.insert(p.lp(*l).var, p.lp(*l).extent);
         }
         let binding = simplify(&binding, &|v| all.get(&v).map(|&x| Interval::new(0, x - 1)));
-        let r = range_of(&binding, &|v| all.get(&v).map(|&x| Interval::new(0, x - 1)));
-        if !r.is_bounded() || r.min < 0 {
-            guards.push(Expr::bin(BinOp::Ge, binding.clone(), Expr::Int(0)));
-        }
-        if !r.is_bounded() || r.max >= iv.extent {
-            guards.push(Expr::bin(BinOp::Lt, binding.clone(), Expr::Int(iv.extent)));
-        }
+        guards.extend(bound_guards(&binding, iv.extent, &all));
         bindings.push(binding);
     }
+    let pred = guards
+        .into_iter()
+        .reduce(|a, g| Expr::bin(BinOp::And, a, g));
+    install(p, b, &loops, bindings, pred)
+}
+
+/// Guards keeping `binding` (over loops of `ranges`) in `[0, extent)`, where the ranges do
+/// not prove it.
+fn bound_guards(binding: &Expr, extent: i64, ranges: &BTreeMap<VarId, i64>) -> Vec<Expr> {
+    let r = range_of(binding, &|v| {
+        ranges.get(&v).map(|&x| Interval::new(0, x - 1))
+    });
+    let mut guards = Vec::new();
+    if !r.is_bounded() || r.min < 0 {
+        guards.push(Expr::bin(BinOp::Ge, binding.clone(), Expr::Int(0)));
+    }
+    if !r.is_bounded() || r.max >= extent {
+        guards.push(Expr::bin(BinOp::Lt, binding.clone(), Expr::Int(extent)));
+    }
+    guards
+}
+
+/// Nests `b` in `loops` (outermost first) with `bindings` and `predicate`; returns the top
+/// node of the nest.
+fn install(
+    p: &mut Program,
+    b: BlockId,
+    loops: &[LoopId],
+    bindings: Vec<Expr>,
+    predicate: Option<Expr>,
+) -> Node {
     let mut body = vec![Node::Block(b)];
     for l in loops.iter().rev() {
         p.lp_mut(*l).body = body;
         body = vec![Node::Loop(*l)];
     }
-    let pred = guards
-        .into_iter()
-        .reduce(|a, g| Expr::bin(BinOp::And, a, g));
     let blk = p.block_mut(b);
     blk.bindings = bindings;
-    blk.predicate = pred;
+    blk.predicate = predicate;
     body[0]
+}
+
+/// Whether the box of `accesses` under one iteration of `target` is exactly the set of
+/// points they touch: every index is a part over the fixed loops plus a part over relaxed
+/// loops alone, and no relaxed loop appears in two indices of one access.
+fn box_is_exact(
+    p: &Program,
+    accesses: &[(BlockId, Vec<Expr>)],
+    target: LoopId,
+    scope: Scope,
+) -> bool {
+    let fixed = fixed_vars(p, target, scope);
+    let ext = loop_ranges(p);
+    let range = |v: VarId| ext.get(&v).map(|&x| Interval::new(0, x - 1));
+    accesses.iter().all(|(b, idx)| {
+        let mut seen: HashSet<VarId> = HashSet::new();
+        in_loop_vars(p, *b, idx).iter().all(|e| {
+            let (_, rest) = split_terms(e, &|v| fixed.contains(&v), &range);
+            rest.vars()
+                .into_iter()
+                .all(|v| !fixed.contains(&v) && seen.insert(v))
+        })
+    })
+}
+
+/// The conjuncts of a predicate.
+fn conjuncts(e: &Expr, out: &mut Vec<Expr>) {
+    match e {
+        Expr::Bin(BinOp::And, a, b) => {
+            conjuncts(a, out);
+            conjuncts(b, out);
+        }
+        other => out.push(other.clone()),
+    }
+}
+
+/// Rebuilds the loops of consumer `b` as copies of the loops that the store indices of its
+/// producer `w` use and that one iteration of `target` relaxes (nest order), each
+/// dimension's iteration variable bound to the producer's index over the copies (`dims`:
+/// the iteration variable of each dimension). Iteration variables no dimension names
+/// get a loop over their whole extent. The predicate keeps the indices in bounds and
+/// carries the conjuncts of the producer's predicate over these loops, so `b` visits
+/// exactly the points `w` writes in one iteration of `target`. Returns the top node.
+fn rebuild_exact(
+    p: &mut Program,
+    b: BlockId,
+    dims: &[usize],
+    w: BlockId,
+    target: LoopId,
+    scope: Scope,
+) -> Node {
+    let fixed = fixed_vars(p, target, scope);
+    let store = in_loop_vars(p, w, &p.block(w).body.indices.clone());
+    let used: HashSet<VarId> = store.iter().flat_map(|e| e.vars()).collect();
+    let relaxed: Vec<LoopId> = p
+        .ancestors(Node::Block(w))
+        .into_iter()
+        .filter(|l| {
+            let v = p.lp(*l).var;
+            used.contains(&v) && !fixed.contains(&v)
+        })
+        .collect();
+    let mut taken: HashSet<String> = p
+        .ancestors(Node::Loop(target))
+        .into_iter()
+        .chain([target])
+        .map(|x| p.loop_name(x).to_string())
+        .collect();
+    let mut loops = Vec::new();
+    let mut map: BTreeMap<VarId, Expr> = BTreeMap::new();
+    let mut fresh = |p: &mut Program, extent: i64, loops: &mut Vec<LoopId>| {
+        let name = unique(&format!("ax{}", loops.len()), &taken);
+        taken.insert(name.clone());
+        let l = p.new_loop(name, extent, Vec::new());
+        loops.push(l);
+        p.lp(l).var
+    };
+    for old in &relaxed {
+        let extent = p.lp(*old).extent;
+        let copy = match extent {
+            1 => Expr::Int(0),
+            _ => Expr::Var(fresh(p, extent, &mut loops)),
+        };
+        map.insert(p.lp(*old).var, copy);
+    }
+    let blk = p.block(b).clone();
+    let mut bindings = Vec::new();
+    for (i, iv) in blk.iter_vars.iter().enumerate() {
+        let binding = match dims.iter().position(|it| *it == i) {
+            Some(d) => store[d].substitute(&|v| map.get(&v).cloned()),
+            None => Expr::Var(fresh(p, iv.extent, &mut loops)),
+        };
+        bindings.push(binding);
+    }
+    let mut all = loop_ranges(p);
+    for l in &loops {
+        all.insert(p.lp(*l).var, p.lp(*l).extent);
+    }
+    let range = |v: VarId| all.get(&v).map(|&x| Interval::new(0, x - 1));
+    let bindings: Vec<Expr> = bindings.iter().map(|e| simplify(e, &range)).collect();
+    let mut guards = Vec::new();
+    if let Some(pred) = &p.block(w).predicate {
+        let mut parts = Vec::new();
+        conjuncts(pred, &mut parts);
+        let known = |v: &VarId| fixed.contains(v) || map.contains_key(v);
+        guards.extend(
+            parts
+                .into_iter()
+                .filter(|c| c.vars().iter().all(known))
+                .map(|c| c.substitute(&|v| map.get(&v).cloned())),
+        );
+    }
+    for (iv, e) in blk.iter_vars.iter().zip(&bindings) {
+        guards.extend(bound_guards(e, iv.extent, &all));
+    }
+    let pred = guards
+        .into_iter()
+        .reduce(|a, g| Expr::bin(BinOp::And, a, g))
+        .and_then(|e| {
+            let s = simplify(&e, &range);
+            (s.as_int().is_none() || s.as_int() == Some(0)).then_some(s)
+        });
+    install(p, b, &loops, bindings, pred)
 }
 
 fn common_checks(p: &Program, b: BlockId, target: LoopId) -> Result<()> {
@@ -415,16 +570,38 @@ pub fn reverse_compute_at(p: &mut Program, b: BlockId, target: LoopId) -> Result
         .iter()
         .map(|w| (*w, p.block(*w).body.indices.clone()))
         .collect();
+    //    Where its box is not exact (see the module doc), the consumer replays the loops
+    //    of its one producer instead.
     let scope = p.buffer(buf).scope;
+    let exact_box = box_is_exact(p, &accesses, target, scope);
+    let single = match producers.as_slice() {
+        [w] => Some(*w),
+        _ => None,
+    };
+    if !exact_box && single.is_none() {
+        return Err(ScheduleError::Unsupported {
+            primitive: "reverse_compute_at",
+            block: name,
+            reason: format!(
+                "the region its producers {} write under loop {tname} is not a box",
+                block_names(p, &producers)
+            ),
+        });
+    }
     let reg = region(p, &accesses, target, scope, read_idx.len());
     // 3. Detach, rebuild, insert after the last producer.
     remove_exclusive(p, b);
-    let dim_of_iter: BTreeMap<usize, Dim> = dims
-        .iter()
-        .enumerate()
-        .map(|(d, it)| (*it, reg[d].clone()))
-        .collect();
-    let top = rebuild(p, b, &dim_of_iter, Node::Loop(target));
+    let top = match single {
+        Some(w) if !exact_box => rebuild_exact(p, b, &dims, w, target, scope),
+        _ => {
+            let dim_of_iter: BTreeMap<usize, Dim> = dims
+                .iter()
+                .enumerate()
+                .map(|(d, it)| (*it, reg[d].clone()))
+                .collect();
+            rebuild(p, b, &dim_of_iter, Node::Loop(target))
+        }
+    };
     let last = producers
         .iter()
         .filter_map(|w| child_containing(p, Some(target), Node::Block(*w)))

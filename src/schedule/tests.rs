@@ -441,3 +441,65 @@ fn rfactor_of_what_it_cannot_factor_is_rejected_naming_the_loop() {
     let e = rejected(&mut sch, |s| s.rfactor(l[2], 0).map(|_| ()));
     assert!(e.to_string().contains("it has no init"), "{e}");
 }
+
+/// The implicit-GEMM case: the two spatial axes of a matmul fused into one and split into
+/// block, thread and serial tiles, the write-back placed at the thread. `tile` outputs per
+/// thread, not aligned to the row of `n` (a thread's tile crosses rows): the box of each
+/// index is its whole range, so the write-back must replay the thread's loops instead.
+fn fused_write_back(m: i64, n: i64, tile: i64, threads: i64) -> Schedule {
+    let mut sch = Schedule::new(matmul(m, n, 3), 0);
+    let c = sch.get_block("C").unwrap();
+    let wb = sch.cache_write(c, 0, "local").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let f = sch.fuse(&l[..2]).unwrap();
+    let t = sch
+        .split(f, &[None, Some(threads.into()), Some(tile.into())])
+        .unwrap();
+    sch.bind(t[0], "blockIdx.x").unwrap();
+    sch.bind(t[1], "threadIdx.x").unwrap();
+    sch.reverse_compute_at(wb, t[1]).unwrap();
+    crate::ir::verify::verify(sch.program()).unwrap();
+    sch
+}
+
+#[test]
+fn write_back_of_an_unaligned_fused_tile_writes_exactly_its_threads_outputs() {
+    // 4 x 6 fused into 24 = 2 x 3 x 4: tiles of 4 cross rows of 6. The others are padded
+    // (a predicate masks the fused index beyond the extent): 3 x 7 = 21 in 2 x 4 x 3,
+    // 5 x 4 = 20 in 3 x 3 x 3, 2 x 9 = 18 in 2 x 5 x 2.
+    for (m, n, tile, threads) in [(4, 6, 4, 3), (3, 7, 3, 4), (5, 4, 3, 3), (2, 9, 2, 5)] {
+        let sch = fused_write_back(m, n, tile, threads);
+        let p = sch.program();
+        let text = print_program(p);
+        // The write-back iterates over the thread's `tile` points, not a box of C.
+        let wb = p.find_block("C_local")[0];
+        let points: i64 = p
+            .ancestors(Node::Block(wb))
+            .iter()
+            .filter(|l| matches!(p.lp(**l).kind, LoopKind::Serial))
+            .map(|l| p.lp(*l).extent)
+            .product();
+        assert_eq!(points, tile, "{m}x{n} in tiles of {tile}:\n{text}");
+        // Serially and with GPU semantics (a point written by two threads is an error),
+        // it computes the reference's answer.
+        let reference = matmul(m, n, 3);
+        crate::interp::check(&reference, p, 5).unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let lowered = crate::lower::lower(p, crate::lower::Backend::Cuda).unwrap();
+        crate::interp::check_lowered(&reference, &lowered, 5)
+            .unwrap_or_else(|e| panic!("{m}x{n} in tiles of {tile}: {e}\n{text}"));
+        // The trace replays to the same program.
+        let again = crate::schedule::replay(sch.trace(), reference, 0).unwrap();
+        assert_eq!(print_program(again.program()), text);
+    }
+}
+
+#[test]
+fn write_back_of_an_aligned_fused_tile_keeps_its_box() {
+    // Tiles of 3 within rows of 6: each thread writes one row segment, a box.
+    let sch = fused_write_back(4, 6, 3, 4);
+    let text = print_program(sch.program());
+    assert!(text.contains("for ax1 in range(3):"), "{text}");
+    let reference = matmul(4, 6, 3);
+    let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda).unwrap();
+    crate::interp::check_lowered(&reference, &lowered, 5).unwrap();
+}

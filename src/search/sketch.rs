@@ -24,7 +24,8 @@
 //!    `sample_tile` (factors whose product may exceed the extent by at most
 //!    `tiling.max_waste` of it; the extra iterations are masked by predicates) or, where
 //!    the space allows no waste, `sample_perfect_tile`; the tiles are reordered level by
-//!    level (`SSSRRSRS`).
+//!    level (`SSSRRSRS`). An axis the implicit-GEMM view fused is tiled in sizes aligned
+//!    to the loops fused into it ([`aligned_tile`]).
 //! 5. **Binding**: the loops of each leading S level are fused and bound (blockIdx,
 //!    vthread, threadIdx on CUDA; `parallel` on the CPU).
 //! 6. **Write-back placement**: `reverse_compute_at` at the last loop of the last S level
@@ -215,9 +216,10 @@ pub fn apply_sketch(
     }
     // 3b. The implicit-GEMM view (convolutions): spatial axes read by the same inputs
     //     (n, p, q of a conv) become one axis before tiling.
-    if split.is_none() {
-        implicit_gemm(space, sch, main, seed)?;
-    }
+    let fused_axes = match split {
+        None => implicit_gemm(space, sch, main, seed)?,
+        Some(_) => Vec::new(),
+    };
     // 4. Tiling. The split-K loop is not tiled: it goes whole to the outermost level
     //    (blockIdx), so that each thread block computes one partial result.
     let rf_loop = match split {
@@ -238,17 +240,27 @@ pub fn apply_sketch(
         .filter(|l| **l == Level::Spatial)
         .count();
     let n_r = space.levels.len() - n_s;
-    let spatial_extents: Vec<i64> = {
+    // Each spatial axis: its extent and, for an axis the implicit-GEMM view fused, the
+    // extents of the loops fused into it (its digits).
+    let spatial_axes: Vec<(i64, Option<Vec<i64>>)> = {
         let p = sch.program();
         loops
             .iter()
             .zip(&kinds)
             .filter(|(_, k)| **k == IterKind::Spatial)
-            .map(|(l, _)| sch.loop_id(*l).map(|id| p.lp(id).extent))
+            .map(|(l, _)| {
+                sch.loop_id(*l).map(|id| {
+                    let digits = fused_axes
+                        .iter()
+                        .find(|(f, _)| *f == id)
+                        .map(|(_, d)| d.clone());
+                    (p.lp(id).extent, digits)
+                })
+            })
             .collect::<Result<_, _>>()
             .map_err(at("tiling"))?
     };
-    let mut joint = joint_spatial_tiles(space, &spatial_extents, n_s, seed).into_iter();
+    let mut joint = joint_spatial_tiles(space, &spatial_axes, n_s, seed).into_iter();
     // tiles[axis][level-of-that-kind] and the sampled factors.
     let mut s_tiles: Vec<(Vec<LoopRv>, Vec<ExprRv>)> = Vec::new();
     let mut r_tiles: Vec<(Vec<LoopRv>, Vec<ExprRv>)> = Vec::new();
@@ -645,29 +657,93 @@ fn padded_extent(extent: i64, multiple: i64) -> i64 {
 /// inputs whose indices use them (a conv's n, p and q are read by the data only, k by the
 /// weights only), the groups made adjacent by a `reorder` and every group of two or more
 /// loops `fuse`d, so that tiling sees one M axis of extent N*P*Q: a batched or strided conv
-/// gets large tiles. A GEMM (one axis per group) is left as it is.
+/// gets large tiles. A GEMM (one axis per group) is left as it is. Returns each fused loop
+/// with the extents of the loops fused into it (outermost first), which
+/// [`aligned_tile`] tiles by.
 fn implicit_gemm(
     space: &SearchSpace,
     sch: &mut Schedule,
     main: BlockRv,
     seed: u64,
-) -> Result<(), SketchError> {
+) -> Result<Vec<(crate::ir::LoopId, Vec<i64>)>, SketchError> {
     use rand::{Rng, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x1317_9e77_0000_0002);
     if space.implicit_gemm <= 0.0 || rng.gen::<f64>() >= space.implicit_gemm {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let loops = sch.get_loops(main).map_err(at("implicit GEMM"))?;
     let groups = input_groups(sch, main, &loops)?;
     if groups.iter().all(|g| g.len() < 2) {
-        return Ok(());
+        return Ok(Vec::new());
     }
     let ordered: Vec<LoopRv> = groups.iter().flatten().copied().collect();
     sch.reorder(&ordered).map_err(at("implicit GEMM"))?;
+    let mut fused = Vec::new();
     for g in groups.iter().filter(|g| g.len() >= 2) {
-        sch.fuse(g).map_err(at("implicit GEMM"))?;
+        let digits = g
+            .iter()
+            .map(|l| sch.loop_id(*l).map(|id| sch.program().lp(id).extent))
+            .collect::<Result<Vec<i64>, _>>()
+            .map_err(at("implicit GEMM"))?;
+        let f = sch.fuse(g).map_err(at("implicit GEMM"))?;
+        fused.push((sch.loop_id(f).map_err(at("implicit GEMM"))?, digits));
     }
-    Ok(())
+    Ok(fused)
+}
+
+/// The tile sizes of a fused axis whose every level is aligned to its digits (the
+/// extents of the loops fused into it, outermost first: a conv's N, P, Q).
+///
+/// A level's extent, the product of the factors from it inwards, is aligned when it is a
+/// divisor of the innermost digit, or that digit times a divisor of the next one, and so
+/// on (for N, P, Q: `d | Q`, `Q*d` with `d | P`, `P*Q*d` with `d | N`); each level's
+/// extent divides the next outer one's. A tile of such an axis covers a box of the digits
+/// at every level, so the write-back, the local accumulator and the shared fetch keep to
+/// what one thread (block) computes. Unaligned tiles are correct too (`reverse_compute_at`
+/// replays the thread's loops where the box is not exact), but a tile crossing a row of
+/// Q spans the whole range of P and N in the bounding box the local and shared buffers
+/// are allocated for: a 16 x 56 x 56 accumulator per thread.
+///
+/// Drawn from the inside out, each level's extent uniformly among the aligned multiples
+/// of the one inside it, the innermost at most `max_innermost`; the outermost is the
+/// whole axis.
+fn aligned_tile(
+    rng: &mut rand_chacha::ChaCha8Rng,
+    digits: &[i64],
+    n: usize,
+    max_innermost: i64,
+) -> Option<Vec<i64>> {
+    use rand::seq::SliceRandom;
+    let extent: i64 = digits.iter().product();
+    let mut sizes = Vec::new();
+    let mut span = 1;
+    for digit in digits.iter().rev() {
+        sizes.extend((1..=*digit).filter(|d| digit % d == 0).map(|d| span * d));
+        span *= digit;
+    }
+    sizes.sort_unstable();
+    sizes.dedup();
+    if n == 0 {
+        return None;
+    }
+    // extents[i]: the extent of level i, the product of the factors from i inwards.
+    let mut extents = vec![extent; n + 1];
+    extents[n] = 1;
+    for level in (1..n).rev() {
+        let inner = extents[level + 1];
+        let limit = if level == n - 1 {
+            max_innermost
+        } else {
+            extent
+        };
+        let choices: Vec<i64> = sizes
+            .iter()
+            .copied()
+            .filter(|s| s % inner == 0 && *s <= limit)
+            .collect();
+        extents[level] = *choices.choose(rng)?;
+    }
+    Some((0..n).map(|i| extents[i] / extents[i + 1]).collect())
 }
 
 /// The spatial loops of `block` (those bound directly to one of its spatial iteration
@@ -762,7 +838,7 @@ const MAX_OUTPUTS_PER_THREAD: i64 = 128;
 /// sampling) on a CPU space or when no such draw was found.
 fn joint_spatial_tiles(
     space: &SearchSpace,
-    extents: &[i64],
+    axes: &[(i64, Option<Vec<i64>>)],
     n_s: usize,
     seed: u64,
 ) -> Vec<Option<Vec<i64>>> {
@@ -774,14 +850,17 @@ fn joint_spatial_tiles(
             .position(|b| matches!(b, Binding::Thread(t) if t.starts_with(prefix)))
     };
     let (Some(t_level), v_level) = (level_of("threadIdx"), level_of("vthread")) else {
-        return vec![None; extents.len()];
+        return vec![None; axes.len()];
     };
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     for _ in 0..JOINT_TRIES {
-        let draw: Option<Vec<Vec<i64>>> = extents
+        let draw: Option<Vec<Vec<i64>>> = axes
             .iter()
-            .map(|e| {
+            .map(|(e, digits)| {
                 let max = space.max_innermost_factor;
+                if let Some(d) = digits {
+                    return aligned_tile(&mut rng, d, n_s, max);
+                }
                 if pads(space, *e) {
                     sampling::sample_imperfect_tile(&mut rng, *e, n_s, max, space.max_waste)
                 } else {
@@ -806,7 +885,7 @@ fn joint_spatial_tiles(
             return draw.into_iter().map(Some).collect();
         }
     }
-    vec![None; extents.len()]
+    vec![None; axes.len()]
 }
 
 /// Samples `n` tile sizes of `lp` (with `hint`, checks and uses those): `sample_tile` when
