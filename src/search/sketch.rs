@@ -12,6 +12,10 @@
 //!
 //! 1. **Inline padding**: spatial stages before the main block (conv2d's `pad_temp`)
 //!    are `compute_inline`d into it.
+//! 1b. **Padding** (spaces with `tiling.pad_multiples`): an einsum main block (a GEMM,
+//!    batched GEMM, dense layer) has each iteration variable padded to a sampled
+//!    multiple by `pad_einsum` ([`pad`]); its zero-filling input stages count as padding
+//!    below, its copy back to the original shape as an epilogue.
 //! 2. **Split-K** (the split-K sketch): the first reduction axis is split by a sampled
 //!    count and `rfactor`ed; the rf block is the main block below, and the original
 //!    block, now the sum of the partial results, is scheduled on its own at the end.
@@ -33,7 +37,9 @@
 //! 7. **Cache read + cooperative fetch** (CUDA): every global input is staged in shared
 //!    memory at the last loop of the first R level, its loops fused, split over the
 //!    block's threads (a product of the sampled thread tiles, so a changed decision keeps
-//!    the split consistent) and vectorized by a sampled length.
+//!    the split consistent) and vectorized by a sampled length. With
+//!    `cache_read.reduction_major`, an operand whose last axis is a reduction is stored
+//!    reduction axes first, rows padded against bank conflicts ([`reduction_major`]).
 //! 8. **Vectorize** (CPU): the innermost loop of the main block and of the write-back.
 //! 9. **Auto-unroll**: a sampled `pragma_auto_unroll_max_step` on the loops of the last
 //!    three levels.
