@@ -145,16 +145,7 @@ pub fn storage_align(
     factor: i64,
     offset: i64,
 ) -> Result<()> {
-    let blk = p.block(b);
-    if buffer_index != 0 {
-        return Err(ScheduleError::IndexOutOfRange {
-            block: blk.name.clone(),
-            what: "written buffers",
-            index: buffer_index,
-            count: 1,
-        });
-    }
-    let buf = blk.body.buffer;
+    let buf = super::util::written_buffer(p, b, buffer_index)?;
     let rank = p.buffer(buf).shape.len() as i64;
     if axis < 0 || axis >= rank {
         return Err(ScheduleError::InvalidArgument {

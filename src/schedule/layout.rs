@@ -16,16 +16,7 @@ pub fn transform_layout(
     buffer_index: i64,
     permutation: &[i64],
 ) -> Result<()> {
-    let blk = p.block(b);
-    if buffer_index != 0 {
-        return Err(ScheduleError::IndexOutOfRange {
-            block: blk.name.clone(),
-            what: "written buffers",
-            index: buffer_index,
-            count: 1,
-        });
-    }
-    let buf = blk.body.buffer;
+    let buf = super::util::written_buffer(p, b, buffer_index)?;
     let name = p.buffer(buf).name.clone();
     let rank = p.buffer(buf).shape.len();
     let perm: Vec<usize> = permutation

@@ -194,3 +194,22 @@ pub fn copy_nest(
     }
     body[0]
 }
+
+/// The buffer block `b` writes, named by `buffer_index` (a block writes one buffer, so
+/// only 0 is valid).
+pub fn written_buffer(
+    p: &Program,
+    b: BlockId,
+    buffer_index: i64,
+) -> super::error::Result<crate::ir::BufferId> {
+    let blk = p.block(b);
+    if buffer_index != 0 {
+        return Err(super::error::ScheduleError::IndexOutOfRange {
+            block: blk.name.clone(),
+            what: "written buffers",
+            index: buffer_index,
+            count: 1,
+        });
+    }
+    Ok(blk.body.buffer)
+}

@@ -12,7 +12,8 @@
 //!
 //! 1. **Inline padding**: spatial stages before the main block (conv2d's `pad_temp`)
 //!    are `compute_inline`d into it.
-//! 1b. **Padding** (spaces with `tiling.pad_multiples`): an einsum main block (a GEMM,
+//!
+//!    **1b. Padding** (spaces with `tiling.pad_multiples`): an einsum main block (a GEMM,
 //!    batched GEMM, dense layer) has each iteration variable padded to a sampled
 //!    multiple by `pad_einsum` ([`pad`]); its zero-filling input stages count as padding
 //!    below, its copy back to the original shape as an epilogue.
