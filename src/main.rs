@@ -136,7 +136,8 @@ enum ModelCommand {
         /// The arch whose records to train on (default: the database's only one).
         #[arg(long)]
         arch: Option<String>,
-        /// The model kind (gbdt-rank, gbdt, linear; perpetual with that feature).
+        /// The model kind (gbdt-rank, gbdt-rank-fail, gbdt, linear; perpetual with that
+        /// feature).
         #[arg(long, default_value = "gbdt-rank")]
         kind: String,
     },
@@ -161,6 +162,10 @@ enum ModelCommand {
         /// Seed of the random baseline.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// The workloads to evaluate on (and train on): `all`, `dev` (the first half of
+        /// the workload keys, sorted; where settings are chosen) or `test` (the rest).
+        #[arg(long, default_value = "all")]
+        subset: String,
     },
 }
 
@@ -818,14 +823,23 @@ fn model_command(command: ModelCommand) -> Result<()> {
             kinds,
             json,
             seed,
+            subset,
         } => {
             let mut db = open_db(db)?;
             let kinds = kinds
                 .split(',')
                 .map(model_kind)
                 .collect::<Result<Vec<_>>>()?;
-            let (f, report) =
-                model_cmd::eval(&mut db, kind_of(target), arch.as_deref(), &kinds, seed)?;
+            let subset = tessel::cost_model::eval::Subset::parse(&subset)
+                .with_context(|| format!("unknown subset {subset:?}: all, dev or test"))?;
+            let (f, report) = model_cmd::eval(
+                &mut db,
+                kind_of(target),
+                arch.as_deref(),
+                &kinds,
+                seed,
+                subset,
+            )?;
             if json {
                 println!("{}", model_cmd::eval_json(&f, &report));
             } else {

@@ -6,7 +6,7 @@
 use crate::cost_model::dataset::{
     backend, device_spec, featurize_records as featurize_records_with, TrainingSet,
 };
-use crate::cost_model::eval::{leave_one_workload_out, EvalReport, RANDOM};
+use crate::cost_model::eval::{leave_one_workload_out, EvalReport, Subset, RANDOM};
 use crate::cost_model::{Model, ModelError, ModelKind, FEATURE_NAMES, FEATURE_SET_VERSION};
 use crate::database::{Database, DatabaseError, Record, StoredModel, TargetKey, TargetKind};
 use std::collections::{BTreeMap, HashMap};
@@ -182,17 +182,19 @@ pub fn train(
     })
 }
 
-/// Leave-one-workload-out of `kinds` (the first the main one) over every record of
-/// `kind` on `arch`.
+/// Leave-one-workload-out of `kinds` (the first the main one) over the records of `kind`
+/// on `arch` whose workloads are in `subset`.
 pub fn eval(
     db: &mut Database,
     kind: TargetKind,
     arch: Option<&str>,
     kinds: &[ModelKind],
     seed: u64,
+    subset: Subset,
 ) -> Result<(Featurized, EvalReport), ModelCmdError> {
     let arch = resolve_arch(db, kind, arch)?;
-    let f = featurize_records(db, kind, &arch)?;
+    let mut f = featurize_records(db, kind, &arch)?;
+    f.set = subset.of(&f.set);
     let report = leave_one_workload_out(&f.set, kinds, seed)?;
     Ok((f, report))
 }

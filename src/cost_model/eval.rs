@@ -132,8 +132,37 @@ pub fn leave_one_workload_out(
     kinds: &[ModelKind],
     seed: u64,
 ) -> Result<EvalReport, ModelError> {
-    let mut groups = Vec::new();
+    let names: Vec<String> = kinds.iter().map(|k| k.name().to_string()).collect();
     let mut train_secs: BTreeMap<String, f64> = BTreeMap::new();
+    let mut report = leave_one_workload_out_with(set, &names, seed, |train, test| {
+        let mut scores = Vec::new();
+        for kind in kinds {
+            let start = Instant::now();
+            let model = Model::train_kind(train, *kind)?;
+            *train_secs.entry(kind.name().to_string()).or_default() +=
+                start.elapsed().as_secs_f64();
+            scores.push(model.predict(&test.features));
+        }
+        Ok(scores)
+    })?;
+    report.train_secs = train_secs;
+    Ok(report)
+}
+
+/// Leave-one-workload-out with any rankers: for each workload, `score(train, test)`
+/// returns one score vector over `test` per name of `names` (in that order), `train`
+/// holding the other workloads' samples. Used by [`leave_one_workload_out`] and by
+/// parameter sweeps that train once per fold and score several ways.
+pub fn leave_one_workload_out_with<F>(
+    set: &TrainingSet,
+    names: &[String],
+    seed: u64,
+    mut score: F,
+) -> Result<EvalReport, ModelError>
+where
+    F: FnMut(&TrainingSet, &TrainingSet) -> Result<Vec<Vec<f64>>, ModelError>,
+{
+    let mut groups = Vec::new();
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     for w in set.workloads() {
         let (held, rest): (Vec<usize>, Vec<usize>) =
@@ -143,14 +172,8 @@ pub fn leave_one_workload_out(
         }
         let train = set.subset(&rest);
         let test = set.subset(&held);
-        let mut scores: Vec<(String, Vec<f64>)> = Vec::new();
-        for kind in kinds {
-            let start = Instant::now();
-            let model = Model::train_kind(&train, *kind)?;
-            *train_secs.entry(kind.name().to_string()).or_default() +=
-                start.elapsed().as_secs_f64();
-            scores.push((kind.name().to_string(), model.predict(&test.features)));
-        }
+        let scores: Vec<(String, Vec<f64>)> =
+            names.iter().cloned().zip(score(&train, &test)?).collect();
         for (g, group) in test.groups.iter().enumerate() {
             let members: Vec<usize> = (0..test.len())
                 .filter(|i| test.group[*i] as usize == g)
@@ -183,11 +206,7 @@ pub fn leave_one_workload_out(
         }
     }
     let mut mean = BTreeMap::new();
-    let names = kinds
-        .iter()
-        .map(|k| k.name().to_string())
-        .chain([RANDOM.to_string()]);
-    for name in names {
+    for name in names.iter().cloned().chain([RANDOM.to_string()]) {
         let ms: Vec<Metrics> = groups
             .iter()
             .filter_map(|g| g.metrics.get(&name).copied())
@@ -195,11 +214,50 @@ pub fn leave_one_workload_out(
         mean.insert(name, Metrics::mean(&ms));
     }
     Ok(EvalReport {
-        kinds: kinds.iter().map(|k| k.name().to_string()).collect(),
+        kinds: names.to_vec(),
         groups,
         mean,
-        train_secs,
+        train_secs: BTreeMap::new(),
     })
+}
+
+/// Which workloads an evaluation covers: settings (features, parameters) are chosen on
+/// the development half and the full table is reported once with the chosen setting.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Subset {
+    /// Every workload.
+    All,
+    /// The first half of the workload keys in sorted order (the larger half when odd).
+    Dev,
+    /// The other half.
+    Test,
+}
+
+impl Subset {
+    /// The subset named `s` (`all`, `dev`, `test`).
+    pub fn parse(s: &str) -> Option<Subset> {
+        match s {
+            "all" => Some(Subset::All),
+            "dev" => Some(Subset::Dev),
+            "test" => Some(Subset::Test),
+            _ => None,
+        }
+    }
+
+    /// The samples of `set` whose workload is in this subset.
+    pub fn of(self, set: &TrainingSet) -> TrainingSet {
+        let workloads = set.workloads();
+        let dev = workloads.len().div_ceil(2);
+        let keep: Vec<&String> = match self {
+            Subset::All => return set.clone(),
+            Subset::Dev => workloads[..dev].iter().collect(),
+            Subset::Test => workloads[dev..].iter().collect(),
+        };
+        let indices: Vec<usize> = (0..set.len())
+            .filter(|i| keep.iter().any(|w| *w == set.workload_of(*i)))
+            .collect();
+        set.subset(&indices)
+    }
 }
 
 fn target_name(t: &TargetKey) -> String {
@@ -222,6 +280,37 @@ mod tests {
         let perfect = Metrics::of(&[0.9, 0.5, 0.1], &latency).unwrap();
         assert_eq!((perfect.top1, perfect.pairwise), (1.0, 1.0));
         assert!(Metrics::of(&[1.0], &[None]).is_none());
+    }
+
+    #[test]
+    fn subsets_split_the_sorted_workloads_in_halves() {
+        use super::super::dataset::Group;
+        use crate::database::TargetKind;
+        let target = TargetKey {
+            kind: TargetKind::Cuda,
+            arch: "sm_90a".into(),
+            device: "d".into(),
+            toolchain: "t".into(),
+        };
+        let keys = ["c", "a", "e", "b", "d"];
+        let set = TrainingSet {
+            features: vec![vec![0.0]; 5],
+            labels: vec![1.0; 5],
+            latency: vec![Some(1.0); 5],
+            group: (0..5).collect(),
+            record_ids: (0..5).collect(),
+            groups: keys
+                .iter()
+                .map(|k| Group {
+                    workload_key: k.to_string(),
+                    target: target.clone(),
+                })
+                .collect(),
+        };
+        assert_eq!(Subset::Dev.of(&set).workloads(), ["a", "b", "c"]);
+        assert_eq!(Subset::Test.of(&set).workloads(), ["d", "e"]);
+        assert_eq!(Subset::All.of(&set).len(), 5);
+        assert_eq!(Subset::parse("dev"), Some(Subset::Dev));
     }
 
     #[test]

@@ -30,7 +30,9 @@
 //! elements per thread, an estimate of registers per thread, resident blocks per
 //! processor and occupancy from [`DeviceSpec`], waves and their tail efficiency,
 //! barriers per block; and program totals: flops, global and shared traffic (distinct
-//! bytes per block x blocks), arithmetic intensity.
+//! bytes per block x blocks), arithmetic intensity; then the main kernel's register
+//! pressure (words loaded per unrolled body, the estimate with them per thread and per
+//! block, the copies of stores in unrolled bodies, the main store's loads per copy).
 //!
 //! # Aggregation to a fixed length
 //!
@@ -59,7 +61,11 @@
 //! * Footprints are the strided-box estimate of [`access`] (exact for disjoint tiles,
 //!   close for sliding windows); the same element read by two loads counts twice.
 //! * Registers per thread: local elements (in 32-bit words) + [`REGISTER_BASE`], capped
-//!   at 255; NVRTC's figure is only known after compiling.
+//!   at 255; NVRTC's figure is only known after compiling. Since feature set v2 the
+//!   register-pressure features add the words one unrolled body loads (the loops inside
+//!   the innermost serial loop around a store ranging, per thread), uncapped, per thread
+//!   and per block: NVRTC keeps those loads in registers when it schedules the unrolled
+//!   body, and spills past 255.
 //! * Strides are taken at the origin (every other variable 0), so `threadIdx.x // 2`
 //!   reads as stride 0 there; the warp's lines are the better coalescing measure.
 //! * Guards narrow the active threads only where they read `threadIdx < c`; other guards
@@ -76,7 +82,7 @@ use crate::lower::{Kernel, Lowered};
 use stores::{Access, KernelCounts, Ops, Store, Walker};
 
 /// The version of the feature set; models store the version they were trained on.
-pub const FEATURE_SET_VERSION: u32 = 1;
+pub const FEATURE_SET_VERSION: u32 = 2;
 
 /// Registers per thread that a kernel needs besides its local arrays (indices, pointers,
 /// loop counters): a rough constant of the estimate.
@@ -169,6 +175,12 @@ pub const FEATURE_NAMES: &[&str] = &[
     "log_global_bytes",
     "log_shared_bytes",
     "log_arithmetic_intensity",
+    // Register pressure of the main kernel (feature set v2).
+    "log_live_load_words",
+    "log_register_pressure",
+    "log_block_register_pressure",
+    "log_unrolled_copies",
+    "main_unrolled_loads_per_store",
     // 2. Sums over all stores.
     "log_sum_float_addsub",
     "log_sum_float_mul",
@@ -465,6 +477,62 @@ fn program_features(l: &Lowered, dev: &DeviceSpec, m: &Measured, out: &mut Vec<f
         log1p2(shared),
         log1p2(if global > 0.0 { flops / global } else { 0.0 }),
     ]);
+    register_features(l, m, main_kernel, shape.as_ref(), out);
+}
+
+/// 32-bit words of the values a store's loads from global or shared memory bring into one
+/// thread's registers in one unrolled body.
+fn live_load_words(s: &Store) -> f64 {
+    s.reads
+        .iter()
+        .filter(|a| a.scope != Scope::Local)
+        .map(|a| a.unrolled.elements * (a.bytes_per_elem / 4.0).max(1.0))
+        .sum()
+}
+
+/// Register pressure beyond the local arrays, which alone make the estimate of
+/// `log_registers_per_thread`: the largest number of loaded words one unrolled body of a
+/// store of the main kernel holds (a GEMM's `k`-steps unrolled over its register tile
+/// keep a row of A and a column of B per step); the local words plus those plus
+/// [`REGISTER_BASE`], uncapped, per thread and per block (NVRTC spills beyond 255 per
+/// thread, and the block must fit the processor's registers); the copies of stores in the
+/// unrolled bodies (code size); and the main store's loads per copy of it in its unrolled
+/// body (what register tiling saves).
+fn register_features(
+    l: &Lowered,
+    m: &Measured,
+    main_kernel: usize,
+    shape: Option<&KernelShape>,
+    out: &mut Vec<f32>,
+) {
+    let in_main = || m.stores.iter().filter(|s| s.kernel == main_kernel);
+    let live = in_main().map(live_load_words).fold(0.0, f64::max);
+    let local_words = l
+        .kernels
+        .get(main_kernel)
+        .map_or(0.0, |k| local_words(l, k) as f64);
+    let pressure = local_words + live + REGISTER_BASE as f64;
+    let threads = shape.map_or(1.0, |s| s.threads);
+    let copies: f64 = in_main().map(|s| s.loops.unrolled_body).sum();
+    let per_store = m
+        .main()
+        .map_or(0.0, |s| live_load_words(s) / s.loops.unrolled_body.max(1.0));
+    out.extend([
+        log1p2(live),
+        log1p2(pressure),
+        log1p2(pressure * threads),
+        log1p2(copies),
+        linear(per_store),
+    ]);
+}
+
+/// 32-bit words of the kernel's local (register) arrays per thread.
+fn local_words(l: &Lowered, k: &Kernel) -> i64 {
+    k.allocs
+        .iter()
+        .filter(|a| a.scope == Scope::Local)
+        .map(|a| (a.size * l.program.buffer(a.buffer).dtype.bytes() as i64 + 3) / 4)
+        .sum()
 }
 
 fn ops_features(ops: &Ops, out: &mut Vec<f32>) {

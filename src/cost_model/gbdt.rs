@@ -10,11 +10,13 @@
 //!    for the smaller child only, the larger one's is the parent's minus it.
 //! 3. Leaves hold `-G / (H + lambda)` scaled by the learning rate.
 //!
-//! Two losses: squared error on the label with the dataset's sample weights, and a
+//! Three losses: squared error on the label with the dataset's sample weights; a
 //! pairwise logistic (RankNet) loss over pairs of one group, each sample paired with a
 //! few random partners of another label per round, each pair weighted by the difference
 //! of their labels (so pairs involving fast programs count most, as LambdaRank weighs
-//! them). No IO; training parallelizes over features with rayon.
+//! them); and the binary logistic loss (labels 0 or 1, the scores log-odds of label 1,
+//! with the sample weights), the failure classifier's. No IO; training parallelizes over
+//! features with rayon.
 
 use linfa::dataset::DatasetBase;
 use linfa::traits::{Fit, PredictInplace};
@@ -63,6 +65,14 @@ pub enum Loss {
     Squared,
     /// Pairwise logistic loss within groups, `pairs` random partners per sample and round.
     Pairwise { pairs: usize },
+    /// Binary cross-entropy on labels in `{0, 1}` (a label above 0.5 counts as 1); the
+    /// scores are log-odds of label 1 ([`sigmoid`] turns them into probabilities).
+    Logistic,
+}
+
+/// `1 / (1 + e^-x)`: a logistic model's log-odds as a probability.
+pub fn sigmoid(x: f64) -> f64 {
+    1.0 / (1.0 + (-x).exp())
 }
 
 /// Training parameters.
@@ -148,6 +158,18 @@ impl Gbdt {
         self.base_score + self.trees.iter().map(|t| t.predict(x)).sum::<f64>()
     }
 
+    /// Multiplies every score by `k` (the base score and every leaf).
+    pub fn scale(&mut self, k: f64) {
+        self.base_score *= k;
+        for t in &mut self.trees {
+            for n in &mut t.nodes {
+                if let Node::Leaf(v) = n {
+                    *v *= k;
+                }
+            }
+        }
+    }
+
     /// Whether every node index points inside its tree and every split feature is
     /// one of `features` (a deserialized model is checked before use).
     pub fn is_well_formed(&self) -> bool {
@@ -214,6 +236,17 @@ impl<D: Data<Elem = f32> + Sync> Fit<ArrayBase<D, Ix2>, GroupedTargets, GbdtErro
                 labels.iter().zip(&weights).map(|(y, w)| y * w).sum::<f64>() / wsum.max(1e-12)
             }
             Loss::Pairwise { .. } => 0.0,
+            Loss::Logistic => {
+                let wsum: f64 = weights.iter().sum();
+                let pos: f64 = labels
+                    .iter()
+                    .zip(&weights)
+                    .filter(|(y, _)| **y > 0.5)
+                    .map(|(_, w)| w)
+                    .sum();
+                let p = (pos / wsum.max(1e-12)).clamp(1e-6, 1.0 - 1e-6);
+                (p / (1.0 - p)).ln()
+            }
         };
         let groups = group_members(&t.groups);
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
@@ -226,6 +259,7 @@ impl<D: Data<Elem = f32> + Sync> Fit<ArrayBase<D, Ix2>, GroupedTargets, GbdtErro
                 Loss::Pairwise { pairs } => {
                     pairwise_gradients(&scores, &labels, &t.groups, &groups, pairs.max(1), &mut rng)
                 }
+                Loss::Logistic => logistic_gradients(&scores, &labels, &weights),
             };
             let grower = Grower {
                 binned: &binned,
@@ -351,6 +385,20 @@ fn squared_gradients(scores: &[f64], labels: &[f64], w: &[f64]) -> (Vec<f64>, Ve
         .map(|((s, y), w)| w * (s - y))
         .collect();
     (g, w.to_vec())
+}
+
+/// Binary cross-entropy at log-odds `s`: gradient `w (p - y)`, hessian `w p (1 - p)`.
+fn logistic_gradients(scores: &[f64], labels: &[f64], w: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    scores
+        .iter()
+        .zip(labels)
+        .zip(w)
+        .map(|((s, y), w)| {
+            let p = sigmoid(*s);
+            let y = if *y > 0.5 { 1.0 } else { 0.0 };
+            (w * (p - y), (w * p * (1.0 - p)).max(1e-6))
+        })
+        .unzip()
 }
 
 /// RankNet gradients over sampled pairs: each sample meets `pairs` random partners of
@@ -594,6 +642,42 @@ mod tests {
         let lo = model.predict_one(&[0.1, 0.5]);
         let hi = model.predict_one(&[0.9, 0.5]);
         assert!(hi > lo, "{hi} <= {lo}");
+    }
+
+    /// Label 1 exactly where x0 + x1 > 1 (a diagonal, which axis-aligned trees must
+    /// approximate): the classifier separates it, its probabilities are calibrated to the
+    /// right side of 1/2 on clear points.
+    #[test]
+    fn logistic_loss_learns_a_separable_set() {
+        let n = 600;
+        let mut rng = ChaCha8Rng::seed_from_u64(3);
+        let x = Array2::from_shape_fn((n, 2), |_| rng.gen::<f32>());
+        let labels = Array1::from_shape_fn(n, |i| f64::from(u8::from(x[[i, 0]] + x[[i, 1]] > 1.0)));
+        let ds = DatasetBase::new(
+            x.clone(),
+            GroupedTargets {
+                labels: labels.clone(),
+                groups: vec![0; n],
+            },
+        );
+        let model = GbdtParams {
+            trees: 100,
+            loss: Loss::Logistic,
+            min_samples_leaf: 4,
+            ..GbdtParams::default()
+        }
+        .fit(&ds)
+        .unwrap();
+        let wrong = (0..n)
+            .filter(|i| {
+                let p = sigmoid(model.predict_one(&[x[[*i, 0]], x[[*i, 1]]]));
+                (p > 0.5) != (labels[*i] > 0.5)
+            })
+            .count();
+        assert!(wrong * 50 < n, "{wrong} of {n} misclassified");
+        assert!(sigmoid(model.predict_one(&[0.95, 0.9])) > 0.9);
+        assert!(sigmoid(model.predict_one(&[0.05, 0.1])) < 0.1);
+        assert!(model.is_well_formed());
     }
 
     #[test]

@@ -22,15 +22,15 @@ fn target() -> TargetKey {
 }
 
 /// The fixture's latency of a candidate: a function of threads per block and blocks of
-/// its largest kernel; `None` (a runtime error) above 512 threads.
-fn synthetic_latency(l: &crate::lower::Lowered) -> Option<f64> {
+/// its largest kernel; `None` (a runtime error) above `max_threads` threads.
+fn synthetic_latency(l: &crate::lower::Lowered, max_threads: f64) -> Option<f64> {
     let k = l
         .kernels
         .iter()
         .max_by_key(|k| k.grid.iter().product::<i64>() * k.threads())?;
     let threads = k.threads() as f64;
     let blocks = k.grid.iter().product::<i64>() as f64;
-    if threads > 512.0 {
+    if threads > max_threads {
         return None;
     }
     let t = threads.log2() - 7.0;
@@ -39,6 +39,11 @@ fn synthetic_latency(l: &crate::lower::Lowered) -> Option<f64> {
 
 /// A database with ~40 candidates of each of three matmuls.
 fn fixture_db() -> Database {
+    fixture_db_failing_above(512.0)
+}
+
+/// The fixture with candidates of more than `max_threads` threads per block failing.
+fn fixture_db_failing_above(max_threads: f64) -> Database {
     let mut db = Database::open_in_memory().unwrap();
     let space = SearchSpace::cuda_default();
     let limits = TargetLimits::Cuda(CudaLimits::sm90_default());
@@ -52,7 +57,7 @@ fn fixture_db() -> Database {
         let mut search = RandomSearch::new(space.clone(), limits.clone(), program, seed as u64);
         let proposal = search.propose(40, &mut |_| false);
         for c in proposal.candidates {
-            let record = match synthetic_latency(&c.verified.lowered) {
+            let record = match synthetic_latency(&c.verified.lowered, max_threads) {
                 Some(l) => NewRecord::ok(&w, target(), c.trace, vec![l]),
                 None => NewRecord::failed(
                     &w,
@@ -80,8 +85,15 @@ fn trains_stores_and_ranks_held_out_workloads_better_than_random() {
     let model = Model::from_stored(&stored, TargetKind::Cuda, ARCH).unwrap();
     assert_eq!(model.kind(), ModelKind::Gbdt);
 
-    let (f, eval) =
-        model_cmd::eval(&mut db, TargetKind::Cuda, None, &[ModelKind::Gbdt], 7).unwrap();
+    let (f, eval) = model_cmd::eval(
+        &mut db,
+        TargetKind::Cuda,
+        None,
+        &[ModelKind::Gbdt],
+        7,
+        crate::cost_model::eval::Subset::All,
+    )
+    .unwrap();
     // The second featurization came from the cache.
     assert_eq!(f.set.len(), report.records);
     assert_eq!(eval.groups.len(), 3);
@@ -101,7 +113,7 @@ fn trains_stores_and_ranks_held_out_workloads_better_than_random() {
 fn model_bytes_round_trip() {
     let mut db = fixture_db();
     let f = model_cmd::featurize_records(&mut db, TargetKind::Cuda, ARCH).unwrap();
-    for kind in [ModelKind::Gbdt, ModelKind::Linear] {
+    for kind in [ModelKind::Gbdt, ModelKind::GbdtRankFail, ModelKind::Linear] {
         let m = Model::train_kind(&f.set, kind).unwrap();
         let back = Model::from_bytes(&m.to_bytes()).unwrap();
         assert_eq!(back.kind(), kind);
@@ -112,6 +124,78 @@ fn model_bytes_round_trip() {
             .zip(&b)
             .all(|(x, y)| (x - y).abs() <= 1e-12 * (1.0 + y.abs())));
     }
+}
+
+/// Failures (here: above 32 threads per block, which rules out the 128 threads the
+/// fixture's latency favours, so the failures look fast) are ranked below every candidate
+/// that runs, on a workload the ranker and the failure
+/// classifier never saw.
+#[test]
+fn the_combined_scorer_ranks_failing_candidates_last() {
+    let mut db = fixture_db_failing_above(32.0);
+    let f = model_cmd::featurize_records(&mut db, TargetKind::Cuda, ARCH).unwrap();
+    let mut failures = 0;
+    for held in f.set.workloads() {
+        let (test, train): (Vec<usize>, Vec<usize>) =
+            (0..f.set.len()).partition(|i| f.set.workload_of(*i) == held);
+        let (test, train) = (f.set.subset(&test), f.set.subset(&train));
+        let model = Model::train_kind(&train, ModelKind::GbdtRankFail).unwrap();
+        let scores = model.predict(&test.features);
+        let worst_ok = (0..test.len())
+            .filter(|i| test.latency[*i].is_some())
+            .map(|i| scores[i])
+            .fold(f64::INFINITY, f64::min);
+        for i in (0..test.len()).filter(|i| test.latency[*i].is_none()) {
+            failures += 1;
+            assert!(
+                scores[i] < worst_ok,
+                "{held}: a failure scores {} >= the worst ok {worst_ok}",
+                scores[i]
+            );
+        }
+    }
+    assert!(failures > 0, "the fixture has failures");
+}
+
+/// Averaging rankers of two seeds scores the mean of the two rankers' scores.
+#[test]
+fn a_bagged_ranker_averages_its_members() {
+    use super::model::{train_ranker, train_ranker_bagged, RANK_PARAMS};
+    let mut db = fixture_db();
+    let f = model_cmd::featurize_records(&mut db, TargetKind::Cuda, ARCH).unwrap();
+    let params = super::gbdt::GbdtParams {
+        trees: 20,
+        ..RANK_PARAMS
+    };
+    let a = train_ranker(&f.set, &params).unwrap();
+    let b = train_ranker(
+        &f.set,
+        &super::gbdt::GbdtParams {
+            seed: 1,
+            ..params.clone()
+        },
+    )
+    .unwrap();
+    let bag = train_ranker_bagged(&f.set, &params, 2).unwrap();
+    assert_eq!(bag.trees.len(), 40);
+    assert!(bag.is_well_formed());
+    for x in &f.set.features {
+        let mean = (a.predict_one(x) + b.predict_one(x)) / 2.0;
+        assert!((bag.predict_one(x) - mean).abs() < 1e-9);
+    }
+    assert_eq!(train_ranker_bagged(&f.set, &params, 1).unwrap(), a);
+}
+
+#[test]
+fn the_combined_score_ranks_expected_failures_after_the_others() {
+    use super::model::{combined_score, FAILURE_OFFSET};
+    // Log-odds 0 is a probability of 1/2: not above the threshold 1/2.
+    assert_eq!(combined_score(1.0, 0.0, 0.5), 1.0);
+    // Log-odds 1 is 0.73: ranked after every candidate below the threshold.
+    assert_eq!(combined_score(1.0, 1.0, 0.5), 1.0 - FAILURE_OFFSET);
+    assert!(combined_score(50.0, 1.0, 0.5) < combined_score(-50.0, -1.0, 0.5));
+    // Among expected failures the ranker's order stays.
+    assert!(combined_score(2.0, 3.0, 0.5) > combined_score(1.0, 5.0, 0.5));
 }
 
 fn stored(bytes: Vec<u8>, feature_set_version: u32) -> StoredModel {

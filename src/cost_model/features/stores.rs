@@ -77,6 +77,10 @@ pub(super) struct LoopNest {
     pub trips: f64,
     /// Whether the store is under an `if`.
     pub guarded: bool,
+    /// The product of the extents of the loops inside the innermost serial loop around
+    /// the store (all unrolled or vectorized): the copies of the store in the unrolled
+    /// body the compiler schedules at once.
+    pub unrolled_body: f64,
 }
 
 /// One access (the store's write or one load of its value).
@@ -96,6 +100,11 @@ pub(super) struct Access {
     /// ... one warp touches in one execution of the access (tx, and ty where a warp spans
     /// rows, with the vector lanes); on the CPU one execution of the innermost loop.
     pub warp: Footprint,
+    /// ... one thread touches in one unrolled body: the loops inside the innermost serial
+    /// loop around the store range, every other variable is fixed. For a load from
+    /// global or shared memory these are the values the compiler can keep live in
+    /// registers at once.
+    pub unrolled: Footprint,
     /// Executions over the launch.
     pub count: f64,
     /// Warp-wide executions over the launch (32 threads, or the block when smaller, with
@@ -202,6 +211,8 @@ enum Level {
     Step(VarId),
     Thread,
     Warp,
+    /// One thread, the loops of `Walker::unrolled_from` and inner ones ranging.
+    Unrolled,
 }
 
 impl<'a> Walker<'a> {
@@ -366,8 +377,21 @@ impl<'a> Walker<'a> {
         self.k.grid.iter().map(|g| *g as f64).product()
     }
 
+    /// The index in the stack of the outermost loop of the unrolled body around the
+    /// current point: the one after the innermost serial loop.
+    fn unrolled_from(&self) -> usize {
+        self.stack
+            .iter()
+            .rposition(|f| f.kind == ForKind::Serial)
+            .map_or(0, |i| i + 1)
+    }
+
     fn loop_nest(&self) -> LoopNest {
         let mut n = LoopNest {
+            unrolled_body: self.stack[self.unrolled_from()..]
+                .iter()
+                .map(|f| f.extent as f64)
+                .product(),
             serial: 1.0,
             unrolled: 1.0,
             vectorized: 1.0,
@@ -451,6 +475,17 @@ impl<'a> Walker<'a> {
             }
             (Level::Warp, _) if Some(v) == lane => full,
             (Level::Warp, _) => Interval::point(0),
+            (Level::Unrolled, Role::Loop) => {
+                if self.stack[self.unrolled_from()..]
+                    .iter()
+                    .any(|f| f.var == v)
+                {
+                    full
+                } else {
+                    Interval::point(0)
+                }
+            }
+            (Level::Unrolled, _) => Interval::point(0),
         }
     }
 
@@ -533,6 +568,7 @@ impl<'a> Walker<'a> {
             step: at(step),
             thread: at(Level::Thread),
             warp: at(Level::Warp),
+            unrolled: at(Level::Unrolled),
             count: launch,
             warps: launch / (warp_threads * lanes).max(1.0),
             lanes,

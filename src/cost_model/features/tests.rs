@@ -86,6 +86,14 @@ fn tiled_cuda_matmul_loads_its_tiles_into_shared_memory() {
     assert_eq!((a_read.scope, b_read.scope), (Scope::Shared, Scope::Shared));
     assert_eq!(a_read.bank_ways, 4.0);
     assert_eq!(b_read.bank_ways, 2.0);
+    // Nothing is unrolled: the unrolled body is one copy of the store, loading one word
+    // of each tile.
+    assert_eq!(main.loops.unrolled_body, 1.0);
+    assert_eq!(
+        (a_read.unrolled.elements, b_read.unrolled.elements),
+        (1.0, 1.0)
+    );
+    assert_eq!(super::live_load_words(main), 2.0);
 
     // The kernel: 16 blocks of 64 threads, 4 KiB of shared memory, two barriers per step.
     let shape = kernel_shape(&l, &l.kernels[0], &m.kernels[0], &dev);
@@ -128,4 +136,8 @@ fn cpu_matmul_runs_its_tiles_on_parallel_cores() {
         .find(|r| r.block.elements == 128.0 * 128.0 && r.thread.elements == 32.0 * 128.0)
         .expect("A's read: the whole of A per program, a 32-row panel per tile");
     assert_eq!(a.thread.lines, 32.0 * 128.0 * 4.0 / 64.0);
+    // Inside the serial k loop, i_2 (unrolled, 4) and j_2 (vectorized, 16) make one
+    // unrolled body of 64 multiply-adds loading 4 words of A and 16 of B.
+    assert_eq!(main.loops.unrolled_body, 64.0);
+    assert_eq!(super::live_load_words(main), 4.0 + 16.0);
 }
