@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Evolutionary against random search on the host CPU (issue 13): each workload tuned with
+# each strategy and each seed into a fresh database (no records, so no model: the
+# evolutionary search evolves on what it measures), the same trial budget; the table
+# gives the median best latency over the seeds per strategy. Every database is then
+# merged into OUT/all.sqlite, the CPU records the cost model is evaluated on
+# (`tessel model eval --db OUT/all.sqlite --target cpu`).
+#
+#   benches/cpu_search.sh OUT TRIALS "SEED..." WORKLOAD...
+#   e.g. benches/cpu_search.sh /tmp/cpu 64 "1 2 3" matmul:256x256x256
+set -u
+out=$1 trials=$2 seeds=$3
+shift 3
+bin=${TESSEL_BIN:-./target/release/tessel}
+mkdir -p "$out"
+for w in "$@"; do
+  tag=$(printf '%s' "$w" | tr ':,=' '___')
+  for s in evolutionary random; do
+    for seed in $seeds; do
+      db=$out/$tag.$s.$seed.sqlite
+      rm -f "$db"
+      echo "== $w $s seed $seed ($(date -u +%H:%M:%S))"
+      "$bin" tune "$w" --target cpu --strategy "$s" --trials "$trials" --batch 16 --seed "$seed" \
+        --db "$db" >"$out/$tag.$s.$seed.txt" 2>"$out/$tag.$s.$seed.err"
+      grep -E '^(trials|best) ' "$out/$tag.$s.$seed.txt" | head -2
+    done
+  done
+done
+rm -f "$out/all.sqlite"
+for db in "$out"/*.*.*.sqlite; do
+  "$bin" db import "$db" --db "$out/all.sqlite" >/dev/null
+done
+python3 - "$out" <<'PY'
+import glob, re, statistics, sys, os
+out = sys.argv[1]
+rows = {}
+for f in glob.glob(os.path.join(out, "*.txt")):
+    m = re.match(r"(.*)\.(evolutionary|random)\.(\d+)\.txt$", os.path.basename(f))
+    if not m:
+        continue
+    best = None
+    for line in open(f):
+        b = re.match(r"best\s+([\d.]+) (us|ms|s) ", line)
+        if b:
+            best = float(b.group(1)) * {"us": 1, "ms": 1e3, "s": 1e6}[b.group(2)]
+            break
+    rows.setdefault(m.group(1), {}).setdefault(m.group(2), []).append(best)
+print("| workload | evolutionary median best (us) | random median best (us) | evolutionary / random speed |")
+print("| --- | --- | --- | --- |")
+for w, r in sorted(rows.items()):
+    e, q = statistics.median(r["evolutionary"]), statistics.median(r["random"])
+    print(f"| {w} | {e:.1f} ({len(r['evolutionary'])} seeds) | {q:.1f} ({len(r['random'])} seeds) | {q / e:.2f}x |")
+PY
