@@ -90,18 +90,23 @@ pub struct GbdtParams {
     pub seed: u64,
 }
 
+impl GbdtParams {
+    /// The default parameters (squared loss), usable in constants.
+    pub const DEFAULT: GbdtParams = GbdtParams {
+        trees: 200,
+        learning_rate: 0.1,
+        max_depth: 6,
+        min_samples_leaf: 16,
+        lambda: 1.0,
+        max_bins: 64,
+        loss: Loss::Squared,
+        seed: 0,
+    };
+}
+
 impl Default for GbdtParams {
     fn default() -> Self {
-        GbdtParams {
-            trees: 200,
-            learning_rate: 0.1,
-            max_depth: 6,
-            min_samples_leaf: 16,
-            lambda: 1.0,
-            max_bins: 64,
-            loss: Loss::Squared,
-            seed: 0,
-        }
+        GbdtParams::DEFAULT
     }
 }
 

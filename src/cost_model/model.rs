@@ -383,16 +383,10 @@ fn sample_weight(label: f64) -> f64 {
     1.0 + 4.0 * label
 }
 
-/// The parameters of `gbdt-rank`'s trees: [`GbdtParams::default`] with the pairwise loss.
+/// The parameters of `gbdt-rank`'s trees: [`GbdtParams::DEFAULT`] with the pairwise loss.
 pub const RANK_PARAMS: GbdtParams = GbdtParams {
-    trees: 200,
-    learning_rate: 0.1,
-    max_depth: 6,
-    min_samples_leaf: 16,
-    lambda: 1.0,
-    max_bins: 64,
     loss: Loss::Pairwise { pairs: 8 },
-    seed: 0,
+    ..GbdtParams::DEFAULT
 };
 
 /// Rankers of different seeds `gbdt-rank` (and `gbdt-rank-fail`) average

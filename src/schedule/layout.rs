@@ -47,8 +47,8 @@ pub fn transform_layout(
             reason: format!("{name} is already aligned (transform its layout first)"),
         });
     }
-    let permute = |idx: Vec<Expr>| -> Vec<Expr> { perm.iter().map(|&i| idx[i].clone()).collect() };
-    let shape = permute_shape(&p.buffer(buf).shape, &perm);
+    let permute = |idx: Vec<Expr>| permuted(&idx, &perm);
+    let shape = permuted(&p.buffer(buf).shape, &perm);
     p.buffer_mut(buf).shape = shape;
     for blk in p.blocks.iter_mut() {
         rewrite_accesses(&mut blk.body, buf, &permute);
@@ -59,8 +59,9 @@ pub fn transform_layout(
     Ok(())
 }
 
-fn permute_shape(shape: &[i64], perm: &[usize]) -> Vec<i64> {
-    perm.iter().map(|&i| shape[i]).collect()
+/// `xs` in the order `perm` (a permutation of its positions) names.
+fn permuted<T: Clone>(xs: &[T], perm: &[usize]) -> Vec<T> {
+    perm.iter().map(|&i| xs[i].clone()).collect()
 }
 
 fn rewrite_accesses(
