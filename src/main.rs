@@ -1065,8 +1065,16 @@ fn print_tune_report(spec: &str, w: &Workload, report: &tessel::tune::TuneReport
     );
     let st = &report.stage_seconds;
     println!(
-        "time      {:.1} s proposing (+{:.1} s while measuring), {:.1} s compiling, {:.1} s checking and timing, {:.1} s recording, {:.1} s learning",
-        st.propose, report.overlapped_propose_seconds, st.compile, st.check_time, st.record, st.learn
+        "time      {:.1} s proposing (+{:.1} s while measuring), {:.1} s compiling, {:.1} s checking and timing ({} given up after {} runs as over {}x the best), {:.1} s recording, {:.1} s learning",
+        st.propose,
+        report.overlapped_propose_seconds,
+        st.compile,
+        st.check_time,
+        report.given_up,
+        tessel::measure::PROBE_RUNS,
+        tessel::tune::DEFAULT_GIVE_UP_FACTOR,
+        st.record,
+        st.learn
     );
     let fails: Vec<String> = report
         .failure_counts()

@@ -68,6 +68,7 @@ fn job(candidates: Vec<Source>) -> Job {
             max_runs: 10,
             max_seconds: 0.02,
             flush_cache: true,
+            give_up_above_seconds: None,
         },
         peer: None,
         tolerance: 1e-4,

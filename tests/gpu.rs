@@ -142,6 +142,7 @@ pub fn quick_timing() -> TimingConfig {
         max_runs: 50,
         max_seconds: 0.2,
         flush_cache: true,
+        give_up_above_seconds: None,
     }
 }
 

@@ -512,7 +512,8 @@ pub(crate) enum Step {
 }
 
 /// Warm up for `warmup_seconds` (at least one run), then time between `min_runs` and
-/// `max_runs` runs, stopping once `max_seconds` have passed and `min_runs` are done.
+/// `max_runs` runs, stopping once `max_seconds` have passed and `min_runs` are done, or
+/// after the probe runs of a candidate to give up ([`TimingConfig::gives_up`]).
 pub(crate) fn time_loop(
     cfg: &TimingConfig,
     mut step: impl FnMut(Step) -> Result<(), Failure>,
@@ -536,6 +537,9 @@ pub(crate) fn time_loop(
         let t = Instant::now();
         step(Step::Run)?;
         runs.push(t.elapsed().as_secs_f64());
+        if cfg.gives_up(&runs) {
+            break;
+        }
     }
     Ok(runs)
 }
@@ -688,6 +692,7 @@ mod tests {
             max_runs: 5,
             max_seconds: 0.01,
             flush_cache: true,
+            give_up_above_seconds: None,
         }
     }
 
@@ -705,6 +710,26 @@ mod tests {
         assert!((3..=5).contains(&runs.len()));
         assert_eq!(calls, (runs.len() + 1, runs.len()));
         assert!(runs.iter().all(|t| t.is_finite() && *t >= 0.0));
+    }
+
+    #[test]
+    fn time_loop_gives_up_on_a_candidate_slower_than_the_limit() {
+        let slow = |_: Step| {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+            Ok(())
+        };
+        let limited = |limit| TimingConfig {
+            min_runs: 10,
+            max_runs: 20,
+            give_up_above_seconds: Some(limit),
+            ..cfg()
+        };
+        // Every run takes at least 1 ms: over a 0.1 ms limit after the probe runs...
+        let runs = time_loop(&limited(1e-4), slow).unwrap();
+        assert_eq!(runs.len(), crate::measure::PROBE_RUNS);
+        // ...and timed fully under a 10 s one.
+        let runs = time_loop(&limited(10.0), slow).unwrap();
+        assert!(runs.len() >= 10, "{}", runs.len());
     }
 
     #[test]

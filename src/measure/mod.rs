@@ -55,6 +55,39 @@ pub struct TimingConfig {
     pub max_seconds: f64,
     /// Flush the L2 cache (CUDA) or the last-level cache (CPU) between timed runs.
     pub flush_cache: bool,
+    /// Give up early on a slow candidate: when the median of its first [`PROBE_RUNS`]
+    /// timed runs is above this, those runs are its timing. The tuner sets it to a
+    /// multiple of the best latency it knows, so a candidate far from the best costs a
+    /// few runs instead of `max_seconds` (most candidates of a round are such).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub give_up_above_seconds: Option<f64>,
+}
+
+/// Timed runs before a candidate may be given up (see
+/// [`TimingConfig::give_up_above_seconds`]).
+pub const PROBE_RUNS: usize = 3;
+
+impl TimingConfig {
+    /// Runs to time before the first look at the times: [`PROBE_RUNS`] when a candidate
+    /// may be given up, else `min_runs`.
+    pub fn first_batch(&self) -> usize {
+        let min = self.min_runs.max(1);
+        match self.give_up_above_seconds {
+            Some(_) => PROBE_RUNS.min(min),
+            None => min,
+        }
+    }
+
+    /// Whether timing stops after `runs`: the probe runs are done and their median is
+    /// above [`TimingConfig::give_up_above_seconds`].
+    pub fn gives_up(&self, runs: &[f64]) -> bool {
+        match self.give_up_above_seconds {
+            Some(limit) if runs.len() == self.first_batch() && runs.len() < self.min_runs => {
+                crate::database::median(runs).is_some_and(|m| m > limit)
+            }
+            _ => false,
+        }
+    }
 }
 
 impl Default for TimingConfig {
@@ -65,6 +98,7 @@ impl Default for TimingConfig {
             max_runs: 200,
             max_seconds: 1.0,
             flush_cache: true,
+            give_up_above_seconds: None,
         }
     }
 }
@@ -273,5 +307,31 @@ mod tests {
         assert_eq!(serde_json::from_str::<Failure>(&text).unwrap(), f);
         let old: Failure = serde_json::from_str(r#"{"kind":"compile","message":"x"}"#).unwrap();
         assert_eq!(old, Failure::new(FailureKind::Compile, "x"));
+    }
+
+    #[test]
+    fn timing_gives_up_only_after_the_probe_runs_and_only_above_the_limit() {
+        let cfg = TimingConfig {
+            give_up_above_seconds: Some(1e-3),
+            ..TimingConfig::default()
+        };
+        assert_eq!(cfg.first_batch(), PROBE_RUNS);
+        assert!(cfg.gives_up(&[2e-3, 3e-3, 1e-4]));
+        assert!(!cfg.gives_up(&[2e-3, 1e-4, 1e-4]), "median under the limit");
+        assert!(
+            !cfg.gives_up(&[2e-3, 3e-3]),
+            "before the probe runs are done"
+        );
+        assert!(
+            !cfg.gives_up(&[2e-3; 5]),
+            "after the probe runs it is timed fully"
+        );
+        let full = TimingConfig::default();
+        assert_eq!(full.first_batch(), full.min_runs);
+        assert!(!full.gives_up(&[1.0; PROBE_RUNS]));
+        // Timing configs written before the field existed still parse.
+        let text = r#"{"warmup_seconds":0.0,"min_runs":3,"max_runs":5,"max_seconds":0.1,"flush_cache":false}"#;
+        let old: TimingConfig = serde_json::from_str(text).unwrap();
+        assert_eq!(old.give_up_above_seconds, None);
     }
 }

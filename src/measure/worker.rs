@@ -32,6 +32,7 @@ use crate::codegen::Source;
 use crate::ir::{BufferKind, Program};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -108,6 +109,9 @@ pub fn random_inputs(params: &[ParamSpec], seed: u64) -> Vec<Vec<f32>> {
         .collect()
 }
 
+/// Output elements one task of the parallel comparison sums.
+const COMPARE_CHUNK: usize = 1 << 16;
+
 /// The relative L2 error of `outs` against `reference` over all outputs together; a
 /// non-finite element is a wrong answer that names the first one.
 pub fn compare(
@@ -138,16 +142,39 @@ pub fn compare(
                 r.len()
             )));
         }
-        for (i, (x, y)) in o.iter().zip(r).enumerate() {
-            if !x.is_finite() {
-                return Err(wrong(format!(
-                    "{}{} is {x} (the first non-finite output element)",
-                    p.name,
-                    index_text(&p.shape, i)
-                )));
+        // In parallel chunks: a large GEMM's output is tens of millions of elements,
+        // checked for every candidate.
+        let sums: Vec<Result<(f64, f64), usize>> = o
+            .par_chunks(COMPARE_CHUNK)
+            .zip(r.par_chunks(COMPARE_CHUNK))
+            .enumerate()
+            .map(|(c, (xs, ys))| {
+                let (mut num, mut den) = (0.0f64, 0.0f64);
+                for (i, (x, y)) in xs.iter().zip(ys).enumerate() {
+                    if !x.is_finite() {
+                        return Err(c * COMPARE_CHUNK + i);
+                    }
+                    num += (f64::from(*x) - f64::from(*y)).powi(2);
+                    den += f64::from(*y).powi(2);
+                }
+                Ok((num, den))
+            })
+            .collect();
+        for s in sums {
+            match s {
+                Ok((n, d)) => {
+                    num += n;
+                    den += d;
+                }
+                Err(i) => {
+                    return Err(wrong(format!(
+                        "{}{} is {} (the first non-finite output element)",
+                        p.name,
+                        index_text(&p.shape, i),
+                        o[i]
+                    )))
+                }
             }
-            num += (f64::from(*x) - f64::from(*y)).powi(2);
-            den += f64::from(*y).powi(2);
         }
     }
     Ok(if den > 0.0 {

@@ -36,21 +36,26 @@ impl JobTemplate {
         Ok(JobTemplate(job))
     }
 
-    /// The job measuring `candidates`.
-    pub fn with(&self, candidates: &[Candidate]) -> Job {
-        Job {
+    /// The job measuring `candidates`; timing gives up on a candidate slower than
+    /// `give_up_above_seconds` after its probe runs.
+    pub fn with(&self, candidates: &[Candidate], give_up_above_seconds: Option<f64>) -> Job {
+        let mut job = Job {
             candidates: candidates
                 .iter()
                 .map(|c| c.verified.source.clone())
                 .collect(),
             ..self.0.clone()
-        }
+        };
+        job.timing.give_up_above_seconds = give_up_above_seconds;
+        job
     }
 }
 
 /// One outcome per candidate, in order, and where the measurer's time went.
 pub(crate) struct Measured {
     pub outcomes: Vec<Outcome>,
+    /// Candidates timed by the probe runs alone (given up as too slow).
+    pub given_up: usize,
     /// Starting the worker, running the reference, and compiling where the measuring
     /// waited for it (on CUDA compiles overlap checking and timing).
     pub compile: Duration,
@@ -66,8 +71,13 @@ pub(crate) fn measure(measurer: &mut Measurer, job: &Job) -> Result<Measured, Me
     let (outcomes, _) = measurer.measure(job)?;
     let total = start.elapsed();
     let compile = (measurer.last_setup_time() + measurer.last_compile_wait()).min(total);
+    let given_up = outcomes
+        .iter()
+        .filter(|o| matches!(o, Ok(m) if m.runs.len() < job.timing.min_runs))
+        .count();
     Ok(Measured {
         outcomes,
+        given_up,
         compile,
         check_time: total - compile,
     })

@@ -104,6 +104,9 @@ pub struct RoundStats {
     pub failures: BTreeMap<String, usize>,
     /// The best median latency so far (the database's best included).
     pub best_seconds: Option<f64>,
+    /// Candidates timed by the probe runs alone, being more than the give-up factor
+    /// slower than the best known (see `Tuner::with_give_up_factor`).
+    pub given_up: usize,
     pub seconds: StageSeconds,
     /// Proposing this round's batch that ran while the previous batch was measured.
     pub overlapped_propose_seconds: f64,
@@ -157,6 +160,8 @@ pub struct TuneReport {
     /// Samples the sketch could not instantiate.
     pub instantiation_failures: usize,
     pub duplicates: usize,
+    /// Candidates timed by the probe runs alone (far slower than the best).
+    pub given_up: usize,
     /// Candidates skipped because the database already had them.
     pub already_measured: usize,
     /// Records of this workload on this target fed to the strategy at the start.

@@ -425,6 +425,7 @@ impl CudaRunner {
             max_runs: cfg.min_runs.clamp(1, 5),
             max_seconds: 0.0,
             flush_cache: cfg.flush_cache,
+            give_up_above_seconds: None,
         };
         let mut best: Option<(f64, usize)> = None;
         let mut refused = Vec::new();
@@ -526,13 +527,19 @@ impl CudaRunner {
         }
         let max_runs = cfg.max_runs.max(cfg.min_runs).max(1);
         // Runs are enqueued in batches and waited for together, so the host never leaves
-        // the device idle between a start event and its kernels.
+        // the device idle between a start event and its kernels. The first batch may be
+        // shorter: after it a slow candidate is given up.
         let batch = cfg.min_runs.clamp(1, max_runs);
         let events = self.timing_events(batch).map_err(|e| self.fail(e))?;
         let mut runs = Vec::with_capacity(max_runs);
         let start = Instant::now();
         while runs.len() < max_runs {
-            let n = batch.min(max_runs - runs.len());
+            let wanted = if runs.is_empty() {
+                cfg.first_batch()
+            } else {
+                batch
+            };
+            let n = wanted.min(batch).min(max_runs - runs.len());
             for (begin, end) in &events[..n] {
                 if cfg.flush_cache {
                     self.flush_l2().map_err(|e| self.fail(e))?;
@@ -554,7 +561,9 @@ impl CudaRunner {
                     .map_err(|e| self.fail(e))?;
                 runs.push(f64::from(ms) * 1e-3);
             }
-            if runs.len() >= cfg.min_runs && start.elapsed().as_secs_f64() >= cfg.max_seconds {
+            if cfg.gives_up(&runs)
+                || (runs.len() >= cfg.min_runs && start.elapsed().as_secs_f64() >= cfg.max_seconds)
+            {
                 break;
             }
         }
