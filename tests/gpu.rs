@@ -630,6 +630,7 @@ fn builds_over_the_job_limits_are_rejected_before_they_run() {
     // limit it broke, and never timed.
     job.build_limits = Some(tessel::measure::BuildLimits {
         max_spill_bytes: 0,
+        max_stack_bytes: Some(0),
         max_registers_per_block: 1,
     });
     let mut m = tessel::measure::worker::Measurer::new(tessel_bin());
@@ -650,6 +651,7 @@ fn builds_over_the_job_limits_are_rejected_before_they_run() {
     // With the device's real limits the same build runs.
     job.build_limits = Some(tessel::measure::BuildLimits {
         max_spill_bytes: 0,
+        max_stack_bytes: Some(0),
         max_registers_per_block: 65536,
     });
     let (outcomes, _) = m.measure(&job).expect("the worker runs");

@@ -193,6 +193,10 @@ pub struct BuildInfo {
     pub registers: Option<u32>,
     pub spill_stores: Option<u32>,
     pub spill_loads: Option<u32>,
+    /// The largest stack frame of the unit's kernels: local arrays the compiler left in
+    /// local memory (an accumulator tile indexed by a loop it did not unroll).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_bytes: Option<u32>,
     pub shared_bytes: Option<u32>,
     /// The compiler's log (warnings, `-Xptxas -v` report).
     pub log: String,

@@ -616,7 +616,12 @@ fn measure_candidate(
             .max()
             .unwrap_or(1);
         limits
-            .check(build.registers, build.spill_bytes(), threads)
+            .check(
+                build.registers,
+                build.spill_bytes(),
+                build.stack_bytes.unwrap_or(0),
+                threads,
+            )
             .map_err(Failure::rejected)?;
     }
     let outs = runner.run_once(h)?;

@@ -24,6 +24,7 @@ pub enum RejectKind {
     /// control flow, or another program the lowering refuses.
     Lowering,
     RegisterSpills,
+    StackFrame,
     Registers,
 }
 
@@ -36,6 +37,7 @@ impl RejectKind {
             RejectKind::VirtualThreads => "vthreads",
             RejectKind::Lowering => "lowering",
             RejectKind::RegisterSpills => "spills",
+            RejectKind::StackFrame => "stack",
             RejectKind::Registers => "registers",
         }
     }
@@ -74,6 +76,7 @@ impl Rejection {
             Rejection::VirtualThreads { .. } => RejectKind::VirtualThreads,
             Rejection::Lowering(_) => RejectKind::Lowering,
             Rejection::Build(BuildRejection::RegisterSpills { .. }) => RejectKind::RegisterSpills,
+            Rejection::Build(BuildRejection::StackFrame { .. }) => RejectKind::StackFrame,
             Rejection::Build(BuildRejection::Registers { .. }) => RejectKind::Registers,
         }
     }
@@ -203,6 +206,7 @@ pub fn generate(lowered: &Lowered, target: &TargetLimits) -> Result<Source, Reje
 pub fn build_limits(space: &SearchSpace, limits: &CudaLimits) -> BuildLimits {
     BuildLimits {
         max_spill_bytes: space.max_spill_bytes,
+        max_stack_bytes: space.max_stack_bytes,
         max_registers_per_block: limits.max_registers_per_block,
     }
 }

@@ -81,6 +81,8 @@ pub struct SearchSpace {
     /// The innermost spatial loop is vectorized when at most this long (0: never).
     pub max_vector_extent: i64,
     pub max_spill_bytes: u32,
+    /// After NVRTC: the largest stack frame a kernel may have (`None`: unchecked).
+    pub max_stack_bytes: Option<u32>,
     /// Split-K: when and how a long reduction is spread over partial results.
     pub split_k: Option<SplitK>,
     /// The evolutionary search's parameters (`[search]`).
@@ -217,6 +219,8 @@ struct Vectorize {
 #[serde(deny_unknown_fields)]
 struct Postprocess {
     max_spill_bytes: u32,
+    #[serde(default)]
+    max_stack_bytes: Option<u32>,
 }
 
 const THREAD_TAGS: &[&str] = &[
@@ -432,6 +436,7 @@ impl SearchSpace {
             inline_epilogue: f.inline.epilogue,
             max_vector_extent,
             max_spill_bytes: f.postprocess.max_spill_bytes,
+            max_stack_bytes: f.postprocess.max_stack_bytes,
             split_k,
             search,
         })

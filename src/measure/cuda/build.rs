@@ -126,6 +126,7 @@ pub fn compile(code: &str, arch: &str) -> Result<Cubin, Failure> {
         registers: max(|k| k.registers),
         spill_stores: max(|k| k.spill_stores),
         spill_loads: max(|k| k.spill_loads),
+        stack_bytes: max(|k| k.stack_bytes),
         shared_bytes: max(|k| k.shared_bytes),
         log,
     };
@@ -357,6 +358,23 @@ extern "C" __global__ void big(float* x) { __shared__ float s[4096]; s[threadIdx
         let cubin = compile(code, "sm_90a").unwrap();
         assert_eq!(cubin.info.shared_bytes, Some(65536));
         assert_eq!(cubin.kernels[0].stack_bytes, Some(0), "{}", cubin.info.log);
+    }
+
+    #[test]
+    fn a_local_array_indexed_at_run_time_is_a_stack_frame_without_spills() {
+        // What the `max_stack_bytes` limit catches: an accumulator tile the compiler
+        // cannot keep in registers because a loop over it is not unrolled.
+        if !nvrtc_required() {
+            return;
+        }
+        let code = "extern \"C\" __global__ void k(float* x, int n) { float acc[64]; for (int i = 0; i < 64; ++i) acc[i] = 0.0f; for (int i = 0; i < n; ++i) acc[(i * 7) % 64] += x[i]; x[threadIdx.x] = acc[threadIdx.x % 64]; }";
+        let cubin = compile(code, "sm_90a").unwrap();
+        assert!(
+            cubin.info.stack_bytes.is_some_and(|b| b >= 256),
+            "{}",
+            cubin.info.log
+        );
+        assert_eq!(cubin.info.spill_bytes(), 0, "{}", cubin.info.log);
     }
 
     #[test]
