@@ -83,6 +83,9 @@ pub struct SearchSpace {
     pub max_spill_bytes: u32,
     /// Split-K: when and how a long reduction is spread over partial results.
     pub split_k: Option<SplitK>,
+    /// Software-pipeline stage counts of the shared fetch (`pipeline.stages`, a decision
+    /// of the trace); empty or `[1]`: never pipelined.
+    pub pipeline_stages: Vec<i64>,
     /// The evolutionary search's parameters (`[search]`).
     pub search: SearchParams,
 }
@@ -130,6 +133,7 @@ struct File {
     inline: Inline,
     vectorize: Option<Vectorize>,
     split_k: Option<SplitKFile>,
+    pipeline: Option<PipelineFile>,
     postprocess: Postprocess,
     search: SearchFile,
 }
@@ -198,6 +202,12 @@ struct CacheWrite {
 #[serde(deny_unknown_fields)]
 struct Unroll {
     max_steps: Vec<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PipelineFile {
+    stages: Vec<i64>,
 }
 
 #[derive(Deserialize)]
@@ -412,6 +422,14 @@ impl SearchSpace {
             }
             _ => None,
         };
+        let pipeline_stages = f.pipeline.map_or_else(Vec::new, |p| p.stages);
+        let max = crate::ir::pipeline::MAX_STAGES;
+        if pipeline_stages.iter().any(|s| !(1..=max).contains(s)) {
+            return Err(invalid(
+                "pipeline.stages",
+                format!("{pipeline_stages:?}: each must be in 1..={max}"),
+            ));
+        }
         let search = search_params(f.search, &invalid)?;
         Ok(SearchSpace {
             levels,
@@ -433,6 +451,7 @@ impl SearchSpace {
             max_vector_extent,
             max_spill_bytes: f.postprocess.max_spill_bytes,
             split_k,
+            pipeline_stages,
             search,
         })
     }

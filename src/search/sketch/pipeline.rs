@@ -1,0 +1,71 @@
+//! Sketch rule 7b, software pipelining of the shared fetch: the loop the cooperative
+//! fetches are computed at (the last loop of the first R level) gets a
+//! `software_pipeline_stage` annotation whose compute stage is a sampled stage count
+//! minus one (`sample_categorical` over `pipeline.stages`, a decision of the trace): the
+//! fetches are stage 0, the compute statements stage `S - 1`. A count of 1 annotates all
+//! statements with stage 0, the plain loop, so that every decision replays to the same
+//! trace shape and a mutator can change it. Spaces whose stages are only `[1]` (or absent)
+//! add nothing to the trace.
+
+use super::{at, SketchError};
+use crate::ir::pipeline::STAGE_KEY;
+use crate::ir::{Node, Scope};
+use crate::schedule::{AnnArg, IntArg, LoopRv, Schedule, Target};
+
+/// Annotates `fetch_at` with a sampled pipeline depth when its body is shared fetches
+/// followed by compute; leaves the schedule as it is otherwise.
+pub(super) fn pipeline(
+    stages: &[i64],
+    sch: &mut Schedule,
+    fetch_at: LoopRv,
+) -> Result<(), SketchError> {
+    if stages.iter().all(|s| *s == 1) {
+        return Ok(());
+    }
+    let Some(n_fetch) = fetches(sch, fetch_at)? else {
+        return Ok(());
+    };
+    let n_body = {
+        let l = sch.loop_id(fetch_at).map_err(at("pipeline"))?;
+        sch.program().lp(l).body.len()
+    };
+    let last: Vec<i64> = stages.iter().map(|s| s - 1).collect();
+    let probs = vec![1.0 / last.len() as f64; last.len()];
+    let v = sch
+        .sample_categorical(&last, &probs, None)
+        .map_err(at("pipeline"))?;
+    let value: Vec<IntArg> = (0..n_body)
+        .map(|i| {
+            if i < n_fetch {
+                IntArg::Lit(0)
+            } else {
+                IntArg::Rv(v)
+            }
+        })
+        .collect();
+    sch.annotate(Target::Loop(fetch_at), STAGE_KEY, AnnArg::List(value))
+        .map_err(at("pipeline"))?;
+    Ok(())
+}
+
+/// How many leading statements of the loop's body only fill shared buffers from global
+/// memory, when at least one does and at least one other statement follows.
+fn fetches(sch: &Schedule, lp: LoopRv) -> Result<Option<usize>, SketchError> {
+    let l = sch.loop_id(lp).map_err(at("pipeline"))?;
+    let p = sch.program();
+    let body = &p.lp(l).body;
+    let fills_shared = |n: &Node| {
+        let blocks = p.blocks_under(*n);
+        !blocks.is_empty()
+            && blocks.iter().all(|b| {
+                let blk = p.block(*b);
+                p.buffer(blk.body.buffer).scope == Scope::Shared
+                    && blk.init.is_none()
+                    && p.block_reads(*b)
+                        .iter()
+                        .all(|(buf, _)| p.buffer(*buf).scope == Scope::Global)
+            })
+    };
+    let n = body.iter().take_while(|n| fills_shared(n)).count();
+    Ok((n > 0 && n < body.len()).then_some(n))
+}
