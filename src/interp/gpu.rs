@@ -515,8 +515,12 @@ fn stmts(
                     let load = crate::ir::Expr::Load(*src, vec![at(src_index)]);
                     copies.push((access, cexpr::store_value(c, dtype, &load)?));
                 }
+                // The simplifier may have folded the condition to an integer constant.
                 let valid = match valid {
-                    Some(v) => Some(cexpr::boolean(c, v, 0)?),
+                    Some(v) => Some(match cexpr::expr(c, v, 0)? {
+                        cexpr::Typed::I(i) => BExpr::IntNonZero(Box::new(i)),
+                        _ => cexpr::boolean(c, v, 0)?,
+                    }),
                     None => None,
                 };
                 out.push(CStmt::CpAsync {

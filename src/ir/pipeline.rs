@@ -153,9 +153,11 @@ pub fn plan(p: &Program, l: LoopId) -> Result<Option<Plan>, PipelineError> {
     for n in &lp.body[n_fetch..] {
         for b in p.blocks_under(*n) {
             let blk = p.block(b);
-            if buffers.contains(&blk.body.buffer) {
+            // Compute writes no shared memory: the pipeline's one barrier per iteration
+            // orders only the fetches against the compute.
+            if p.buffer(blk.body.buffer).scope == Scope::Shared {
                 return Err(wrong(format!(
-                    "block {} at stage {last} writes the fetched buffer {}",
+                    "block {} at stage {last} writes the shared buffer {}",
                     blk.name,
                     p.buffer(blk.body.buffer).name
                 )));

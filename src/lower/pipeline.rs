@@ -251,7 +251,11 @@ impl Cx<'_> {
                         src,
                         src_index: sub(&src_index),
                         lanes,
-                        valid: valid.as_ref().map(sub),
+                        // A condition that always holds is no condition.
+                        valid: valid
+                            .as_ref()
+                            .map(sub)
+                            .filter(|c| c.as_int().is_none_or(|v| v == 0)),
                     },
                     KStmt::If { cond, then } => KStmt::If {
                         cond: sub(&cond),
@@ -313,11 +317,12 @@ impl Cx<'_> {
                     body,
                 } => match self.vector_copy(&body, var, extent) {
                     Some(copy) => copy,
+                    // Lanes under guards of their own (an imperfect tile): one copy each.
                     None => KStmt::For {
                         var,
                         extent,
                         kind: ForKind::Vectorized,
-                        body,
+                        body: self.asyncify(body),
                     },
                 },
                 KStmt::For {
