@@ -95,7 +95,11 @@ fn pipelined_seed_gemm_computes_the_reference_with_gpu_semantics() {
     // matmul:128x128x64: 4 reduction steps of 16; x80: 5 steps (not a multiple of 2 or
     // 3); 130x120x36: 3 steps, the last one partial, and partial tiles in m and n (guarded
     // fetches).
-    for spec in ["matmul:128x128x64", "matmul:128x128x80", "matmul:130x120x36"] {
+    for spec in [
+        "matmul:128x128x64",
+        "matmul:128x128x80",
+        "matmul:130x120x36",
+    ] {
         for stages in [2, 3] {
             let l = lowered(stages, spec);
             let all = statements(&l);

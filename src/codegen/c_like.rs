@@ -200,8 +200,16 @@ impl<'a> Printer<'a> {
                     lanes,
                     valid,
                 } => {
-                    let d = format!("{} + {}", ident(&self.p.buffer(*dst).name), self.expr(dst_index));
-                    let s = format!("{} + {}", ident(&self.p.buffer(*src).name), self.expr(src_index));
+                    let d = format!(
+                        "{} + {}",
+                        ident(&self.p.buffer(*dst).name),
+                        self.expr(dst_index)
+                    );
+                    let s = format!(
+                        "{} + {}",
+                        ident(&self.p.buffer(*src).name),
+                        self.expr(src_index)
+                    );
                     let line = match self.dialect {
                         Dialect::Cuda => {
                             let bytes = lanes * 4;
@@ -228,14 +236,19 @@ impl<'a> Printer<'a> {
                 }
                 KStmt::CommitGroup => {
                     if self.dialect == Dialect::Cuda {
-                        self.line(depth, "asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");");
+                        self.line(
+                            depth,
+                            "asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");",
+                        );
                     }
                 }
                 KStmt::WaitGroup(n) => {
                     if self.dialect == Dialect::Cuda {
                         self.line(
                             depth,
-                            &format!("asm volatile(\"cp.async.wait_group {n};\\n\" ::: \"memory\");"),
+                            &format!(
+                                "asm volatile(\"cp.async.wait_group {n};\\n\" ::: \"memory\");"
+                            ),
                         );
                     }
                 }

@@ -22,6 +22,13 @@
 //!   own element is fine). Two writes of different values to one global element by
 //!   different blocks, or by different threads of a block between the same barriers,
 //!   are a [`GpuInterpError::GlobalConflict`] (equal values are benign duplicates);
+//! * `cp.async` copies are asynchronous, per thread: the global value is read when the
+//!   copy is issued, but the shared element is written (and race-tracked as a write of
+//!   the issuing thread) only when a `cp.async.wait_group n` of that thread retires the
+//!   copy's group (groups are formed by `cp.async.commit_group`, oldest retired first,
+//!   until at most `n` are in flight). A missing or wrong wait therefore shows as stale
+//!   or NaN data, or as a race with the threads that read the element first; copies
+//!   still in flight when a block ends are dropped;
 //! * every access has one flat index, checked against the buffer's extent (global) or
 //!   the alloc's compacted size (shared, local);
 //! * expressions as in the serial interpreter: exact `i64` index arithmetic with floor
@@ -510,7 +517,9 @@ fn stmts(
             } => {
                 let mut copies = Vec::new();
                 for i in 0..*lanes {
-                    let at = |e: &crate::ir::Expr| crate::ir::Expr::add(e.clone(), crate::ir::Expr::Int(i));
+                    let at = |e: &crate::ir::Expr| {
+                        crate::ir::Expr::add(e.clone(), crate::ir::Expr::Int(i))
+                    };
                     let (access, dtype) = cexpr::access(c, *dst, &[at(dst_index)], 0)?;
                     let load = crate::ir::Expr::Load(*src, vec![at(src_index)]);
                     copies.push((access, cexpr::store_value(c, dtype, &load)?));

@@ -29,7 +29,9 @@ pub const MAX_STAGES: i64 = 8;
 pub enum PipelineError {
     #[error("loop {name}: {STAGE_KEY} must be a list of integers, got {value}")]
     NotAList { name: String, value: String },
-    #[error("loop {name}: {STAGE_KEY} has {got} stages but the loop body has {expected} statements")]
+    #[error(
+        "loop {name}: {STAGE_KEY} has {got} stages but the loop body has {expected} statements"
+    )]
     Length {
         name: String,
         got: usize,

@@ -321,7 +321,8 @@ impl Builder<'_> {
                         self.ranges.insert(lp.var, lp.extent);
                         if self.backend == Backend::Cuda {
                             if let Some(plan) = crate::ir::pipeline::plan(self.prog, *id)? {
-                                self.pipelines.push(pipeline::Pipelined { var: lp.var, plan });
+                                self.pipelines
+                                    .push(pipeline::Pipelined { var: lp.var, plan });
                             }
                         }
                         let fk = match kind {

@@ -214,9 +214,8 @@ impl Cx<'_> {
     /// written at copy `j mod S`.
     fn fetch_at(&self, fetch: &[KStmt], var: VarId, j: &Expr, stages: i64) -> Vec<KStmt> {
         let stage = stage_offset(j, stages);
-        let sub = |e: &Expr| -> Expr {
-            self.simp(&e.substitute(&|v| (v == var).then(|| j.clone())))
-        };
+        let sub =
+            |e: &Expr| -> Expr { self.simp(&e.substitute(&|v| (v == var).then(|| j.clone()))) };
         // The iteration is substituted first: `j` may itself use `var`.
         let dst_at = |buf: BufferId, i: &Expr| -> Expr {
             let i = i.substitute(&|v| (v == var).then(|| j.clone()));
@@ -231,10 +230,7 @@ impl Cx<'_> {
                         indices,
                         value,
                     } => KStmt::Store {
-                        indices: indices
-                            .iter()
-                            .map(|i| dst_at(buffer, i))
-                            .collect(),
+                        indices: indices.iter().map(|i| dst_at(buffer, i)).collect(),
                         buffer,
                         value: sub(&value),
                     },

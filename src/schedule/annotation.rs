@@ -141,10 +141,7 @@ pub fn annotate(p: &mut Program, target: AnnTarget, key: &str, value: AnnValue) 
             if pipeline {
                 return Err(ScheduleError::InvalidArgument {
                     what: "annotation",
-                    reason: format!(
-                        "{key} annotates a loop, not block {}",
-                        p.block(b).name
-                    ),
+                    reason: format!("{key} annotates a loop, not block {}", p.block(b).name),
                 });
             }
             p.block_mut(b).annotations.insert(key.into(), value);

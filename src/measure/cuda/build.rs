@@ -154,10 +154,13 @@ pub fn compile_ptx(code: &str, arch: &str) -> Result<String, Failure> {
         }
     };
     let src = CString::new(code).map_err(|_| fail("the CUDA source contains a NUL byte".into()))?;
-    let options: Vec<CString> = [format!("--gpu-architecture={virtual_arch}"), "--std=c++17".into()]
-        .into_iter()
-        .map(|o| CString::new(o).expect("options have no NUL"))
-        .collect();
+    let options: Vec<CString> = [
+        format!("--gpu-architecture={virtual_arch}"),
+        "--std=c++17".into(),
+    ]
+    .into_iter()
+    .map(|o| CString::new(o).expect("options have no NUL"))
+    .collect();
     let program = Program::new(&src).map_err(fail)?;
     if let Err(e) = program.compile(&options) {
         let log = program.log().unwrap_or_else(|e| format!("(no log: {e})"));
