@@ -871,8 +871,8 @@ fn run_sample(spec: &str, target: TargetArg, n: usize, seed: u64, json: bool) ->
     }
     for (i, s) in samples.iter().enumerate() {
         println!(
-            "# candidate {i}: {} threads per block, {} outputs per block, {} bytes shared\n{}",
-            s.threads_per_block, s.outputs_per_block, s.shared_bytes, s.trace
+            "# candidate {i}: {} threads per block, {} outputs per block, {} bytes shared, {} pipeline stages\n{}",
+            s.threads_per_block, s.outputs_per_block, s.shared_bytes, s.pipeline_stages, s.trace
         );
     }
     Ok(())

@@ -1,7 +1,8 @@
 //! Sketch rule 7b, software pipelining of the shared fetch: the loop the cooperative
 //! fetches are computed at (the last loop of the first R level) gets a
 //! `software_pipeline_stage` annotation whose compute stage is a sampled stage count
-//! minus one (`sample_categorical` over `pipeline.stages`, a decision of the trace): the
+//! minus one (`sample_categorical` over those of `pipeline.stages` that do not exceed the
+//! loop's extent, a decision of the trace): the
 //! fetches are stage 0, the compute statements stage `S - 1`. A count of 1 annotates all
 //! statements with stage 0, the plain loop, so that every decision replays to the same
 //! trace shape and a mutator can change it. Spaces whose stages are only `[1]` (or absent)
@@ -19,15 +20,18 @@ pub(super) fn pipeline(
     sch: &mut Schedule,
     fetch_at: LoopRv,
 ) -> Result<(), SketchError> {
+    let (extent, n_body) = {
+        let l = sch.loop_id(fetch_at).map_err(at("pipeline"))?;
+        let lp = sch.program().lp(l);
+        (lp.extent, lp.body.len())
+    };
+    // A pipeline is at most as deep as the loop is long.
+    let stages: Vec<i64> = stages.iter().copied().filter(|s| *s <= extent).collect();
     if stages.iter().all(|s| *s == 1) {
         return Ok(());
     }
     let Some(n_fetch) = fetches(sch, fetch_at)? else {
         return Ok(());
-    };
-    let n_body = {
-        let l = sch.loop_id(fetch_at).map_err(at("pipeline"))?;
-        sch.program().lp(l).body.len()
     };
     let last: Vec<i64> = stages.iter().map(|s| s - 1).collect();
     let probs = vec![1.0 / last.len() as f64; last.len()];
