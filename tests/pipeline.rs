@@ -147,6 +147,7 @@ fn a_pipeline_that_waits_on_the_wrong_group_is_caught() {
         rewrite_waits(&mut early, &|n| Some(n + 1));
         let e = check_lowered(&reference(spec), &early, 5)
             .expect_err("a wait on the wrong group must be caught");
+        println!("{stages} stages, waiting on the wrong group: {e}");
         assert!(
             matches!(
                 e,
@@ -158,6 +159,30 @@ fn a_pipeline_that_waits_on_the_wrong_group_is_caught() {
         let mut none = lowered(stages, spec);
         rewrite_waits(&mut none, &|_| None);
         assert!(check_lowered(&reference(spec), &none, 5).is_err());
+        // Without the loop's barrier, the fetch of iteration k + S - 1 may land in the
+        // copy other threads still read for iteration k - 1.
+        let mut unsynced = lowered(stages, spec);
+        for k in &mut unsynced.kernels {
+            remove_loop_barriers(&mut k.body);
+        }
+        let e = check_lowered(&reference(spec), &unsynced, 5)
+            .expect_err("a pipeline without its barrier must be caught");
+        assert!(
+            matches!(e, GpuCheckError::Kernel(GpuInterpError::SharedRace { .. })),
+            "{stages} stages: {e}"
+        );
+    }
+}
+
+/// Removes the barriers of every loop that waits for a `cp.async` group.
+fn remove_loop_barriers(body: &mut [KStmt]) {
+    for s in body {
+        if let KStmt::For { body, .. } = s {
+            if body.iter().any(|c| matches!(c, KStmt::WaitGroup(_))) {
+                body.retain(|c| !matches!(c, KStmt::Sync));
+            }
+            remove_loop_barriers(body);
+        }
     }
 }
 

@@ -23,9 +23,10 @@
 //!   different blocks, or by different threads of a block between the same barriers,
 //!   are a [`GpuInterpError::GlobalConflict`] (equal values are benign duplicates);
 //! * `cp.async` copies are asynchronous, per thread: the global value is read when the
-//!   copy is issued, but the shared element is written (and race-tracked as a write of
-//!   the issuing thread) only when a `cp.async.wait_group n` of that thread retires the
-//!   copy's group (groups are formed by `cp.async.commit_group`, oldest retired first,
+//!   copy is issued, but the shared element is written only when a
+//!   `cp.async.wait_group n` of that thread retires the copy's group. Since a copy may
+//!   land at any time in between, it is race-tracked as a write of the issuing thread
+//!   both when issued and when it lands (groups are formed by `cp.async.commit_group`, oldest retired first,
 //!   until at most `n` are in flight). A missing or wrong wait therefore shows as stale
 //!   or NaN data, or as a race with the threads that read the element first; copies
 //!   still in flight when a block ends are dropped;
@@ -854,7 +855,7 @@ impl BlockRun<'_, '_, '_> {
     }
 
     /// Every active thread issues its copies: the global values are read now, the shared
-    /// elements are written when the copies land.
+    /// elements are written when the copies land (and race-tracked now and then).
     fn cp_async(
         &mut self,
         lanes: &[(Access, FExpr)],
@@ -888,10 +889,21 @@ impl BlockRun<'_, '_, '_> {
                 }
                 Ok(copies)
             })();
-            match r {
-                Ok(copies) => self.open[t as usize].extend(copies),
-                Err(f) => return Err(self.fault(t, f)),
+            let copies = r.map_err(|f| self.fault(t, f))?;
+            // The copy may land at once: it must not touch an element another thread
+            // uses in this barrier interval.
+            for c in &copies {
+                if let Some((other, kind)) = self.track.write(c.slot, c.off, t) {
+                    let f = Fault::Race {
+                        buf: c.buf,
+                        index: c.index,
+                        other,
+                        kind,
+                    };
+                    return Err(self.fault(t, f));
+                }
             }
+            self.open[t as usize].extend(copies);
         }
         Ok(())
     }
