@@ -4,7 +4,8 @@
 # the trace) and with a copy of it limited to `stages = [1]` (today's single-buffered
 # fetch), each into a fresh database so neither run sees the other's records; each best
 # kernel is then built and timed afresh (`tessel run`, against cublasLt for the GEMMs).
-# Three workloads x two spaces at the default 55 s stay under 8 minutes.
+# Three workloads x two spaces at the default 50 s stay under 8 minutes. First, the seed
+# GEMM (hand-written tiles) with 1 to 4 stages, a few seconds each.
 #
 #   benches/pipeline_check.sh OUT [SECONDS]
 #
@@ -12,7 +13,7 @@
 # .tune.err, JSON on .tune.json), the best trace (.sched) and the timing (.run.txt); the
 # summary table (stages of the best trace, TFLOP/s) goes to stdout and OUT/summary.md.
 set -u
-out=$1 secs=${2:-55}
+out=$1 secs=${2:-50}
 bin=${TESSEL_BIN:-./.gpu/tessel}
 seed=${TESSEL_SEED:-11}
 mkdir -p "$out"
@@ -22,6 +23,16 @@ grep -q '^stages = \[1\]$' "$out/cuda-stages1.toml" || {
   echo "search_spaces/cuda.toml has no [pipeline] stages line" >&2
   exit 1
 }
+# The seed GEMM at 2048^3 with 1 to 4 stages (examples/schedules/seed_pipelined_gemm.sched
+# with its last stage changed): the same tiles, only the pipeline differs.
+for stages in 1 2 3 4; do
+  sed "s/value=\[0, 0, 2\]/value=[0, 0, $((stages - 1))]/" examples/schedules/seed_pipelined_gemm.sched \
+    >"$out/seed.$stages.sched"
+  echo "== seed GEMM 2048^3, $stages stages"
+  "$bin" run matmul:2048x2048x2048 --schedule "$out/seed.$stages.sched" --target cuda \
+    >"$out/seed.$stages.run.txt" 2>&1
+  grep -E "TFLOP|check" "$out/seed.$stages.run.txt" | head -2
+done
 workloads=(
   matmul:2048x2048x2048
   matmul:1605x3910x935
@@ -92,4 +103,7 @@ for w in workloads:
             pass
         ours, peer = tflops(f"{out}/{tag}.{space}.run.txt")
         print(f"| {w} | {space} | {trials} | {stages(f'{out}/{tag}.{space}.sched')} | {ours} | {peer} |")
+for n in range(1, 5):
+    ours, _ = tflops(f"{out}/seed.{n}.run.txt")
+    print(f"| matmul:2048x2048x2048 | seed_pipelined_gemm.sched | - | {n} | {ours} | - |")
 PY

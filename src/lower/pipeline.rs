@@ -199,7 +199,8 @@ impl Cx<'_> {
         });
         inner.push(KStmt::CommitGroup);
         let stage = stage_offset(&Expr::Var(var), stages);
-        inner.extend(compute.into_iter().map(|s| self.offset_reads(s, &stage)));
+        let compute = compute.into_iter().map(|s| self.offset_reads(s, &stage));
+        inner.extend(fold_constant_guards(compute.collect()));
         out.push(KStmt::For {
             var,
             extent,
@@ -221,7 +222,7 @@ impl Cx<'_> {
             let i = i.substitute(&|v| (v == var).then(|| j.clone()));
             self.simp(&self.at_stage(buf, &i, &stage))
         };
-        fetch
+        let stmts = fetch
             .iter()
             .map(|s| {
                 map_stmt(s.clone(), &|s| match s {
@@ -260,7 +261,8 @@ impl Cx<'_> {
                     other => other,
                 })
             })
-            .collect()
+            .collect();
+        fold_constant_guards(stmts)
     }
 
     /// A flat index of `buf` moved to the copy `stage` (an expression of the iteration),
@@ -422,6 +424,37 @@ impl Cx<'_> {
             _ => None,
         }
     }
+}
+
+/// Guards the simplifier decided (at a known iteration): an `if` that always holds
+/// becomes its body, one that never does disappears.
+fn fold_constant_guards(body: Vec<KStmt>) -> Vec<KStmt> {
+    let mut out = Vec::with_capacity(body.len());
+    for s in body {
+        match s {
+            KStmt::If { cond, then } => match cond.as_int() {
+                Some(0) => {}
+                Some(_) => out.extend(fold_constant_guards(then)),
+                None => out.push(KStmt::If {
+                    cond,
+                    then: fold_constant_guards(then),
+                }),
+            },
+            KStmt::For {
+                var,
+                extent,
+                kind,
+                body,
+            } => out.push(KStmt::For {
+                var,
+                extent,
+                kind,
+                body: fold_constant_guards(body),
+            }),
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// `j mod stages`.
