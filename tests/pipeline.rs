@@ -294,7 +294,10 @@ fn an_annotation_that_cannot_be_applied_is_refused_naming_the_loop() {
 #[test]
 fn the_stage_count_is_a_mutable_decision_of_the_cuda_space() {
     let space = SearchSpace::cuda_default();
-    assert_eq!(space.pipeline_stages, vec![1, 2, 3, 4]);
+    assert_eq!(
+        space.pipeline.as_ref().map(|p| p.stages.clone()),
+        Some(vec![1, 2, 3, 4])
+    );
     let w = workload::preset("matmul:256x256x256").unwrap();
     let program = tessel::database::canonical_program(&w).unwrap();
     let target = TargetLimits::Cuda(CudaLimits::sm90_default());

@@ -393,8 +393,8 @@ pub fn apply_sketch(
         }
     }
     // 7b. Software pipelining of the shared fetch.
-    if let (Some(_), Some(fetch_at)) = (&space.cache_read, fetch_at) {
-        pipeline::pipeline(&space.pipeline_stages, sch, fetch_at)?;
+    if let (Some(_), Some(rule), Some(fetch_at)) = (&space.cache_read, &space.pipeline, fetch_at) {
+        pipeline::pipeline(rule, sch, fetch_at)?;
     }
     // 8. Vectorize (CPU).
     if !space.is_gpu() && space.max_vector_extent > 0 {
