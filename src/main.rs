@@ -32,6 +32,8 @@ enum Emit {
     Key,
     /// CUDA C for the scheduled program (with each kernel's launch configuration).
     Cuda,
+    /// The PTX NVRTC makes of that CUDA C for sm_90a (needs NVRTC, not a GPU).
+    Ptx,
     /// C for the host CPU.
     C,
 }
@@ -671,6 +673,7 @@ fn run(cli: Cli) -> Result<()> {
                 Emit::Workload => print!("{}", w.to_text()),
                 Emit::Key => print!("{}\n{}\n", w.canonical_text(), w.key()),
                 Emit::Cuda => print!("{}", generate(sch.program(), Backend::Cuda)?.code),
+                Emit::Ptx => print!("{}", ptx(sch.program())?),
                 Emit::C => print!("{}", generate(sch.program(), Backend::Cpu)?.code),
             }
         }
@@ -868,8 +871,8 @@ fn run_sample(spec: &str, target: TargetArg, n: usize, seed: u64, json: bool) ->
     }
     for (i, s) in samples.iter().enumerate() {
         println!(
-            "# candidate {i}: {} threads per block, {} outputs per block, {} bytes shared\n{}",
-            s.threads_per_block, s.outputs_per_block, s.shared_bytes, s.trace
+            "# candidate {i}: {} threads per block, {} outputs per block, {} bytes shared, {} pipeline stages\n{}",
+            s.threads_per_block, s.outputs_per_block, s.shared_bytes, s.pipeline_stages, s.trace
         );
     }
     Ok(())
@@ -1211,6 +1214,12 @@ fn run_verify(
         path.display()
     );
     Ok(())
+}
+
+/// The PTX of a program's CUDA C, compiled by NVRTC for sm_90a's virtual architecture.
+fn ptx(p: &tessel::ir::Program) -> Result<String> {
+    let code = generate(p, Backend::Cuda)?.code;
+    tessel::measure::cuda::compile_ptx(&code, "sm_90a").map_err(|f| anyhow::anyhow!("{f}"))
 }
 
 #[cfg(test)]

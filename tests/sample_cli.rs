@@ -37,6 +37,7 @@ fn prime_gemm_samples_have_large_blocks() {
             keys,
             [
                 "outputs_per_block",
+                "pipeline_stages",
                 "shared_bytes",
                 "threads_per_block",
                 "trace"

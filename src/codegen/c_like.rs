@@ -192,6 +192,66 @@ impl<'a> Printer<'a> {
             match s {
                 KStmt::Comment(c) => self.line(depth, &format!("// block {c}")),
                 KStmt::Sync => self.line(depth, "__syncthreads();"),
+                KStmt::CpAsync {
+                    dst,
+                    dst_index,
+                    src,
+                    src_index,
+                    lanes,
+                    valid,
+                } => {
+                    let d = format!(
+                        "{} + {}",
+                        ident(&self.p.buffer(*dst).name),
+                        self.expr(dst_index)
+                    );
+                    let s = format!(
+                        "{} + {}",
+                        ident(&self.p.buffer(*src).name),
+                        self.expr(src_index)
+                    );
+                    let line = match self.dialect {
+                        Dialect::Cuda => {
+                            let bytes = lanes * 4;
+                            let size = match valid {
+                                Some(c) => format!("{} ? {bytes} : 0", paren(&self.expr(c))),
+                                None => bytes.to_string(),
+                            };
+                            format!("tessel_cp_async{bytes}({d}, {s}, {size});")
+                        }
+                        // No asynchronous copies on the CPU: the copy itself.
+                        Dialect::C => {
+                            let v = |i: i64| format!("({s})[{i}]");
+                            let lane = |i: i64| match valid {
+                                Some(c) => format!("{} ? {} : 0.0f", paren(&self.expr(c)), v(i)),
+                                None => v(i),
+                            };
+                            (0..*lanes)
+                                .map(|i| format!("({d})[{i}] = {};", lane(i)))
+                                .collect::<Vec<_>>()
+                                .join(" ")
+                        }
+                    };
+                    self.line(depth, &line);
+                }
+                KStmt::CommitGroup => {
+                    if self.dialect == Dialect::Cuda {
+                        self.line(
+                            depth,
+                            "asm volatile(\"cp.async.commit_group;\\n\" ::: \"memory\");",
+                        );
+                    }
+                }
+                KStmt::WaitGroup(n) => {
+                    if self.dialect == Dialect::Cuda {
+                        self.line(
+                            depth,
+                            &format!(
+                                "asm volatile(\"cp.async.wait_group {n};\\n\" ::: \"memory\");"
+                            ),
+                        );
+                    }
+                }
                 KStmt::If { cond, then } => {
                     let c = self.expr(cond);
                     self.line(depth, &format!("if {} {{", paren(&c)));

@@ -8,7 +8,7 @@
 use super::c_like::{ctype, ident, Dialect, Printer};
 use super::{Launch, Result, Source};
 use crate::ir::Scope;
-use crate::lower::{Kernel, Lowered};
+use crate::lower::{KStmt, Kernel, Lowered};
 use std::fmt::Write;
 
 /// Static shared memory above this needs the dynamic opt-in.
@@ -90,9 +90,30 @@ fn kernel(l: &Lowered, k: &Kernel, out: &mut String) -> Result<Launch> {
     })
 }
 
+/// `cp.async` of 4, 8 (`.ca`: through L1) and 16 bytes (`.cg`: L2 only), with the
+/// src-size operand (`src_bytes` 0: zeros land, nothing is read). Printed only for
+/// programs that copy asynchronously.
+const CP_ASYNC: &str = "\
+__device__ __forceinline__ void tessel_cp_async4(float* dst, const float* src, int src_bytes) { unsigned d = (unsigned)__cvta_generic_to_shared(dst); asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4, %2;\\n\" :: \"r\"(d), \"l\"(src), \"r\"(src_bytes) : \"memory\"); }
+__device__ __forceinline__ void tessel_cp_async8(float* dst, const float* src, int src_bytes) { unsigned d = (unsigned)__cvta_generic_to_shared(dst); asm volatile(\"cp.async.ca.shared.global [%0], [%1], 8, %2;\\n\" :: \"r\"(d), \"l\"(src), \"r\"(src_bytes) : \"memory\"); }
+__device__ __forceinline__ void tessel_cp_async16(float* dst, const float* src, int src_bytes) { unsigned d = (unsigned)__cvta_generic_to_shared(dst); asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" :: \"r\"(d), \"l\"(src), \"r\"(src_bytes) : \"memory\"); }
+";
+
+/// Whether a statement list issues a `cp.async`.
+fn copies_async(body: &[KStmt]) -> bool {
+    body.iter().any(|s| match s {
+        KStmt::CpAsync { .. } => true,
+        KStmt::For { body, .. } | KStmt::If { then: body, .. } => copies_async(body),
+        _ => false,
+    })
+}
+
 /// CUDA C for a lowered program.
 pub fn generate(l: &Lowered) -> Result<Source> {
     let mut code = String::from(PRELUDE);
+    if l.kernels.iter().any(|k| copies_async(&k.body)) {
+        code.push_str(CP_ASYNC);
+    }
     let mut kernels = Vec::new();
     for k in &l.kernels {
         kernels.push(kernel(l, k, &mut code)?);

@@ -22,6 +22,14 @@
 //!   own element is fine). Two writes of different values to one global element by
 //!   different blocks, or by different threads of a block between the same barriers,
 //!   are a [`GpuInterpError::GlobalConflict`] (equal values are benign duplicates);
+//! * `cp.async` copies are asynchronous, per thread: the global value is read when the
+//!   copy is issued, but the shared element is written only when a
+//!   `cp.async.wait_group n` of that thread retires the copy's group. Since a copy may
+//!   land at any time in between, it is race-tracked as a write of the issuing thread
+//!   both when issued and when it lands (groups are formed by `cp.async.commit_group`, oldest retired first,
+//!   until at most `n` are in flight). A missing or wrong wait therefore shows as stale
+//!   or NaN data, or as a race with the threads that read the element first; copies
+//!   still in flight when a block ends are dropped;
 //! * every access has one flat index, checked against the buffer's extent (global) or
 //!   the alloc's compacted size (shared, local);
 //! * expressions as in the serial interpreter: exact `i64` index arithmetic with floor
@@ -298,6 +306,14 @@ enum CStmt {
         value: FExpr,
     },
     Sync,
+    /// `cp.async`: per lane the shared destination and the global value; zeros when
+    /// `valid` is false.
+    CpAsync {
+        lanes: Vec<(Access, FExpr)>,
+        valid: Option<BExpr>,
+    },
+    CommitGroup,
+    WaitGroup(usize),
 }
 
 /// A kernel compiled for running.
@@ -492,6 +508,38 @@ fn stmts(
                 out.push(CStmt::Store { access, value });
             }
             KStmt::Sync => out.push(CStmt::Sync),
+            KStmt::CpAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                lanes,
+                valid,
+            } => {
+                let mut copies = Vec::new();
+                for i in 0..*lanes {
+                    let at = |e: &crate::ir::Expr| {
+                        crate::ir::Expr::add(e.clone(), crate::ir::Expr::Int(i))
+                    };
+                    let (access, dtype) = cexpr::access(c, *dst, &[at(dst_index)], 0)?;
+                    let load = crate::ir::Expr::Load(*src, vec![at(src_index)]);
+                    copies.push((access, cexpr::store_value(c, dtype, &load)?));
+                }
+                // The simplifier may have folded the condition to an integer constant.
+                let valid = match valid {
+                    Some(v) => Some(match cexpr::expr(c, v, 0)? {
+                        cexpr::Typed::I(i) => BExpr::IntNonZero(Box::new(i)),
+                        _ => cexpr::boolean(c, v, 0)?,
+                    }),
+                    None => None,
+                };
+                out.push(CStmt::CpAsync {
+                    lanes: copies,
+                    valid,
+                });
+            }
+            KStmt::CommitGroup => out.push(CStmt::CommitGroup),
+            KStmt::WaitGroup(n) => out.push(CStmt::WaitGroup((*n).max(0) as usize)),
             KStmt::Comment(_) => {}
         }
     }
@@ -510,7 +558,7 @@ fn mark_written(body: &[CStmt], bufs: &[KBuf], written: &mut [usize]) {
                     written[b.slot] = b.size as usize;
                 }
             }
-            CStmt::Sync => {}
+            CStmt::Sync | CStmt::CpAsync { .. } | CStmt::CommitGroup | CStmt::WaitGroup(_) => {}
         }
     }
 }
@@ -534,7 +582,9 @@ fn coords(lin: u32, dims: [i64; 3]) -> [u32; 3] {
     .map(|c| c as u32)
 }
 
-/// One pending write of a `Store`: thread, buffer, flat index, storage place, value.
+/// One pending write of a `Store` (or `cp.async`): thread, buffer, flat index, storage
+/// place, value.
+#[derive(Clone)]
 struct Write {
     thread: u32,
     buf: u32,
@@ -559,6 +609,12 @@ struct BlockRun<'k, 'g, 'b> {
     /// Unique per block and barrier interval (for global conflicts).
     epoch: &'g mut u64,
     writes: Vec<Write>,
+    /// Per thread: the `cp.async` copies issued since its last commit, and its committed
+    /// groups still in flight, oldest first. A copy lands (is written, race-tracked as a
+    /// write of its thread) only when a `cp.async.wait_group` of its thread retires its
+    /// group.
+    open: Vec<Vec<Write>>,
+    in_flight: Vec<std::collections::VecDeque<Vec<Write>>>,
 }
 
 impl CKernel {
@@ -605,6 +661,8 @@ impl CKernel {
                 gtrack: &mut gtrack,
                 epoch: &mut epoch,
                 writes: std::mem::take(&mut writes),
+                open: vec![Vec::new(); threads],
+                in_flight: vec![std::collections::VecDeque::new(); threads],
             };
             let all: Vec<u32> = (0..threads as u32).collect();
             let r = run.stmts(&self.body, &all);
@@ -727,6 +785,21 @@ impl BlockRun<'_, '_, '_> {
                     }
                 }
                 CStmt::Store { access, value } => self.store(access, value, active)?,
+                CStmt::CpAsync { lanes, valid } => self.cp_async(lanes, valid.as_ref(), active)?,
+                CStmt::CommitGroup => {
+                    for &t in active {
+                        let group = std::mem::take(&mut self.open[t as usize]);
+                        self.in_flight[t as usize].push_back(group);
+                    }
+                }
+                CStmt::WaitGroup(n) => {
+                    for &t in active {
+                        while self.in_flight[t as usize].len() > *n {
+                            let group = self.in_flight[t as usize].pop_front().unwrap_or_default();
+                            self.commit(&group)?;
+                        }
+                    }
+                }
                 CStmt::Sync => {
                     if active.len() != self.threads {
                         let missing = (0..self.threads as u32)
@@ -779,6 +852,60 @@ impl BlockRun<'_, '_, '_> {
         let r = self.commit(&writes);
         self.writes = writes;
         r
+    }
+
+    /// Every active thread issues its copies: the global values are read now, the shared
+    /// elements are written when the copies land (and race-tracked now and then).
+    fn cp_async(
+        &mut self,
+        lanes: &[(Access, FExpr)],
+        valid: Option<&BExpr>,
+        active: &[u32],
+    ) -> GpuResult<()> {
+        for &t in active {
+            let mut th = self.thread(t);
+            let r = (|| {
+                let on = match valid {
+                    Some(c) => th.ev_b(c)?,
+                    None => true,
+                };
+                let mut copies = Vec::with_capacity(lanes.len());
+                for (access, value) in lanes {
+                    let v = if on { th.ev_f(value)? } else { 0.0 };
+                    let i = th.flat(access)?;
+                    let (mem, slot, off) = th.locate(access.buf, i)?;
+                    if mem != Mem::Shared {
+                        return Err(Fault::Type);
+                    }
+                    copies.push(Write {
+                        thread: t,
+                        buf: access.buf,
+                        index: i,
+                        mem,
+                        slot,
+                        off,
+                        value: v,
+                    });
+                }
+                Ok(copies)
+            })();
+            let copies = r.map_err(|f| self.fault(t, f))?;
+            // The copy may land at once: it must not touch an element another thread
+            // uses in this barrier interval.
+            for c in &copies {
+                if let Some((other, kind)) = self.track.write(c.slot, c.off, t) {
+                    let f = Fault::Race {
+                        buf: c.buf,
+                        index: c.index,
+                        other,
+                        kind,
+                    };
+                    return Err(self.fault(t, f));
+                }
+            }
+            self.open[t as usize].extend(copies);
+        }
+        Ok(())
     }
 
     fn commit(&mut self, writes: &[Write]) -> GpuResult<()> {

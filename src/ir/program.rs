@@ -154,6 +154,8 @@ pub enum LoopKind {
 pub enum AnnValue {
     Int(i64),
     Str(String),
+    /// A list of integers, e.g. `software_pipeline_stage`: one stage per statement.
+    Ints(Vec<i64>),
 }
 
 impl fmt::Display for AnnValue {
@@ -161,6 +163,10 @@ impl fmt::Display for AnnValue {
         match self {
             AnnValue::Int(v) => write!(f, "{v}"),
             AnnValue::Str(s) => write!(f, "{s:?}"),
+            AnnValue::Ints(v) => {
+                let items: Vec<String> = v.iter().map(|x| x.to_string()).collect();
+                write!(f, "[{}]", items.join(", "))
+            }
         }
     }
 }

@@ -43,7 +43,23 @@ fn stmt_rw(p: &Program, s: &KStmt, rw: &mut Rw) {
             indices.iter().for_each(|i| expr_reads(p, i, rw));
             expr_reads(p, value, rw);
         }
-        KStmt::Sync | KStmt::Comment(_) => {}
+        KStmt::CpAsync {
+            dst,
+            dst_index,
+            src_index,
+            valid,
+            ..
+        } => {
+            if p.buffer(*dst).scope == Scope::Shared {
+                rw.writes.insert(*dst);
+            }
+            expr_reads(p, dst_index, rw);
+            expr_reads(p, src_index, rw);
+            if let Some(v) = valid {
+                expr_reads(p, v, rw);
+            }
+        }
+        KStmt::Sync | KStmt::Comment(_) | KStmt::CommitGroup | KStmt::WaitGroup(_) => {}
     }
 }
 

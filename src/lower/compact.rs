@@ -57,7 +57,27 @@ fn collect(body: &[KStmt], path: &mut Vec<VarId>, out: &mut Vec<Access>) {
                 indices.iter().for_each(|i| collect_expr(i, path, out));
                 collect_expr(value, path, out);
             }
-            KStmt::Sync | KStmt::Comment(_) => {}
+            KStmt::CpAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                valid,
+                ..
+            } => {
+                for (buffer, index) in [(dst, dst_index), (src, src_index)] {
+                    out.push(Access {
+                        buffer: *buffer,
+                        indices: vec![index.clone()],
+                        path: path.clone(),
+                    });
+                    collect_expr(index, path, out);
+                }
+                if let Some(v) = valid {
+                    collect_expr(v, path, out);
+                }
+            }
+            KStmt::Sync | KStmt::Comment(_) | KStmt::CommitGroup | KStmt::WaitGroup(_) => {}
         }
     }
 }
@@ -226,7 +246,23 @@ fn rewrite(body: &mut [KStmt], flat: &dyn Fn(BufferId, &[Expr]) -> Vec<Expr>) {
                 *indices = flat(*buffer, &idx);
                 *value = rewrite_expr(value, flat);
             }
-            KStmt::Sync | KStmt::Comment(_) => {}
+            KStmt::CpAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                valid,
+                ..
+            } => {
+                for (buffer, index) in [(dst, dst_index), (src, src_index)] {
+                    let i = rewrite_expr(index, flat);
+                    *index = flat(*buffer, &[i]).remove(0);
+                }
+                if let Some(v) = valid {
+                    *v = rewrite_expr(v, flat);
+                }
+            }
+            KStmt::Sync | KStmt::Comment(_) | KStmt::CommitGroup | KStmt::WaitGroup(_) => {}
         }
     }
 }

@@ -41,6 +41,25 @@ pub enum KStmt {
     },
     /// `__syncthreads()`.
     Sync,
+    /// `cp.async`: an asynchronous copy of `lanes` consecutive elements from the global
+    /// `src[src_index..]` to the shared `dst[dst_index..]` (flat indices, both aligned to
+    /// the copy's bytes). It lands when a [`KStmt::WaitGroup`] of the issuing thread lets
+    /// it, never earlier; with `valid` false no byte is read and zeros land (the src-size
+    /// operand 0).
+    CpAsync {
+        dst: BufferId,
+        dst_index: Expr,
+        src: BufferId,
+        src_index: Expr,
+        lanes: i64,
+        valid: Option<Expr>,
+    },
+    /// `cp.async.commit_group`: the thread's copies issued since its last commit form a
+    /// group.
+    CommitGroup,
+    /// `cp.async.wait_group n`: the thread waits until at most `n` of its committed
+    /// groups are still in flight (the older ones have landed).
+    WaitGroup(i64),
     /// A comment naming the block a store came from (for readers of the generated code).
     Comment(String),
 }

@@ -13,10 +13,14 @@
 //! 5. CUDA: `__syncthreads()` is inserted where shared memory written by some threads is
 //!    read by others, and before it is overwritten in the next iteration; vectorized loops
 //!    are checked to be contiguous and aligned, or rejected.
+//! 6. CUDA: loops annotated with `software_pipeline_stage` are software-pipelined: their
+//!    shared fetches multi-buffered and issued stages ahead with `cp.async`
+//!    (`pipeline.rs`).
 
 mod barrier;
 mod compact;
 pub mod kernel;
+mod pipeline;
 mod vthread;
 
 pub(crate) use compact::vector_body as kernel_vector_body;
@@ -60,6 +64,10 @@ pub enum LowerError {
     DivergentBarrier { name: String },
     #[error("invalid program: {0}")]
     Invalid(String),
+    #[error("{0}")]
+    PipelinePlan(#[from] crate::ir::pipeline::PipelineError),
+    #[error("cannot pipeline loop {name}: {reason}")]
+    Pipeline { name: String, reason: String },
 }
 
 /// The result of lowering.
@@ -202,6 +210,8 @@ struct Builder<'a> {
     subst: BTreeMap<VarId, Expr>,
     /// Memo of [`nest_total`] for the loops of this kernel.
     nest_totals: BTreeMap<LoopId, i64>,
+    /// The software-pipelined loops of this kernel (CUDA).
+    pipelines: Vec<pipeline::Pipelined>,
 }
 
 fn dim_index(d: Dim3) -> usize {
@@ -309,6 +319,12 @@ impl Builder<'_> {
                     }
                     kind => {
                         self.ranges.insert(lp.var, lp.extent);
+                        if self.backend == Backend::Cuda {
+                            if let Some(plan) = crate::ir::pipeline::plan(self.prog, *id)? {
+                                self.pipelines
+                                    .push(pipeline::Pipelined { var: lp.var, plan });
+                            }
+                        }
                         let fk = match kind {
                             LoopKind::Serial | LoopKind::Thread(ThreadTag::VThread(_)) => {
                                 if matches!(kind, LoopKind::Thread(_)) {
@@ -479,6 +495,7 @@ fn build_kernel(
         ranges: BTreeMap::new(),
         subst: BTreeMap::new(),
         nest_totals: BTreeMap::new(),
+        pipelines: Vec::new(),
     };
     for t in &trees {
         b.collect_dims(t)?;
@@ -486,6 +503,7 @@ fn build_kernel(
     let body = b.stmts(&trees)?;
     let thread_vars: Vec<(VarId, ThreadTag)> = b.thread_var.iter().map(|(t, v)| (*v, *t)).collect();
     let (grid, block, ranges) = (b.grid, b.block, b.ranges.clone());
+    let pipelines = std::mem::take(&mut b.pipelines);
     let params: Vec<_> = prog
         .params
         .iter()
@@ -505,6 +523,7 @@ fn build_kernel(
     if backend == Backend::Cuda {
         barrier::insert_barriers(prog, &mut kernel)?;
         compact::check_vectors(prog, &kernel, &ranges)?;
+        pipeline::apply(prog, &mut kernel, &pipelines, &ranges)?;
     }
     Ok(kernel)
 }

@@ -128,9 +128,24 @@ pub fn annotate(p: &mut Program, target: AnnTarget, key: &str, value: AnnValue) 
             reason: format!("{key:?} is not a name"),
         });
     }
+    let pipeline = key == crate::ir::pipeline::STAGE_KEY;
     match target {
-        AnnTarget::Loop(l) => p.lp_mut(l).annotations.insert(key.into(), value),
-        AnnTarget::Block(b) => p.block_mut(b).annotations.insert(key.into(), value),
+        AnnTarget::Loop(l) => {
+            p.lp_mut(l).annotations.insert(key.into(), value);
+            // A software pipeline is checked where it is set (and again when lowered).
+            if pipeline {
+                crate::ir::pipeline::plan(p, l)?;
+            }
+        }
+        AnnTarget::Block(b) => {
+            if pipeline {
+                return Err(ScheduleError::InvalidArgument {
+                    what: "annotation",
+                    reason: format!("{key} annotates a loop, not block {}", p.block(b).name),
+                });
+            }
+            p.block_mut(b).annotations.insert(key.into(), value);
+        }
     };
     Ok(())
 }

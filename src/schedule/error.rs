@@ -130,6 +130,8 @@ pub enum ScheduleError {
     },
     #[error("invalid {what}: {reason}")]
     InvalidArgument { what: &'static str, reason: String },
+    #[error("{0}")]
+    Pipeline(#[from] crate::ir::pipeline::PipelineError),
     #[error("decision {decision} of {instruction} is invalid: {reason}")]
     InvalidDecision {
         instruction: String,

@@ -198,6 +198,12 @@ impl Replayer {
                     Operand::Int(v) => AnnArg::Int(*v),
                     Operand::Str(v) => AnnArg::Str(v.clone()),
                     o @ Operand::Rv(_) => AnnArg::Rv(ExprRv(self.rv(o)?)),
+                    Operand::List(items) => AnnArg::List(
+                        items
+                            .iter()
+                            .map(|i| self.int_arg(i))
+                            .collect::<Result<_, _>>()?,
+                    ),
                     other => return Err(bad("annotate value", format!("{other:?}"))),
                 };
                 self.sch.annotate(target, &key, value)?;

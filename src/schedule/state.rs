@@ -52,6 +52,9 @@ pub enum AnnArg {
     Int(i64),
     Str(String),
     Rv(ExprRv),
+    /// A list of integers (literals, sampled values or products of them), e.g. the
+    /// `software_pipeline_stage` of each statement of a loop body.
+    List(Vec<IntArg>),
 }
 
 /// What an annotation is attached to.
@@ -468,6 +471,10 @@ impl Schedule {
             AnnArg::Int(i) => (AnnValue::Int(*i), Operand::Int(*i)),
             AnnArg::Str(s) => (AnnValue::Str(s.clone()), Operand::Str(s.clone())),
             AnnArg::Rv(r) => (AnnValue::Int(self.value(*r)?), Operand::Rv(r.0)),
+            AnnArg::List(items) => (
+                AnnValue::Ints(items.iter().map(|a| self.int(a)).collect::<Result<_>>()?),
+                Operand::List(items.iter().map(Self::int_operand).collect()),
+            ),
         };
         self.transact("annotate", |p| annotation::annotate(p, t, key, v))?;
         self.record(

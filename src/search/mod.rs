@@ -19,7 +19,7 @@ pub use postproc::{RejectKind, Rejection, TargetLimits, Verified};
 pub use random::{ir_hash, Candidate, MeasuredResult, Proposal, RandomSearch, SearchStrategy};
 pub use sample::{sample, SampleSummary};
 pub use sketch::{SketchError, SketchKind};
-pub use space::{SearchParams, SearchSpace, SpaceError};
+pub use space::{PipelineRule, SearchParams, SearchSpace, SpaceError};
 
 /// The strategies `tessel tune --strategy` names.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]

@@ -11,6 +11,8 @@
 //!   **split-K count** (the one that splits the loop `rfactor` takes): another candidate of
 //!   the same instruction. Only traces of the split-K sketch have a split-K decision, so
 //!   the count changes within that sketch.
+//! * **Pipeline stages** (the `sample_categorical` read by a `software_pipeline_stage`
+//!   annotation): another stage count of the shared fetch's software pipeline.
 //!
 //! Compute-at locations are not decisions of this project's traces: the sketch places
 //! every `compute_at` and `reverse_compute_at` at a fixed tile level, so there is no
@@ -24,6 +26,7 @@
 //! [`MutatorKind`], how many were tried and how many were accepted ([`MutatorStats`]).
 
 use super::sketch::AUTO_UNROLL_KEY;
+use crate::ir::pipeline::STAGE_KEY;
 use crate::ir::Program;
 use crate::schedule::{
     replay, Decision, InstKind, Operand, ReplayError, Schedule, ScheduleError, Trace,
@@ -38,14 +41,16 @@ pub enum MutatorKind {
     Unroll,
     VectorLength,
     SplitK,
+    PipelineStages,
 }
 
 impl MutatorKind {
-    pub const ALL: [MutatorKind; 4] = [
+    pub const ALL: [MutatorKind; 5] = [
         MutatorKind::TileSize,
         MutatorKind::Unroll,
         MutatorKind::VectorLength,
         MutatorKind::SplitK,
+        MutatorKind::PipelineStages,
     ];
 
     /// A short name for reports.
@@ -55,6 +60,7 @@ impl MutatorKind {
             MutatorKind::Unroll => "unroll",
             MutatorKind::VectorLength => "vector_length",
             MutatorKind::SplitK => "split_k",
+            MutatorKind::PipelineStages => "pipeline_stages",
         }
     }
 }
@@ -227,6 +233,12 @@ fn categorical_use(trace: &Trace, inst: usize) -> Option<MutatorKind> {
             {
                 return Some(MutatorKind::Unroll);
             }
+            InstKind::Annotate
+                if matches!(use_.attr("value"), Some(Operand::List(items)) if items.iter().any(uses_rv))
+                    && matches!(use_.attr("key"), Some(Operand::Str(k)) if k == STAGE_KEY) =>
+            {
+                return Some(MutatorKind::PipelineStages);
+            }
             InstKind::Split => {
                 let Some(Operand::List(factors)) = use_.attr("factors") else {
                     continue;
@@ -259,8 +271,8 @@ fn categorical_use(trace: &Trace, inst: usize) -> Option<MutatorKind> {
 /// postprocessors.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct MutatorStats {
-    tried: [usize; 4],
-    accepted: [usize; 4],
+    tried: [usize; MutatorKind::ALL.len()],
+    accepted: [usize; MutatorKind::ALL.len()],
 }
 
 impl MutatorStats {

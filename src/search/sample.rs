@@ -1,7 +1,7 @@
 //! What a design space offers for one workload, without compiling or measuring:
 //! candidates drawn by [`RandomSearch`] (after the postprocessors), each summarised by its
-//! trace, threads per block, output elements per block and shared memory (`tessel
-//! sample`).
+//! trace, threads per block, output elements per block, shared memory and pipeline stages
+//! (`tessel sample`).
 
 use super::postproc::TargetLimits;
 use super::random::{Candidate, RandomSearch, SearchStrategy};
@@ -22,6 +22,8 @@ pub struct SampleSummary {
     pub outputs_per_block: i64,
     /// The largest shared-memory allocation of the candidate's kernels, in bytes.
     pub shared_bytes: i64,
+    /// The software-pipeline stages of the shared fetch (1: single-buffered).
+    pub pipeline_stages: i64,
 }
 
 /// Up to `n` distinct candidates of `program`'s space for `target`, drawn with `seed`.
@@ -55,7 +57,21 @@ fn summarise(program: &Program, c: &Candidate) -> SampleSummary {
         threads_per_block: threads_per_block.unwrap_or(1),
         outputs_per_block: outputs_per_block_of(program, &c.trace).unwrap_or(0),
         shared_bytes: shared_bytes.unwrap_or(0),
+        pipeline_stages: pipeline_stages(&lowered.program),
     }
+}
+
+/// The most stages of any software-pipelined loop of `p` (1 when none is).
+fn pipeline_stages(p: &Program) -> i64 {
+    p.walk()
+        .into_iter()
+        .filter_map(|(n, _)| match n {
+            Node::Loop(l) => crate::ir::pipeline::plan(p, l).ok().flatten(),
+            Node::Block(_) => None,
+        })
+        .map(|plan| plan.stages)
+        .max()
+        .unwrap_or(1)
 }
 
 /// Replays `trace` on `program` and measures its main block's tile: see

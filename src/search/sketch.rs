@@ -41,6 +41,9 @@
 //!    the split consistent) and vectorized by a sampled length. With
 //!    `cache_read.reduction_major`, an operand whose last axis is a reduction is stored
 //!    reduction axes first, rows padded against bank conflicts ([`reduction_major`]).
+//!
+//!    **7b. Software pipelining** (spaces with `pipeline.stages`): the loop the fetches
+//!    are computed at gets a sampled `software_pipeline_stage` ([`pipeline`]).
 //! 8. **Vectorize** (CPU): the innermost loop of the main block and of the write-back.
 //! 9. **Auto-unroll**: a sampled `pragma_auto_unroll_max_step` on the loops of the last
 //!    three levels.
@@ -54,6 +57,8 @@ use crate::ir::{BufferKind, Expr, IterKind, Program};
 use crate::schedule::{pad_einsum, sampling};
 use crate::schedule::{AnnArg, BlockRv, ExprRv, IntArg, LoopRv, Schedule, ScheduleError, Target};
 use thiserror::Error;
+
+mod pipeline;
 
 /// Why a workload has no design space, or a sample could not be built.
 #[derive(Debug, Error, Clone, PartialEq)]
@@ -331,7 +336,8 @@ pub fn apply_sketch(
             .map_err(at("reverse_compute_at"))?;
     }
     // 7. Cache read with cooperative fetch.
-    if let (Some(scope), Some(fetch_at)) = (&space.cache_read, levels[first_r].last().copied()) {
+    let fetch_at = levels[first_r].last().copied();
+    if let (Some(scope), Some(fetch_at)) = (&space.cache_read, fetch_at) {
         let n_reads = {
             let p = sch.program();
             let b = sch.block_id(main).map_err(at("cache_read"))?;
@@ -385,6 +391,10 @@ pub fn apply_sketch(
                 leftovers.insert(0, name.clone());
             }
         }
+    }
+    // 7b. Software pipelining of the shared fetch.
+    if let (Some(_), Some(rule), Some(fetch_at)) = (&space.cache_read, &space.pipeline, fetch_at) {
+        pipeline::pipeline(rule, sch, fetch_at)?;
     }
     // 8. Vectorize (CPU).
     if !space.is_gpu() && space.max_vector_extent > 0 {

@@ -85,6 +85,8 @@ pub struct SearchSpace {
     pub max_stack_bytes: Option<u32>,
     /// Split-K: when and how a long reduction is spread over partial results.
     pub split_k: Option<SplitK>,
+    /// Software pipelining of the shared fetch (`[pipeline]`); `None`: never.
+    pub pipeline: Option<PipelineRule>,
     /// The evolutionary search's parameters (`[search]`).
     pub search: SearchParams,
 }
@@ -106,6 +108,15 @@ pub struct SearchParams {
     /// Samples (or mutants) that may be tried per wanted one before the search stops
     /// looking: what keeps a small space from spinning on duplicates.
     pub max_attempts_per_candidate: usize,
+}
+
+/// The software-pipelining rule (`[pipeline]`): the stage counts the sketch offers (a
+/// decision of the trace; 1 is the single-buffered fetch), those whose copies of one
+/// iteration's fetched tiles would exceed `max_shared_bytes` left out.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PipelineRule {
+    pub stages: Vec<i64>,
+    pub max_shared_bytes: i64,
 }
 
 /// The split-K rule (`[split_k]`): a workload whose output has at most
@@ -132,6 +143,7 @@ struct File {
     inline: Inline,
     vectorize: Option<Vectorize>,
     split_k: Option<SplitKFile>,
+    pipeline: Option<PipelineFile>,
     postprocess: Postprocess,
     search: SearchFile,
 }
@@ -200,6 +212,13 @@ struct CacheWrite {
 #[serde(deny_unknown_fields)]
 struct Unroll {
     max_steps: Vec<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PipelineFile {
+    stages: Vec<i64>,
+    max_shared_bytes: i64,
 }
 
 #[derive(Deserialize)]
@@ -416,6 +435,31 @@ impl SearchSpace {
             }
             _ => None,
         };
+        let pipeline = match f.pipeline {
+            Some(p) => {
+                let max = crate::ir::pipeline::MAX_STAGES;
+                if p.stages.is_empty() || p.stages.iter().any(|s| !(1..=max).contains(s)) {
+                    return Err(invalid(
+                        "pipeline.stages",
+                        format!(
+                            "{:?}: each must be in 1..={max}, at least one given",
+                            p.stages
+                        ),
+                    ));
+                }
+                if p.max_shared_bytes < 1 {
+                    return Err(invalid(
+                        "pipeline.max_shared_bytes",
+                        "must be positive".into(),
+                    ));
+                }
+                Some(PipelineRule {
+                    stages: p.stages,
+                    max_shared_bytes: p.max_shared_bytes,
+                })
+            }
+            None => None,
+        };
         let search = search_params(f.search, &invalid)?;
         Ok(SearchSpace {
             levels,
@@ -438,6 +482,7 @@ impl SearchSpace {
             max_spill_bytes: f.postprocess.max_spill_bytes,
             max_stack_bytes: f.postprocess.max_stack_bytes,
             split_k,
+            pipeline,
             search,
         })
     }

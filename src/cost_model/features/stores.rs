@@ -303,7 +303,30 @@ impl<'a> Walker<'a> {
                     value,
                 } => self.store(*buffer, indices, value),
                 KStmt::Sync => self.counts.barriers += self.trips(),
-                KStmt::Comment(_) => {}
+                // An asynchronous copy counts as the stores of its lanes.
+                KStmt::CpAsync {
+                    dst,
+                    dst_index,
+                    src,
+                    src_index,
+                    lanes,
+                    valid,
+                } => {
+                    for i in 0..*lanes {
+                        let at = |e: &Expr| Expr::add(e.clone(), Expr::Int(i));
+                        let load = Expr::Load(*src, vec![at(src_index)]);
+                        let value = match valid {
+                            Some(c) => Expr::Select(
+                                Box::new(c.clone()),
+                                Box::new(load),
+                                Box::new(Expr::Float(0.0)),
+                            ),
+                            None => load,
+                        };
+                        self.store(*dst, &[at(dst_index)], &value);
+                    }
+                }
+                KStmt::Comment(_) | KStmt::CommitGroup | KStmt::WaitGroup(_) => {}
             }
         }
     }

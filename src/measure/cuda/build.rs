@@ -138,6 +138,38 @@ pub fn compile(code: &str, arch: &str) -> Result<Cubin, Failure> {
     })
 }
 
+/// Compiles one CUDA C translation unit to PTX for the virtual architecture of `arch`
+/// (`sm_90a` -> `compute_90a`): what NVRTC makes of the generated source before ptxas,
+/// for a reader (`tessel show --emit ptx`). Errors as [`compile`]'s.
+pub fn compile_ptx(code: &str, arch: &str) -> Result<String, Failure> {
+    let fail = |m: String| Failure::new(FailureKind::Compile, m);
+    nvrtc_available().map_err(fail)?;
+    let virtual_arch = match arch.strip_prefix("sm_") {
+        Some(rest) if !rest.is_empty() && rest.chars().all(|c| c.is_ascii_alphanumeric()) => {
+            format!("compute_{rest}")
+        }
+        _ => {
+            return Err(fail(format!(
+                "arch {arch:?} is not a GPU architecture such as sm_90a"
+            )))
+        }
+    };
+    let src = CString::new(code).map_err(|_| fail("the CUDA source contains a NUL byte".into()))?;
+    let options: Vec<CString> = [
+        format!("--gpu-architecture={virtual_arch}"),
+        "--std=c++17".into(),
+    ]
+    .into_iter()
+    .map(|o| CString::new(o).expect("options have no NUL"))
+    .collect();
+    let program = Program::new(&src).map_err(fail)?;
+    if let Err(e) = program.compile(&options) {
+        let log = program.log().unwrap_or_else(|e| format!("(no log: {e})"));
+        return Err(fail(format!("NVRTC {e:?}\n{log}")));
+    }
+    program.ptx().map_err(fail)
+}
+
 /// An NVRTC program, destroyed on drop.
 struct Program(sys::nvrtcProgram);
 
@@ -182,6 +214,21 @@ impl Program {
             sys::nvrtcGetProgramLog(self.0, buf.as_mut_ptr() as *mut c_char)
                 .result()
                 .map_err(|e| format!("{e:?}"))?;
+            Ok(c_string_lossy(&buf))
+        }
+    }
+
+    fn ptx(&self) -> Result<String, String> {
+        let mut size = 0usize;
+        // SAFETY: valid, compiled program; the buffer has the size NVRTC asked for.
+        unsafe {
+            sys::nvrtcGetPTXSize(self.0, &mut size)
+                .result()
+                .map_err(|e| format!("nvrtcGetPTXSize failed: {e:?}"))?;
+            let mut buf = vec![0u8; size.max(1)];
+            sys::nvrtcGetPTX(self.0, buf.as_mut_ptr() as *mut c_char)
+                .result()
+                .map_err(|e| format!("nvrtcGetPTX failed: {e:?}"))?;
             Ok(c_string_lossy(&buf))
         }
     }

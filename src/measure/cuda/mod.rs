@@ -5,5 +5,7 @@ mod build;
 mod lt;
 mod run;
 
-pub use build::{compile, nvrtc_available, nvrtc_version, parse_ptxas_report, Cubin, KernelReport};
+pub use build::{
+    compile, compile_ptx, nvrtc_available, nvrtc_version, parse_ptxas_report, Cubin, KernelReport,
+};
 pub use run::{CudaRunner, ProgramHandle};

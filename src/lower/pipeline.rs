@@ -1,0 +1,507 @@
+//! Software pipelining of a shared-memory fetch with `cp.async` (a loop annotated with
+//! `software_pipeline_stage`; `ir::pipeline` says which loops qualify).
+//!
+//! It runs on the kernel IR after compaction and barrier insertion, so every index is a
+//! flat index into one iteration's compacted region. For a loop `k` of extent `K` with
+//! `S` stages:
+//!
+//! 1. **Multi-buffering.** Every shared buffer the fetches fill gets `S` copies: its alloc
+//!    grows to `S` times its per-stage size (rounded up to 16 bytes, so every copy keeps
+//!    the alignment of vector copies), and iteration `j` uses copy `j mod S` (the offset
+//!    `(j mod S) * stage_size` added to its flat index: a leading axis of `S`).
+//! 2. **Asynchronous copies.** A fetch store that copies a global element (or a float2 /
+//!    float4 vector: 4, 8 or 16 bytes) into the buffer, possibly zero-padded
+//!    (`select(c, load, 0)`), becomes a [`KStmt::CpAsync`] (the padding its `valid`
+//!    operand); other fetch stores (a transposed store of one element) stay ordinary
+//!    stores into the multi-buffer, issued at the same stage.
+//! 3. **Prologue, body.** The fetches of iterations `0 .. S-2` are issued before the loop,
+//!    each committed as a group; iteration `k` then waits until at most `S - 2` groups
+//!    are in flight (its own fetch has landed for this thread), synchronizes the block
+//!    (every thread's copies of iteration `k` are visible, and every thread has finished
+//!    computing iteration `k - 1`, whose buffer copy the next fetch overwrites), issues
+//!    the fetch of iteration `k + S - 1` (guarded at the tail; the group is committed
+//!    even when empty so that the count stays uniform), and computes iteration `k`.
+//!    The barriers the barrier pass put in the loop body are replaced by that one; a
+//!    barrier after the loop keeps a later overwrite of the buffers (the next iteration
+//!    of an enclosing loop) behind every thread's last reads.
+
+use super::compact::contiguous;
+use super::kernel::{ForKind, KStmt, Kernel};
+use super::{LowerError, Result};
+use crate::ir::interval::Interval;
+use crate::ir::pipeline::Plan;
+use crate::ir::simplify::simplify;
+use crate::ir::{BinOp, BufferId, DType, Expr, Program, Scope, VarId};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A loop of the kernel to pipeline: its variable and its plan.
+#[derive(Clone, Debug)]
+pub(super) struct Pipelined {
+    pub var: VarId,
+    pub plan: Plan,
+}
+
+/// Elements a buffer copy is aligned to (16 bytes of float32).
+const STAGE_ALIGN: i64 = 4;
+
+/// Pipelines the loops `loops` of kernel `k`.
+pub(super) fn apply(
+    p: &Program,
+    k: &mut Kernel,
+    loops: &[Pipelined],
+    ranges: &BTreeMap<VarId, i64>,
+) -> Result<()> {
+    if loops.is_empty() {
+        return Ok(());
+    }
+    // 1. Multi-buffering: every fetched buffer's alloc holds S copies.
+    let mut stage_size: BTreeMap<BufferId, i64> = BTreeMap::new();
+    for l in loops {
+        for buf in &l.plan.buffers {
+            let alloc = k
+                .allocs
+                .iter_mut()
+                .find(|a| a.buffer == *buf && a.scope == Scope::Shared)
+                .ok_or_else(|| LowerError::Pipeline {
+                    name: p.var_name(l.var).into(),
+                    reason: format!("{} is not allocated in shared memory", p.buffer(*buf).name),
+                })?;
+            let size = (alloc.size + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+            alloc.size = size * l.plan.stages;
+            stage_size.insert(*buf, size);
+        }
+    }
+    let cx = Cx {
+        p,
+        ranges,
+        stage_size: &stage_size,
+    };
+    let mut found = BTreeSet::new();
+    k.body = cx.rewrite(std::mem::take(&mut k.body), loops, &mut found)?;
+    if let Some(l) = loops.iter().find(|l| !found.contains(&l.var)) {
+        return Err(LowerError::Pipeline {
+            name: p.var_name(l.var).into(),
+            reason: "the loop is not part of the kernel".into(),
+        });
+    }
+    Ok(())
+}
+
+struct Cx<'a> {
+    p: &'a Program,
+    ranges: &'a BTreeMap<VarId, i64>,
+    stage_size: &'a BTreeMap<BufferId, i64>,
+}
+
+impl Cx<'_> {
+    fn simp(&self, e: &Expr) -> Expr {
+        simplify(e, &|v| {
+            self.ranges.get(&v).map(|&x| Interval::new(0, x - 1))
+        })
+    }
+
+    /// Replaces every pipelined loop of `body` by its prologue and pipelined loop.
+    fn rewrite(
+        &self,
+        body: Vec<KStmt>,
+        loops: &[Pipelined],
+        found: &mut BTreeSet<VarId>,
+    ) -> Result<Vec<KStmt>> {
+        let mut out = Vec::with_capacity(body.len());
+        for s in body {
+            match s {
+                KStmt::For {
+                    var,
+                    extent,
+                    kind,
+                    body,
+                } => {
+                    let body = self.rewrite(body, loops, found)?;
+                    match loops.iter().find(|l| l.var == var) {
+                        Some(l) => {
+                            found.insert(var);
+                            out.extend(self.pipeline(var, extent, kind, body, &l.plan)?);
+                        }
+                        None => out.push(KStmt::For {
+                            var,
+                            extent,
+                            kind,
+                            body,
+                        }),
+                    }
+                }
+                KStmt::If { cond, then } => out.push(KStmt::If {
+                    cond,
+                    then: self.rewrite(then, loops, found)?,
+                }),
+                other => out.push(other),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The prologue and the pipelined loop of loop `var`.
+    fn pipeline(
+        &self,
+        var: VarId,
+        extent: i64,
+        kind: ForKind,
+        body: Vec<KStmt>,
+        plan: &Plan,
+    ) -> Result<Vec<KStmt>> {
+        let name = self.p.var_name(var).to_string();
+        let stages = plan.stages;
+        // 1. Fetch statements, then compute statements (comments go with the statement
+        //    after them); the loop's own barriers are dropped.
+        let (mut fetch, mut compute) = (Vec::new(), Vec::new());
+        let mut comments = Vec::new();
+        for s in body {
+            match s {
+                KStmt::Sync => {}
+                KStmt::Comment(_) => comments.push(s),
+                s => {
+                    let writes = writes_of(&s);
+                    let is_fetch = !writes.is_disjoint(&plan.buffers);
+                    if is_fetch && (!compute.is_empty() || !writes.is_subset(&plan.buffers)) {
+                        return Err(LowerError::Pipeline {
+                            name,
+                            reason: "the loop body is not fetches followed by compute".into(),
+                        });
+                    }
+                    let to = if is_fetch { &mut fetch } else { &mut compute };
+                    to.append(&mut comments);
+                    to.push(s);
+                }
+            }
+        }
+        compute.append(&mut comments);
+        if fetch.is_empty() || compute.is_empty() {
+            return Err(LowerError::Pipeline {
+                name,
+                reason: "the loop body has no fetch or no compute statement".into(),
+            });
+        }
+        // 2. Asynchronous copies where the fetch is a plain copy.
+        let fetch = self.asyncify(fetch);
+        // 3. Prologue: the fetches of iterations 0 .. S-2, one group each.
+        let mut out = Vec::new();
+        for j in 0..stages - 1 {
+            out.extend(self.fetch_at(&fetch, var, &Expr::Int(j), stages));
+            out.push(KStmt::CommitGroup);
+        }
+        // 4. The loop: wait for this iteration's group, synchronize, issue the fetch of
+        //    iteration k + S - 1 (while there is one), compute iteration k.
+        let ahead = Expr::add(Expr::Var(var), Expr::Int(stages - 1));
+        let mut inner = vec![KStmt::WaitGroup(stages - 2), KStmt::Sync];
+        inner.push(KStmt::If {
+            cond: Expr::lt(Expr::Var(var), Expr::Int(extent - (stages - 1))),
+            then: self.fetch_at(&fetch, var, &ahead, stages),
+        });
+        inner.push(KStmt::CommitGroup);
+        let stage = stage_offset(&Expr::Var(var), stages);
+        let compute = compute.into_iter().map(|s| self.offset_reads(s, &stage));
+        inner.extend(fold_constant_guards(compute.collect()));
+        out.push(KStmt::For {
+            var,
+            extent,
+            kind,
+            body: inner,
+        });
+        out.push(KStmt::Sync);
+        Ok(out)
+    }
+
+    /// The fetch statements for iteration `j`: `var` is `j` and the fetched buffers are
+    /// written at copy `j mod S`.
+    fn fetch_at(&self, fetch: &[KStmt], var: VarId, j: &Expr, stages: i64) -> Vec<KStmt> {
+        let stage = stage_offset(j, stages);
+        let sub =
+            |e: &Expr| -> Expr { self.simp(&e.substitute(&|v| (v == var).then(|| j.clone()))) };
+        // The iteration is substituted first: `j` may itself use `var`.
+        let dst_at = |buf: BufferId, i: &Expr| -> Expr {
+            let i = i.substitute(&|v| (v == var).then(|| j.clone()));
+            self.simp(&self.at_stage(buf, &i, &stage))
+        };
+        let stmts = fetch
+            .iter()
+            .map(|s| {
+                map_stmt(s.clone(), &|s| match s {
+                    KStmt::Store {
+                        buffer,
+                        indices,
+                        value,
+                    } => KStmt::Store {
+                        indices: indices.iter().map(|i| dst_at(buffer, i)).collect(),
+                        buffer,
+                        value: sub(&value),
+                    },
+                    KStmt::CpAsync {
+                        dst,
+                        dst_index,
+                        src,
+                        src_index,
+                        lanes,
+                        valid,
+                    } => KStmt::CpAsync {
+                        dst_index: dst_at(dst, &dst_index),
+                        dst,
+                        src,
+                        src_index: sub(&src_index),
+                        lanes,
+                        // A condition that always holds is no condition.
+                        valid: valid
+                            .as_ref()
+                            .map(sub)
+                            .filter(|c| c.as_int().is_none_or(|v| v == 0)),
+                    },
+                    KStmt::If { cond, then } => KStmt::If {
+                        cond: sub(&cond),
+                        then,
+                    },
+                    other => other,
+                })
+            })
+            .collect();
+        fold_constant_guards(stmts)
+    }
+
+    /// A flat index of `buf` moved to the copy `stage` (an expression of the iteration),
+    /// for fetched buffers.
+    fn at_stage(&self, buf: BufferId, index: &Expr, stage: &Expr) -> Expr {
+        match self.stage_size.get(&buf) {
+            Some(&size) => Expr::add(index.clone(), Expr::mul(stage.clone(), Expr::Int(size))),
+            None => index.clone(),
+        }
+    }
+
+    /// A compute statement reading the fetched buffers at copy `stage`.
+    fn offset_reads(&self, s: KStmt, stage: &Expr) -> KStmt {
+        let fix = |e: &Expr| -> Expr {
+            let e = e.rewrite(&mut |x| match x {
+                Expr::Load(b, idx) if self.stage_size.contains_key(&b) => {
+                    let i = self.at_stage(b, &idx[0], stage);
+                    Expr::Load(b, vec![i])
+                }
+                other => other,
+            });
+            self.simp(&e)
+        };
+        map_stmt(s, &|s| match s {
+            KStmt::Store {
+                buffer,
+                indices,
+                value,
+            } => KStmt::Store {
+                buffer,
+                indices: indices.iter().map(&fix).collect(),
+                value: fix(&value),
+            },
+            KStmt::If { cond, then } => KStmt::If {
+                cond: fix(&cond),
+                then,
+            },
+            other => other,
+        })
+    }
+
+    /// Fetch stores that copy a global element or vector become `cp.async`.
+    fn asyncify(&self, body: Vec<KStmt>) -> Vec<KStmt> {
+        body.into_iter()
+            .map(|s| match s {
+                KStmt::For {
+                    var,
+                    extent,
+                    kind: ForKind::Vectorized,
+                    body,
+                } => match self.vector_copy(&body, var, extent) {
+                    Some(copy) => copy,
+                    // Lanes under guards of their own (an imperfect tile): one copy each.
+                    None => KStmt::For {
+                        var,
+                        extent,
+                        kind: ForKind::Vectorized,
+                        body: self.asyncify(body),
+                    },
+                },
+                KStmt::For {
+                    var,
+                    extent,
+                    kind,
+                    body,
+                } => KStmt::For {
+                    var,
+                    extent,
+                    kind,
+                    body: self.asyncify(body),
+                },
+                KStmt::If { cond, then } => KStmt::If {
+                    cond,
+                    then: self.asyncify(then),
+                },
+                KStmt::Store {
+                    buffer,
+                    indices,
+                    value,
+                } => match self.copy_source(buffer, &value) {
+                    Some((src, src_index, valid)) => KStmt::CpAsync {
+                        dst: buffer,
+                        dst_index: indices[0].clone(),
+                        src,
+                        src_index,
+                        lanes: 1,
+                        valid,
+                    },
+                    None => KStmt::Store {
+                        buffer,
+                        indices,
+                        value,
+                    },
+                },
+                other => other,
+            })
+            .collect()
+    }
+
+    /// A vectorized loop whose one store copies `lanes` contiguous global elements, as one
+    /// `cp.async` (under the loop's lane-invariant guard).
+    fn vector_copy(&self, body: &[KStmt], lane: VarId, lanes: i64) -> Option<KStmt> {
+        if lanes != 2 && lanes != 4 {
+            return None;
+        }
+        let (guard, store) = super::compact::vector_body(body, lane).ok()?;
+        let KStmt::Store {
+            buffer,
+            indices,
+            value,
+        } = store
+        else {
+            return None;
+        };
+        let (src, src_index, valid) = self.copy_source(*buffer, value)?;
+        if valid.as_ref().is_some_and(|c| c.uses_var(lane)) {
+            return None;
+        }
+        contiguous(&indices[0], lane, lanes, self.ranges).ok()?;
+        contiguous(&src_index, lane, lanes, self.ranges).ok()?;
+        let at0 = |e: &Expr| self.simp(&e.substitute(&|v| (v == lane).then_some(Expr::Int(0))));
+        let copy = KStmt::CpAsync {
+            dst: *buffer,
+            dst_index: at0(&indices[0]),
+            src,
+            src_index: at0(&src_index),
+            lanes,
+            valid,
+        };
+        Some(match guard {
+            Some(cond) => KStmt::If {
+                cond: cond.clone(),
+                then: vec![copy],
+            },
+            None => copy,
+        })
+    }
+
+    /// The global float32 element a store into a fetched buffer copies, and the condition
+    /// under which it is not zero padding: `load` or `select(c, load, 0)`.
+    fn copy_source(&self, dst: BufferId, value: &Expr) -> Option<(BufferId, Expr, Option<Expr>)> {
+        if !self.stage_size.contains_key(&dst) || self.p.buffer(dst).dtype != DType::F32 {
+            return None;
+        }
+        let (load, valid) = match value {
+            Expr::Select(c, a, b) if matches!(**b, Expr::Float(z) if z == 0.0) => {
+                (&**a, Some((**c).clone()))
+            }
+            e => (e, None),
+        };
+        match load {
+            Expr::Load(src, idx)
+                if self.p.buffer(*src).scope == Scope::Global
+                    && self.p.buffer(*src).dtype == DType::F32
+                    && idx.len() == 1 =>
+            {
+                Some((*src, idx[0].clone(), valid))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Guards the simplifier decided (at a known iteration): an `if` that always holds
+/// becomes its body, one that never does disappears.
+fn fold_constant_guards(body: Vec<KStmt>) -> Vec<KStmt> {
+    let mut out = Vec::with_capacity(body.len());
+    for s in body {
+        match s {
+            KStmt::If { cond, then } => match cond.as_int() {
+                Some(0) => {}
+                Some(_) => out.extend(fold_constant_guards(then)),
+                None => out.push(KStmt::If {
+                    cond,
+                    then: fold_constant_guards(then),
+                }),
+            },
+            KStmt::For {
+                var,
+                extent,
+                kind,
+                body,
+            } => out.push(KStmt::For {
+                var,
+                extent,
+                kind,
+                body: fold_constant_guards(body),
+            }),
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// `j mod stages`.
+fn stage_offset(j: &Expr, stages: i64) -> Expr {
+    Expr::bin(BinOp::FloorMod, j.clone(), Expr::Int(stages))
+}
+
+/// The buffers a statement stores into.
+fn writes_of(s: &KStmt) -> BTreeSet<BufferId> {
+    fn go(s: &KStmt, out: &mut BTreeSet<BufferId>) {
+        match s {
+            KStmt::For { body, .. } | KStmt::If { then: body, .. } => {
+                body.iter().for_each(|c| go(c, out))
+            }
+            KStmt::Store { buffer, .. } => {
+                out.insert(*buffer);
+            }
+            KStmt::CpAsync { dst, .. } => {
+                out.insert(*dst);
+            }
+            KStmt::Sync | KStmt::Comment(_) | KStmt::CommitGroup | KStmt::WaitGroup(_) => {}
+        }
+    }
+    let mut out = BTreeSet::new();
+    go(s, &mut out);
+    out
+}
+
+/// Applies `f` to every statement, children first.
+fn map_stmt(s: KStmt, f: &dyn Fn(KStmt) -> KStmt) -> KStmt {
+    let s = match s {
+        KStmt::For {
+            var,
+            extent,
+            kind,
+            body,
+        } => KStmt::For {
+            var,
+            extent,
+            kind,
+            body: body.into_iter().map(|c| map_stmt(c, f)).collect(),
+        },
+        KStmt::If { cond, then } => KStmt::If {
+            cond,
+            then: then.into_iter().map(|c| map_stmt(c, f)).collect(),
+        },
+        other => other,
+    };
+    f(s)
+}

@@ -1,0 +1,316 @@
+//! Software pipelining of the shared fetch (`software_pipeline_stage`, lowered with
+//! `cp.async`), without a GPU:
+//!
+//! * the seed GEMM with 2 and 3 stages, on shapes whose reduction steps are a multiple of
+//!   the stages, are not, and are guarded (imperfect tiles), and sampled pipelined
+//!   candidates of the CUDA space (a padded conv: zero-fill copies), run through the
+//!   GPU-semantics interpreter, whose `cp.async` copies land only at a `wait_group`, and
+//!   compute the reference;
+//! * a pipeline that waits on the wrong group, or not at all, is caught;
+//! * NVRTC compiles a pipelined kernel, and its PTX has `cp.async` and
+//!   `cp.async.wait_group` (NVRTC is required unless `TESSEL_NO_NVRTC=1`);
+//! * the annotation round-trips through the text and JSON traces, and one that cannot be
+//!   applied is refused naming the loop.
+
+use tessel::interp::gpu::{check_lowered, GpuCheckError, GpuInterpError};
+use tessel::ir::Program;
+use tessel::lower::{lower, Backend, KStmt, Lowered};
+use tessel::schedule::{json, replay, text, Schedule};
+use tessel::search::{RandomSearch, SearchSpace, TargetLimits};
+use tessel::target::cuda::CudaLimits;
+use tessel::workload;
+
+/// The seed GEMM ("Efficient GEMM in TensorIR", stage 5) with the shared fetches of its
+/// reduction loop `ko` pipelined over `stages` stages.
+fn pipelined_seed(stages: i64) -> String {
+    let path = format!(
+        "{}/examples/schedules/seed_efficient_gemm.sched",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let seed = std::fs::read_to_string(&path).unwrap();
+    format!(
+        "{seed}annotate(ko, key=\"software_pipeline_stage\", value=[0, 0, {}])\n",
+        stages - 1
+    )
+}
+
+fn schedule(sched: &str, spec: &str) -> Result<Schedule, String> {
+    let w = workload::preset(spec).unwrap();
+    let trace = text::parse(sched).map_err(|e| e.to_string())?;
+    replay(&trace, w.to_program(), 0).map_err(|e| e.to_string())
+}
+
+fn reference(spec: &str) -> Program {
+    workload::preset(spec).unwrap().to_program()
+}
+
+fn lowered(stages: i64, spec: &str) -> Lowered {
+    let sch = schedule(&pipelined_seed(stages), spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    lower(sch.program(), Backend::Cuda).unwrap_or_else(|e| panic!("{spec}: {e}"))
+}
+
+/// Every statement of the kernels, depth first.
+fn statements(l: &Lowered) -> Vec<KStmt> {
+    fn go(body: &[KStmt], out: &mut Vec<KStmt>) {
+        for s in body {
+            out.push(s.clone());
+            match s {
+                KStmt::For { body, .. } | KStmt::If { then: body, .. } => go(body, out),
+                _ => {}
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for k in &l.kernels {
+        go(&k.body, &mut out);
+    }
+    out
+}
+
+/// Rewrites every `wait_group` of the kernels (`None`: removes them).
+fn rewrite_waits(l: &mut Lowered, f: &dyn Fn(i64) -> Option<i64>) {
+    fn go(body: &mut Vec<KStmt>, f: &dyn Fn(i64) -> Option<i64>) {
+        body.retain_mut(|s| match s {
+            KStmt::WaitGroup(n) => match f(*n) {
+                Some(m) => {
+                    *n = m;
+                    true
+                }
+                None => false,
+            },
+            KStmt::For { body, .. } | KStmt::If { then: body, .. } => {
+                go(body, f);
+                true
+            }
+            _ => true,
+        });
+    }
+    for k in &mut l.kernels {
+        go(&mut k.body, f);
+    }
+}
+
+#[test]
+fn pipelined_seed_gemm_computes_the_reference_with_gpu_semantics() {
+    // matmul:128x128x64: 4 reduction steps of 16; x80: 5 steps (not a multiple of 2 or
+    // 3); 130x120x36: 3 steps, the last one partial, and partial tiles in m and n (guarded
+    // fetches).
+    for spec in [
+        "matmul:128x128x64",
+        "matmul:128x128x80",
+        "matmul:130x120x36",
+    ] {
+        for stages in [2, 3] {
+            let l = lowered(stages, spec);
+            let all = statements(&l);
+            // The partial tiles' fetches copy lane by lane (their guards differ per lane).
+            let lanes = if spec == "matmul:130x120x36" { 1 } else { 4 };
+            assert!(
+                all.iter()
+                    .any(|s| matches!(s, KStmt::CpAsync { lanes: l, .. } if *l == lanes)),
+                "{spec}, {stages} stages: no cp.async of {lanes} lanes"
+            );
+            assert!(
+                all.contains(&KStmt::WaitGroup(stages - 2)),
+                "{spec}, {stages} stages: no wait_group {}",
+                stages - 2
+            );
+            let err = check_lowered(&reference(spec), &l, 5)
+                .unwrap_or_else(|e| panic!("{spec}, {stages} stages: {e}"));
+            assert!(err < tessel::interp::TOLERANCE, "{spec}: error {err}");
+        }
+    }
+}
+
+#[test]
+fn shared_memory_counts_every_stage() {
+    let spec = "matmul:128x128x64";
+    let one = {
+        // All stages 0: the plain single-buffered loop.
+        let sch = schedule(&pipelined_seed(1), spec).unwrap();
+        lower(sch.program(), Backend::Cuda).unwrap()
+    };
+    let bytes = |l: &Lowered| l.kernels[0].shared_bytes(&l.program);
+    // Two shared tiles of 16 x 128 floats, single-buffered.
+    assert_eq!(bytes(&one), 2 * 16 * 128 * 4);
+    for stages in [2, 3, 4] {
+        assert_eq!(bytes(&lowered(stages, spec)), stages * bytes(&one));
+    }
+}
+
+#[test]
+fn a_pipeline_that_waits_on_the_wrong_group_is_caught() {
+    let spec = "matmul:128x128x64";
+    for stages in [2, 3] {
+        // Waiting for one group fewer lets iteration k compute before its copies landed.
+        let mut early = lowered(stages, spec);
+        rewrite_waits(&mut early, &|n| Some(n + 1));
+        let e = check_lowered(&reference(spec), &early, 5)
+            .expect_err("a wait on the wrong group must be caught");
+        println!("{stages} stages, waiting on the wrong group: {e}");
+        assert!(
+            matches!(
+                e,
+                GpuCheckError::Kernel(GpuInterpError::SharedRace { .. }) | GpuCheckError::Check(_)
+            ),
+            "{stages} stages: {e}"
+        );
+        // Without any wait the copies never land before they are read.
+        let mut none = lowered(stages, spec);
+        rewrite_waits(&mut none, &|_| None);
+        assert!(check_lowered(&reference(spec), &none, 5).is_err());
+        // Without the loop's barrier, the fetch of iteration k + S - 1 may land in the
+        // copy other threads still read for iteration k - 1.
+        let mut unsynced = lowered(stages, spec);
+        for k in &mut unsynced.kernels {
+            remove_loop_barriers(&mut k.body);
+        }
+        let e = check_lowered(&reference(spec), &unsynced, 5)
+            .expect_err("a pipeline without its barrier must be caught");
+        assert!(
+            matches!(e, GpuCheckError::Kernel(GpuInterpError::SharedRace { .. })),
+            "{stages} stages: {e}"
+        );
+    }
+}
+
+/// Removes the barriers of every loop that waits for a `cp.async` group.
+fn remove_loop_barriers(body: &mut [KStmt]) {
+    for s in body {
+        if let KStmt::For { body, .. } = s {
+            if body.iter().any(|c| matches!(c, KStmt::WaitGroup(_))) {
+                body.retain(|c| !matches!(c, KStmt::Sync));
+            }
+            remove_loop_barriers(body);
+        }
+    }
+}
+
+#[test]
+fn sampled_pipelines_compute_the_reference_with_gpu_semantics() {
+    // A padded conv (its fetch is zero-filled through cp.async's src-size) and a GEMM.
+    let space = SearchSpace::cuda_default();
+    let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+    for (seed, spec) in [
+        (11, "conv2d_nchw:n=1,c=4,h=8,w=8,k=8,r=3,s=3,stride=1,pad=1"),
+        (12, "matmul:64x64x48"),
+    ] {
+        let w = workload::preset(spec).unwrap();
+        let program = tessel::database::canonical_program(&w).unwrap();
+        let mut search = RandomSearch::new(space.clone(), target.clone(), program.clone(), seed);
+        let (mut checked, mut zero_filled) = (0, 0);
+        for _ in 0..300 {
+            if checked == 3 {
+                break;
+            }
+            let Ok(sch) = search.sample() else { continue };
+            let Ok(v) = tessel::search::postproc::verify(sch.program(), &space, &target) else {
+                continue;
+            };
+            let all = statements(&v.lowered);
+            if !all.iter().any(|s| matches!(s, KStmt::CpAsync { .. })) {
+                continue;
+            }
+            zero_filled += all
+                .iter()
+                .filter(|s| matches!(s, KStmt::CpAsync { valid: Some(_), .. }))
+                .count();
+            checked += 1;
+            let err = check_lowered(&program, &v.lowered, 3).unwrap_or_else(|e| {
+                panic!("{spec}: {e}\n{}", text::print(sch.trace()));
+            });
+            assert!(err < tessel::interp::TOLERANCE, "{spec}: error {err}");
+        }
+        assert_eq!(checked, 3, "{spec}: too few pipelined samples");
+        if spec.starts_with("conv") {
+            assert!(zero_filled > 0, "{spec}: no zero-filling cp.async");
+        }
+    }
+}
+
+#[test]
+fn nvrtc_compiles_a_pipelined_kernel_with_cp_async() {
+    if std::env::var("TESSEL_NO_NVRTC").as_deref() == Ok("1") {
+        println!("NVRTC skipped (TESSEL_NO_NVRTC=1)");
+        return;
+    }
+    if let Err(msg) = tessel::measure::cuda::nvrtc_available() {
+        panic!("{msg} (CI installs it through .ci/test; set TESSEL_NO_NVRTC=1 to skip)");
+    }
+    let l = lowered(3, "matmul:1024x1024x1024");
+    let code = tessel::codegen::cuda::generate(&l).unwrap().code;
+    let cubin = tessel::measure::cuda::compile(&code, "sm_90a").unwrap();
+    assert_eq!(cubin.info.spill_stores, Some(0));
+    let ptx = tessel::measure::cuda::compile_ptx(&code, "sm_90a").unwrap();
+    for needle in [
+        "cp.async.cg.shared.global",
+        "cp.async.commit_group",
+        "cp.async.wait_group 1",
+    ] {
+        assert!(ptx.contains(needle), "the PTX has no {needle}");
+    }
+}
+
+#[test]
+fn the_annotation_round_trips_through_text_and_json() {
+    let spec = "matmul:128x128x64";
+    let sch = schedule(&pipelined_seed(3), spec).unwrap();
+    let printed = tessel::ir::printer::print_program(sch.program());
+    assert!(printed.contains("\"software_pipeline_stage\": [0, 0, 2]"));
+    let as_text = text::print(sch.trace());
+    assert!(as_text.contains("annotate(ko, key=\"software_pipeline_stage\", value=[0, 0, 2])"));
+    let back = text::parse(&as_text).unwrap();
+    assert_eq!(&back, sch.trace());
+    let from_json = json::from_json(&json::to_json(sch.trace())).unwrap();
+    assert_eq!(&from_json, sch.trace());
+    let again = replay(&from_json, reference(spec), 0).unwrap();
+    assert_eq!(tessel::ir::printer::print_program(again.program()), printed);
+}
+
+#[test]
+fn an_annotation_that_cannot_be_applied_is_refused_naming_the_loop() {
+    let spec = "matmul:128x128x64";
+    let base = pipelined_seed(3);
+    // The loops print as k_0 (`ko` of the trace) and k_1 (`ki`).
+    let cases = [
+        // Compute before a fetch.
+        ("value=[0, 2, 2]", "loop k_0"),
+        // Four statements named, three in the body.
+        ("value=[0, 0, 0, 2]", "loop k_0"),
+        // 5 stages over 4 reduction steps.
+        ("value=[0, 0, 4]", "loop k_0"),
+    ];
+    for (value, named) in cases {
+        let sched = base.replace("value=[0, 0, 2]", value);
+        let e = schedule(&sched, spec).expect_err(value);
+        assert!(e.contains(named), "{value}: {e}");
+    }
+    // A loop whose body is not fetches: the inner reduction loop.
+    let sched = base.replace("annotate(ko,", "annotate(ki,");
+    let e = schedule(&sched, spec).expect_err("ki");
+    assert!(e.contains("loop k_1"), "{e}");
+}
+
+#[test]
+fn the_stage_count_is_a_mutable_decision_of_the_cuda_space() {
+    let space = SearchSpace::cuda_default();
+    assert_eq!(
+        space.pipeline.as_ref().map(|p| p.stages.clone()),
+        Some(vec![1, 2, 3, 4])
+    );
+    let w = workload::preset("matmul:256x256x256").unwrap();
+    let program = tessel::database::canonical_program(&w).unwrap();
+    let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+    let mut search = RandomSearch::new(space, target, program, 5);
+    let sch = (0..50)
+        .find_map(|_| search.sample().ok())
+        .expect("a sample");
+    let sites = tessel::search::mutator::sites(sch.trace());
+    assert!(
+        sites
+            .iter()
+            .any(|s| s.kind == tessel::search::mutator::MutatorKind::PipelineStages),
+        "{}",
+        text::print(sch.trace())
+    );
+}
