@@ -62,7 +62,7 @@ fn bad_files_are_refused_naming_line_task_and_key() {
     let dup = format!("{TWO}\n[[task]]\nworkload = \"matmul:16x16x16\"\nweight = 1\n");
     assert_eq!(
         err(&dup),
-        "net.toml:12: task 3: key `workload`: the same workload as task 1 (line 3); give it \
+        "net.toml:11: task 3: key `workload`: the same workload as task 1 (line 3); give it \
          once with the summed weight"
     );
 
