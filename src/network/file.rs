@@ -84,7 +84,7 @@ fn line_of(text: &str, offset: usize) -> usize {
 }
 
 /// A task's workload: workload-language text when it spans lines, else a preset spec.
-fn task_workload(spec: &str) -> Result<Workload, WorkloadError> {
+pub fn task_workload(spec: &str) -> Result<Workload, WorkloadError> {
     if spec.contains('\n') {
         workload::parse(spec)
     } else {

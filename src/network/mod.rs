@@ -13,7 +13,7 @@ pub mod file;
 pub mod scheduler;
 pub mod shard;
 
-pub use file::NetworkError;
+pub use file::{task_workload, NetworkError};
 pub use scheduler::{choose, gradient, Choice, SchedulerParams, TaskHistory};
 pub use shard::{shard, Shard, ShardError};
 

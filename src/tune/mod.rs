@@ -27,6 +27,7 @@
 pub mod learn;
 mod measure;
 mod model_source;
+pub mod network;
 mod propose;
 pub(crate) mod record;
 pub mod report;
@@ -36,6 +37,7 @@ pub mod warm_start;
 
 pub use learn::{LearnedModel, ModelPolicy, ModelSource, TrainingData};
 pub use model_source::StoredModels;
+pub use network::{NetworkReport, NetworkRound, TaskOutcome};
 pub use report::{Best, ModelUse, RoundReport, RoundStats, StageSeconds, StopReason, TuneReport};
 pub use target::{target_key, TuneTarget};
 
