@@ -913,8 +913,12 @@ struct TuneArgs {
     network: Option<PathBuf>,
     /// With --network: tune only share i of N (0-based) of the network's tasks, e.g. one
     /// index of a Slurm job array; merge the shards' databases with `tessel db import`.
-    #[arg(long, value_name = "i/N", requires = "network")]
+    #[arg(long, value_name = "i/N")]
     shard: Option<tessel::network::Shard>,
+    /// With --network: how rounds go to tasks after the warm-up round over every task
+    /// (default: gradient).
+    #[arg(long, value_enum)]
+    task_scheduler: Option<TaskSchedulerArg>,
     /// Where to measure.
     #[arg(long, value_enum, default_value = "cpu")]
     target: TargetArg,
@@ -951,6 +955,14 @@ struct TuneArgs {
 }
 
 #[derive(Copy, Clone, clap::ValueEnum)]
+enum TaskSchedulerArg {
+    /// Ansor's: to the task whose improvement lowers the estimated latency most.
+    Gradient,
+    /// Equal shares (the baseline).
+    RoundRobin,
+}
+
+#[derive(Copy, Clone, clap::ValueEnum)]
 enum StrategyArg {
     /// Evolve the sketches' decisions from measured results, ranked by the cost model.
     Evolutionary,
@@ -963,6 +975,9 @@ enum StrategyArg {
 fn run_tune(args: TuneArgs) -> Result<()> {
     if let Some(file) = args.network.clone() {
         return tune_network(&args, &file);
+    }
+    if args.shard.is_some() || args.task_scheduler.is_some() {
+        bail!("--shard and --task-scheduler need --network");
     }
     use tessel::search::{SearchSpace, StrategyKind};
     use tessel::tune::Tuner;
@@ -1351,7 +1366,12 @@ fn tune_network(args: &TuneArgs, file: &std::path::Path) -> Result<()> {
             .with_strategy(strategy)
             .with_db(&mut database)
             .with_notes(|note| eprintln!("[{name}] {note}"));
-        let mut tuner = configure_tuner(tuner, args, strategy, space.as_ref());
+        let mut tuner = configure_tuner(tuner, args, strategy, space.as_ref()).with_task_policy(
+            match args.task_scheduler {
+                Some(TaskSchedulerArg::Gradient) | None => tessel::network::Policy::Gradient,
+                Some(TaskSchedulerArg::RoundRobin) => tessel::network::Policy::RoundRobin,
+            },
+        );
         let count = tasks.len();
         tuner.tune_network(&tasks, |r, task| {
             let best = r.task_best_seconds.map_or("-".into(), seconds);

@@ -20,6 +20,8 @@
 //! it is preferred until something passes (or the tuner closes it). When every gradient
 //! is equal the round goes to a random open task.
 //!
+//! [`Policy::RoundRobin`] instead gives equal shares, the baseline to compare with.
+//!
 //! The choice is a pure function of the histories and a random source, tested without
 //! measuring anything.
 
@@ -28,9 +30,21 @@ use rand::Rng;
 /// The latency a task without any passing candidate counts as (Ansor's 1e10).
 pub const UNMEASURED: f64 = 1e10;
 
+/// How rounds are allocated after the warm-up.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum Policy {
+    /// Ansor's gradient (the default).
+    #[default]
+    Gradient,
+    /// Equal shares: the open task with the fewest rounds (the baseline the gradient
+    /// scheduler is compared with).
+    RoundRobin,
+}
+
 /// The scheduler's parameters (Ansor's defaults).
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub struct SchedulerParams {
+    pub policy: Policy,
     /// Weight of the backward (observed) slope against the forward estimate: 0.2.
     pub alpha: f64,
     /// How optimistic the estimate from similar tasks is: 2.
@@ -44,6 +58,7 @@ pub struct SchedulerParams {
 impl Default for SchedulerParams {
     fn default() -> Self {
         SchedulerParams {
+            policy: Policy::Gradient,
             alpha: 0.2,
             beta: 2.0,
             window: 3,
@@ -91,13 +106,19 @@ pub enum Choice {
     Gradient(usize),
     /// A random open task, all gradients being equal.
     Tie(usize),
+    /// The open task with the fewest rounds ([`Policy::RoundRobin`]).
+    RoundRobin(usize),
 }
 
 impl Choice {
     /// The chosen task's index.
     pub fn task(self) -> usize {
         match self {
-            Choice::WarmUp(i) | Choice::Explore(i) | Choice::Gradient(i) | Choice::Tie(i) => i,
+            Choice::WarmUp(i)
+            | Choice::Explore(i)
+            | Choice::Gradient(i)
+            | Choice::Tie(i)
+            | Choice::RoundRobin(i) => i,
         }
     }
 
@@ -108,6 +129,7 @@ impl Choice {
             Choice::Explore(_) => "explore",
             Choice::Gradient(_) => "gradient",
             Choice::Tie(_) => "tie",
+            Choice::RoundRobin(_) => "round-robin",
         }
     }
 }
@@ -117,6 +139,10 @@ pub fn choose(tasks: &[TaskHistory], p: &SchedulerParams, rng: &mut impl Rng) ->
     let open: Vec<usize> = (0..tasks.len()).filter(|&i| tasks[i].open).collect();
     if let Some(&i) = open.iter().find(|&&i| tasks[i].curve.is_empty()) {
         return Some(Choice::WarmUp(i));
+    }
+    if p.policy == Policy::RoundRobin {
+        let fewest = open.iter().min_by_key(|&&i| (tasks[i].curve.len(), i))?;
+        return Some(Choice::RoundRobin(*fewest));
     }
     if open.is_empty() {
         return None;

@@ -223,3 +223,18 @@ fn exploration_follows_epsilon_and_the_seed() {
     assert!(a.iter().all(|c| matches!(c, Choice::Explore(_))));
     assert!(a.iter().any(|c| c.task() == 0) && a.iter().any(|c| c.task() == 1));
 }
+
+#[test]
+fn round_robin_gives_equal_shares_whatever_the_curves() {
+    let ts = [
+        history(1.0, "a", &[20.0, 14.0, 8.0, 2.0]),
+        history(9.0, "b", &[2.0, 2.0, 2.0]),
+        history(1.0, "c", &[2.0, 2.0, 2.0]),
+    ];
+    let rr = SchedulerParams {
+        policy: Policy::RoundRobin,
+        ..SchedulerParams::default()
+    };
+    let c = choose(&ts, &rr, &mut ChaCha8Rng::seed_from_u64(0));
+    assert_eq!(c, Some(Choice::RoundRobin(1)));
+}

@@ -109,6 +109,7 @@ pub struct Tuner<'a> {
     model_policy: ModelPolicy,
     progress: Option<Progress<'a>>,
     notify: Option<Notify<'a>>,
+    task_policy: crate::network::Policy,
 }
 
 impl<'a> Tuner<'a> {
@@ -136,6 +137,7 @@ impl<'a> Tuner<'a> {
             model_policy: ModelPolicy::default(),
             progress: None,
             notify: None,
+            task_policy: crate::network::Policy::Gradient,
         }
     }
     /// Candidates to measure in all (rejections do not count).
@@ -207,6 +209,12 @@ impl<'a> Tuner<'a> {
     pub fn with_models(mut self, source: Arc<dyn ModelSource>, policy: ModelPolicy) -> Self {
         self.models = Some(source);
         self.model_policy = policy;
+        self
+    }
+    /// How a network's rounds are allocated to its tasks (the gradient scheduler unless
+    /// set; see [`Tuner::tune_network`]).
+    pub fn with_task_policy(mut self, policy: crate::network::Policy) -> Self {
+        self.task_policy = policy;
         self
     }
     /// Called after every round.

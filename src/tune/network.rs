@@ -169,7 +169,10 @@ impl Tuner<'_> {
         let overlap = self
             .overlap
             .unwrap_or_else(|| self.target.overlaps_by_default());
-        let params = SchedulerParams::default();
+        let params = SchedulerParams {
+            policy: self.task_policy,
+            ..SchedulerParams::default()
+        };
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let mut rounds = Vec::new();
         let mut total = 0;
