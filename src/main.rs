@@ -1311,8 +1311,8 @@ mod tests {
 
 /// Reads and parses a network file.
 fn load_network(path: &std::path::Path) -> Result<tessel::network::Network> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     Ok(tessel::network::Network::parse(
         &text,
         &path.display().to_string(),
@@ -1459,31 +1459,36 @@ fn run_report(args: &ReportArgs) -> Result<()> {
     use tessel::report::{html, plot, table, TaskSpec};
     let db = tessel::database::Database::open(db_path(args.db.clone())?)?;
     let key = target_key(args.target, &args.arch)?;
-    let (title, network, tasks): (String, bool, Vec<(String, Workload, u32)>) =
-        match &args.network {
-            Some(file) => {
-                let n = load_network(file)?;
-                let tasks = n
-                    .tasks
-                    .iter()
-                    .map(|t| (t.label(), t.workload.clone(), t.weight))
-                    .collect();
-                (n.name, true, tasks)
+    let (title, network, tasks): (String, bool, Vec<(String, Workload, u32)>) = match &args.network
+    {
+        Some(file) => {
+            let n = load_network(file)?;
+            let tasks = n
+                .tasks
+                .iter()
+                .map(|t| (t.label(), t.workload.clone(), t.weight))
+                .collect();
+            (n.name, true, tasks)
+        }
+        None => {
+            let mut tasks = Vec::new();
+            for spec in &args.workloads {
+                tasks.push((spec.clone(), load_workload(spec)?, 1));
             }
-            None => {
-                let mut tasks = Vec::new();
-                for spec in &args.workloads {
-                    tasks.push((spec.clone(), load_workload(spec)?, 1));
-                }
-                ("workloads".to_string(), false, tasks)
-            }
-        };
+            ("workloads".to_string(), false, tasks)
+        }
+    };
     let mut peers = std::collections::HashMap::new();
     if let Some(file) = &args.peers {
         let text = std::fs::read_to_string(file)
             .with_context(|| format!("cannot read {}", file.display()))?;
         let map: std::collections::BTreeMap<String, f64> = serde_json::from_str(&text)
-            .with_context(|| format!("{}: not a JSON object of workload -> seconds", file.display()))?;
+            .with_context(|| {
+                format!(
+                    "{}: not a JSON object of workload -> seconds",
+                    file.display()
+                )
+            })?;
         for (spec, secs) in map {
             let w = tessel::network::task_workload(&spec)
                 .with_context(|| format!("{}: workload {spec}", file.display()))?;

@@ -66,7 +66,10 @@ fn the_scheduler_warms_up_every_task_then_spends_the_network_budget() {
         .unwrap();
     assert_eq!(report.trials(), 10);
     assert_eq!(report.rounds.len(), 5);
-    let warm: Vec<(usize, &str)> = report.rounds[..3].iter().map(|r| (r.task, r.reason)).collect();
+    let warm: Vec<(usize, &str)> = report.rounds[..3]
+        .iter()
+        .map(|r| (r.task, r.reason))
+        .collect();
     assert_eq!(warm, [(0, "warm-up"), (1, "warm-up"), (2, "warm-up")]);
     assert_eq!(seen.len(), 5);
     assert_eq!(seen[1], (1, net.tasks[1].label()));
@@ -95,10 +98,15 @@ fn the_scheduler_warms_up_every_task_then_spends_the_network_budget() {
     assert_eq!(json["tasks"].as_array().unwrap().len(), 3);
 
     // An interrupted run resumes: the next run is fed every record and keeps the bests.
-    let again = tuner(&mut db, 2).tune_network(&net.tasks, |_, _| {}).unwrap();
+    let again = tuner(&mut db, 2)
+        .tune_network(&net.tasks, |_, _| {})
+        .unwrap();
     for (first, second) in report.tasks.iter().zip(&again.tasks) {
         let rejected = first.report.rejected.values().sum::<usize>();
-        assert_eq!(second.report.fed_back_at_start, first.report.trials + rejected);
+        assert_eq!(
+            second.report.fed_back_at_start,
+            first.report.trials + rejected
+        );
         let (a, b) = (first.report.best.as_ref(), second.report.best.as_ref());
         assert!(b.unwrap().median_seconds <= a.unwrap().median_seconds);
     }
@@ -127,8 +135,22 @@ fn two_shards_merged_cover_the_network_and_report_writes_the_page() {
     for i in 0..2 {
         let shard = format!("{i}/2");
         let out = tessel(&[
-            "tune", "--network", file, "--shard", &shard, "--trials", "4", "--batch", "2",
-            "--strategy", "random", "--seed", "3", "--target", "cpu", "--db",
+            "tune",
+            "--network",
+            file,
+            "--shard",
+            &shard,
+            "--trials",
+            "4",
+            "--batch",
+            "2",
+            "--strategy",
+            "random",
+            "--seed",
+            "3",
+            "--target",
+            "cpu",
+            "--db",
             db(i).to_str().unwrap(),
         ]);
         assert!(out.contains(&format!("tiny shard {i}/2 on cpu")), "{out}");
@@ -155,15 +177,34 @@ fn two_shards_merged_cover_the_network_and_report_writes_the_page() {
     assert!(a.iter().all(|k| !b.contains(k)), "{a:?} {b:?}");
     assert_eq!(a.len() + b.len(), 3);
     // Merged, the report covers every task.
-    tessel(&["db", "import", db(1).to_str().unwrap(), "--db", db(0).to_str().unwrap()]);
+    tessel(&[
+        "db",
+        "import",
+        db(1).to_str().unwrap(),
+        "--db",
+        db(0).to_str().unwrap(),
+    ]);
     let out_dir = dir.path().join("report");
     let table = tessel(&[
-        "report", "--network", file, "--target", "cpu", "--db", db(0).to_str().unwrap(),
-        "--out", out_dir.to_str().unwrap(),
+        "report",
+        "--network",
+        file,
+        "--target",
+        "cpu",
+        "--db",
+        db(0).to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
     ]);
     assert!(table.contains("estimated network latency"), "{table}");
     assert!(!table.contains("latency - "), "{table}");
-    for f in ["index.html", "task01.svg", "task02.svg", "task03.svg", "network.svg"] {
+    for f in [
+        "index.html",
+        "task01.svg",
+        "task02.svg",
+        "task03.svg",
+        "network.svg",
+    ] {
         assert!(out_dir.join(f).exists(), "{f} missing:\n{table}");
     }
 }

@@ -122,15 +122,16 @@ impl Network {
             })?;
             let weight_line = line_of(text, entry.weight.span().start);
             let weight = *entry.weight.get_ref();
-            let weight = u32::try_from(weight)
-                .ok()
-                .filter(|w| *w > 0)
-                .ok_or(NetworkError::Weight {
-                    origin: origin.clone(),
-                    line: weight_line,
-                    index,
-                    weight,
-                })?;
+            let weight =
+                u32::try_from(weight)
+                    .ok()
+                    .filter(|w| *w > 0)
+                    .ok_or(NetworkError::Weight {
+                        origin: origin.clone(),
+                        line: weight_line,
+                        index,
+                        weight,
+                    })?;
             if let Some((first, t)) = tasks
                 .iter()
                 .enumerate()

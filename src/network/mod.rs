@@ -53,7 +53,9 @@ impl Task {
 
 /// The network's estimated latency: the sum over its tasks of weight x best latency, or
 /// `None` while some task has no measured latency.
-pub fn estimated_latency(weights_and_bests: impl IntoIterator<Item = (u32, Option<f64>)>) -> Option<f64> {
+pub fn estimated_latency(
+    weights_and_bests: impl IntoIterator<Item = (u32, Option<f64>)>,
+) -> Option<f64> {
     weights_and_bests
         .into_iter()
         .map(|(w, b)| b.map(|b| f64::from(w) * b))

@@ -91,7 +91,11 @@ impl TaskHistory {
     }
 
     fn at(&self, round: usize) -> f64 {
-        self.curve.get(round).copied().flatten().unwrap_or(UNMEASURED)
+        self.curve
+            .get(round)
+            .copied()
+            .flatten()
+            .unwrap_or(UNMEASURED)
     }
 }
 

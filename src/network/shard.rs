@@ -24,7 +24,9 @@ pub struct Shard {
 pub enum ShardError {
     #[error("`{0}` is not i/N (e.g. 0/4)")]
     Syntax(String),
-    #[error("shard {index}/{count}: the index must be below the count (0-based) and the count positive")]
+    #[error(
+        "shard {index}/{count}: the index must be below the count (0-based) and the count positive"
+    )]
     Range { index: usize, count: usize },
 }
 

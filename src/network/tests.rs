@@ -39,7 +39,10 @@ fn workload_text_in_a_multi_line_string_is_a_task() {
 fn bad_files_are_refused_naming_line_task_and_key() {
     let unknown = TWO.replace("weight = 1", "weight = 1\nrepeat = 2");
     let e = err(&unknown);
-    assert!(e.contains("net.toml") && e.contains("repeat") && e.contains("line 9"), "{e}");
+    assert!(
+        e.contains("net.toml") && e.contains("repeat") && e.contains("line 9"),
+        "{e}"
+    );
 
     let bad = TWO.replace("k=4,r=3", "k=4,q=3");
     assert_eq!(
@@ -66,7 +69,10 @@ fn bad_files_are_refused_naming_line_task_and_key() {
          once with the summed weight"
     );
 
-    assert_eq!(err("name = \"x\"\n"), "net.toml: the network has no [[task]]");
+    assert_eq!(
+        err("name = \"x\"\n"),
+        "net.toml: the network has no [[task]]"
+    );
     assert_eq!(
         err("name = \" \"\n[[task]]\nworkload = \"matmul:4x4x4\"\nweight = 1\n"),
         "net.toml:1: key `name`: the network needs a name"
@@ -77,7 +83,10 @@ fn bad_files_are_refused_naming_line_task_and_key() {
 
 #[test]
 fn the_estimated_latency_is_the_weighted_sum_once_every_task_has_one() {
-    assert_eq!(estimated_latency([(3, Some(2.0)), (1, Some(0.5))]), Some(6.5));
+    assert_eq!(
+        estimated_latency([(3, Some(2.0)), (1, Some(0.5))]),
+        Some(6.5)
+    );
     assert_eq!(estimated_latency([(3, Some(2.0)), (1, None)]), None);
 }
 
@@ -103,15 +112,24 @@ fn shards_are_disjoint_cover_the_network_and_balance_the_work() {
         let mut loads = Vec::new();
         for index in 0..count {
             let part = shard(&ts, Shard { index, count });
-            loads.push(part.iter().map(|&i| f64::from(ts[i].weight) * ts[i].workload.flops()).sum::<f64>());
+            loads.push(
+                part.iter()
+                    .map(|&i| f64::from(ts[i].weight) * ts[i].workload.flops())
+                    .sum::<f64>(),
+            );
             for i in part {
                 seen[i] += 1;
             }
         }
         assert!(seen.iter().all(|&s| s == 1), "count {count}: {seen:?}");
         // Greedy largest-first: no shard exceeds another by more than the largest task.
-        let largest = ts.iter().map(|t| f64::from(t.weight) * t.workload.flops()).fold(0.0, f64::max);
-        let (lo, hi) = loads.iter().fold((f64::MAX, 0.0f64), |(l, h), x| (l.min(*x), h.max(*x)));
+        let largest = ts
+            .iter()
+            .map(|t| f64::from(t.weight) * t.workload.flops())
+            .fold(0.0, f64::max);
+        let (lo, hi) = loads
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(l, h), x| (l.min(*x), h.max(*x)));
         assert!(hi - lo <= largest, "count {count}: {loads:?}");
     }
 }
@@ -124,7 +142,10 @@ fn shards_do_not_depend_on_the_order_of_the_file() {
     for index in 0..3 {
         let s = Shard { index, count: 3 };
         let mut a: Vec<String> = shard(&ts, s).iter().map(|&i| ts[i].spec.clone()).collect();
-        let mut b: Vec<String> = shard(&reversed, s).iter().map(|&i| reversed[i].spec.clone()).collect();
+        let mut b: Vec<String> = shard(&reversed, s)
+            .iter()
+            .map(|&i| reversed[i].spec.clone())
+            .collect();
         a.sort();
         b.sort();
         assert_eq!(a, b);
@@ -134,8 +155,14 @@ fn shards_do_not_depend_on_the_order_of_the_file() {
 #[test]
 fn shard_specs_parse_or_say_why_not() {
     assert_eq!("1/4".parse::<Shard>(), Ok(Shard { index: 1, count: 4 }));
-    assert_eq!("4/4".parse::<Shard>(), Err(ShardError::Range { index: 4, count: 4 }));
-    assert_eq!("0/0".parse::<Shard>(), Err(ShardError::Range { index: 0, count: 0 }));
+    assert_eq!(
+        "4/4".parse::<Shard>(),
+        Err(ShardError::Range { index: 4, count: 4 })
+    );
+    assert_eq!(
+        "0/0".parse::<Shard>(),
+        Err(ShardError::Range { index: 0, count: 0 })
+    );
     assert_eq!("x".parse::<Shard>(), Err(ShardError::Syntax("x".into())));
 }
 
@@ -202,12 +229,18 @@ fn equal_gradients_are_broken_at_random_and_closed_tasks_never_chosen() {
     ts[0].open = false;
     assert_eq!(pick(&ts).task(), 1);
     ts[1].open = false;
-    assert_eq!(choose(&ts, &greedy(), &mut ChaCha8Rng::seed_from_u64(0)), None);
+    assert_eq!(
+        choose(&ts, &greedy(), &mut ChaCha8Rng::seed_from_u64(0)),
+        None
+    );
 }
 
 #[test]
 fn exploration_follows_epsilon_and_the_seed() {
-    let ts = [history(1.0, "a", &[1.0, 1.0]), history(9.0, "b", &[1.0, 1.0])];
+    let ts = [
+        history(1.0, "a", &[1.0, 1.0]),
+        history(9.0, "b", &[1.0, 1.0]),
+    ];
     let always = SchedulerParams {
         epsilon: 1.0,
         ..SchedulerParams::default()

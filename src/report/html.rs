@@ -49,7 +49,10 @@ pub fn render(s: &Summary, task_plots: &[bool], network_plot: bool) -> String {
         }
         h += "</p>\n";
         if network_plot {
-            let _ = writeln!(h, "<p><img src=\"{NETWORK_PLOT}\" alt=\"estimated network latency\"></p>");
+            let _ = writeln!(
+                h,
+                "<p><img src=\"{NETWORK_PLOT}\" alt=\"estimated network latency\"></p>"
+            );
         }
     }
     h += "<table>\n<tr><th>task</th><th>weight</th><th>trials</th><th>best</th><th>GFLOP/s</th>\

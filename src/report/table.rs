@@ -59,11 +59,7 @@ pub fn render(s: &Summary) -> String {
             or_dash(total.map(seconds)),
             s.trials(),
             match (total, s.peer_seconds()) {
-                (Some(t), Some(p)) => format!(
-                    "; vendor libraries {} ({:.2}x)",
-                    seconds(p),
-                    p / t
-                ),
+                (Some(t), Some(p)) => format!("; vendor libraries {} ({:.2}x)", seconds(p), p / t),
                 _ => String::new(),
             }
         );

@@ -17,7 +17,9 @@ fn trace(w: &Workload, n: i64) -> Trace {
     let mut s = Schedule::new(canonical_program(w).unwrap(), 0);
     let b = s.get_block("t2").unwrap();
     let loops = s.get_loops(b).unwrap();
-    let t = s.sample_perfect_tile(loops[0], 2, 16, Some(vec![4, 4])).unwrap();
+    let t = s
+        .sample_perfect_tile(loops[0], 2, 16, Some(vec![4, 4]))
+        .unwrap();
     s.split(loops[0], &[Some(IntArg::Rv(t[0])), Some(IntArg::Rv(t[1]))])
         .unwrap();
     s.annotate(Target::Block(b), "tag", AnnArg::Int(n)).unwrap();
@@ -74,7 +76,10 @@ fn rows_hold_trials_best_rate_peer_ratio_and_weighted_latency() {
     let ra = &s.rows[0];
     assert_eq!(ra.trials, 4);
     assert_eq!(ra.best_seconds, Some(2e-5));
-    assert_eq!(ra.curve, vec![Some(4e-5), Some(2e-5), Some(2e-5), Some(2e-5)]);
+    assert_eq!(
+        ra.curve,
+        vec![Some(4e-5), Some(2e-5), Some(2e-5), Some(2e-5)]
+    );
     assert_eq!(ra.gflops(), Some(2.0 * 16.0 * 16.0 * 16.0 / 2e-5 / 1e9));
     assert_eq!(ra.peer_ratio(), Some(2.0));
     assert_eq!(ra.weighted_seconds(), Some(3.0 * 2e-5));
@@ -130,8 +135,13 @@ fn the_page_and_the_curves_are_drawn() {
     let (db, a, b) = fixture();
     let s = summary(&db, &a, &b);
     let svg = plot::task_curve("a", &s.rows[0].curve).unwrap().unwrap();
-    assert!(svg.starts_with("<svg") && svg.contains("<polyline"), "{svg}");
-    assert!(plot::network_curve("net", &s.network_curve()).unwrap().is_some());
+    assert!(
+        svg.starts_with("<svg") && svg.contains("<polyline"),
+        "{svg}"
+    );
+    assert!(plot::network_curve("net", &s.network_curve())
+        .unwrap()
+        .is_some());
     assert_eq!(plot::task_curve("none", &[None, None]).unwrap(), None);
     let page = html::render(&s, &[true, false], true);
     assert!(page.contains("task01.svg") && !page.contains("task02.svg"));

@@ -215,9 +215,10 @@ impl Tuner<'_> {
                 total_trials: total,
                 task_best_seconds: best,
                 estimated_seconds: estimated_latency(
-                    tasks.iter().zip(&histories).map(|(t, h)| {
-                        (t.weight, h.curve.last().copied().flatten())
-                    }),
+                    tasks
+                        .iter()
+                        .zip(&histories)
+                        .map(|(t, h)| (t.weight, h.curve.last().copied().flatten())),
                 ),
             };
             on_round(&r, &tasks[i]);

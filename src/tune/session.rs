@@ -141,7 +141,10 @@ impl Session<'_> {
         };
         round.scored = learner.scored() - self.scored_mark;
         self.scored_mark = learner.scored();
-        let recorder = Recorder { workload: w, target: key };
+        let recorder = Recorder {
+            workload: w,
+            target: key,
+        };
         let recording = Instant::now();
         recorder.proposal(db, &proposal, report, &mut round)?;
         round.seconds.record += recording.elapsed().as_secs_f64();
