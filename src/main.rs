@@ -915,6 +915,10 @@ struct TuneArgs {
     /// index of a Slurm job array; merge the shards' databases with `tessel db import`.
     #[arg(long, value_name = "i/N")]
     shard: Option<tessel::network::Shard>,
+    /// With --network on CUDA: the GPUs to measure on (`all`, or `0,1,...`; all of the same
+    /// kind), one measurement worker each, each tuning a different task at a time.
+    #[arg(long, value_name = "all|0,1,...")]
+    devices: Option<tessel::tune::Devices>,
     /// With --network: how rounds go to tasks after the warm-up round over every task
     /// (default: gradient).
     #[arg(long, value_enum)]
@@ -976,8 +980,8 @@ fn run_tune(args: TuneArgs) -> Result<()> {
     if let Some(file) = args.network.clone() {
         return tune_network(&args, &file);
     }
-    if args.shard.is_some() || args.task_scheduler.is_some() {
-        bail!("--shard and --task-scheduler need --network");
+    if args.shard.is_some() || args.task_scheduler.is_some() || args.devices.is_some() {
+        bail!("--shard, --task-scheduler and --devices need --network");
     }
     use tessel::search::{SearchSpace, StrategyKind};
     use tessel::tune::Tuner;
@@ -1373,6 +1377,9 @@ fn tune_network(args: &TuneArgs, file: &std::path::Path) -> Result<()> {
             },
         );
         let count = tasks.len();
+        if let Some(devices) = &args.devices {
+            tuner = tuner.with_workers(device_workers(devices, &tt)?);
+        }
         tuner.tune_network(&tasks, |r, task| {
             let best = r.task_best_seconds.map_or("-".into(), seconds);
             let est = r.estimated_seconds.map_or("-".into(), seconds);
@@ -1535,4 +1542,33 @@ fn run_report(args: &ReportArgs) -> Result<()> {
     print!("{}", table::render(&summary));
     println!("report    {}", dir.join("index.html").display());
     Ok(())
+}
+
+/// One measurement worker per device of `--devices`, each seeing only its GPU (as
+/// device 0) through `CUDA_VISIBLE_DEVICES`, mapped through this process's own
+/// `CUDA_VISIBLE_DEVICES` when that is set.
+fn device_workers(
+    devices: &tessel::tune::Devices,
+    target: &tessel::tune::TuneTarget,
+) -> Result<Vec<tessel::measure::worker::Measurer>> {
+    let visible: Option<Vec<String>> = std::env::var("CUDA_VISIBLE_DEVICES")
+        .ok()
+        .map(|v| v.split(',').map(|d| d.trim().to_string()).collect());
+    let mut workers = Vec::new();
+    for d in devices.ordinals(target)? {
+        let name = match &visible {
+            Some(v) => v
+                .get(d)
+                .cloned()
+                .with_context(|| format!("device {d} is not in CUDA_VISIBLE_DEVICES"))?,
+            None => d.to_string(),
+        };
+        workers.push(
+            tessel::measure::worker::Measurer::for_current_exe()?
+                .with_timeout(std::time::Duration::from_secs(60))
+                .with_env("CUDA_VISIBLE_DEVICES", name),
+        );
+    }
+    eprintln!("measuring on {} devices", workers.len());
+    Ok(workers)
 }

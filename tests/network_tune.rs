@@ -112,6 +112,37 @@ fn the_scheduler_warms_up_every_task_then_spends_the_network_budget() {
     }
 }
 
+#[test]
+fn two_workers_tune_different_tasks_at_once_into_one_database() {
+    // The same code path as several GPUs (`--devices 0,1`), with two CPU workers.
+    let net = Network::parse(TINY, "tiny.toml").unwrap();
+    let mut db = Database::open_in_memory().unwrap();
+    let worker =
+        || Measurer::new(env!("CARGO_BIN_EXE_tessel")).with_timeout(Duration::from_secs(30));
+    let report = tuner(&mut db, 8)
+        .with_workers(vec![worker(), worker()])
+        .tune_network(&net.tasks, |_, _| {})
+        .unwrap();
+    assert_eq!(report.trials(), 8);
+    let mut warm: Vec<usize> = report.rounds[..3].iter().map(|r| r.task).collect();
+    warm.sort();
+    assert_eq!(warm, [0, 1, 2]);
+    assert!(report.rounds[..3].iter().all(|r| r.reason == "warm-up"));
+    for (t, task) in report.tasks.iter().zip(&net.tasks) {
+        let stored = db
+            .records(&Filter {
+                workload: Some(task.workload.key()),
+                target: None,
+                best_only: false,
+            })
+            .unwrap();
+        let rejected = t.report.rejected.values().sum::<usize>();
+        assert_eq!(stored.len(), t.report.trials + rejected, "{}", t.label);
+        assert!(t.report.best.is_some(), "{}", t.label);
+    }
+    assert!(report.estimated_seconds().is_some());
+}
+
 fn tessel(args: &[&str]) -> String {
     let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
         .args(args)

@@ -24,6 +24,7 @@
 //! improvement, too many consecutive failures, or an exhausted space, and returns a
 //! [`TuneReport`] saying why, with every round's counts and stage times.
 
+pub mod devices;
 pub mod learn;
 mod measure;
 mod model_source;
@@ -35,6 +36,7 @@ mod session;
 mod target;
 pub mod warm_start;
 
+pub use devices::Devices;
 pub use learn::{LearnedModel, ModelPolicy, ModelSource, TrainingData};
 pub use model_source::StoredModels;
 pub use network::{NetworkReport, NetworkRound, TaskOutcome};
@@ -110,6 +112,7 @@ pub struct Tuner<'a> {
     progress: Option<Progress<'a>>,
     notify: Option<Notify<'a>>,
     task_policy: crate::network::Policy,
+    workers: Vec<Measurer>,
 }
 
 impl<'a> Tuner<'a> {
@@ -138,6 +141,7 @@ impl<'a> Tuner<'a> {
             progress: None,
             notify: None,
             task_policy: crate::network::Policy::Gradient,
+            workers: Vec::new(),
         }
     }
     /// Candidates to measure in all (rejections do not count).
@@ -217,6 +221,14 @@ impl<'a> Tuner<'a> {
         self.task_policy = policy;
         self
     }
+    /// The measurement workers a network run uses at once, one per device (e.g. each
+    /// with `CUDA_VISIBLE_DEVICES` naming its GPU): with more than one, each tunes a
+    /// different task at a time (see [`Tuner::tune_network`]). A single workload, or one
+    /// worker, is measured by the first (or [`Tuner::with_measurer`]'s).
+    pub fn with_workers(mut self, workers: Vec<Measurer>) -> Self {
+        self.workers = workers;
+        self
+    }
     /// Called after every round.
     pub fn with_progress(mut self, f: impl FnMut(&RoundReport) + 'a) -> Self {
         self.progress = Some(Box::new(f));
@@ -288,12 +300,19 @@ impl<'a> Tuner<'a> {
         Ok(report)
     }
 
-    /// The measurer given, or the worker of this executable with a 60 s timeout.
+    /// The measurer given, else the first worker given, else the worker of this
+    /// executable with a 60 s timeout.
     fn measurer(&self) -> Result<Measurer, TuneError> {
-        Ok(match self.measurer.clone() {
-            Some(m) => m,
-            None => Measurer::for_current_exe()?.with_timeout(Duration::from_secs(60)),
-        })
+        Ok(
+            match self
+                .measurer
+                .clone()
+                .or_else(|| self.workers.first().cloned())
+            {
+                Some(m) => m,
+                None => Measurer::for_current_exe()?.with_timeout(Duration::from_secs(60)),
+            },
+        )
     }
 
     /// The first stop condition that holds before a round, if any.

@@ -12,7 +12,7 @@ use super::report::{StopReason, TuneReport};
 use super::session::{RoundPlan, Session};
 use super::{time_seed, TuneError, Tuner};
 use crate::database::Database;
-use crate::network::{choose, estimated_latency, SchedulerParams, Task, TaskHistory};
+use crate::network::{choose, estimated_latency, Choice, SchedulerParams, Task, TaskHistory};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
@@ -104,6 +104,23 @@ impl NetworkReport {
     }
 }
 
+/// A network run's state between rounds.
+pub(super) struct NetworkRun<'t> {
+    pub tasks: &'t [Task],
+    pub sessions: Vec<Session<'t>>,
+    pub histories: Vec<TaskHistory>,
+    /// Why each closed task takes no more rounds.
+    pub closed: Vec<Option<StopReason>>,
+    pub learner: Learner,
+    pub notes: Vec<String>,
+    pub params: SchedulerParams,
+    pub rng: ChaCha8Rng,
+    pub rounds: Vec<NetworkRound>,
+    /// Candidates measured so far.
+    pub total: usize,
+    pub start: Instant,
+}
+
 /// The task groups the scheduler's estimate from similar tasks uses: workloads whose
 /// canonical text is equal once the numbers (shapes) are taken out.
 fn group_of(task: &Task) -> String {
@@ -143,88 +160,58 @@ impl Tuner<'_> {
         for (i, t) in tasks.iter().enumerate() {
             sessions.push(self.open(db, &t.workload, seed.wrapping_add(i as u64))?);
         }
-        let mut histories: Vec<TaskHistory> = tasks
-            .iter()
-            .map(|t| TaskHistory {
-                weight: f64::from(t.weight),
-                flops: t.workload.flops(),
-                group: group_of(t),
-                curve: Vec::new(),
-                open: true,
-            })
-            .collect();
-        let mut closed: Vec<Option<StopReason>> = vec![None; tasks.len()];
-        let mut measurer = self.measurer()?;
-        let mut notes = Vec::new();
         let Some(target) = sessions.first().map(|s| s.report.target.clone()) else {
             return Err(TuneError::Target("the network has no task".into()));
         };
-        let mut learner = Learner::start(
+        let mut notes = Vec::new();
+        let learner = Learner::start(
             self.models.clone(),
             self.model_policy,
             db,
             &target,
             &mut notes,
         )?;
-        let overlap = self
-            .overlap
-            .unwrap_or_else(|| self.target.overlaps_by_default());
-        let params = SchedulerParams {
-            policy: self.task_policy,
-            ..SchedulerParams::default()
+        let mut run = NetworkRun {
+            tasks,
+            histories: tasks
+                .iter()
+                .map(|t| TaskHistory {
+                    weight: f64::from(t.weight),
+                    flops: t.workload.flops(),
+                    group: group_of(t),
+                    curve: Vec::new(),
+                    open: true,
+                })
+                .collect(),
+            sessions,
+            closed: vec![None; tasks.len()],
+            learner,
+            notes,
+            params: SchedulerParams {
+                policy: self.task_policy,
+                ..SchedulerParams::default()
+            },
+            rng: ChaCha8Rng::seed_from_u64(seed),
+            rounds: Vec::new(),
+            total: 0,
+            start,
         };
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        let mut rounds = Vec::new();
-        let mut total = 0;
-        let stop = loop {
-            self.say_network(&mut sessions, &mut notes);
-            if total >= self.trials {
-                break StopReason::TrialBudget;
-            }
-            if self.time_limit.is_some_and(|t| start.elapsed() >= t) {
-                break StopReason::TimeLimit;
-            }
-            let Some(choice) = choose(&histories, &params, &mut rng) else {
-                break StopReason::SpaceExhausted;
-            };
-            let i = choice.task();
-            let s = &mut sessions[i];
-            let before = s.report.trials;
-            let plan = RoundPlan {
-                batch: self.batch,
-                budget_left: self.trials - total,
-                overlap,
-            };
-            let exhausted = s.round(db, &mut measurer, &mut learner, &mut notes, plan)?;
-            total += s.report.trials - before;
-            let best = s.report.best.as_ref().map(|b| b.median_seconds);
-            histories[i].curve.push(best);
-            closed[i] = exhausted.or_else(|| self.task_stop(s));
-            if closed[i].is_some() {
-                histories[i].open = false;
-            }
-            if exhausted.is_some() {
-                // Nothing was measured: no round to show.
-                continue;
-            }
-            let r = NetworkRound {
-                round: rounds.len() + 1,
-                task: i,
-                reason: choice.reason(),
-                trials: s.report.trials - before,
-                total_trials: total,
-                task_best_seconds: best,
-                estimated_seconds: estimated_latency(
-                    tasks
-                        .iter()
-                        .zip(&histories)
-                        .map(|(t, h)| (t.weight, h.curve.last().copied().flatten())),
-                ),
-            };
-            on_round(&r, &tasks[i]);
-            rounds.push(r);
+        let stop = if self.workers.len() > 1 {
+            let workers = self.workers.clone();
+            self.on_devices(db, &mut run, workers, on_round)?
+        } else {
+            self.one_at_a_time(db, &mut run, on_round)?
         };
+        let NetworkRun {
+            sessions,
+            closed,
+            learner,
+            mut notes,
+            rounds,
+            ..
+        } = run;
         let model = learner.finish(db, &mut notes);
+        let mut sessions = sessions;
         self.say_network(&mut sessions, &mut notes);
         let outcomes = sessions
             .into_iter()
@@ -251,6 +238,92 @@ impl Tuner<'_> {
         })
     }
 
+    /// One measurement worker: each round runs to its end before the next is chosen (the
+    /// session proposes its own next batch while its batch is measured).
+    fn one_at_a_time(
+        &mut self,
+        db: &mut Database,
+        run: &mut NetworkRun,
+        on_round: &mut dyn FnMut(&NetworkRound, &Task),
+    ) -> Result<StopReason, TuneError> {
+        let mut measurer = self.measurer()?;
+        let overlap = self
+            .overlap
+            .unwrap_or_else(|| self.target.overlaps_by_default());
+        loop {
+            self.say_network(&mut run.sessions, &mut run.notes);
+            if let Some(stop) = self.network_stop(run.total, run.start) {
+                return Ok(stop);
+            }
+            let Some(choice) = choose(&run.histories, &run.params, &mut run.rng) else {
+                return Ok(StopReason::SpaceExhausted);
+            };
+            let i = choice.task();
+            let s = &mut run.sessions[i];
+            let before = s.report.trials;
+            let plan = RoundPlan {
+                batch: self.batch,
+                budget_left: self.trials - run.total,
+                overlap,
+            };
+            let exhausted = s.round(db, &mut measurer, &mut run.learner, &mut run.notes, plan)?;
+            self.after_round(run, choice, before, exhausted, on_round);
+        }
+    }
+
+    /// Whether the whole run stops before the next round.
+    pub(super) fn network_stop(&self, total: usize, start: Instant) -> Option<StopReason> {
+        if total >= self.trials {
+            Some(StopReason::TrialBudget)
+        } else if self.time_limit.is_some_and(|t| start.elapsed() >= t) {
+            Some(StopReason::TimeLimit)
+        } else {
+            None
+        }
+    }
+
+    /// After task `choice.task()` had a round that started at `before` trials: its curve,
+    /// whether it stays open, the round shown and kept.
+    pub(super) fn after_round(
+        &self,
+        run: &mut NetworkRun,
+        choice: Choice,
+        before: usize,
+        exhausted: Option<StopReason>,
+        on_round: &mut dyn FnMut(&NetworkRound, &Task),
+    ) {
+        let i = choice.task();
+        let s = &run.sessions[i];
+        let trials = s.report.trials - before;
+        run.total += trials;
+        let best = s.report.best.as_ref().map(|b| b.median_seconds);
+        run.histories[i].curve.push(best);
+        run.closed[i] = exhausted.or_else(|| self.task_stop(s));
+        if run.closed[i].is_some() {
+            run.histories[i].open = false;
+        }
+        if exhausted.is_some() {
+            // Nothing was measured: no round to show.
+            return;
+        }
+        let r = NetworkRound {
+            round: run.rounds.len() + 1,
+            task: i,
+            reason: choice.reason(),
+            trials,
+            total_trials: run.total,
+            task_best_seconds: best,
+            estimated_seconds: estimated_latency(
+                run.tasks
+                    .iter()
+                    .zip(&run.histories)
+                    .map(|(t, h)| (t.weight, h.curve.last().copied().flatten())),
+            ),
+        };
+        on_round(&r, &run.tasks[i]);
+        run.rounds.push(r);
+    }
+
     /// Why a task takes no more rounds, if it should not: too many failures in a row, or
     /// `patience` rounds without improvement.
     fn task_stop(&self, s: &Session) -> Option<StopReason> {
@@ -264,7 +337,7 @@ impl Tuner<'_> {
     }
 
     /// Notes go to the caller once, and into the first task's report.
-    fn say_network(&mut self, sessions: &mut [Session], notes: &mut Vec<String>) {
+    pub(super) fn say_network(&mut self, sessions: &mut [Session], notes: &mut Vec<String>) {
         if let Some(first) = sessions.first_mut() {
             self.say(&mut first.report, notes);
         }

@@ -4,14 +4,15 @@
 //! and gives each round to the task its scheduler chooses.
 
 use super::learn::Learner;
-use super::measure::{self, JobTemplate};
+use super::measure::{self, JobTemplate, Measured};
 use super::propose::{propose, Proposed};
 use super::record::Recorder;
 use super::report::{RoundStats, StopReason, TuneReport};
 use super::{best_in_db, empty_report, has_design_space, TuneError, Tuner};
 use crate::database::{Database, TargetKey};
 use crate::measure::worker::Measurer;
-use crate::search::SearchStrategy;
+use crate::measure::Job;
+use crate::search::{Proposal, SearchStrategy};
 use crate::workload::Workload;
 use std::time::{Duration, Instant};
 
@@ -24,6 +25,15 @@ pub(crate) struct RoundPlan {
     pub budget_left: usize,
     /// Whether the next batch is proposed while this one is measured.
     pub overlap: bool,
+}
+
+/// A batch proposed and ready to measure: the job for the worker, and what the round
+/// knows so far.
+pub(crate) struct Prepared {
+    pub job: Job,
+    proposal: Proposal,
+    round: RoundStats,
+    start: Instant,
 }
 
 /// One workload being tuned.
@@ -106,27 +116,20 @@ impl Session<'_> {
         }
     }
 
-    /// One round: propose (or take the batch proposed ahead), measure (proposing the
-    /// next batch meanwhile when `plan.overlap`), record, learn. Returns
-    /// `Some(SpaceExhausted)` when the strategy had nothing new to propose.
-    pub fn round(
+    /// Stage 1 of a round: the batch to measure (proposed now, or ahead while the last
+    /// one was measured) and its job; `None` when the strategy had nothing new.
+    pub fn prepare(
         &mut self,
         db: &mut Database,
-        measurer: &mut Measurer,
-        learner: &mut Learner,
-        notes: &mut Vec<String>,
+        learner: &Learner,
         plan: RoundPlan,
-    ) -> Result<Option<StopReason>, TuneError> {
-        let round_start = Instant::now();
+    ) -> Result<Option<Prepared>, TuneError> {
+        let start = Instant::now();
         self.take_model(learner);
-        let w = self.w;
-        let key = &self.key;
-        let report = &mut self.report;
         let mut round = RoundStats {
-            round: report.rounds + 1,
+            round: self.report.rounds + 1,
             ..RoundStats::default()
         };
-        // 1. propose (or take the batch proposed while the last one was measured).
         let Proposed { proposal, .. } = match self.pending.take() {
             Some(p) => {
                 round.overlapped_propose_seconds = p.took.as_secs_f64();
@@ -134,61 +137,63 @@ impl Session<'_> {
             }
             None => {
                 let n = plan.batch.min(plan.budget_left);
-                let p = propose(&mut *self.strategy, n, db, w, key)?;
+                let p = propose(&mut *self.strategy, n, db, self.w, &self.key)?;
                 round.seconds.propose = p.took.as_secs_f64();
                 p
             }
         };
         round.scored = learner.scored() - self.scored_mark;
         self.scored_mark = learner.scored();
-        let recorder = Recorder {
-            workload: w,
-            target: key,
-        };
         let recording = Instant::now();
-        recorder.proposal(db, &proposal, report, &mut round)?;
+        Recorder {
+            workload: self.w,
+            target: &self.key,
+        }
+        .proposal(db, &proposal, &mut self.report, &mut round)?;
         round.seconds.record += recording.elapsed().as_secs_f64();
         if proposal.candidates.is_empty() {
-            self.busy += round_start.elapsed();
-            return Ok(Some(StopReason::SpaceExhausted));
+            self.busy += start.elapsed();
+            return Ok(None);
         }
-        report.rounds += 1;
-        // 2-4. build, check, time; the next batch is proposed meanwhile.
-        let job = self.template.with(&proposal.candidates);
-        let following = plan
-            .batch
-            .min(plan.budget_left.saturating_sub(proposal.candidates.len()));
-        let strategy = &mut *self.strategy;
-        let (measured, next) = std::thread::scope(|s| {
-            let proposer = (plan.overlap && following > 0).then(|| {
-                let (strategy, db) = (&mut *strategy, &mut *db);
-                s.spawn(move || propose(strategy, following, db, w, key))
-            });
-            let measured = measure::measure(measurer, &job);
-            let waited = Instant::now();
-            let next = proposer.map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(TuneError::Target("the proposer panicked".into())))
-            });
-            (measured, next.map(|n| (n, waited.elapsed())))
-        });
-        let measured = measured?;
+        self.report.rounds += 1;
+        Ok(Some(Prepared {
+            job: self.template.with(&proposal.candidates),
+            proposal,
+            round,
+            start,
+        }))
+    }
+
+    /// Stages 5 and 6 of a round: records the outcomes of a prepared batch and feeds
+    /// them to the strategy and the learner.
+    pub fn finish(
+        &mut self,
+        db: &mut Database,
+        learner: &mut Learner,
+        notes: &mut Vec<String>,
+        prepared: Prepared,
+        measured: Measured,
+    ) -> Result<(), TuneError> {
+        let Prepared {
+            proposal,
+            mut round,
+            start,
+            ..
+        } = prepared;
         round.seconds.compile = measured.compile.as_secs_f64();
         round.seconds.check_time = measured.check_time.as_secs_f64();
-        if let Some((next, waited)) = next {
-            let next = next?;
-            // Proposing that outlasted the measurement held up the loop.
-            round.seconds.propose += waited.as_secs_f64();
-            self.pending = Some(next);
-        }
         // 5. record.
-        let best_before = report.best.as_ref().map(|b| b.median_seconds);
+        let best_before = self.report.best.as_ref().map(|b| b.median_seconds);
         let recording = Instant::now();
-        let results = recorder.outcomes(
+        let results = Recorder {
+            workload: self.w,
+            target: &self.key,
+        }
+        .outcomes(
             db,
             &proposal.candidates,
             measured.outcomes,
-            report,
+            &mut self.report,
             &mut round,
             &mut self.failures_in_a_row,
         )?;
@@ -203,12 +208,68 @@ impl Session<'_> {
         } else {
             self.stale_rounds += 1;
         }
-        debug_assert!(round.seconds.total() <= round_start.elapsed().as_secs_f64() + 1e-6);
+        let report = &mut self.report;
         report.stage_seconds.add(&round.seconds);
         report.overlapped_propose_seconds += round.overlapped_propose_seconds;
         report.round_stats.push(round);
-        self.busy += round_start.elapsed();
+        self.busy += start.elapsed();
         report.elapsed = self.busy;
+        Ok(())
+    }
+
+    /// One round on `measurer`: prepare, measure (proposing the next batch meanwhile when
+    /// `plan.overlap`), finish. Returns `Some(SpaceExhausted)` when the strategy had
+    /// nothing new to propose.
+    pub fn round(
+        &mut self,
+        db: &mut Database,
+        measurer: &mut Measurer,
+        learner: &mut Learner,
+        notes: &mut Vec<String>,
+        plan: RoundPlan,
+    ) -> Result<Option<StopReason>, TuneError> {
+        // 1. propose.
+        let Some(mut prepared) = self.prepare(db, learner, plan)? else {
+            return Ok(Some(StopReason::SpaceExhausted));
+        };
+        // 2-4. build, check, time; the next batch is proposed meanwhile.
+        let following = plan.batch.min(
+            plan.budget_left
+                .saturating_sub(prepared.proposal.candidates.len()),
+        );
+        let (w, key) = (self.w, &self.key);
+        let strategy = &mut *self.strategy;
+        let job = &prepared.job;
+        let (measured, next) = std::thread::scope(|s| {
+            let proposer = (plan.overlap && following > 0).then(|| {
+                let (strategy, db) = (&mut *strategy, &mut *db);
+                s.spawn(move || propose(strategy, following, db, w, key))
+            });
+            let measured = measure::measure(measurer, job);
+            let waited = Instant::now();
+            let next = proposer.map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(TuneError::Target("the proposer panicked".into())))
+            });
+            (measured, next.map(|n| (n, waited.elapsed())))
+        });
+        let measured = measured?;
+        if let Some((next, waited)) = next {
+            let next = next?;
+            // Proposing that outlasted the measurement held up the loop.
+            prepared.round.seconds.propose += waited.as_secs_f64();
+            self.pending = Some(next);
+        }
+        // 5-6. record, learn.
+        self.finish(db, learner, notes, prepared, measured)?;
+        debug_assert!({
+            let r = self
+                .report
+                .round_stats
+                .last()
+                .map_or(0.0, |r| r.seconds.total());
+            r <= self.busy.as_secs_f64() + 1e-6
+        });
         Ok(None)
     }
 }
