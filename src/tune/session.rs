@@ -130,18 +130,21 @@ impl Session<'_> {
             round: self.report.rounds + 1,
             ..RoundStats::default()
         };
-        let Proposed { proposal, .. } = match self.pending.take() {
+        let n = plan.batch.min(plan.budget_left);
+        let Proposed { mut proposal, .. } = match self.pending.take() {
             Some(p) => {
                 round.overlapped_propose_seconds = p.took.as_secs_f64();
                 p
             }
             None => {
-                let n = plan.batch.min(plan.budget_left);
                 let p = propose(&mut *self.strategy, n, db, self.w, &self.key)?;
                 round.seconds.propose = p.took.as_secs_f64();
                 p
             }
         };
+        // A batch proposed ahead may be more than the budget left by now (in a network,
+        // other tasks had rounds since).
+        proposal.candidates.truncate(n);
         round.scored = learner.scored() - self.scored_mark;
         self.scored_mark = learner.scored();
         let recording = Instant::now();
