@@ -32,6 +32,6 @@ if python3 benches/network_peers.py "$net" >"$out/peers.json" 2>"$out/peers.err"
 else
   echo "peers not timed: see $out/peers.err"
 fi
-"$bin" report --network "$net" --target cuda --db "$db" "${peers[@]}" --out "$out/report" \
+"$bin" report --network "$net" --target cuda --db "$db" ${peers[@]+"${peers[@]}"} --out "$out/report" \
   >"$out/report.txt"
 cat "$out/report.txt"
