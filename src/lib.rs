@@ -8,6 +8,8 @@ pub mod ir;
 pub mod lower;
 pub mod measure;
 pub mod model_cmd;
+pub mod network;
+pub mod report;
 pub mod schedule;
 pub mod search;
 pub mod target;

@@ -271,9 +271,15 @@ enum Command {
         #[arg(long, default_value_t = 0)]
         seed: u64,
     },
-    /// Search schedules for workloads on a target, measuring every candidate and
-    /// recording each result in the database; ends with the best schedule's trace.
+    /// Search schedules for workloads (or a network's tasks) on a target, measuring every
+    /// candidate and recording each result in the database; ends with the best schedule's
+    /// trace (for a network, the table of its tasks).
     Tune(TuneArgs),
+    /// What the database knows of a network's tasks or of workloads: per task the trials,
+    /// best latency, GFLOP/s, ratio to the vendor library (with --peers), weighted
+    /// contribution; per network the estimated latency. Prints a table, or with --out
+    /// writes index.html and SVG tuning curves.
+    Report(ReportArgs),
     /// The learned cost model: what it sees of a candidate, training it on the database's
     /// records, and its evaluation on workloads it never saw.
     Model {
@@ -744,6 +750,7 @@ fn run(cli: Cli) -> Result<()> {
             }
         }
         Command::Tune(args) => run_tune(args)?,
+        Command::Report(args) => run_report(&args)?,
         Command::Model { command } => model_command(command)?,
         Command::Sample {
             workload,
@@ -900,12 +907,29 @@ fn main() -> ExitCode {
 struct TuneArgs {
     /// Presets (`matmul:1024x1024x1024`, `conv2d_nchw:n=1,c=64,...`) or workload files,
     /// tuned one after the other.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "network", conflicts_with = "network")]
     workloads: Vec<String>,
+    /// A network file (benches/networks/*.toml): its tasks tuned together, each round
+    /// going to the task whose improvement lowers the network's estimated latency most;
+    /// `--trials` is then the network's total budget.
+    #[arg(long, value_name = "FILE")]
+    network: Option<PathBuf>,
+    /// With --network: tune only share i of N (0-based) of the network's tasks, e.g. one
+    /// index of a Slurm job array; merge the shards' databases with `tessel db import`.
+    #[arg(long, value_name = "i/N")]
+    shard: Option<tessel::network::Shard>,
+    /// With --network on CUDA: the GPUs to measure on (`all`, or `0,1,...`; all of the same
+    /// kind), one measurement worker each, each tuning a different task at a time.
+    #[arg(long, value_name = "all|0,1,...")]
+    devices: Option<tessel::tune::Devices>,
+    /// With --network: how rounds go to tasks after the warm-up round over every task
+    /// (default: gradient).
+    #[arg(long, value_enum)]
+    task_scheduler: Option<TaskSchedulerArg>,
     /// Where to measure.
     #[arg(long, value_enum, default_value = "cpu")]
     target: TargetArg,
-    /// Candidates to measure per workload.
+    /// Candidates to measure per workload (with --network: in all).
     #[arg(long, default_value_t = 64)]
     trials: usize,
     /// Stop a workload after this many seconds.
@@ -938,6 +962,14 @@ struct TuneArgs {
 }
 
 #[derive(Copy, Clone, clap::ValueEnum)]
+enum TaskSchedulerArg {
+    /// Ansor's: to the task whose improvement lowers the estimated latency most.
+    Gradient,
+    /// Equal shares (the baseline).
+    RoundRobin,
+}
+
+#[derive(Copy, Clone, clap::ValueEnum)]
 enum StrategyArg {
     /// Evolve the sketches' decisions from measured results, ranked by the cost model.
     Evolutionary,
@@ -948,6 +980,12 @@ enum StrategyArg {
 /// `tessel tune`: one tuning run per workload, with a progress bar (a line per round when
 /// stderr is not a terminal); the JSON report is rewritten after each workload.
 fn run_tune(args: TuneArgs) -> Result<()> {
+    if let Some(file) = args.network.clone() {
+        return tune_network(&args, &file);
+    }
+    if args.shard.is_some() || args.task_scheduler.is_some() || args.devices.is_some() {
+        bail!("--shard, --task-scheduler and --devices need --network");
+    }
     use tessel::search::{SearchSpace, StrategyKind};
     use tessel::tune::Tuner;
     let path = db_path(args.db.clone())?;
@@ -1001,27 +1039,7 @@ fn run_tune(args: TuneArgs) -> Result<()> {
                     bar.set_message(format!("{speed}  {best}  failures: {fails}"));
                 }
             });
-        if strategy == StrategyKind::Evolutionary {
-            tuner = tuner.with_models(
-                std::sync::Arc::new(tessel::tune::StoredModels::default()),
-                tessel::tune::ModelPolicy::default(),
-            );
-        }
-        if let Some(b) = args.batch {
-            tuner = tuner.with_batch(b);
-        }
-        if let Some(s) = args.time_limit {
-            tuner = tuner.with_time_limit(std::time::Duration::from_secs_f64(s.max(0.0)));
-        }
-        if let Some(s) = args.seed {
-            tuner = tuner.with_seed(s);
-        }
-        if let Some(p) = args.patience {
-            tuner = tuner.with_patience(p);
-        }
-        if let Some(sp) = &space {
-            tuner = tuner.with_space(sp.clone());
-        }
+        tuner = configure_tuner(tuner, &args, strategy, space.as_ref());
         let report = tuner.tune(&w);
         bar.finish_and_clear();
         let report = report?;
@@ -1035,6 +1053,38 @@ fn run_tune(args: TuneArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The settings `tessel tune` passes to a tuner, for workloads and networks alike.
+fn configure_tuner<'a>(
+    mut tuner: tessel::tune::Tuner<'a>,
+    args: &TuneArgs,
+    strategy: tessel::search::StrategyKind,
+    space: Option<&tessel::search::SearchSpace>,
+) -> tessel::tune::Tuner<'a> {
+    use tessel::search::StrategyKind;
+    if strategy == StrategyKind::Evolutionary {
+        tuner = tuner.with_models(
+            std::sync::Arc::new(tessel::tune::StoredModels::default()),
+            tessel::tune::ModelPolicy::default(),
+        );
+    }
+    if let Some(b) = args.batch {
+        tuner = tuner.with_batch(b);
+    }
+    if let Some(s) = args.time_limit {
+        tuner = tuner.with_time_limit(std::time::Duration::from_secs_f64(s.max(0.0)));
+    }
+    if let Some(s) = args.seed {
+        tuner = tuner.with_seed(s);
+    }
+    if let Some(p) = args.patience {
+        tuner = tuner.with_patience(p);
+    }
+    if let Some(sp) = space {
+        tuner = tuner.with_space(sp.clone());
+    }
+    tuner
 }
 
 /// The summary of one workload's tuning run on stdout.
@@ -1278,4 +1328,264 @@ mod tests {
         }
         assert!(commands.iter().any(|(p, _)| p == "tessel check"));
     }
+}
+
+/// Reads and parses a network file.
+fn load_network(path: &std::path::Path) -> Result<tessel::network::Network> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    Ok(tessel::network::Network::parse(
+        &text,
+        &path.display().to_string(),
+    )?)
+}
+
+/// `tessel tune --network FILE [--shard i/N]`: the network's tasks (or this shard's)
+/// tuned by the task scheduler, a line per round, then the table of the tasks.
+fn tune_network(args: &TuneArgs, file: &std::path::Path) -> Result<()> {
+    use tessel::search::{SearchSpace, StrategyKind};
+    use tessel::tune::Tuner;
+    let network = load_network(file)?;
+    let tasks: Vec<tessel::network::Task> = match args.shard {
+        Some(s) => tessel::network::shard(&network.tasks, s)
+            .into_iter()
+            .map(|i| network.tasks[i].clone())
+            .collect(),
+        None => network.tasks.clone(),
+    };
+    let name = match args.shard {
+        Some(s) => format!("{} shard {}/{}", network.name, s.index, s.count),
+        None => network.name.clone(),
+    };
+    let path = db_path(args.db.clone())?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let mut database = tessel::database::Database::open(&path)?;
+    let tt = tune_target(args.target)?;
+    let key = tt.key()?;
+    let space = match &args.space {
+        Some(p) => {
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("cannot read {}", p.display()))?;
+            Some(SearchSpace::parse(&text, &p.display().to_string())?)
+        }
+        None => None,
+    };
+    let strategy = match args.strategy {
+        StrategyArg::Evolutionary => StrategyKind::Evolutionary,
+        StrategyArg::Random => StrategyKind::Random,
+    };
+    eprintln!(
+        "[{name}] {} tasks, {} trials in all, on {key}",
+        tasks.len(),
+        args.trials
+    );
+    let report = {
+        let tuner = Tuner::new(tt.clone())
+            .with_trials(args.trials)
+            .with_strategy(strategy)
+            .with_db(&mut database)
+            .with_notes(|note| eprintln!("[{name}] {note}"));
+        let mut tuner = configure_tuner(tuner, args, strategy, space.as_ref()).with_task_policy(
+            match args.task_scheduler {
+                Some(TaskSchedulerArg::Gradient) | None => tessel::network::Policy::Gradient,
+                Some(TaskSchedulerArg::RoundRobin) => tessel::network::Policy::RoundRobin,
+            },
+        );
+        let count = tasks.len();
+        if let Some(devices) = &args.devices {
+            tuner = tuner.with_workers(device_workers(devices, &tt)?);
+        }
+        tuner.tune_network(&tasks, |r, task| {
+            let best = r.task_best_seconds.map_or("-".into(), seconds);
+            let est = r.estimated_seconds.map_or("-".into(), seconds);
+            eprintln!(
+                "[{name}] round {:>3}  task {:>2}/{count} {:<9} trials {:>5}/{}  task best {best}  \
+                 estimated {est}  {}",
+                r.round,
+                r.task + 1,
+                r.reason,
+                r.total_trials,
+                args.trials,
+                task.label(),
+            );
+        })?
+    };
+    println!(
+        "stopped   {} after {} trials in {:.1} s",
+        report.stop.describe(),
+        report.trials(),
+        report.elapsed.as_secs_f64()
+    );
+    let per_task: Vec<String> = report
+        .tasks
+        .iter()
+        .map(|t| t.report.trials.to_string())
+        .collect();
+    println!("trials    per task this run: {}", per_task.join(" "));
+    let specs: Vec<tessel::report::TaskSpec> = tasks
+        .iter()
+        .map(|t| tessel::report::TaskSpec {
+            label: t.label(),
+            workload: &t.workload,
+            weight: t.weight,
+        })
+        .collect();
+    let summary = tessel::report::collect(
+        &database,
+        &name,
+        true,
+        &specs,
+        &key,
+        &std::collections::HashMap::new(),
+    )?;
+    print!("{}", tessel::report::table::render(&summary));
+    println!("database  {}", path.display());
+    if let Some(out) = &args.report_json {
+        let doc = report.to_json(&name);
+        std::fs::write(out, serde_json::to_string_pretty(&doc)? + "\n")
+            .with_context(|| format!("writing {}", out.display()))?;
+    }
+    Ok(())
+}
+
+/// `tessel report`'s arguments.
+#[derive(clap::Args)]
+struct ReportArgs {
+    /// Workloads to report on, one task each (weight 1).
+    #[arg(required_unless_present = "network", conflicts_with = "network")]
+    workloads: Vec<String>,
+    /// A network file: its tasks with their weights, and the estimated total.
+    #[arg(long, value_name = "FILE")]
+    network: Option<PathBuf>,
+    /// The record database (default: $TESSEL_DB, else the platform's data directory).
+    #[arg(long)]
+    db: Option<PathBuf>,
+    /// Records of which kind of target (this machine's arch, or --arch for CUDA without a
+    /// GPU here).
+    #[arg(long, value_enum, default_value = "cpu")]
+    target: TargetArg,
+    /// The CUDA arch to report on when no GPU is present here.
+    #[arg(long, default_value = "sm_90a")]
+    arch: String,
+    /// The vendor libraries' latencies: a JSON object from workload (as the network file
+    /// or the command line gives it) to seconds, e.g. written by benches/network_run.sh.
+    #[arg(long, value_name = "FILE")]
+    peers: Option<PathBuf>,
+    /// Write index.html and the SVG curves into DIR instead of printing the table.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+/// `tessel report`: the table on stdout, or the HTML page and SVG curves under --out.
+fn run_report(args: &ReportArgs) -> Result<()> {
+    use tessel::report::{html, plot, table, TaskSpec};
+    let db = tessel::database::Database::open(db_path(args.db.clone())?)?;
+    let key = target_key(args.target, &args.arch)?;
+    let (title, network, tasks): (String, bool, Vec<(String, Workload, u32)>) = match &args.network
+    {
+        Some(file) => {
+            let n = load_network(file)?;
+            let tasks = n
+                .tasks
+                .iter()
+                .map(|t| (t.label(), t.workload.clone(), t.weight))
+                .collect();
+            (n.name, true, tasks)
+        }
+        None => {
+            let mut tasks = Vec::new();
+            for spec in &args.workloads {
+                tasks.push((spec.clone(), load_workload(spec)?, 1));
+            }
+            ("workloads".to_string(), false, tasks)
+        }
+    };
+    let mut peers = std::collections::HashMap::new();
+    if let Some(file) = &args.peers {
+        let text = std::fs::read_to_string(file)
+            .with_context(|| format!("cannot read {}", file.display()))?;
+        let map: std::collections::BTreeMap<String, f64> = serde_json::from_str(&text)
+            .with_context(|| {
+                format!(
+                    "{}: not a JSON object of workload -> seconds",
+                    file.display()
+                )
+            })?;
+        for (spec, secs) in map {
+            let w = tessel::network::task_workload(&spec)
+                .with_context(|| format!("{}: workload {spec}", file.display()))?;
+            peers.insert(w.key(), secs);
+        }
+    }
+    let specs: Vec<TaskSpec> = tasks
+        .iter()
+        .map(|(label, w, weight)| TaskSpec {
+            label: label.clone(),
+            workload: w,
+            weight: *weight,
+        })
+        .collect();
+    let summary = tessel::report::collect(&db, &title, network, &specs, &key, &peers)?;
+    let Some(dir) = &args.out else {
+        print!("{}", table::render(&summary));
+        return Ok(());
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let write = |name: &str, text: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))
+    };
+    let mut task_plots = Vec::new();
+    for (i, row) in summary.rows.iter().enumerate() {
+        let svg = plot::task_curve(&row.label, &row.curve)?;
+        if let Some(svg) = &svg {
+            write(&html::task_plot_name(i), svg)?;
+        }
+        task_plots.push(svg.is_some());
+    }
+    let network_plot = match network {
+        true => plot::network_curve(&summary.title, &summary.network_curve())?,
+        false => None,
+    };
+    if let Some(svg) = &network_plot {
+        write(html::NETWORK_PLOT, svg)?;
+    }
+    write(
+        "index.html",
+        &html::render(&summary, &task_plots, network_plot.is_some()),
+    )?;
+    print!("{}", table::render(&summary));
+    println!("report    {}", dir.join("index.html").display());
+    Ok(())
+}
+
+/// One measurement worker per device of `--devices`, each seeing only its GPU (as
+/// device 0) through `CUDA_VISIBLE_DEVICES`, mapped through this process's own
+/// `CUDA_VISIBLE_DEVICES` when that is set.
+fn device_workers(
+    devices: &tessel::tune::Devices,
+    target: &tessel::tune::TuneTarget,
+) -> Result<Vec<tessel::measure::worker::Measurer>> {
+    let visible: Option<Vec<String>> = std::env::var("CUDA_VISIBLE_DEVICES")
+        .ok()
+        .map(|v| v.split(',').map(|d| d.trim().to_string()).collect());
+    let mut workers = Vec::new();
+    for d in devices.ordinals(target)? {
+        let name = match &visible {
+            Some(v) => v
+                .get(d)
+                .cloned()
+                .with_context(|| format!("device {d} is not in CUDA_VISIBLE_DEVICES"))?,
+            None => d.to_string(),
+        };
+        workers.push(
+            tessel::measure::worker::Measurer::for_current_exe()?
+                .with_timeout(std::time::Duration::from_secs(60))
+                .with_env("CUDA_VISIBLE_DEVICES", name),
+        );
+    }
+    eprintln!("measuring on {} devices", workers.len());
+    Ok(workers)
 }

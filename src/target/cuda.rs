@@ -51,6 +51,16 @@ pub fn driver_version() -> Result<(u32, u32)> {
     Ok(((v / 1000) as u32, ((v % 1000) / 10) as u32))
 }
 
+/// How many CUDA devices the driver shows this process.
+pub fn device_count() -> Result<usize> {
+    cuda_driver_available().map_err(|_| TargetError::NoDriver)?;
+    let n = CudaContext::device_count().map_err(|e| TargetError::Query {
+        during: "counting the devices",
+        error: e.to_string(),
+    })?;
+    Ok(usize::try_from(n).unwrap_or(0))
+}
+
 /// What tessel needs to know about one CUDA device.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CudaDeviceInfo {

@@ -108,18 +108,21 @@ pub(crate) struct Learner {
     model: Option<ModelUse>,
     /// The newest model trained in this run, stored at the end.
     trained: Option<LearnedModel>,
+    /// The model strategies rank with now, and how many models were current before it
+    /// (so a strategy that has an older one, or none, knows to take it).
+    current: Option<LearnedModel>,
+    generation: usize,
     scored: Arc<AtomicUsize>,
 }
 
 impl Learner {
     /// Loads the stored model for `target` (or starts training one when the database
-    /// holds enough records) and hands it to the strategy.
+    /// holds enough records); strategies take it with [`Learner::install_current`].
     pub fn start(
         source: Option<Arc<dyn ModelSource>>,
         policy: ModelPolicy,
         db: &Database,
         target: &TargetKey,
-        strategy: &mut (dyn SearchStrategy + Send),
         notes: &mut Vec<String>,
     ) -> Result<Learner, TuneError> {
         let mut l = Learner {
@@ -130,6 +133,8 @@ impl Learner {
             new_ok: 0,
             model: None,
             trained: None,
+            current: None,
+            generation: 0,
             scored: Arc::new(AtomicUsize::new(0)),
         };
         let what = format!("{}/{}", target.kind.name(), target.arch);
@@ -145,7 +150,7 @@ impl Learner {
                     trained_this_run: 0,
                     loaded: true,
                 });
-                l.install(&m, strategy);
+                l.make_current(m);
             }
             Ok(None) => {
                 let have = db.count_ok_records(target.kind, &target.arch)?;
@@ -170,13 +175,28 @@ impl Learner {
         Ok(l)
     }
 
+    /// How many models became current so far (0: none yet).
+    pub fn generation(&self) -> usize {
+        self.generation
+    }
+
+    /// Hands the current model, if any, to `strategy`.
+    pub fn install_current(&self, strategy: &mut (dyn SearchStrategy + Send)) {
+        if let Some(m) = &self.current {
+            strategy.set_scorer(Some(Arc::new(Counted {
+                inner: m.scorer.clone(),
+                count: self.scored.clone(),
+            })));
+        }
+    }
+
     /// Candidates the model scored so far.
     pub fn scored(&self) -> usize {
         self.scored.load(Ordering::Relaxed)
     }
 
     /// After a round: feeds the results to the strategy, swaps in a model whose training
-    /// finished, and starts the next training when enough new records came in.
+    /// finished (other strategies take it with [`Learner::install_current`]), and starts the next training when enough new records came in.
     pub fn after_round(
         &mut self,
         db: &Database,
@@ -191,7 +211,8 @@ impl Learner {
             .count();
         if self.training.as_ref().is_some_and(|t| t.is_finished()) {
             if let Some(m) = self.collect(notes) {
-                self.install(&m, strategy);
+                self.make_current(m);
+                self.install_current(strategy);
             }
         }
         if self.source.is_none()
@@ -223,11 +244,9 @@ impl Learner {
         self.model
     }
 
-    fn install(&mut self, m: &LearnedModel, strategy: &mut (dyn SearchStrategy + Send)) {
-        strategy.set_scorer(Some(Arc::new(Counted {
-            inner: m.scorer.clone(),
-            count: self.scored.clone(),
-        })));
+    fn make_current(&mut self, m: LearnedModel) {
+        self.current = Some(m);
+        self.generation += 1;
     }
 
     /// Starts training on every `ok` record of the target's kind and arch.

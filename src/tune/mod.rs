@@ -24,17 +24,22 @@
 //! improvement, too many consecutive failures, or an exhausted space, and returns a
 //! [`TuneReport`] saying why, with every round's counts and stage times.
 
+pub mod devices;
 pub mod learn;
 mod measure;
 mod model_source;
+pub mod network;
 mod propose;
 pub(crate) mod record;
 pub mod report;
+mod session;
 mod target;
 pub mod warm_start;
 
+pub use devices::Devices;
 pub use learn::{LearnedModel, ModelPolicy, ModelSource, TrainingData};
 pub use model_source::StoredModels;
+pub use network::{NetworkReport, NetworkRound, TaskOutcome};
 pub use report::{Best, ModelUse, RoundReport, RoundStats, StageSeconds, StopReason, TuneReport};
 pub use target::{target_key, TuneTarget};
 
@@ -44,9 +49,7 @@ use crate::measure::TimingConfig;
 use crate::search::{SearchSpace, StrategyKind};
 use crate::workload::Workload;
 use learn::Learner;
-use measure::JobTemplate;
-use propose::{propose, Proposed};
-use record::Recorder;
+use session::RoundPlan;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -116,6 +119,8 @@ pub struct Tuner<'a> {
     model_policy: ModelPolicy,
     progress: Option<Progress<'a>>,
     notify: Option<Notify<'a>>,
+    task_policy: crate::network::Policy,
+    workers: Vec<Measurer>,
 }
 
 impl<'a> Tuner<'a> {
@@ -144,6 +149,8 @@ impl<'a> Tuner<'a> {
             model_policy: ModelPolicy::default(),
             progress: None,
             notify: None,
+            task_policy: crate::network::Policy::Gradient,
+            workers: Vec::new(),
         }
     }
     /// Candidates to measure in all (rejections do not count).
@@ -226,6 +233,20 @@ impl<'a> Tuner<'a> {
         self.model_policy = policy;
         self
     }
+    /// How a network's rounds are allocated to its tasks (the gradient scheduler unless
+    /// set; see [`Tuner::tune_network`]).
+    pub fn with_task_policy(mut self, policy: crate::network::Policy) -> Self {
+        self.task_policy = policy;
+        self
+    }
+    /// The measurement workers a network run uses at once, one per device (e.g. each
+    /// with `CUDA_VISIBLE_DEVICES` naming its GPU): with more than one, each tunes a
+    /// different task at a time (see [`Tuner::tune_network`]). A single workload, or one
+    /// worker, is measured by the first (or [`Tuner::with_measurer`]'s).
+    pub fn with_workers(mut self, workers: Vec<Measurer>) -> Self {
+        self.workers = workers;
+        self
+    }
     /// Called after every round.
     pub fn with_progress(mut self, f: impl FnMut(&RoundReport) + 'a) -> Self {
         self.progress = Some(Box::new(f));
@@ -251,163 +272,65 @@ impl<'a> Tuner<'a> {
 
     fn run(&mut self, db: &mut Database, w: &Workload) -> Result<TuneReport, TuneError> {
         let start = Instant::now();
-        // Candidates schedule the canonical program (tensors t0, t1, ...) so that their
-        // records replay anywhere.
-        let canonical = crate::workload::parse(&w.canonical_text())?;
-        let program = canonical.to_program();
-        let key = self.target.key()?;
-        let space = self
-            .space
-            .clone()
-            .unwrap_or_else(|| self.target.default_space());
-        let seed = self.seed.unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0, |d| d.as_nanos() as u64)
-        });
-        has_design_space(&space, &program, seed)?;
-        let mut measurer = match self.measurer.clone() {
-            Some(m) => m,
-            None => Measurer::for_current_exe()?.with_timeout(Duration::from_secs(60)),
-        };
-        let limits = self.target.limits();
-        let template = JobTemplate::new(
-            &canonical,
-            self.target.device(),
-            &space,
-            &limits,
-            &self.timing,
-            self.compile_timeout,
-            seed,
-        )?;
-        let mut strategy = self.strategy.build(space, limits, program.clone(), seed);
-        let mut report = empty_report(&key, strategy.name(), w);
-        report.best = best_in_db(db, w, &key)?;
-        let warm = warm_start::warm_start(&mut *strategy, db, w, &program, &key)?;
-        report.fed_back_at_start = warm.fed_back;
-        report.seed_traces = warm.seeds;
+        let seed = self.seed.unwrap_or_else(time_seed);
+        let mut session = self.open(db, w, seed)?;
+        let mut measurer = self.measurer()?;
         let mut notes = Vec::new();
         let mut learner = Learner::start(
             self.models.clone(),
             self.model_policy,
             db,
-            &key,
-            &mut *strategy,
+            &session.report.target,
             &mut notes,
         )?;
-        self.say(&mut report, &mut notes);
-
-        let recorder = Recorder {
-            workload: w,
-            target: &key,
-        };
+        session.take_model(&learner);
+        self.say(&mut session.report, &mut notes);
         let overlap = self
             .overlap
             .unwrap_or_else(|| self.target.overlaps_by_default());
-        let mut pending: Option<Proposed> = None;
-        let mut stale_rounds = 0;
-        let mut failures_in_a_row = 0;
-        // Candidates the model had scored when the last batch was handed over.
-        let mut scored_mark = learner.scored();
-        report.stop = loop {
-            if let Some(stop) = self.should_stop(&report, start, stale_rounds, failures_in_a_row) {
+        let stop = loop {
+            if let Some(stop) = self.should_stop(
+                &session.report,
+                start,
+                session.stale_rounds,
+                session.failures_in_a_row,
+            ) {
                 break stop;
             }
-            let round_start = Instant::now();
-            let mut round = RoundStats {
-                round: report.rounds + 1,
-                ..RoundStats::default()
+            let plan = RoundPlan {
+                batch: self.batch,
+                budget_left: self.trials - session.report.trials,
+                overlap,
             };
-            // 1. propose (or take the batch proposed while the last one was measured).
-            let Proposed { proposal, .. } = match pending.take() {
-                Some(p) => {
-                    round.overlapped_propose_seconds = p.took.as_secs_f64();
-                    p
-                }
-                None => {
-                    let n = self.batch.min(self.trials - report.trials);
-                    let p = propose(&mut *strategy, n, db, w, &key)?;
-                    round.seconds.propose = p.took.as_secs_f64();
-                    p
-                }
-            };
-            round.scored = learner.scored() - scored_mark;
-            scored_mark = learner.scored();
-            let recording = Instant::now();
-            recorder.proposal(db, &proposal, &mut report, &mut round)?;
-            round.seconds.record += recording.elapsed().as_secs_f64();
-            if proposal.candidates.is_empty() {
-                break StopReason::SpaceExhausted;
+            let exhausted = session.round(db, &mut measurer, &mut learner, &mut notes, plan)?;
+            self.say(&mut session.report, &mut notes);
+            if let Some(stop) = exhausted {
+                break stop;
             }
-            report.rounds += 1;
-            // 2-4. build, check, time; the next batch is proposed meanwhile.
-            let give_up = self
-                .give_up_factor
-                .zip(report.best.as_ref())
-                .map(|(f, b)| f * b.median_seconds);
-            let job = template.with(&proposal.candidates, give_up);
-            let following = self.batch.min(
-                self.trials
-                    .saturating_sub(report.trials + proposal.candidates.len()),
-            );
-            let (measured, next) = std::thread::scope(|s| {
-                let proposer = (overlap && following > 0).then(|| {
-                    let (strategy, db) = (&mut *strategy, &mut *db);
-                    let key = &key;
-                    s.spawn(move || propose(strategy, following, db, w, key))
-                });
-                let measured = measure::measure(&mut measurer, &job);
-                let waited = Instant::now();
-                let next = proposer.map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(TuneError::Target("the proposer panicked".into())))
-                });
-                (measured, next.map(|n| (n, waited.elapsed())))
-            });
-            let measured = measured?;
-            round.seconds.compile = measured.compile.as_secs_f64();
-            round.seconds.check_time = measured.check_time.as_secs_f64();
-            round.given_up = measured.given_up;
-            report.given_up += measured.given_up;
-            if let Some((next, waited)) = next {
-                let next = next?;
-                // Proposing that outlasted the measurement held up the loop.
-                round.seconds.propose += waited.as_secs_f64();
-                pending = Some(next);
-            }
-            // 5. record.
-            let best_before = report.best.as_ref().map(|b| b.median_seconds);
-            let recording = Instant::now();
-            let results = recorder.outcomes(
-                db,
-                &proposal.candidates,
-                measured.outcomes,
-                &mut report,
-                &mut round,
-                &mut failures_in_a_row,
-            )?;
-            round.seconds.record += recording.elapsed().as_secs_f64();
-            // 6. learn.
-            let learning = Instant::now();
-            learner.after_round(db, &mut *strategy, &results, &mut notes)?;
-            round.seconds.learn = learning.elapsed().as_secs_f64();
-            self.say(&mut report, &mut notes);
-            if round.best_seconds.is_some() && round.best_seconds != best_before {
-                stale_rounds = 0;
-            } else {
-                stale_rounds += 1;
-            }
-            debug_assert!(round.seconds.total() <= round_start.elapsed().as_secs_f64() + 1e-6);
-            report.stage_seconds.add(&round.seconds);
-            report.overlapped_propose_seconds += round.overlapped_propose_seconds;
-            report.round_stats.push(round);
-            report.elapsed = start.elapsed();
-            self.show_progress(&report);
+            session.report.elapsed = start.elapsed();
+            self.show_progress(&session.report);
         };
+        let mut report = session.report;
+        report.stop = stop;
         report.model = learner.finish(db, &mut notes);
         self.say(&mut report, &mut notes);
         report.elapsed = start.elapsed();
         Ok(report)
+    }
+
+    /// The measurer given, else the first worker given, else the worker of this
+    /// executable with a 60 s timeout.
+    fn measurer(&self) -> Result<Measurer, TuneError> {
+        Ok(
+            match self
+                .measurer
+                .clone()
+                .or_else(|| self.workers.first().cloned())
+            {
+                Some(m) => m,
+                None => Measurer::for_current_exe()?.with_timeout(Duration::from_secs(60)),
+            },
+        )
     }
 
     /// The first stop condition that holds before a round, if any.
@@ -457,6 +380,13 @@ impl<'a> Tuner<'a> {
 }
 
 /// A workload without a design space is an error, not an empty run.
+/// A seed from the clock, for runs not given one.
+fn time_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
 fn has_design_space(
     space: &SearchSpace,
     program: &crate::ir::Program,

@@ -1,0 +1,292 @@
+//! One workload's tuning state between rounds: its strategy, the job its batches share,
+//! the report so far and the batch proposed ahead. [`Tuner`](super::Tuner) runs one
+//! session round after round; the network tuner (`super::network`) keeps one per task
+//! and gives each round to the task its scheduler chooses.
+
+use super::learn::Learner;
+use super::measure::{self, JobTemplate, Measured};
+use super::propose::{propose, Proposed};
+use super::record::Recorder;
+use super::report::{RoundStats, StopReason, TuneReport};
+use super::{best_in_db, empty_report, has_design_space, TuneError, Tuner};
+use crate::database::{Database, TargetKey};
+use crate::measure::worker::Measurer;
+use crate::measure::Job;
+use crate::search::{Proposal, SearchStrategy};
+use crate::workload::Workload;
+use std::time::{Duration, Instant};
+
+/// How one round may run.
+#[derive(Copy, Clone, Debug)]
+pub(crate) struct RoundPlan {
+    /// Candidates to measure in a round.
+    pub batch: usize,
+    /// Candidates the session may still measure (this round and later ones).
+    pub budget_left: usize,
+    /// Whether the next batch is proposed while this one is measured.
+    pub overlap: bool,
+}
+
+/// A batch proposed and ready to measure: the job for the worker, and what the round
+/// knows so far.
+pub(crate) struct Prepared {
+    pub job: Job,
+    proposal: Proposal,
+    round: RoundStats,
+    start: Instant,
+}
+
+/// One workload being tuned.
+pub(crate) struct Session<'w> {
+    pub w: &'w Workload,
+    key: TargetKey,
+    template: JobTemplate,
+    /// Candidates slower than this many times the best known are given up after their
+    /// probe runs (see `Tuner::with_give_up_factor`).
+    give_up_factor: Option<f64>,
+    pub strategy: Box<dyn SearchStrategy + Send>,
+    pub report: TuneReport,
+    /// The batch proposed while the last one was measured.
+    pending: Option<Proposed>,
+    pub stale_rounds: usize,
+    pub failures_in_a_row: usize,
+    /// Candidates the model had scored when the last batch was handed over.
+    scored_mark: usize,
+    /// The learner's model generation installed in the strategy.
+    pub model_generation: usize,
+    /// Wall time spent on this session (opening it and its rounds).
+    pub busy: Duration,
+}
+
+impl Tuner<'_> {
+    /// Opens a session for `w`: the canonical program, its design space, the job its
+    /// batches share, the strategy fed with what the database knows.
+    pub(crate) fn open<'w>(
+        &self,
+        db: &Database,
+        w: &'w Workload,
+        seed: u64,
+    ) -> Result<Session<'w>, TuneError> {
+        let opening = Instant::now();
+        // Candidates schedule the canonical program (tensors t0, t1, ...) so that their
+        // records replay anywhere.
+        let canonical = crate::workload::parse(&w.canonical_text())?;
+        let program = canonical.to_program();
+        let key = self.target.key()?;
+        let space = self
+            .space
+            .clone()
+            .unwrap_or_else(|| self.target.default_space());
+        has_design_space(&space, &program, seed)?;
+        let limits = self.target.limits();
+        let template = JobTemplate::new(
+            &canonical,
+            self.target.device(),
+            &space,
+            &limits,
+            &self.timing,
+            self.compile_timeout,
+            seed,
+        )?;
+        let mut strategy = self.strategy.build(space, limits, program.clone(), seed);
+        let mut report = empty_report(&key, strategy.name(), w);
+        report.best = best_in_db(db, w, &key)?;
+        let warm = super::warm_start::warm_start(&mut *strategy, db, w, &program, &key)?;
+        report.fed_back_at_start = warm.fed_back;
+        report.seed_traces = warm.seeds;
+        Ok(Session {
+            w,
+            key,
+            template,
+            give_up_factor: self.give_up_factor,
+            strategy,
+            report,
+            pending: None,
+            stale_rounds: 0,
+            failures_in_a_row: 0,
+            scored_mark: 0,
+            model_generation: 0,
+            busy: opening.elapsed(),
+        })
+    }
+}
+
+impl Session<'_> {
+    /// Hands the learner's newest model to the strategy if it does not have it yet.
+    pub fn take_model(&mut self, learner: &Learner) {
+        if self.model_generation < learner.generation() {
+            learner.install_current(&mut *self.strategy);
+            self.model_generation = learner.generation();
+        }
+    }
+
+    /// The latency above which a candidate's timing stops after its probe runs: the give-up
+    /// factor times the best known (the database's or this session's).
+    fn give_up_above(&self) -> Option<f64> {
+        self.give_up_factor
+            .zip(self.report.best.as_ref())
+            .map(|(f, b)| f * b.median_seconds)
+    }
+
+    /// Stage 1 of a round: the batch to measure (proposed now, or ahead while the last
+    /// one was measured) and its job; `None` when the strategy had nothing new.
+    pub fn prepare(
+        &mut self,
+        db: &mut Database,
+        learner: &Learner,
+        plan: RoundPlan,
+    ) -> Result<Option<Prepared>, TuneError> {
+        let start = Instant::now();
+        self.take_model(learner);
+        let mut round = RoundStats {
+            round: self.report.rounds + 1,
+            ..RoundStats::default()
+        };
+        let n = plan.batch.min(plan.budget_left);
+        let Proposed { mut proposal, .. } = match self.pending.take() {
+            Some(p) => {
+                round.overlapped_propose_seconds = p.took.as_secs_f64();
+                p
+            }
+            None => {
+                let p = propose(&mut *self.strategy, n, db, self.w, &self.key)?;
+                round.seconds.propose = p.took.as_secs_f64();
+                p
+            }
+        };
+        // A batch proposed ahead may be more than the budget left by now (in a network,
+        // other tasks had rounds since).
+        proposal.candidates.truncate(n);
+        round.scored = learner.scored() - self.scored_mark;
+        self.scored_mark = learner.scored();
+        let recording = Instant::now();
+        Recorder {
+            workload: self.w,
+            target: &self.key,
+        }
+        .proposal(db, &proposal, &mut self.report, &mut round)?;
+        round.seconds.record += recording.elapsed().as_secs_f64();
+        if proposal.candidates.is_empty() {
+            self.busy += start.elapsed();
+            return Ok(None);
+        }
+        self.report.rounds += 1;
+        Ok(Some(Prepared {
+            job: self.template.with(&proposal.candidates, self.give_up_above()),
+            proposal,
+            round,
+            start,
+        }))
+    }
+
+    /// Stages 5 and 6 of a round: records the outcomes of a prepared batch and feeds
+    /// them to the strategy and the learner.
+    pub fn finish(
+        &mut self,
+        db: &mut Database,
+        learner: &mut Learner,
+        notes: &mut Vec<String>,
+        prepared: Prepared,
+        measured: Measured,
+    ) -> Result<(), TuneError> {
+        let Prepared {
+            proposal,
+            mut round,
+            start,
+            ..
+        } = prepared;
+        round.seconds.compile = measured.compile.as_secs_f64();
+        round.seconds.check_time = measured.check_time.as_secs_f64();
+        round.given_up = measured.given_up;
+        self.report.given_up += measured.given_up;
+        // 5. record.
+        let best_before = self.report.best.as_ref().map(|b| b.median_seconds);
+        let recording = Instant::now();
+        let results = Recorder {
+            workload: self.w,
+            target: &self.key,
+        }
+        .outcomes(
+            db,
+            &proposal.candidates,
+            measured.outcomes,
+            &mut self.report,
+            &mut round,
+            &mut self.failures_in_a_row,
+        )?;
+        round.seconds.record += recording.elapsed().as_secs_f64();
+        // 6. learn.
+        let learning = Instant::now();
+        learner.after_round(db, &mut *self.strategy, &results, notes)?;
+        self.model_generation = learner.generation();
+        round.seconds.learn = learning.elapsed().as_secs_f64();
+        if round.best_seconds.is_some() && round.best_seconds != best_before {
+            self.stale_rounds = 0;
+        } else {
+            self.stale_rounds += 1;
+        }
+        let report = &mut self.report;
+        report.stage_seconds.add(&round.seconds);
+        report.overlapped_propose_seconds += round.overlapped_propose_seconds;
+        report.round_stats.push(round);
+        self.busy += start.elapsed();
+        report.elapsed = self.busy;
+        Ok(())
+    }
+
+    /// One round on `measurer`: prepare, measure (proposing the next batch meanwhile when
+    /// `plan.overlap`), finish. Returns `Some(SpaceExhausted)` when the strategy had
+    /// nothing new to propose.
+    pub fn round(
+        &mut self,
+        db: &mut Database,
+        measurer: &mut Measurer,
+        learner: &mut Learner,
+        notes: &mut Vec<String>,
+        plan: RoundPlan,
+    ) -> Result<Option<StopReason>, TuneError> {
+        // 1. propose.
+        let Some(mut prepared) = self.prepare(db, learner, plan)? else {
+            return Ok(Some(StopReason::SpaceExhausted));
+        };
+        // 2-4. build, check, time; the next batch is proposed meanwhile.
+        let following = plan.batch.min(
+            plan.budget_left
+                .saturating_sub(prepared.proposal.candidates.len()),
+        );
+        let (w, key) = (self.w, &self.key);
+        let strategy = &mut *self.strategy;
+        let job = &prepared.job;
+        let (measured, next) = std::thread::scope(|s| {
+            let proposer = (plan.overlap && following > 0).then(|| {
+                let (strategy, db) = (&mut *strategy, &mut *db);
+                s.spawn(move || propose(strategy, following, db, w, key))
+            });
+            let measured = measure::measure(measurer, job);
+            let waited = Instant::now();
+            let next = proposer.map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(TuneError::Target("the proposer panicked".into())))
+            });
+            (measured, next.map(|n| (n, waited.elapsed())))
+        });
+        let measured = measured?;
+        if let Some((next, waited)) = next {
+            let next = next?;
+            // Proposing that outlasted the measurement held up the loop.
+            prepared.round.seconds.propose += waited.as_secs_f64();
+            self.pending = Some(next);
+        }
+        // 5-6. record, learn.
+        self.finish(db, learner, notes, prepared, measured)?;
+        debug_assert!({
+            let r = self
+                .report
+                .round_stats
+                .last()
+                .map_or(0.0, |r| r.seconds.total());
+            r <= self.busy.as_secs_f64() + 1e-6
+        });
+        Ok(None)
+    }
+}
