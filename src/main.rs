@@ -859,7 +859,12 @@ fn run_sample(spec: &str, target: TargetArg, n: usize, seed: u64, json: bool) ->
             SearchSpace::cuda_default(),
             TargetLimits::Cuda(tessel::target::cuda::CudaLimits::sm90_default()),
         ),
-        TargetArg::Cpu => (SearchSpace::cpu_default(), TargetLimits::Cpu),
+        TargetArg::Cpu => {
+            let isa = tessel::target::cpu::VectorIsa::host();
+            let space = SearchSpace::cpu_default()
+                .with_vector_unit(isa.f32_lanes(), isa.vector_registers());
+            (space, TargetLimits::Cpu)
+        }
     };
     let samples = tessel::search::sample(&space, &limits, &program, n, seed);
     if json {

@@ -19,6 +19,7 @@ mod compact;
 pub mod kernel;
 mod vthread;
 
+pub(crate) use compact::contiguous as kernel_contiguous;
 pub(crate) use compact::vector_body as kernel_vector_body;
 pub use kernel::{Alloc, ForKind, KStmt, Kernel, Lowered};
 

@@ -238,10 +238,10 @@ impl<'a> Tuner<'a> {
         let canonical = crate::workload::parse(&w.canonical_text())?;
         let program = canonical.to_program();
         let key = self.target.key()?;
-        let space = self
-            .space
-            .clone()
-            .unwrap_or_else(|| self.target.default_space());
+        let space = match self.space.clone() {
+            Some(space) => self.target.adapt_space(space),
+            None => self.target.default_space(),
+        };
         let seed = self.seed.unwrap_or_else(|| {
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
