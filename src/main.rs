@@ -211,6 +211,9 @@ enum Command {
         /// The seed of the random inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// CPU threads of the kernel and of the ndarray peer (default: every core).
+        #[arg(long)]
+        threads: Option<usize>,
     },
     /// The best recorded schedule for a workload on a target: latency, where it was
     /// measured (this exact target, or a fallback of the same arch), and the trace, IR or
@@ -681,7 +684,11 @@ fn run(cli: Cli) -> Result<()> {
             arch,
             compare,
             seed,
-        } => run_measure(&workload, schedule.as_ref(), target, &arch, compare, seed)?,
+            threads,
+        } => {
+            set_cpu_threads(threads);
+            run_measure(&workload, schedule.as_ref(), target, &arch, compare, seed)?
+        }
         Command::Best {
             workload,
             target,
@@ -740,7 +747,10 @@ fn run(cli: Cli) -> Result<()> {
                 Err(e) => bail!("check failed: {e}"),
             }
         }
-        Command::Tune(args) => run_tune(args)?,
+        Command::Tune(args) => {
+            set_cpu_threads(args.threads);
+            run_tune(args)?
+        }
         Command::Model { command } => model_command(command)?,
         Command::Sample {
             workload,
@@ -928,6 +938,10 @@ struct TuneArgs {
     /// A search-space file instead of the embedded search_spaces/<target>.toml.
     #[arg(long)]
     space: Option<PathBuf>,
+    /// CPU threads of the kernels and of the ndarray peer (default: every core); part of
+    /// the target's fingerprint.
+    #[arg(long)]
+    threads: Option<usize>,
     /// How candidates are proposed: evolutionary search over the sketches' decisions
     /// (ranked by the cost model when there is one), or independent random samples.
     #[arg(long, value_enum, default_value = "evolutionary")]
@@ -1265,5 +1279,13 @@ mod tests {
             }
         }
         assert!(commands.iter().any(|(p, _)| p == "tessel check"));
+    }
+}
+
+/// `--threads N`: the OpenMP threads of CPU kernels (`OMP_NUM_THREADS`, which the worker
+/// inherits and `measure::cpu::threads` reads for the peer and the fingerprint).
+fn set_cpu_threads(threads: Option<usize>) {
+    if let Some(n) = threads.filter(|n| *n > 0) {
+        std::env::set_var("OMP_NUM_THREADS", n.to_string());
     }
 }
