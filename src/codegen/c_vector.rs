@@ -139,3 +139,54 @@ fn vexpr(pr: &Printer, e: &Expr, var: VarId) -> Option<VExpr> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::lower::{lower, Backend};
+    use crate::schedule::{replay, text};
+
+    /// The C of `spec` scheduled by `trace`.
+    fn c_source(spec: &str, trace: &str) -> String {
+        let program = crate::workload::preset(spec).unwrap().to_program();
+        let sch = replay(&text::parse(trace).unwrap(), program, 0).unwrap();
+        crate::codegen::cpu::generate(&lower(sch.program(), Backend::Cpu).unwrap())
+            .unwrap()
+            .code
+    }
+
+    #[test]
+    fn a_contiguous_accumulation_becomes_vector_code_with_a_broadcast() {
+        // C[i, j] += A[i, k] * B[k, j] with j innermost: B and C contiguous in j, A[i, k]
+        // the same for every lane.
+        let code = c_source(
+            "matmul:8x32x4",
+            "b0 = get_block(\"C\")\ni, j, k = get_loops(b0)\nreorder(i, k, j)\nvectorize(j)\n\
+             b1 = decompose_reduction(b0, k)\n",
+        );
+        assert!(
+            code.contains("tessel_vstore(&C[((i * 32) + j)], (tessel_vload(&C[((i * 32) + j)]) + (A[((i * 4) + k)] * tessel_vload(&B[((k * 32) + j)]))));"),
+            "{code}"
+        );
+        assert!(code.contains("j += TESSEL_VLANES"), "{code}");
+        // The initialisation of C is a splat of zero.
+        assert!(code.contains("tessel_vsplat(0.0f)"), "{code}");
+    }
+
+    #[test]
+    fn strided_and_non_arithmetic_loops_stay_scalar() {
+        // j outermost, i vectorized: C[i, j] is strided in i.
+        let code = c_source(
+            "matmul:8x8x4",
+            "b0 = get_block(\"C\")\ni, j, k = get_loops(b0)\nreorder(j, k, i)\nvectorize(i)\n",
+        );
+        assert!(!code.contains("tessel_vstore(&C"), "{code}");
+        assert!(code.contains("#pragma omp simd"), "{code}");
+        // relu(x + bias) has a max: no vector form in C's vector extensions.
+        let code = c_source(
+            "dense_bias_relu:m=4,n=16,k=4",
+            "b0 = get_block(\"T_relu\")\ni, j = get_loops(b0)\nvectorize(j)\n",
+        );
+        assert!(!code.contains("tessel_vstore(&T_relu"), "{code}");
+        assert!(code.contains("#pragma omp simd\n    for (int j"), "{code}");
+    }
+}

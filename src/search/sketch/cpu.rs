@@ -23,7 +23,8 @@
 //!    (one output block per iteration, accumulated over every K0 block).
 //! 5. Packing: the vector axis's operand (a GEMM's B) is copied at each N1 iteration
 //!    into a local panel, Kc x NR, contiguous (`cache_read` + `compute_at`), which the MR
-//!    rows of every M1 tile read from L1.
+//!    rows of every M1 tile read from L1; an operand stored with the vector axis first (an
+//!    NT GEMM's `B[n, k]`) is packed transposed (`transform_layout`).
 //! 6. The micro-kernel: the MR loop unrolled, the NR loop vectorized (the C back end
 //!    prints it as vector code with FMAs, the accumulators then held in registers across
 //!    the Kc loop); the panel copy, the write-back and the accumulator's initialisation
@@ -191,6 +192,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
             .cache_read(main, read, "local")
             .map_err(at("cache_read"))?;
         sch.compute_at(panel, v[1]).map_err(at("compute_at"))?;
+        vector_axis_last(sch, main, panel)?;
         vectorize_innermost(sch, panel)?;
     }
     // 6. The micro-kernel: MR rows unrolled, NR lanes vectorized.
@@ -211,6 +213,36 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     for name in &leftovers {
         standalone(space, sch, name)?;
     }
+    Ok(())
+}
+
+/// Stores the panel `panel` writes with the axis the main block indexes by the vector
+/// axis last (`transform_layout`), so that the micro-kernel reads NR contiguous floats:
+/// an NT GEMM's `B[n, k]` (a dense layer's weights) is packed as `[k][n]`.
+fn vector_axis_last(sch: &mut Schedule, main: BlockRv, panel: BlockRv) -> Result<(), SketchError> {
+    let perm = {
+        let p = sch.program();
+        let mb = sch.block_id(main).map_err(at("panel layout"))?;
+        let pb = sch.block_id(panel).map_err(at("panel layout"))?;
+        let buf = p.block(pb).body.buffer;
+        let Some(v) = vector_var(p, mb) else {
+            return Ok(());
+        };
+        let Some((_, idx)) = p.block_reads(mb).into_iter().find(|(b, _)| *b == buf) else {
+            return Ok(());
+        };
+        let Some(dim) = idx.iter().position(|e| e.uses_var(v)) else {
+            return Ok(());
+        };
+        if dim + 1 == idx.len() {
+            return Ok(());
+        }
+        let mut perm: Vec<i64> = (0..idx.len() as i64).filter(|d| *d != dim as i64).collect();
+        perm.push(dim as i64);
+        perm
+    };
+    sch.transform_layout(panel, 0, &perm)
+        .map_err(at("panel layout"))?;
     Ok(())
 }
 
