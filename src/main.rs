@@ -1224,6 +1224,14 @@ fn run_verify(
     Ok(())
 }
 
+/// `--threads N`: the OpenMP threads of CPU kernels (`OMP_NUM_THREADS`, which the worker
+/// inherits and `measure::cpu::threads` reads for the peer and the fingerprint).
+fn set_cpu_threads(threads: Option<usize>) {
+    if let Some(n) = threads.filter(|n| *n > 0) {
+        std::env::set_var("OMP_NUM_THREADS", n.to_string());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Cli;
@@ -1279,13 +1287,5 @@ mod tests {
             }
         }
         assert!(commands.iter().any(|(p, _)| p == "tessel check"));
-    }
-}
-
-/// `--threads N`: the OpenMP threads of CPU kernels (`OMP_NUM_THREADS`, which the worker
-/// inherits and `measure::cpu::threads` reads for the peer and the fingerprint).
-fn set_cpu_threads(threads: Option<usize>) {
-    if let Some(n) = threads.filter(|n| *n > 0) {
-        std::env::set_var("OMP_NUM_THREADS", n.to_string());
     }
 }

@@ -1,14 +1,15 @@
 //! Sketch rules: a workload's design space as a function that schedules its program with
 //! sampling instructions, reading its parameters from a [`SearchSpace`].
 //!
-//! A workload has one or two sketches ([`sketches`]): the plain one and, on spaces with
-//! `[split_k]` and for a reduction long against its output, the split-K one. Running
+//! A workload has one to three sketches ([`sketches`]): the plain one; on spaces with
+//! `[split_k]` and for a reduction long against its output, the split-K one; on CPU spaces
+//! with `[register_tile]`, the register-tile one (`sketch/cpu.rs`, its own rules). Running
 //! [`apply_sketch`] on a fresh [`Schedule`] seeded differently samples a different
 //! candidate of that sketch; its trace (decisions included) replays to the same program,
 //! and which sketch it belongs to is visible in it (the split-K count is a
 //! `sample_categorical` decision followed by `rfactor`). [`apply`] picks the sketch by the
-//! space's split-K probability, drawn from the seed. The rules, in the order they are
-//! applied:
+//! space's split-K and register-tile probabilities, drawn from the seed. The rules of the
+//! plain and split-K sketches, in the order they are applied:
 //!
 //! 1. **Inline padding**: spatial stages before the main block (conv2d's `pad_temp`)
 //!    are `compute_inline`d into it.

@@ -110,6 +110,10 @@ pub struct RegisterTile {
     pub max_block_elements: i64,
     /// Most elements of one packed operand panel.
     pub max_panel_elements: i64,
+    /// Accumulator registers a tile should use where the extents allow (soft).
+    pub min_accumulators: i64,
+    /// Reduction steps a panel should hold where the reduction allows (soft).
+    pub min_panel_depth: i64,
 }
 
 /// The evolutionary search's parameters (`[search]`), MetaSchedule's defaults in the
@@ -180,6 +184,8 @@ struct RegisterTileFile {
     max_rows: i64,
     max_block_elements: i64,
     max_panel_elements: i64,
+    min_accumulators: i64,
+    min_panel_depth: i64,
 }
 
 #[derive(Deserialize)]
@@ -476,6 +482,8 @@ impl SearchSpace {
                     max_rows: r.max_rows,
                     max_block_elements: r.max_block_elements,
                     max_panel_elements: r.max_panel_elements,
+                    min_accumulators: r.min_accumulators.max(1),
+                    min_panel_depth: r.min_panel_depth.max(1),
                 })
             }
             None => None,

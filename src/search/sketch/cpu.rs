@@ -18,7 +18,12 @@
 //!    `rest M0 N0 | K0.. | N1 | M1 | Kc.. | MR | NR`. Drawn jointly so that the MR x NR
 //!    accumulators fit the vector registers less `reserved_registers`
 //!    (MR * NR / lanes), the output block of one parallel iteration
-//!    (`max_block_elements`) and the packed panel (`max_panel_elements`) fit.
+//!    (`max_block_elements`) and the packed panel (`max_panel_elements`) fit, and where
+//!    the extents allow, with at least `min_accumulators` accumulator registers (to hide
+//!    the FMA latency) and a panel at least `min_panel_depth` deep (to amortize loading
+//!    and storing the accumulators around each Kc loop). Mutations keep the bounds the
+//!    trace records (NR within `max_row_vectors`, MR within the registers left by the
+//!    sampled NR), not the joint ones: a mutant may spill, and is measured as it is.
 //! 4. The leading loops fused and `parallel`; the accumulator's write-back at that loop
 //!    (one output block per iteration, accumulated over every K0 block).
 //! 5. Packing: the vector axis's operand (a GEMM's B) is copied at each N1 iteration
@@ -353,8 +358,11 @@ struct Draw {
     max_rows: i64,
 }
 
-/// Draws tile sizes whose MR x NR accumulators fit the registers, whose output block
-/// and panel fit the rule's bounds; `None` when [`TRIES`] draws found none.
+/// Draws tile sizes whose MR x NR accumulators fit the registers and whose output block
+/// and panel fit the rule's bounds (hard), preferring, where the extents allow, tiles
+/// that use at least `min_accumulators` registers and a panel at least
+/// `min_panel_depth` deep (soft: [`TRIES`] draws with both, then as many with the hard
+/// bounds alone); `None` when no draw fits.
 fn draw_tiles(
     rule: &RegisterTile,
     space: &SearchSpace,
@@ -368,34 +376,42 @@ fn draw_tiles(
     let lanes = space.vector_lanes;
     let budget = (space.vector_registers - rule.reserved_registers).max(1);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7e61_5eed_0000_0003);
-    for _ in 0..TRIES {
-        let (vector, nr_vectors, nr) = if whole_vectors {
-            let t = sampling::sample_tile(&mut rng, v_ext / lanes, 3, rule.max_row_vectors).ok()?;
-            let nv = t[2];
-            (t, nv, nv * lanes)
-        } else {
-            let t = sampling::sample_tile(&mut rng, v_ext, 3, rule.max_row_vectors * lanes).ok()?;
-            let nr = t[2];
-            (t, (nr + lanes - 1) / lanes, nr)
-        };
-        let max_rows = (budget / nr_vectors).clamp(1, rule.max_rows);
-        let row = sampling::sample_tile(&mut rng, u_ext, 3, max_rows).ok()?;
-        let reductions: Vec<Vec<i64>> = r_exts
-            .iter()
-            .map(|e| sampling::sample_tile(&mut rng, *e, 2, *e).ok())
-            .collect::<Option<_>>()?;
-        let block = row[1] * row[2] * vector[1] * nr;
-        let panel = reductions.iter().map(|r| r[1]).product::<i64>() * nr;
-        if row[2] * nr_vectors <= budget
-            && block <= rule.max_block_elements
-            && panel <= rule.max_panel_elements
-        {
-            return Some(Draw {
-                vector,
-                row,
-                reductions,
-                max_rows,
-            });
+    let depth_wanted = rule.min_panel_depth.min(r_exts.iter().product());
+    for soft in [true, false] {
+        for _ in 0..TRIES {
+            let (vector, nr_vectors, nr) = if whole_vectors {
+                let t =
+                    sampling::sample_tile(&mut rng, v_ext / lanes, 3, rule.max_row_vectors).ok()?;
+                let nv = t[2];
+                (t, nv, nv * lanes)
+            } else {
+                let t =
+                    sampling::sample_tile(&mut rng, v_ext, 3, rule.max_row_vectors * lanes).ok()?;
+                let nr = t[2];
+                (t, (nr + lanes - 1) / lanes, nr)
+            };
+            let max_rows = (budget / nr_vectors).clamp(1, rule.max_rows);
+            let row = sampling::sample_tile(&mut rng, u_ext, 3, max_rows).ok()?;
+            let reductions: Vec<Vec<i64>> = r_exts
+                .iter()
+                .map(|e| sampling::sample_tile(&mut rng, *e, 2, *e).ok())
+                .collect::<Option<_>>()?;
+            let accumulators = row[2] * nr_vectors;
+            let depth = reductions.iter().map(|r| r[1]).product::<i64>();
+            let block = row[1] * row[2] * vector[1] * nr;
+            let hard = accumulators <= budget
+                && block <= rule.max_block_elements
+                && depth * nr <= rule.max_panel_elements;
+            let preferred =
+                accumulators >= rule.min_accumulators.min(budget) && depth >= depth_wanted;
+            if hard && (preferred || !soft) {
+                return Some(Draw {
+                    vector,
+                    row,
+                    reductions,
+                    max_rows,
+                });
+            }
         }
     }
     None
