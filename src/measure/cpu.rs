@@ -775,6 +775,30 @@ mod tests {
     }
 
     #[test]
+    fn flags_derive_from_the_isa_not_the_build_machine() {
+        let avx2 = CpuToolchain::flags_for(VectorIsa::Avx2Fma);
+        for f in [
+            "-O3",
+            "-mavx2",
+            "-mfma",
+            "-ffp-contract=fast",
+            "-fopenmp",
+            "-std=c11",
+        ] {
+            assert!(avx2.iter().any(|x| x == f), "{f} in {avx2:?}");
+        }
+        assert!(!avx2.iter().any(|x| x.starts_with("-march")), "{avx2:?}");
+        let avx512 = CpuToolchain::flags_for(VectorIsa::Avx512f);
+        assert!(avx512.iter().any(|x| x == "-mavx512f"), "{avx512:?}");
+        let none = CpuToolchain::flags_for(VectorIsa::Baseline);
+        assert!(!none.iter().any(|x| x.starts_with("-m")), "{none:?}");
+        assert_eq!(
+            CpuToolchain::default_flags(),
+            CpuToolchain::flags_for(VectorIsa::host())
+        );
+    }
+
+    #[test]
     fn truncates_long_logs_on_a_char_boundary() {
         let s = truncate("é".repeat(MAX_LOG));
         assert!(s.ends_with("[... truncated]") && s.len() < MAX_LOG + 32);

@@ -627,4 +627,28 @@ mod tests {
         let e = SearchSpace::parse(&missing, "f.toml").unwrap_err();
         assert!(e.to_string().contains("generations"), "{e}");
     }
+
+    #[test]
+    fn register_tile_section_is_parsed_and_checked() {
+        let cpu = SearchSpace::cpu_default();
+        let rule = cpu
+            .register_tile
+            .as_ref()
+            .expect("cpu.toml has [register_tile]");
+        assert_eq!((rule.reserved_registers, rule.min_accumulators), (4, 8));
+        assert!(SearchSpace::cuda_default().register_tile.is_none());
+        // The vector unit is the target's, AVX2 until set.
+        assert_eq!((cpu.vector_lanes, cpu.vector_registers), (8, 16));
+        let wide = cpu.with_vector_unit(16, 32);
+        assert_eq!((wide.vector_lanes, wide.vector_registers), (16, 32));
+        let bad = CPU_DEFAULT.replace("probability = 0.75", "probability = 2.0");
+        let e = SearchSpace::parse(&bad, "f.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.toml: key `register_tile.probability`: 2 is not in [0, 1]"
+        );
+        let bad = CPU_DEFAULT.replace("max_rows = 16", "max_rows = 0");
+        let e = SearchSpace::parse(&bad, "f.toml").unwrap_err();
+        assert!(e.to_string().contains("register_tile.max_rows"), "{e}");
+    }
 }
