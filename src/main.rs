@@ -213,6 +213,9 @@ enum Command {
         /// The seed of the random inputs.
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// CPU threads of the kernel and of the ndarray peer (default: every core).
+        #[arg(long)]
+        threads: Option<usize>,
     },
     /// The best recorded schedule for a workload on a target: latency, where it was
     /// measured (this exact target, or a fallback of the same arch), and the trace, IR or
@@ -690,7 +693,11 @@ fn run(cli: Cli) -> Result<()> {
             arch,
             compare,
             seed,
-        } => run_measure(&workload, schedule.as_ref(), target, &arch, compare, seed)?,
+            threads,
+        } => {
+            set_cpu_threads(threads);
+            run_measure(&workload, schedule.as_ref(), target, &arch, compare, seed)?
+        }
         Command::Best {
             workload,
             target,
@@ -749,7 +756,10 @@ fn run(cli: Cli) -> Result<()> {
                 Err(e) => bail!("check failed: {e}"),
             }
         }
-        Command::Tune(args) => run_tune(args)?,
+        Command::Tune(args) => {
+            set_cpu_threads(args.threads);
+            run_tune(args)?
+        }
         Command::Report(args) => run_report(&args)?,
         Command::Model { command } => model_command(command)?,
         Command::Sample {
@@ -869,7 +879,12 @@ fn run_sample(spec: &str, target: TargetArg, n: usize, seed: u64, json: bool) ->
             SearchSpace::cuda_default(),
             TargetLimits::Cuda(tessel::target::cuda::CudaLimits::sm90_default()),
         ),
-        TargetArg::Cpu => (SearchSpace::cpu_default(), TargetLimits::Cpu),
+        TargetArg::Cpu => {
+            let isa = tessel::target::cpu::VectorIsa::host();
+            let space = SearchSpace::cpu_default()
+                .with_vector_unit(isa.f32_lanes(), isa.vector_registers());
+            (space, TargetLimits::Cpu)
+        }
     };
     let samples = tessel::search::sample(&space, &limits, &program, n, seed);
     if json {
@@ -950,6 +965,10 @@ struct TuneArgs {
     /// A search-space file instead of the embedded search_spaces/<target>.toml.
     #[arg(long)]
     space: Option<PathBuf>,
+    /// CPU threads of the kernels and of the ndarray peer (default: every core); part of
+    /// the target's fingerprint.
+    #[arg(long)]
+    threads: Option<usize>,
     /// How candidates are proposed: evolutionary search over the sketches' decisions
     /// (ranked by the cost model when there is one), or independent random samples.
     #[arg(long, value_enum, default_value = "evolutionary")]
@@ -1270,6 +1289,14 @@ fn run_verify(
 fn ptx(p: &tessel::ir::Program) -> Result<String> {
     let code = generate(p, Backend::Cuda)?.code;
     tessel::measure::cuda::compile_ptx(&code, "sm_90a").map_err(|f| anyhow::anyhow!("{f}"))
+}
+
+/// `--threads N`: the OpenMP threads of CPU kernels (`OMP_NUM_THREADS`, which the worker
+/// inherits and `measure::cpu::threads` reads for the peer and the fingerprint).
+fn set_cpu_threads(threads: Option<usize>) {
+    if let Some(n) = threads.filter(|n| *n > 0) {
+        std::env::set_var("OMP_NUM_THREADS", n.to_string());
+    }
 }
 
 #[cfg(test)]

@@ -93,7 +93,12 @@ impl<'a> Printer<'a> {
         ident(self.p.var_name(v))
     }
 
-    fn is_float(&self, e: &Expr) -> bool {
+    /// Loop variable extents in scope.
+    pub fn ranges(&self) -> &BTreeMap<VarId, i64> {
+        &self.ranges
+    }
+
+    pub fn is_float(&self, e: &Expr) -> bool {
         match e {
             Expr::Float(_) => true,
             Expr::Load(b, _) => self.p.buffer(*b).dtype.is_float(),
@@ -293,6 +298,38 @@ impl<'a> Printer<'a> {
                                 }
                                 None => self.line(depth, &line),
                             }
+                            continue;
+                        }
+                    }
+                    if *kind == ForKind::Vectorized && self.dialect == Dialect::C {
+                        if let Some((guard, line)) =
+                            super::c_vector::vector_statement(self, *var, body)
+                        {
+                            // Whole vectors, then the lanes that do not fill one.
+                            let whole = format!("{extent} / TESSEL_VLANES * TESSEL_VLANES");
+                            self.line(depth, "#pragma GCC unroll 64");
+                            self.line(
+                                depth,
+                                &format!(
+                                    "for (int {v} = 0; {v} < {whole}; {v} += TESSEL_VLANES) {{"
+                                ),
+                            );
+                            match guard {
+                                Some(g) => {
+                                    self.line(depth + 1, &format!("if {} {{", paren(&g)));
+                                    self.line(depth + 2, &line);
+                                    self.line(depth + 1, "}");
+                                }
+                                None => self.line(depth + 1, &line),
+                            }
+                            self.line(depth, "}");
+                            self.line(depth, "#pragma omp simd");
+                            self.line(
+                                depth,
+                                &format!("for (int {v} = {whole}; {v} < {extent}; ++{v}) {{"),
+                            );
+                            self.stmts(body, depth + 1, allocs_at);
+                            self.line(depth, "}");
                             continue;
                         }
                     }

@@ -1,5 +1,7 @@
 //! C for the host CPU: one function per program, OpenMP `parallel for` on parallel loops,
-//! `omp simd` on vectorized ones, `GCC unroll` on unrolled ones; local and shared buffers
+//! vector-extension code on vectorized loops whose accesses are contiguous (the width is
+//! that of the ISA the source is compiled for: see `c_vector.rs`; `omp simd` on the
+//! others), `GCC unroll` on unrolled ones; local and shared buffers
 //! become arrays declared where they are allocated (inside a parallel loop they are
 //! private to each thread). An entry point `tessel_entry(void **args)` takes the buffers
 //! in parameter order, so every kernel has one calling convention.
@@ -22,6 +24,7 @@ static inline int max(int a, int b) { return a > b ? a : b; }
 pub fn generate(l: &Lowered) -> Result<Source> {
     let p = &l.program;
     let mut code = String::from(PRELUDE);
+    code.push_str(super::c_vector::PRELUDE);
     let mut kernels = Vec::new();
     for k in &l.kernels {
         let params: Vec<String> = k

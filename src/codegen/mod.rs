@@ -1,9 +1,10 @@
 //! Code generation: kernel IR to CUDA C (one `extern "C" __global__` function per kernel,
-//! launch configuration beside it) and to C for the CPU (OpenMP parallel loops,
-//! `omp simd` inner loops). Both print the kernel IR statement by statement with the
+//! launch configuration beside it) and to C for the CPU (OpenMP parallel loops, explicit
+//! vector code for contiguous vectorized loops (`c_vector.rs`), `omp simd` for the rest). Both print the kernel IR statement by statement with the
 //! program's own names, so a reader can follow the source next to the printed IR.
 
 mod c_like;
+mod c_vector;
 pub mod cpu;
 pub mod cuda;
 

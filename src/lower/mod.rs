@@ -23,6 +23,7 @@ pub mod kernel;
 mod pipeline;
 mod vthread;
 
+pub(crate) use compact::contiguous as kernel_contiguous;
 pub(crate) use compact::vector_body as kernel_vector_body;
 pub use kernel::{Alloc, ForKind, KStmt, Kernel, Lowered};
 

@@ -18,6 +18,7 @@ use super::{BuildInfo, Failure, FailureKind, GemmPeer, ParamSpec, Peer, TimingCo
 use crate::codegen::{self, Source};
 use crate::ir::{DType, Program};
 use crate::lower::{lower, Backend};
+use crate::target::cpu::VectorIsa;
 use libloading::Library;
 use std::ffi::c_void;
 use std::os::unix::process::CommandExt;
@@ -41,19 +42,25 @@ pub struct CpuToolchain {
 }
 
 impl CpuToolchain {
-    /// `-O3 -march=native -fopenmp -shared -fPIC -std=c11`.
+    /// `-O3`, the ISA's flags (`-mavx2 -mfma`), `-ffp-contract=fast` (`a * b + c` becomes
+    /// an FMA; `-std=c11` alone turns contraction off), `-fopenmp -shared -fPIC -std=c11`.
+    pub fn flags_for(isa: VectorIsa) -> Vec<String> {
+        std::iter::once("-O3")
+            .chain(isa.cc_flags().iter().copied())
+            .chain([
+                "-ffp-contract=fast",
+                "-fopenmp",
+                "-shared",
+                "-fPIC",
+                "-std=c11",
+            ])
+            .map(str::to_string)
+            .collect()
+    }
+
+    /// [`flags_for`](Self::flags_for) this machine's ISA.
     pub fn default_flags() -> Vec<String> {
-        [
-            "-O3",
-            "-march=native",
-            "-fopenmp",
-            "-shared",
-            "-fPIC",
-            "-std=c11",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect()
+        CpuToolchain::flags_for(VectorIsa::host())
     }
 
     /// The first compiler that answers `--version` among `$CC`, `cc`, `gcc`, `clang`,
@@ -73,6 +80,21 @@ impl CpuToolchain {
         }
         Err(Failure::new(FailureKind::Compile, NO_COMPILER))
     }
+}
+
+/// The OpenMP threads kernels run on: `OMP_NUM_THREADS` when it is a positive number
+/// (`tessel tune --threads N` sets it for the worker), else every hardware thread this
+/// process may use. The ndarray peer runs on as many.
+pub fn threads() -> usize {
+    std::env::var("OMP_NUM_THREADS")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
 }
 
 /// The C entry point every CPU kernel exports: buffer pointers in `Launch.params` order.
@@ -590,7 +612,9 @@ impl Flusher {
 
 /// ndarray's `dot` (`general_mat_mul`, the same matrixmultiply path without allocating
 /// the result) per batch on views in the stored layouts, then the epilogue, timed like a
-/// kernel.
+/// kernel. matrixmultiply runs on one thread: the rows of C are split into [`threads`]
+/// bands, each multiplied on its own thread of a pool made once, so the peer uses as
+/// many cores as the kernels.
 fn gemm_peer(
     a: &[f32],
     b: &[f32],
@@ -619,24 +643,35 @@ fn gemm_peer(
     } else {
         ArrayView3::from_shape((batch, k, n), b).map_err(shape)?
     };
+    let n_threads = threads().min(m.max(1));
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(n_threads)
+        .build()
+        .map_err(|e| Failure::new(FailureKind::Launch, format!("peer threads: {e}")))?;
+    let band = m.div_ceil(n_threads).max(1);
     let mut c = Array3::<f32>::from_elem((batch, m, n), f32::NAN);
     let run = |c: &mut Array3<f32>| {
         for i in 0..batch {
+            let (ai, bi) = (a.index_axis(Axis(0), i), b.index_axis(Axis(0), i));
             let mut ci = c.index_axis_mut(Axis(0), i);
-            general_mat_mul(
-                1.0,
-                &a.index_axis(Axis(0), i),
-                &b.index_axis(Axis(0), i),
-                0.0,
-                &mut ci,
-            );
-            if let Some(bias) = bias {
-                for mut row in ci.rows_mut() {
-                    for (x, bj) in row.iter_mut().zip(bias) {
-                        *x = (*x + bj).max(0.0);
-                    }
+            pool.scope(|s| {
+                let bands = ci
+                    .axis_chunks_iter_mut(Axis(0), band)
+                    .zip(ai.axis_chunks_iter(Axis(0), band));
+                for (mut c_band, a_band) in bands {
+                    let bi = &bi;
+                    s.spawn(move |_| {
+                        general_mat_mul(1.0, &a_band, bi, 0.0, &mut c_band);
+                        if let Some(bias) = bias {
+                            for mut row in c_band.rows_mut() {
+                                for (x, bj) in row.iter_mut().zip(bias) {
+                                    *x = (*x + bj).max(0.0);
+                                }
+                            }
+                        }
+                    });
                 }
-            }
+            });
         }
     };
     run(&mut c);
@@ -762,6 +797,30 @@ mod tests {
         let (_, out) =
             gemm_peer(&at, &bt, Some(&bias), &g, &cfg(), &mut Flusher::default()).unwrap();
         assert_eq!(out, vec![0.0, 0.0, 23.0, 0.0]);
+    }
+
+    #[test]
+    fn flags_derive_from_the_isa_not_the_build_machine() {
+        let avx2 = CpuToolchain::flags_for(VectorIsa::Avx2Fma);
+        for f in [
+            "-O3",
+            "-mavx2",
+            "-mfma",
+            "-ffp-contract=fast",
+            "-fopenmp",
+            "-std=c11",
+        ] {
+            assert!(avx2.iter().any(|x| x == f), "{f} in {avx2:?}");
+        }
+        assert!(!avx2.iter().any(|x| x.starts_with("-march")), "{avx2:?}");
+        let avx512 = CpuToolchain::flags_for(VectorIsa::Avx512f);
+        assert!(avx512.iter().any(|x| x == "-mavx512f"), "{avx512:?}");
+        let none = CpuToolchain::flags_for(VectorIsa::Baseline);
+        assert!(!none.iter().any(|x| x.starts_with("-m")), "{none:?}");
+        assert_eq!(
+            CpuToolchain::default_flags(),
+            CpuToolchain::flags_for(VectorIsa::host())
+        );
     }
 
     #[test]

@@ -1,14 +1,15 @@
 //! Sketch rules: a workload's design space as a function that schedules its program with
 //! sampling instructions, reading its parameters from a [`SearchSpace`].
 //!
-//! A workload has one or two sketches ([`sketches`]): the plain one and, on spaces with
-//! `[split_k]` and for a reduction long against its output, the split-K one. Running
+//! A workload has one to three sketches ([`sketches`]): the plain one; on spaces with
+//! `[split_k]` and for a reduction long against its output, the split-K one; on CPU spaces
+//! with `[register_tile]`, the register-tile one (`sketch/cpu.rs`, its own rules). Running
 //! [`apply_sketch`] on a fresh [`Schedule`] seeded differently samples a different
 //! candidate of that sketch; its trace (decisions included) replays to the same program,
 //! and which sketch it belongs to is visible in it (the split-K count is a
 //! `sample_categorical` decision followed by `rfactor`). [`apply`] picks the sketch by the
-//! space's split-K probability, drawn from the seed. The rules, in the order they are
-//! applied:
+//! space's split-K and register-tile probabilities, drawn from the seed. The rules of the
+//! plain and split-K sketches, in the order they are applied:
 //!
 //! 1. **Inline padding**: spatial stages before the main block (conv2d's `pad_temp`)
 //!    are `compute_inline`d into it.
@@ -52,6 +53,8 @@
 //! Stages that a rule cannot handle stay as they are (an epilogue that cannot be inlined is
 //! bound on its own); what no candidate can survive is a [`SketchError`].
 
+mod cpu;
+
 use super::space::{Binding, Level, SearchSpace};
 use crate::ir::{BufferKind, Expr, IterKind, Program};
 use crate::schedule::{pad_einsum, sampling};
@@ -67,6 +70,8 @@ pub enum SketchError {
     NoReduction,
     #[error("the split-K sketch does not apply to this workload (see `[split_k]`)")]
     SplitKNotApplicable,
+    #[error("the register-tile sketch does not apply to this workload (see `[register_tile]`)")]
+    RegisterTileNotApplicable,
     #[error("{rule}: {source}")]
     Schedule {
         rule: &'static str,
@@ -125,6 +130,9 @@ pub enum SketchKind {
     Plain,
     /// The first reduction axis split by a sampled count and `rfactor`ed (`[split_k]`).
     SplitK,
+    /// The CPU micro-kernel: register tile, packed panel, parallel blocks
+    /// (`[register_tile]`, `sketch/cpu.rs`).
+    RegisterTile,
 }
 
 impl SketchKind {
@@ -133,6 +141,7 @@ impl SketchKind {
         match self {
             SketchKind::Plain => "plain",
             SketchKind::SplitK => "split_k",
+            SketchKind::RegisterTile => "register_tile",
         }
     }
 }
@@ -150,6 +159,9 @@ pub fn sketches(space: &SearchSpace, program: &Program) -> Result<Vec<SketchKind
     if split_k_counts(space, program, main, true).is_some() {
         out.push(SketchKind::SplitK);
     }
+    if cpu::applies(space, program, main) {
+        out.push(SketchKind::RegisterTile);
+    }
     Ok(out)
 }
 
@@ -160,11 +172,16 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
     use rand::{Rng, SeedableRng};
     let kinds = sketches(space, sch.program())?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5b11_7c0f_0000_0001);
-    let kind = match &space.split_k {
-        Some(rule)
+    let kind = match (&space.split_k, &space.register_tile) {
+        (Some(rule), _)
             if kinds.contains(&SketchKind::SplitK) && rng.gen::<f64>() < rule.probability =>
         {
             SketchKind::SplitK
+        }
+        (_, Some(rule))
+            if kinds.contains(&SketchKind::RegisterTile) && rng.gen::<f64>() < rule.probability =>
+        {
+            SketchKind::RegisterTile
         }
         _ => SketchKind::Plain,
     };
@@ -184,6 +201,9 @@ pub fn apply_sketch(
     seed: u64,
     kind: SketchKind,
 ) -> Result<(), SketchError> {
+    if kind == SketchKind::RegisterTile {
+        return cpu::apply(space, sch, seed);
+    }
     let st = stages(sch.program())?;
     // 1. Padding (on a space with a read cache, after the cache is placed: the padding
     //    goes into the cooperative fetch, as MetaSchedule does).
@@ -200,7 +220,7 @@ pub fn apply_sketch(
     // 2. Split-K: the main block becomes the rf block; the original one sums its
     //    partial results in a nest of its own.
     let split = match kind {
-        SketchKind::Plain => None,
+        SketchKind::Plain | SketchKind::RegisterTile => None,
         SketchKind::SplitK => Some(split_k(space, sch, &st.main, padded)?),
     };
     // 3. Cache write and epilogues.

@@ -89,6 +89,35 @@ pub struct SearchSpace {
     pub pipeline: Option<PipelineRule>,
     /// The evolutionary search's parameters (`[search]`).
     pub search: SearchParams,
+    /// The CPU register-tile sketch (`[register_tile]`), when the space has one.
+    pub register_tile: Option<RegisterTile>,
+    /// The vector unit the register tiles are sized for: float lanes per register and
+    /// registers. The files hold no machine: AVX2 (8, 16) until
+    /// [`with_vector_unit`](SearchSpace::with_vector_unit) sets the target's.
+    pub vector_lanes: i64,
+    pub vector_registers: i64,
+}
+
+/// The CPU register-tile sketch's bounds (`[register_tile]`; see `search_spaces/cpu.toml`
+/// and `sketch/cpu.rs`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RegisterTile {
+    /// How often `sketch::apply` (random search) takes this sketch where it applies.
+    pub probability: f64,
+    /// Vector registers kept free of accumulators (operand vectors, the broadcast).
+    pub reserved_registers: i64,
+    /// Most vectors across one accumulator row (NR / lanes).
+    pub max_row_vectors: i64,
+    /// Most accumulator rows (MR).
+    pub max_rows: i64,
+    /// Most accumulator elements of one parallel iteration (its block of the output).
+    pub max_block_elements: i64,
+    /// Most elements of one packed operand panel.
+    pub max_panel_elements: i64,
+    /// Accumulator registers a tile should use where the extents allow (soft).
+    pub min_accumulators: i64,
+    /// Reduction steps a panel should hold where the reduction allows (soft).
+    pub min_panel_depth: i64,
 }
 
 /// The evolutionary search's parameters (`[search]`), MetaSchedule's defaults in the
@@ -144,6 +173,7 @@ struct File {
     vectorize: Option<Vectorize>,
     split_k: Option<SplitKFile>,
     pipeline: Option<PipelineFile>,
+    register_tile: Option<RegisterTileFile>,
     postprocess: Postprocess,
     search: SearchFile,
 }
@@ -157,6 +187,19 @@ struct SearchFile {
     mutation_probability: f64,
     eps_greedy: f64,
     max_attempts_per_candidate: usize,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RegisterTileFile {
+    probability: f64,
+    reserved_registers: i64,
+    max_row_vectors: i64,
+    max_rows: i64,
+    max_block_elements: i64,
+    max_panel_elements: i64,
+    min_accumulators: i64,
+    min_panel_depth: i64,
 }
 
 #[derive(Deserialize)]
@@ -460,6 +503,39 @@ impl SearchSpace {
             }
             None => None,
         };
+        let register_tile = match f.register_tile {
+            Some(r) => {
+                if !(0.0..=1.0).contains(&r.probability) {
+                    return Err(invalid(
+                        "register_tile.probability",
+                        format!("{} is not in [0, 1]", r.probability),
+                    ));
+                }
+                let sizes = [
+                    r.max_row_vectors,
+                    r.max_rows,
+                    r.max_block_elements,
+                    r.max_panel_elements,
+                ];
+                if sizes.iter().any(|x| *x < 1) || r.reserved_registers < 0 {
+                    return Err(invalid(
+                        "register_tile.max_rows",
+                        "the max_* bounds must be at least 1, reserved_registers at least 0".into(),
+                    ));
+                }
+                Some(RegisterTile {
+                    probability: r.probability,
+                    reserved_registers: r.reserved_registers,
+                    max_row_vectors: r.max_row_vectors,
+                    max_rows: r.max_rows,
+                    max_block_elements: r.max_block_elements,
+                    max_panel_elements: r.max_panel_elements,
+                    min_accumulators: r.min_accumulators.max(1),
+                    min_panel_depth: r.min_panel_depth.max(1),
+                })
+            }
+            None => None,
+        };
         let search = search_params(f.search, &invalid)?;
         Ok(SearchSpace {
             levels,
@@ -484,7 +560,18 @@ impl SearchSpace {
             split_k,
             pipeline,
             search,
+            register_tile,
+            vector_lanes: 8,
+            vector_registers: 16,
         })
+    }
+
+    /// This space for a CPU whose vector unit has `lanes` float lanes per register and
+    /// `registers` registers (from the target's ISA, `target::cpu::VectorIsa`).
+    pub fn with_vector_unit(mut self, lanes: i64, registers: i64) -> SearchSpace {
+        self.vector_lanes = lanes.max(1);
+        self.vector_registers = registers.max(1);
+        self
     }
 
     /// Whether this space binds GPU threads.
@@ -589,5 +676,29 @@ mod tests {
         let missing = CUDA_DEFAULT.replace("generations = 4", "");
         let e = SearchSpace::parse(&missing, "f.toml").unwrap_err();
         assert!(e.to_string().contains("generations"), "{e}");
+    }
+
+    #[test]
+    fn register_tile_section_is_parsed_and_checked() {
+        let cpu = SearchSpace::cpu_default();
+        let rule = cpu
+            .register_tile
+            .as_ref()
+            .expect("cpu.toml has [register_tile]");
+        assert_eq!((rule.reserved_registers, rule.min_accumulators), (4, 8));
+        assert!(SearchSpace::cuda_default().register_tile.is_none());
+        // The vector unit is the target's, AVX2 until set.
+        assert_eq!((cpu.vector_lanes, cpu.vector_registers), (8, 16));
+        let wide = cpu.with_vector_unit(16, 32);
+        assert_eq!((wide.vector_lanes, wide.vector_registers), (16, 32));
+        let bad = CPU_DEFAULT.replace("probability = 0.75", "probability = 2.0");
+        let e = SearchSpace::parse(&bad, "f.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.toml: key `register_tile.probability`: 2 is not in [0, 1]"
+        );
+        let bad = CPU_DEFAULT.replace("max_rows = 16", "max_rows = 0");
+        let e = SearchSpace::parse(&bad, "f.toml").unwrap_err();
+        assert!(e.to_string().contains("register_tile.max_rows"), "{e}");
     }
 }

@@ -1,5 +1,10 @@
-//! The host CPU as a target: model, cores, SIMD width, cache sizes and the C compiler,
+//! The host CPU as a target: model, cores, vector ISA, cache sizes and the C compiler,
 //! read from `/proc/cpuinfo`, `/sys/devices/system/cpu` and `cc --version`.
+//!
+//! The vector ISA ([`VectorIsa`]) is what kernels are built for: it names the target in
+//! the fingerprint (`x86_64-avx2+fma`), gives the compiler flags (`-mavx2 -mfma`, never
+//! `-march=native`, so that a record says what it was built for), and the vector width
+//! and register count the CPU sketch sizes its register tiles by.
 //!
 //! Reading never fails: what a machine does not report (another OS, a container that
 //! hides `/sys`) stays `"unknown"` or 0, and the fingerprint says so. The parsers are
@@ -19,8 +24,8 @@ pub struct CpuInfo {
     pub cores: usize,
     /// Hardware threads this process may run on.
     pub threads: usize,
-    /// The widest vector extension: `avx512`, `avx2`, `avx`, `sse4.2`, `neon` or `scalar`.
-    pub simd: String,
+    /// The vector ISA kernels are built for.
+    pub isa: VectorIsa,
     /// Data cache sizes per level in bytes (0 when unknown).
     pub l1d_bytes: u64,
     pub l2_bytes: u64,
@@ -46,7 +51,7 @@ impl CpuInfo {
                 threads
             },
             threads,
-            simd: simd_level(&parsed.flags).to_string(),
+            isa: VectorIsa::from_flags(&parsed.flags),
             l1d_bytes: caches.l1d,
             l2_bytes: caches.l2,
             l3_bytes: caches.l3,
@@ -55,9 +60,9 @@ impl CpuInfo {
     }
 
     /// The instruction-set name used in fingerprints and for arch fallback:
-    /// `x86_64-avx2`, `aarch64-neon`.
+    /// `x86_64-avx2+fma`, `x86_64-avx512f`, `aarch64-neon`.
     pub fn arch(&self) -> String {
-        format!("{}-{}", std::env::consts::ARCH, self.simd)
+        format!("{}-{}", std::env::consts::ARCH, self.isa.name())
     }
 
     /// The size of the largest cache level reported (0 when none is).
@@ -65,8 +70,9 @@ impl CpuInfo {
         self.l3_bytes.max(self.l2_bytes).max(self.l1d_bytes)
     }
 
-    /// The database fingerprint of this CPU built with the given compiler flags.
-    pub fn fingerprint(&self, flags: &[String]) -> TargetFingerprint {
+    /// The database fingerprint of this CPU built with the given compiler flags, kernels
+    /// run on `threads` OpenMP threads.
+    pub fn fingerprint(&self, flags: &[String], threads: usize) -> TargetFingerprint {
         let cc = self
             .cc_version
             .clone()
@@ -78,7 +84,7 @@ impl CpuInfo {
                 "{} ({} cores, {} threads)",
                 self.model_name, self.cores, self.threads
             ),
-            toolchain: format!("{cc}; {}", flags.join(" ")),
+            toolchain: format!("{cc}; {}; {threads} threads", flags.join(" ")),
         }
     }
 }
@@ -121,21 +127,79 @@ pub fn parse_cpuinfo(text: &str) -> ParsedCpuinfo {
     out
 }
 
-/// The widest SIMD extension among the CPU flags.
-pub fn simd_level(flags: &[String]) -> &'static str {
-    let has = |f: &str| flags.iter().any(|x| x == f);
-    if has("avx512f") {
-        "avx512"
-    } else if has("avx2") {
-        "avx2"
-    } else if has("avx") {
-        "avx"
-    } else if has("sse4_2") {
-        "sse4.2"
-    } else if has("asimd") || cfg!(target_arch = "aarch64") {
-        "neon"
-    } else {
-        "scalar"
+/// The vector instruction set kernels are compiled for: the widest of those tessel
+/// builds for that the CPU reports (`flags` on x86, `Features` on ARM).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum VectorIsa {
+    /// AVX-512 Foundation (with AVX2 and FMA): 16 float lanes, 32 vector registers.
+    Avx512f,
+    /// AVX2 with FMA3: 8 float lanes, 16 vector registers.
+    Avx2Fma,
+    /// ARM Advanced SIMD: 4 float lanes, 32 vector registers.
+    Neon,
+    /// None of those: the architecture's baseline (SSE2 on x86_64: 4 lanes, 16 registers;
+    /// elsewhere scalar code).
+    Baseline,
+}
+
+impl VectorIsa {
+    /// The ISA of a CPU with these feature flags.
+    pub fn from_flags(flags: &[String]) -> VectorIsa {
+        let has = |f: &str| flags.iter().any(|x| x == f);
+        if has("avx512f") && has("avx2") && has("fma") {
+            VectorIsa::Avx512f
+        } else if has("avx2") && has("fma") {
+            VectorIsa::Avx2Fma
+        } else if has("asimd") || cfg!(target_arch = "aarch64") {
+            VectorIsa::Neon
+        } else {
+            VectorIsa::Baseline
+        }
+    }
+
+    /// The name in fingerprints: `avx512f`, `avx2+fma`, `neon`, `none`.
+    pub fn name(self) -> &'static str {
+        match self {
+            VectorIsa::Avx512f => "avx512f",
+            VectorIsa::Avx2Fma => "avx2+fma",
+            VectorIsa::Neon => "neon",
+            VectorIsa::Baseline => "none",
+        }
+    }
+
+    /// The C compiler flags that enable the ISA (none where it is the baseline).
+    pub fn cc_flags(self) -> &'static [&'static str] {
+        match self {
+            VectorIsa::Avx512f => &["-mavx512f", "-mavx2", "-mfma"],
+            VectorIsa::Avx2Fma => &["-mavx2", "-mfma"],
+            VectorIsa::Neon | VectorIsa::Baseline => &[],
+        }
+    }
+
+    /// float32 lanes of one vector register.
+    pub fn f32_lanes(self) -> i64 {
+        match self {
+            VectorIsa::Avx512f => 16,
+            VectorIsa::Avx2Fma => 8,
+            VectorIsa::Neon => 4,
+            VectorIsa::Baseline if cfg!(target_arch = "x86_64") => 4,
+            VectorIsa::Baseline => 1,
+        }
+    }
+
+    /// Architectural vector registers.
+    pub fn vector_registers(self) -> i64 {
+        match self {
+            VectorIsa::Avx512f | VectorIsa::Neon => 32,
+            VectorIsa::Avx2Fma | VectorIsa::Baseline => 16,
+        }
+    }
+
+    /// The ISA of this machine's CPU, from `/proc/cpuinfo` (the baseline where it cannot
+    /// be read).
+    pub fn host() -> VectorIsa {
+        let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        VectorIsa::from_flags(&parse_cpuinfo(&text).flags)
     }
 }
 
@@ -228,16 +292,25 @@ flags\t\t: fpu sse sse2 sse4_2 avx avx2 fma\n";
         let p = parse_cpuinfo(X86);
         assert_eq!(p.model_name.as_deref(), Some("Intel(R) Xeon(R) Processor"));
         assert_eq!(p.cores, 2);
-        assert_eq!(simd_level(&p.flags), "avx2");
+        assert_eq!(VectorIsa::from_flags(&p.flags), VectorIsa::Avx2Fma);
     }
 
     #[test]
-    fn simd_prefers_the_widest() {
+    fn isa_prefers_the_widest_and_needs_fma() {
         let flags = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>();
-        assert_eq!(simd_level(&flags("sse4_2 avx avx2 avx512f")), "avx512");
-        assert_eq!(simd_level(&flags("sse4_2 avx")), "avx");
+        let isa = VectorIsa::from_flags(&flags("sse4_2 avx avx2 fma avx512f"));
+        assert_eq!(isa, VectorIsa::Avx512f);
+        assert_eq!((isa.f32_lanes(), isa.vector_registers()), (16, 32));
+        assert_eq!(isa.cc_flags(), &["-mavx512f", "-mavx2", "-mfma"]);
+        let isa = VectorIsa::from_flags(&flags("sse4_2 avx avx2 fma"));
+        assert_eq!((isa.name(), isa.f32_lanes()), ("avx2+fma", 8));
         if cfg!(target_arch = "x86_64") {
-            assert_eq!(simd_level(&flags("sse2")), "scalar");
+            // AVX2 without FMA (some VIA and early Intel parts) builds for the baseline.
+            assert_eq!(
+                VectorIsa::from_flags(&flags("sse4_2 avx avx2")),
+                VectorIsa::Baseline
+            );
+            assert_eq!(VectorIsa::from_flags(&flags("sse2")).name(), "none");
         }
     }
 
@@ -265,9 +338,11 @@ flags\t\t: fpu sse sse2 sse4_2 avx avx2 fma\n";
     fn queries_this_machine() {
         let info = CpuInfo::query("cc");
         assert!(info.threads >= 1 && info.cores >= 1);
-        let fp = info.fingerprint(&["-O3".to_string()]);
+        let fp = info.fingerprint(&["-O3".to_string()], 2);
         assert_eq!(fp.kind, "cpu");
+        assert_eq!(info.isa, VectorIsa::host());
         assert!(fp.arch.starts_with(std::env::consts::ARCH));
-        assert!(fp.toolchain.ends_with("-O3"));
+        assert!(fp.arch.ends_with(info.isa.name()), "{}", fp.arch);
+        assert!(fp.toolchain.ends_with("-O3; 2 threads"), "{}", fp.toolchain);
     }
 }

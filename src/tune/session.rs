@@ -73,10 +73,10 @@ impl Tuner<'_> {
         let canonical = crate::workload::parse(&w.canonical_text())?;
         let program = canonical.to_program();
         let key = self.target.key()?;
-        let space = self
-            .space
-            .clone()
-            .unwrap_or_else(|| self.target.default_space());
+        let space = match self.space.clone() {
+            Some(space) => self.target.adapt_space(space),
+            None => self.target.default_space(),
+        };
         has_design_space(&space, &program, seed)?;
         let limits = self.target.limits();
         let template = JobTemplate::new(

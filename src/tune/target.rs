@@ -46,7 +46,8 @@ impl TuneTarget {
             TuneTarget::Cpu => {
                 let tc = crate::measure::cpu::CpuToolchain::detect()
                     .map_err(|f| TuneError::Target(f.message))?;
-                crate::target::cpu::CpuInfo::query(&tc.cc).fingerprint(&tc.flags)
+                crate::target::cpu::CpuInfo::query(&tc.cc)
+                    .fingerprint(&tc.flags, crate::measure::cpu::threads())
             }
         };
         Ok(target_key(&fp))
@@ -69,8 +70,20 @@ impl TuneTarget {
     /// The embedded search space of this target.
     pub fn default_space(&self) -> SearchSpace {
         match self {
-            TuneTarget::Cpu => SearchSpace::cpu_default(),
+            TuneTarget::Cpu => self.adapt_space(SearchSpace::cpu_default()),
             TuneTarget::Cuda { .. } => SearchSpace::cuda_default(),
+        }
+    }
+
+    /// A space made for this target's machine: on the CPU, register tiles sized for the
+    /// host's vector ISA (queried from `/proc/cpuinfo`).
+    pub fn adapt_space(&self, space: SearchSpace) -> SearchSpace {
+        match self {
+            TuneTarget::Cpu => {
+                let isa = crate::target::cpu::VectorIsa::host();
+                space.with_vector_unit(isa.f32_lanes(), isa.vector_registers())
+            }
+            TuneTarget::Cuda { .. } => space,
         }
     }
 

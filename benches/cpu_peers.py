@@ -1,0 +1,75 @@
+#!/usr/bin/env python3
+"""The library peers of benches/cpu_blas.sh on the host CPU: warm-up, then the median of
+back-to-back timed runs. tessel evicts its buffers (clflush) before each timed run; the
+peers run with warm caches (flushing 2x the LLC from Python between runs left OpenBLAS's
+threads asleep and timed their wake-up instead), which favours the peers. Prints one line
+per peer: `peer NAME MEDIAN_SECONDS`.
+
+  cpu_peers.py WORKLOAD THREADS
+  WORKLOAD: matmul:MxNxK, or conv2d_nchw:n=..,c=..,h=..,w=..,k=..,r=..,s=..,stride=1,pad=P
+
+GEMMs: numpy's matmul (OpenBLAS sgemm). Convs: PyTorch's conv2d (oneDNN) when torch
+imports, and numpy im2col + OpenBLAS sgemm. THREADS sets OPENBLAS_NUM_THREADS,
+OMP_NUM_THREADS and torch.set_num_threads before the libraries load.
+"""
+import os
+import sys
+import time
+
+spec, threads = sys.argv[1], sys.argv[2]
+for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[var] = threads
+
+import numpy as np  # noqa: E402
+
+def timed(fn, runs=30, max_seconds=3.0):
+    fn()
+    start = time.perf_counter()
+    while time.perf_counter() - start < 0.2:
+        fn()
+    times = []
+    begin = time.perf_counter()
+    while len(times) < 5 or (len(times) < runs and time.perf_counter() - begin < max_seconds):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return float(np.median(times))
+
+
+rng = np.random.default_rng(0)
+kind, _, args = spec.partition(":")
+if kind == "matmul":
+    m, n, k = (int(x) for x in args.split("x"))
+    a = rng.standard_normal((m, k), dtype=np.float32)
+    b = rng.standard_normal((k, n), dtype=np.float32)
+    c = np.empty((m, n), dtype=np.float32)
+    print(f"peer numpy-openblas {timed(lambda: np.matmul(a, b, out=c)):.9f}")
+elif kind == "conv2d_nchw":
+    p = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in args.split(",")}
+    n, c, h, w, k, r, s = (p[x] for x in "nchwkrs")
+    stride, pad = p.get("stride", 1), p.get("pad", 0)
+    x = rng.standard_normal((n, c, h, w), dtype=np.float32)
+    wt = rng.standard_normal((k, c, r, s), dtype=np.float32)
+    oh, ow = (h + 2 * pad - r) // stride + 1, (w + 2 * pad - s) // stride + 1
+    try:
+        import torch
+
+        torch.set_num_threads(int(threads))
+        tx, tw = torch.from_numpy(x), torch.from_numpy(wt)
+        with torch.no_grad():
+            f = lambda: torch.nn.functional.conv2d(tx, tw, stride=stride, padding=pad)  # noqa: E731
+            print(f"peer torch-{torch.__version__}-onednn {timed(f):.9f}")
+    except ImportError:
+        print("peer torch unavailable (no PyTorch on this machine)")
+
+    def im2col_gemm():
+        xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+        sn, sc, sh, sw = xp.strides
+        cols = np.lib.stride_tricks.as_strided(
+            xp, (n, c, r, s, oh, ow), (sn, sc, sh, sw, sh * stride, sw * stride)
+        ).reshape(n, c * r * s, oh * ow)
+        return np.matmul(wt.reshape(k, c * r * s), cols)
+
+    print(f"peer numpy-im2col-openblas {timed(im2col_gemm):.9f}")
+else:
+    sys.exit(f"cpu_peers.py: no peer for {spec}")

@@ -1,0 +1,192 @@
+//! Explicit vector code for the CPU: a vectorized loop whose store and lane-dependent
+//! loads are proven contiguous in the lane (by the lowering's own proof,
+//! `lower::kernel_contiguous`) is printed with GCC/Clang vector extensions, one
+//! `tessel_vf` (`TESSEL_VLANES` floats, from the ISA the kernel is compiled for) per
+//! step: unaligned loads and stores through `memcpy`, lane-invariant subexpressions left
+//! scalar (the compiler broadcasts them), `a * b + c` contracted to an FMA under
+//! `-ffp-contract=fast`. The lanes that do not fill a whole vector run in a scalar loop
+//! after it, which the compiler removes when the extent is a multiple of the width.
+//!
+//! A loop this printer does not take (a lane-dependent guard, a non-contiguous or
+//! non-float access, an operation without a vector form: min, max, select, casts, math
+//! functions) stays a scalar loop under `#pragma omp simd`.
+
+use super::c_like::{ident, Printer};
+use crate::ir::{BinOp, DType, Expr, UnOp, VarId};
+use crate::lower::KStmt;
+
+/// The prelude lines that define `tessel_vf` and its helpers (C only).
+pub(super) const PRELUDE: &str = "\
+#if defined(__AVX512F__)
+#define TESSEL_VLANES 16
+#elif defined(__AVX__)
+#define TESSEL_VLANES 8
+#elif defined(__SSE2__) || defined(__ARM_NEON)
+#define TESSEL_VLANES 4
+#else
+#define TESSEL_VLANES 1
+#endif
+typedef float tessel_vf __attribute__((vector_size(TESSEL_VLANES * 4)));
+static inline tessel_vf tessel_vload(const float *p) { tessel_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void tessel_vstore(float *p, tessel_vf v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline tessel_vf tessel_vsplat(float x) { return ((tessel_vf){0} + 1.0f) * x; }
+";
+
+/// An expression printed for one vector step: its text and whether it is a vector (else
+/// a lane-invariant scalar).
+struct VExpr {
+    text: String,
+    vector: bool,
+}
+
+/// The vector statement for the body of vectorized loop `var` (its single store, perhaps
+/// under a lane-invariant guard): `Some((guard, statement))`, or `None` when the loop is
+/// to stay scalar.
+pub(super) fn vector_statement(
+    pr: &Printer,
+    var: VarId,
+    body: &[KStmt],
+) -> Option<(Option<String>, String)> {
+    let (guard, store) = crate::lower::kernel_vector_body(body, var).ok()?;
+    let KStmt::Store {
+        buffer,
+        indices,
+        value,
+    } = store
+    else {
+        return None;
+    };
+    if pr.p.buffer(*buffer).dtype != DType::F32
+        || crate::lower::kernel_contiguous(&indices[0], var, 1, pr.ranges()).is_err()
+    {
+        return None;
+    }
+    // A load of the stored buffer elsewhere than the stored element could read a lane
+    // that an earlier lane of the scalar loop wrote: only the accumulation `x = x + ...`
+    // of the same element is taken.
+    let mut hazard = false;
+    value.visit(&mut |e| {
+        if let Expr::Load(b, idx) = e {
+            hazard |= *b == *buffer && idx[0] != indices[0];
+        }
+    });
+    if hazard {
+        return None;
+    }
+    let v = vexpr(pr, value, var)?;
+    let rhs = if v.vector {
+        v.text
+    } else {
+        format!("tessel_vsplat({})", v.text)
+    };
+    let stmt = format!(
+        "tessel_vstore(&{}[{}], {rhs});",
+        ident(&pr.p.buffer(*buffer).name),
+        pr.expr(&indices[0])
+    );
+    Some((guard.map(|g| pr.expr(g)), stmt))
+}
+
+fn vexpr(pr: &Printer, e: &Expr, var: VarId) -> Option<VExpr> {
+    if !e.uses_var(var) {
+        return Some(VExpr {
+            text: pr.expr(e),
+            vector: false,
+        });
+    }
+    match e {
+        Expr::Load(b, idx) => {
+            if pr.p.buffer(*b).dtype != DType::F32
+                || crate::lower::kernel_contiguous(&idx[0], var, 1, pr.ranges()).is_err()
+            {
+                return None;
+            }
+            Some(VExpr {
+                text: format!(
+                    "tessel_vload(&{}[{}])",
+                    ident(&pr.p.buffer(*b).name),
+                    pr.expr(&idx[0])
+                ),
+                vector: true,
+            })
+        }
+        Expr::Bin(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div), a, b) => {
+            let (x, y) = (vexpr(pr, a, var)?, vexpr(pr, b, var)?);
+            // Scalar operands of a vector operation must be floats to be broadcast.
+            let float_ok = |v: &VExpr, e: &Expr| v.vector || pr.is_float(e);
+            if !float_ok(&x, a) || !float_ok(&y, b) {
+                return None;
+            }
+            let sym = match op {
+                BinOp::Add => "+",
+                BinOp::Sub => "-",
+                BinOp::Mul => "*",
+                _ => "/",
+            };
+            Some(VExpr {
+                text: format!("({} {sym} {})", x.text, y.text),
+                vector: true,
+            })
+        }
+        Expr::Un(UnOp::Neg, a) => {
+            let x = vexpr(pr, a, var)?;
+            Some(VExpr {
+                text: format!("(-{})", x.text),
+                vector: x.vector,
+            })
+        }
+        // The lane index itself, min/max, select, casts, math functions: scalar loop.
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::lower::{lower, Backend};
+    use crate::schedule::{replay, text};
+
+    /// The C of `spec` scheduled by `trace`.
+    fn c_source(spec: &str, trace: &str) -> String {
+        let program = crate::workload::preset(spec).unwrap().to_program();
+        let sch = replay(&text::parse(trace).unwrap(), program, 0).unwrap();
+        crate::codegen::cpu::generate(&lower(sch.program(), Backend::Cpu).unwrap())
+            .unwrap()
+            .code
+    }
+
+    #[test]
+    fn a_contiguous_accumulation_becomes_vector_code_with_a_broadcast() {
+        // C[i, j] += A[i, k] * B[k, j] with j innermost: B and C contiguous in j, A[i, k]
+        // the same for every lane.
+        let code = c_source(
+            "matmul:8x32x4",
+            "b0 = get_block(\"C\")\ni, j, k = get_loops(b0)\nreorder(i, k, j)\nvectorize(j)\n\
+             b1 = decompose_reduction(b0, k)\n",
+        );
+        assert!(
+            code.contains("tessel_vstore(&C[((i * 32) + j)], (tessel_vload(&C[((i * 32) + j)]) + (A[((i * 4) + k)] * tessel_vload(&B[((k * 32) + j)]))));"),
+            "{code}"
+        );
+        assert!(code.contains("j += TESSEL_VLANES"), "{code}");
+        // The initialisation of C is a splat of zero.
+        assert!(code.contains("tessel_vsplat(0.0f)"), "{code}");
+    }
+
+    #[test]
+    fn strided_and_non_arithmetic_loops_stay_scalar() {
+        // j outermost, i vectorized: C[i, j] is strided in i.
+        let code = c_source(
+            "matmul:8x8x4",
+            "b0 = get_block(\"C\")\ni, j, k = get_loops(b0)\nreorder(j, k, i)\nvectorize(i)\n",
+        );
+        assert!(!code.contains("tessel_vstore(&C"), "{code}");
+        assert!(code.contains("#pragma omp simd"), "{code}");
+        // relu(x + bias) has a max: no vector form in C's vector extensions.
+        let code = c_source(
+            "dense_bias_relu:m=4,n=16,k=4",
+            "b0 = get_block(\"T_relu\")\ni, j = get_loops(b0)\nvectorize(j)\n",
+        );
+        assert!(!code.contains("tessel_vstore(&T_relu"), "{code}");
+        assert!(code.contains("#pragma omp simd\n    for (int j"), "{code}");
+    }
+}

@@ -1,0 +1,501 @@
+//! The CPU register-tile sketch (`[register_tile]` in `search_spaces/cpu.toml`): the
+//! schedule of a BLAS micro-kernel, for GEMMs and for convolutions read as GEMMs.
+//!
+//! The main block's spatial axes play three parts: the **vector axis** (the output's last
+//! index, contiguous in the output and in the operand that reads it: a GEMM's `j`, a
+//! conv's `q`), the **row axis** (the largest other spatial axis that operand does not
+//! read: a GEMM's `i`, a conv's output channel `k`; its operand is read one broadcast
+//! scalar per row) and the rest (batch, a conv's `p`), left whole. Then:
+//!
+//! 1. An einsum whose vector axis is not a multiple of the vector width is padded to one
+//!    (`pad_einsum`), its zero-filled copies inlined; a conv's padded input stays a
+//!    stage of its own (the panel copies read it in bounds).
+//! 2. `cache_write` of the main block into a local accumulator; epilogues (bias, relu)
+//!    inlined into its write-back.
+//! 3. Tiling (`sample_perfect_tile`, decisions of the trace): the vector axis into
+//!    `[N0, N1, NR/lanes, lanes]` (so NR is a multiple of the vector width), the row axis
+//!    into `[M0, M1, MR]`, each reduction axis into `[K0, Kc]`, in the order
+//!    `rest M0 N0 | K0.. | N1 | M1 | Kc.. | MR | NR`. Drawn jointly so that the MR x NR
+//!    accumulators fit the vector registers less `reserved_registers`
+//!    (MR * NR / lanes), the output block of one parallel iteration
+//!    (`max_block_elements`) and the packed panel (`max_panel_elements`) fit, and where
+//!    the extents allow, with at least `min_accumulators` accumulator registers (to hide
+//!    the FMA latency) and a panel at least `min_panel_depth` deep (to amortize loading
+//!    and storing the accumulators around each Kc loop). Mutations keep the bounds the
+//!    trace records (NR within `max_row_vectors`, MR within the registers left by the
+//!    sampled NR), not the joint ones: a mutant may spill, and is measured as it is.
+//! 4. The leading loops fused and `parallel`; the accumulator's write-back at that loop
+//!    (one output block per iteration, accumulated over every K0 block).
+//! 5. Packing: the vector axis's operand (a GEMM's B) is copied at each N1 iteration
+//!    into a local panel, Kc x NR, contiguous (`cache_read` + `compute_at`), which the MR
+//!    rows of every M1 tile read from L1; an operand stored with the vector axis first (an
+//!    NT GEMM's `B[n, k]`) is packed transposed (`transform_layout`).
+//! 6. The micro-kernel: the MR loop unrolled, the NR loop vectorized (the C back end
+//!    prints it as vector code with FMAs, the accumulators then held in registers across
+//!    the Kc loop); the panel copy, the write-back and the accumulator's initialisation
+//!    (`decompose_reduction` at K0) vectorized too.
+//!
+//! The old multi-level tiling stays the `plain` sketch: the search samples both.
+
+use super::{at, fuse, loop_kinds, stages, standalone, SketchError};
+use crate::ir::{Expr, IterKind, Program};
+use crate::schedule::{sampling, BlockRv, IntArg, LoopRv, Schedule};
+use crate::search::space::{RegisterTile, SearchSpace};
+
+/// Draws of the joint tile sizes before giving up on the bounds (free sampling then).
+const TRIES: usize = 256;
+
+/// The loops of the main block by their part in the micro-kernel.
+struct Axes {
+    vector: LoopRv,
+    row: Option<LoopRv>,
+    rest: Vec<LoopRv>,
+    reductions: Vec<LoopRv>,
+    /// The read of the main block (its index among the block's reads) that the vector
+    /// axis indexes: the operand packed into panels.
+    packed_read: Option<i64>,
+}
+
+/// Whether the register-tile sketch applies to `main` of `p` under `space`: a CPU space
+/// with `[register_tile]`, and a main block whose output's last index is a spatial
+/// iteration variable.
+pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> bool {
+    space.register_tile.is_some() && !space.is_gpu() && vector_var(p, main).is_some()
+}
+
+/// The spatial iteration variable the main block's output is indexed by last.
+fn vector_var(p: &Program, main: crate::ir::BlockId) -> Option<crate::ir::VarId> {
+    let blk = p.block(main);
+    let Some(Expr::Var(v)) = blk.body.indices.last() else {
+        return None;
+    };
+    blk.iter_vars
+        .iter()
+        .find(|iv| iv.var == *v && iv.kind == IterKind::Spatial)
+        .map(|iv| iv.var)
+}
+
+/// Builds one sample of the register-tile sketch (see the module doc).
+pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), SketchError> {
+    let rule = space
+        .register_tile
+        .clone()
+        .ok_or(SketchError::RegisterTileNotApplicable)?;
+    let lanes = space.vector_lanes;
+    let st = stages(sch.program())?;
+    // 1. Padding. A conv's padded copy of its input stays a stage of its own, run before
+    //    the main nest: the panel copies read it in bounds (inlined, the copies would
+    //    read the input at the halo's negative indices).
+    let padded = pad_vector_axis(sch, &st.main, lanes)?;
+    if padded && space.inline_padding {
+        for name in &stages(sch.program())?.padding {
+            if !st.padding.contains(name) {
+                let b = sch.get_block(name).map_err(at("pad_einsum"))?;
+                let _ = sch.compute_inline(b);
+            }
+        }
+    }
+    let st = stages(sch.program())?;
+    let main = sch.get_block(&st.main).map_err(at("main block"))?;
+    // 2. Accumulator and epilogues.
+    let wb = sch
+        .cache_write(main, 0, "local")
+        .map_err(at("cache_write"))?;
+    let mut leftovers = Vec::new();
+    for name in &st.epilogues {
+        let b = sch.get_block(name).map_err(at("epilogue"))?;
+        if !(space.inline_epilogue && sch.reverse_compute_inline(b).is_ok()) {
+            leftovers.push(name.clone());
+        }
+    }
+    for name in &st.padding {
+        // Padding that could not be inlined runs on its own, before the main nest.
+        if sch.program().find_block(name).len() == 1 {
+            leftovers.insert(0, name.clone());
+        }
+    }
+    // 3. Tiling.
+    let axes = axes(sch, main)?;
+    let extent = |sch: &Schedule, l: LoopRv| -> Result<i64, SketchError> {
+        let id = sch.loop_id(l).map_err(at("tiling"))?;
+        Ok(sch.program().lp(id).extent)
+    };
+    let v_ext = extent(sch, axes.vector)?;
+    let u_ext = match axes.row {
+        Some(r) => extent(sch, r)?,
+        None => 1,
+    };
+    let r_exts: Vec<i64> = axes
+        .reductions
+        .iter()
+        .map(|l| extent(sch, *l))
+        .collect::<Result<_, _>>()?;
+    let whole_vectors = v_ext % lanes == 0;
+    let draw = draw_tiles(&rule, space, v_ext, u_ext, &r_exts, whole_vectors, seed);
+    // The vector axis: [N0, N1, NR/lanes] x lanes, or [N0, N1, NR] when it does not hold
+    // whole vectors (a conv's 56 on a 16-lane machine): the back end then finishes each
+    // row with scalar lanes.
+    let (v_tiles, lane_loop) = if whole_vectors {
+        let parts = sch
+            .split(axes.vector, &[None, Some(IntArg::Lit(lanes))])
+            .map_err(at("split"))?;
+        (parts[0], Some(parts[1]))
+    } else {
+        (axes.vector, None)
+    };
+    let v_max = if whole_vectors {
+        rule.max_row_vectors
+    } else {
+        rule.max_row_vectors * lanes
+    };
+    let v_f = sch
+        .sample_perfect_tile(v_tiles, 3, v_max, draw.as_ref().map(|d| d.vector.clone()))
+        .map_err(at("sample_perfect_tile"))?;
+    let v = split_by(sch, v_tiles, &v_f)?;
+    let u = match axes.row {
+        Some(r) => {
+            let max = draw.as_ref().map_or(rule.max_rows, |d| d.max_rows);
+            let f = sch
+                .sample_perfect_tile(r, 3, max, draw.as_ref().map(|d| d.row.clone()))
+                .map_err(at("sample_perfect_tile"))?;
+            Some(split_by(sch, r, &f)?)
+        }
+        None => None,
+    };
+    let mut k_outer = Vec::new();
+    let mut k_inner = Vec::new();
+    for (i, r) in axes.reductions.iter().enumerate() {
+        let hint = draw.as_ref().map(|d| d.reductions[i].clone());
+        let f = sch
+            .sample_perfect_tile(*r, 2, r_exts[i], hint)
+            .map_err(at("sample_perfect_tile"))?;
+        let parts = split_by(sch, *r, &f)?;
+        k_outer.push(parts[0]);
+        k_inner.push(parts[1]);
+    }
+    let mut outer: Vec<LoopRv> = axes.rest.clone();
+    outer.extend(u.as_ref().map(|u| u[0]));
+    outer.push(v[0]);
+    let mut order = outer.clone();
+    order.extend(&k_outer);
+    order.push(v[1]);
+    order.extend(u.as_ref().map(|u| u[1]));
+    order.extend(&k_inner);
+    order.extend(u.as_ref().map(|u| u[2]));
+    order.push(v[2]);
+    order.extend(lane_loop);
+    sch.reorder(&order).map_err(at("reorder"))?;
+    // 4. Parallel outer loops; the write-back of each parallel iteration's block.
+    let par = fuse(sch, &outer)?;
+    sch.parallel(par).map_err(at("parallel"))?;
+    sch.reverse_compute_at(wb, par)
+        .map_err(at("reverse_compute_at"))?;
+    vectorize_innermost(sch, wb)?;
+    // 5. The packed panel of the vector axis's operand, copied once per N1 tile.
+    if let Some(read) = axes.packed_read {
+        let panel = sch
+            .cache_read(main, read, "local")
+            .map_err(at("cache_read"))?;
+        sch.compute_at(panel, v[1]).map_err(at("compute_at"))?;
+        vector_axis_last(sch, main, panel)?;
+        vectorize_innermost(sch, panel)?;
+    }
+    // 6. The micro-kernel: MR rows unrolled, NR lanes vectorized.
+    if let Some(u) = &u {
+        sch.unroll(u[2]).map_err(at("unroll"))?;
+    }
+    let nr = match lane_loop {
+        Some(l) => sch.fuse(&[v[2], l]).map_err(at("fuse"))?,
+        None => v[2],
+    };
+    sch.vectorize(nr).map_err(at("vectorize"))?;
+    if let Some(first) = k_outer.first() {
+        let init = sch
+            .decompose_reduction(main, *first)
+            .map_err(at("decompose_reduction"))?;
+        vectorize_innermost(sch, init)?;
+    }
+    for name in &leftovers {
+        standalone(space, sch, name)?;
+    }
+    Ok(())
+}
+
+/// Stores the panel `panel` writes with the axis the main block indexes by the vector
+/// axis last (`transform_layout`), so that the micro-kernel reads NR contiguous floats:
+/// an NT GEMM's `B[n, k]` (a dense layer's weights) is packed as `[k][n]`.
+fn vector_axis_last(sch: &mut Schedule, main: BlockRv, panel: BlockRv) -> Result<(), SketchError> {
+    let perm = {
+        let p = sch.program();
+        let mb = sch.block_id(main).map_err(at("panel layout"))?;
+        let pb = sch.block_id(panel).map_err(at("panel layout"))?;
+        let buf = p.block(pb).body.buffer;
+        let Some(v) = vector_var(p, mb) else {
+            return Ok(());
+        };
+        let Some((_, idx)) = p.block_reads(mb).into_iter().find(|(b, _)| *b == buf) else {
+            return Ok(());
+        };
+        let Some(dim) = idx.iter().position(|e| e.uses_var(v)) else {
+            return Ok(());
+        };
+        if dim + 1 == idx.len() {
+            return Ok(());
+        }
+        let mut perm: Vec<i64> = (0..idx.len() as i64).filter(|d| *d != dim as i64).collect();
+        perm.push(dim as i64);
+        perm
+    };
+    sch.transform_layout(panel, 0, &perm)
+        .map_err(at("panel layout"))?;
+    Ok(())
+}
+
+/// Splits `lp` by sampled factors.
+fn split_by(
+    sch: &mut Schedule,
+    lp: LoopRv,
+    factors: &[crate::schedule::ExprRv],
+) -> Result<Vec<LoopRv>, SketchError> {
+    let args: Vec<Option<IntArg>> = factors.iter().map(|f| Some(IntArg::Rv(*f))).collect();
+    sch.split(lp, &args).map_err(at("split"))
+}
+
+/// Vectorizes the innermost loop of `block` unless it is already (an initialisation
+/// that `decompose_reduction` made inherits the loop kinds); the C back end keeps it
+/// scalar where its accesses are not contiguous.
+fn vectorize_innermost(sch: &mut Schedule, block: BlockRv) -> Result<(), SketchError> {
+    if let Some(last) = sch.get_loops(block).map_err(at("vectorize"))?.last() {
+        let id = sch.loop_id(*last).map_err(at("vectorize"))?;
+        if sch.program().lp(id).kind == crate::ir::LoopKind::Serial {
+            sch.vectorize(*last).map_err(at("vectorize"))?;
+        }
+    }
+    Ok(())
+}
+
+/// The main block's loops by part (see [`Axes`]).
+fn axes(sch: &mut Schedule, main: BlockRv) -> Result<Axes, SketchError> {
+    let loops = sch.get_loops(main).map_err(at("tiling"))?;
+    let kinds = loop_kinds(sch, main, &loops)?;
+    let p = sch.program();
+    let b = sch.block_id(main).map_err(at("tiling"))?;
+    let blk = p.block(b);
+    let v_var = vector_var(p, b).ok_or(SketchError::RegisterTileNotApplicable)?;
+    // The iteration variable each loop is bound to (directly), if any.
+    let iv_of = |l: &LoopRv| -> Option<crate::ir::VarId> {
+        let var = p.lp(sch.loop_id(*l).ok()?).var;
+        blk.iter_vars
+            .iter()
+            .zip(&blk.bindings)
+            .find(|(_, e)| **e == Expr::Var(var))
+            .map(|(iv, _)| iv.var)
+    };
+    let vector = loops
+        .iter()
+        .find(|l| iv_of(l) == Some(v_var))
+        .copied()
+        .ok_or(SketchError::RegisterTileNotApplicable)?;
+    let reads: Vec<(crate::ir::BufferId, Vec<Expr>)> = p
+        .block_reads(b)
+        .into_iter()
+        .filter(|(buf, _)| *buf != blk.body.buffer)
+        .collect();
+    let all_reads = p.block_reads(b);
+    let packed = reads
+        .iter()
+        .find(|(_, idx)| idx.iter().any(|e| e.uses_var(v_var)))
+        .cloned();
+    let packed_read = packed
+        .as_ref()
+        .and_then(|r| all_reads.iter().position(|x| *x == *r))
+        .map(|i| i as i64);
+    let extent = |l: &LoopRv| sch.loop_id(*l).map_or(0, |id| p.lp(id).extent);
+    let mut row: Option<LoopRv> = None;
+    let mut rest = Vec::new();
+    let mut reductions = Vec::new();
+    for (l, kind) in loops.iter().zip(&kinds) {
+        if *l == vector {
+            continue;
+        }
+        if *kind == IterKind::Reduce {
+            reductions.push(*l);
+            continue;
+        }
+        let read_by_packed = match (iv_of(l), &packed) {
+            (Some(iv), Some((_, idx))) => idx.iter().any(|e| e.uses_var(iv)),
+            _ => false,
+        };
+        if !read_by_packed && row.is_none_or(|r| extent(l) > extent(&r)) {
+            if let Some(r) = row.replace(*l) {
+                rest.push(r);
+            }
+        } else {
+            rest.push(*l);
+        }
+    }
+    // `rest` keeps nest order.
+    rest.sort_by_key(|l| loops.iter().position(|x| x == l));
+    Ok(Axes {
+        vector,
+        row,
+        rest,
+        reductions,
+        packed_read,
+    })
+}
+
+/// Tile sizes drawn jointly to fit the rule's bounds.
+struct Draw {
+    /// [N0, N1, NR / lanes] (or [N0, N1, NR] without whole vectors).
+    vector: Vec<i64>,
+    /// [M0, M1, MR].
+    row: Vec<i64>,
+    /// [K0, Kc] per reduction axis.
+    reductions: Vec<Vec<i64>>,
+    /// The MR bound the row's `sample_perfect_tile` records: the accumulator registers
+    /// over the drawn NR's vectors.
+    max_rows: i64,
+}
+
+/// Draws tile sizes whose MR x NR accumulators fit the registers and whose output block
+/// and panel fit the rule's bounds (hard), preferring, where the extents allow, tiles
+/// that use at least `min_accumulators` registers and a panel at least
+/// `min_panel_depth` deep (soft: [`TRIES`] draws with both, then as many with the hard
+/// bounds alone); `None` when no draw fits.
+fn draw_tiles(
+    rule: &RegisterTile,
+    space: &SearchSpace,
+    v_ext: i64,
+    u_ext: i64,
+    r_exts: &[i64],
+    whole_vectors: bool,
+    seed: u64,
+) -> Option<Draw> {
+    use rand::SeedableRng;
+    let lanes = space.vector_lanes;
+    let budget = (space.vector_registers - rule.reserved_registers).max(1);
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7e61_5eed_0000_0003);
+    let depth_wanted = rule.min_panel_depth.min(r_exts.iter().product());
+    for soft in [true, false] {
+        for _ in 0..TRIES {
+            let (vector, nr_vectors, nr) = if whole_vectors {
+                let t =
+                    sampling::sample_tile(&mut rng, v_ext / lanes, 3, rule.max_row_vectors).ok()?;
+                let nv = t[2];
+                (t, nv, nv * lanes)
+            } else {
+                let t =
+                    sampling::sample_tile(&mut rng, v_ext, 3, rule.max_row_vectors * lanes).ok()?;
+                let nr = t[2];
+                (t, (nr + lanes - 1) / lanes, nr)
+            };
+            let max_rows = (budget / nr_vectors).clamp(1, rule.max_rows);
+            let row = sampling::sample_tile(&mut rng, u_ext, 3, max_rows).ok()?;
+            let reductions: Vec<Vec<i64>> = r_exts
+                .iter()
+                .map(|e| sampling::sample_tile(&mut rng, *e, 2, *e).ok())
+                .collect::<Option<_>>()?;
+            let accumulators = row[2] * nr_vectors;
+            let depth = reductions.iter().map(|r| r[1]).product::<i64>();
+            let block = row[1] * row[2] * vector[1] * nr;
+            let hard = accumulators <= budget
+                && block <= rule.max_block_elements
+                && depth * nr <= rule.max_panel_elements;
+            let preferred =
+                accumulators >= rule.min_accumulators.min(budget) && depth >= depth_wanted;
+            if hard && (preferred || !soft) {
+                return Some(Draw {
+                    vector,
+                    row,
+                    reductions,
+                    max_rows,
+                });
+            }
+        }
+    }
+    None
+}
+
+/// Pads the vector axis of an einsum main block to a multiple of `lanes` when it is not
+/// one (`pad_einsum`, the other axes unpadded). Returns whether it padded.
+fn pad_vector_axis(sch: &mut Schedule, main: &str, lanes: i64) -> Result<bool, SketchError> {
+    let padding = {
+        let p = sch.program();
+        let [b] = p.find_block(main)[..] else {
+            return Ok(false);
+        };
+        if crate::schedule::pad_einsum::check_einsum(p, b).is_err() {
+            return Ok(false);
+        }
+        let Some(v) = vector_var(p, b) else {
+            return Ok(false);
+        };
+        let ivs = &p.block(b).iter_vars;
+        if ivs.iter().all(|iv| iv.var != v || iv.extent % lanes == 0) {
+            return Ok(false);
+        }
+        ivs.iter()
+            .map(|iv| IntArg::Lit(if iv.var == v { lanes } else { 1 }))
+            .collect::<Vec<_>>()
+    };
+    let b = sch.get_block(main).map_err(at("pad_einsum"))?;
+    sch.pad_einsum(b, &padding).map_err(at("pad_einsum"))?;
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{apply_sketch, sketches, SketchKind};
+    use crate::lower::{lower, Backend};
+    use crate::schedule::Schedule;
+    use crate::search::SearchSpace;
+    use crate::workload::preset;
+
+    /// Samples of the register-tile sketch of `spec` for seeds `0..n`: each applies,
+    /// lowers for the CPU and computes what the unscheduled program computes.
+    fn check_samples(spec: &str, space: &SearchSpace, n: u64) -> Vec<Schedule> {
+        let w = preset(spec).unwrap();
+        let program = w.to_program();
+        assert!(
+            sketches(space, &program)
+                .unwrap()
+                .contains(&SketchKind::RegisterTile),
+            "{spec}"
+        );
+        (0..n)
+            .map(|seed| {
+                let mut sch = Schedule::new(program.clone(), seed);
+                apply_sketch(space, &mut sch, seed, SketchKind::RegisterTile)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                lower(sch.program(), Backend::Cpu)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                let err = crate::interp::check(&program, sch.program(), seed)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                assert!(err < 1e-4, "{spec} seed {seed}: relative error {err}");
+                sch
+            })
+            .collect()
+    }
+
+    #[test]
+    fn register_tile_samples_compute_the_workload() {
+        let avx2 = SearchSpace::cpu_default();
+        for spec in [
+            "matmul:64x64x32",
+            "matmul:37x29x11",
+            "conv2d_nchw:n=1,c=4,h=8,w=8,k=8,r=3,s=3,stride=1,pad=1",
+            "dense_bias_relu:m=16,n=24,k=8",
+        ] {
+            check_samples(spec, &avx2, 6);
+        }
+        // AVX-512 widths: 16 lanes, a conv row of 8 that holds no whole vector.
+        let avx512 = SearchSpace::cpu_default().with_vector_unit(16, 32);
+        check_samples(
+            "conv2d_nchw:n=1,c=4,h=8,w=8,k=8,r=3,s=3,stride=1,pad=1",
+            &avx512,
+            3,
+        );
+        check_samples("matmul:40x20x8", &avx512, 3);
+    }
+}
