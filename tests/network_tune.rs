@@ -40,6 +40,7 @@ fn quick() -> TimingConfig {
         max_runs: 3,
         max_seconds: 0.005,
         flush_cache: false,
+        give_up_above_seconds: None,
     }
 }
 
