@@ -139,6 +139,20 @@ fn shared_memory_counts_every_stage() {
 }
 
 #[test]
+fn the_cost_model_sees_the_pipeline_depth() {
+    let spec = "matmul:128x128x64";
+    let dev = tessel::cost_model::DeviceSpec::cuda("sm_90a");
+    let at = tessel::cost_model::FEATURE_NAMES
+        .iter()
+        .position(|n| *n == "pipeline_stages")
+        .expect("a pipeline_stages feature");
+    for stages in [1, 2, 3] {
+        let f = tessel::cost_model::featurize(&lowered(stages, spec), &dev);
+        assert_eq!(f[at], stages as f32, "{stages} stages");
+    }
+}
+
+#[test]
 fn a_pipeline_that_waits_on_the_wrong_group_is_caught() {
     let spec = "matmul:128x128x64";
     for stages in [2, 3] {

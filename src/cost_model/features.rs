@@ -29,7 +29,8 @@
 //! per block, virtual threads, parallel extent (CPU), shared memory per block, local
 //! elements per thread, an estimate of registers per thread, resident blocks per
 //! processor and occupancy from [`DeviceSpec`], waves and their tail efficiency,
-//! barriers per block; and program totals: flops, global and shared traffic (distinct
+//! barriers per block, the software-pipeline depth of the shared fetch (v3); and program
+//! totals: flops, global and shared traffic (distinct
 //! bytes per block x blocks), arithmetic intensity; then the main kernel's register
 //! pressure (words loaded per unrolled body, the estimate with them per thread and per
 //! block, the copies of stores in unrolled bodies, the main store's loads per copy).
@@ -82,7 +83,7 @@ use crate::lower::{Kernel, Lowered};
 use stores::{Access, KernelCounts, Ops, Store, Walker};
 
 /// The version of the feature set; models store the version they were trained on.
-pub const FEATURE_SET_VERSION: u32 = 2;
+pub const FEATURE_SET_VERSION: u32 = 3;
 
 /// Registers per thread that a kernel needs besides its local arrays (indices, pointers,
 /// loop counters): a rough constant of the estimate.
@@ -171,6 +172,8 @@ pub const FEATURE_NAMES: &[&str] = &[
     "log_waves",
     "wave_efficiency",
     "log_barriers_per_block",
+    // Software pipelining of the shared fetch (feature set v3).
+    "pipeline_stages",
     "log_flops",
     "log_global_bytes",
     "log_shared_bytes",
@@ -472,6 +475,7 @@ fn program_features(l: &Lowered, dev: &DeviceSpec, m: &Measured, out: &mut Vec<f
         log1p2(get(|s| s.waves)),
         linear(get(|s| s.wave_efficiency)),
         log1p2(counts.barriers),
+        linear(counts.pipeline_stages),
         log1p2(flops),
         log1p2(global),
         log1p2(shared),

@@ -152,6 +152,9 @@ pub(super) struct KernelCounts {
     pub vthreads: f64,
     /// The largest product of parallel-loop extents around a store (CPU).
     pub parallel: f64,
+    /// Buffers of the deepest software pipeline (`cp.async` into S copies of the shared
+    /// stage: its waits leave S - 2 groups in flight); 1 without one.
+    pub pipeline_stages: f64,
 }
 
 #[derive(Copy, Clone, PartialEq)]
@@ -242,6 +245,7 @@ impl<'a> Walker<'a> {
                 barriers: 0.0,
                 vthreads: 1.0,
                 parallel: 1.0,
+                pipeline_stages: 1.0,
             },
         };
         for (v, tag) in &k.thread_vars {
@@ -326,7 +330,11 @@ impl<'a> Walker<'a> {
                         self.store(*dst, &[at(dst_index)], &value);
                     }
                 }
-                KStmt::Comment(_) | KStmt::CommitGroup | KStmt::WaitGroup(_) => {}
+                KStmt::WaitGroup(in_flight) => {
+                    let stages = (*in_flight + 2) as f64;
+                    self.counts.pipeline_stages = self.counts.pipeline_stages.max(stages);
+                }
+                KStmt::Comment(_) | KStmt::CommitGroup => {}
             }
         }
     }
