@@ -710,3 +710,28 @@ fn the_shipped_h100_records_answer_on_the_h100_and_h200_ones_fall_back() {
         other => panic!("expected a fallback, got {other:?}"),
     }
 }
+
+#[test]
+fn training_records_are_read_whole_or_since_a_record() {
+    let mut db = Database::open_in_memory().unwrap();
+    let w = matmul();
+    for n in 1..=3 {
+        db.commit(&ok(&w, &h100(), n, 1e-5 * n as f64)).unwrap();
+    }
+    db.commit(&ok(&w, &h200(), 4, 1e-5)).unwrap();
+    let all = db.ok_records_of(TargetKind::Cuda, "sm_90a").unwrap();
+    assert_eq!(all.len(), 4, "both devices of the arch");
+    assert!(all.windows(2).all(|p| p[0].id < p[1].id), "in id order");
+    let since = db
+        .ok_records_after(TargetKind::Cuda, "sm_90a", all[1].id)
+        .unwrap();
+    assert_eq!(
+        since.iter().map(|r| r.id).collect::<Vec<_>>(),
+        all[2..].iter().map(|r| r.id).collect::<Vec<_>>()
+    );
+    let last = all.last().unwrap().id;
+    assert!(db
+        .ok_records_after(TargetKind::Cuda, "sm_90a", last)
+        .unwrap()
+        .is_empty());
+}

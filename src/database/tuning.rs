@@ -54,13 +54,25 @@ impl Database {
     /// Every `ok` record measured on a target of `kind` and `arch`, in id order: what a
     /// cost model for that arch trains on.
     pub fn ok_records_of(&self, kind: TargetKind, arch: &str) -> Result<Vec<Record>> {
+        self.ok_records_after(kind, arch, 0)
+    }
+
+    /// Like [`Database::ok_records_of`], only the records whose id is above `after` (those
+    /// stored since a record of that id), so a tuner retraining its model reads only
+    /// what is new.
+    pub fn ok_records_after(
+        &self,
+        kind: TargetKind,
+        arch: &str,
+        after: i64,
+    ) -> Result<Vec<Record>> {
         let sql = format!(
             "SELECT {LOCAL_COLUMNS} FROM {RECORD_FROM} \
-             WHERE r.status = 'ok' AND t.kind = ?1 AND t.arch = ?2 ORDER BY r.id"
+             WHERE r.status = 'ok' AND t.kind = ?1 AND t.arch = ?2 AND r.id > ?3 ORDER BY r.id"
         );
         let mut stmt = self.conn.prepare(&sql).ctx("preparing a training query")?;
         let rows = stmt
-            .query_map(params![kind.name(), arch], read_row)
+            .query_map(params![kind.name(), arch, after], read_row)
             .ctx("reading training records")?;
         let mut out = Vec::new();
         for row in rows {

@@ -172,7 +172,9 @@ impl Session<'_> {
         }
         self.report.rounds += 1;
         Ok(Some(Prepared {
-            job: self.template.with(&proposal.candidates, self.give_up_above()),
+            job: self
+                .template
+                .with(&proposal.candidates, self.give_up_above()),
             proposal,
             round,
             start,
