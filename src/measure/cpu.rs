@@ -82,6 +82,13 @@ impl CpuToolchain {
     }
 }
 
+/// The OpenMP wait policy the worker runs kernels under unless the user set
+/// `OMP_WAIT_POLICY`: threads that finish a parallel loop sleep instead of spinning. On
+/// the shared 2-core EPYC (load 4 from other builds, 2026-11-23) a hand-written 512^3
+/// GEMM on 2 threads ran at 36 GFLOP/s with spinning threads and 115-150 with sleeping
+/// ones (85 on one thread); a wake-up costs microseconds per kernel on an idle machine.
+pub const OMP_WAIT_POLICY: &str = "passive";
+
 /// The OpenMP threads kernels run on: `OMP_NUM_THREADS` when it is a positive number
 /// (`tessel tune --threads N` sets it for the worker), else every hardware thread this
 /// process may use. The ndarray peer runs on as many.

@@ -923,7 +923,11 @@ impl Worker {
         let tmp = tempfile::Builder::new()
             .prefix("tessel-worker-")
             .tempdir()?;
-        let mut child = Command::new(exe)
+        let mut cmd = Command::new(exe);
+        if std::env::var_os("OMP_WAIT_POLICY").is_none() {
+            cmd.env("OMP_WAIT_POLICY", super::cpu::OMP_WAIT_POLICY);
+        }
+        let mut child = cmd
             .env("TMPDIR", tmp.path())
             .args(args)
             .envs(envs.iter().map(|(k, v)| (k, v)))

@@ -4,6 +4,19 @@ static inline int tessel_floordiv(int a, int b) { int q = a / b; return (a % b !
 static inline int tessel_floormod(int a, int b) { int r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
+#if defined(__AVX512F__)
+#define TESSEL_VLANES 16
+#elif defined(__AVX__)
+#define TESSEL_VLANES 8
+#elif defined(__SSE2__) || defined(__ARM_NEON)
+#define TESSEL_VLANES 4
+#else
+#define TESSEL_VLANES 1
+#endif
+typedef float tessel_vf __attribute__((vector_size(TESSEL_VLANES * 4)));
+static inline tessel_vf tessel_vload(const float *p) { tessel_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void tessel_vstore(float *p, tessel_vf v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline tessel_vf tessel_vsplat(float x) { return ((tessel_vf){0} + 1.0f) * x; }
 
 void conv2d_nchw_kernel(float* restrict data, float* restrict weight, float* restrict conv2d_nchw) {
   #pragma omp parallel for

@@ -4,6 +4,19 @@ static inline int tessel_floordiv(int a, int b) { int q = a / b; return (a % b !
 static inline int tessel_floormod(int a, int b) { int r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
+#if defined(__AVX512F__)
+#define TESSEL_VLANES 16
+#elif defined(__AVX__)
+#define TESSEL_VLANES 8
+#elif defined(__SSE2__) || defined(__ARM_NEON)
+#define TESSEL_VLANES 4
+#else
+#define TESSEL_VLANES 1
+#endif
+typedef float tessel_vf __attribute__((vector_size(TESSEL_VLANES * 4)));
+static inline tessel_vf tessel_vload(const float *p) { tessel_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void tessel_vstore(float *p, tessel_vf v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline tessel_vf tessel_vsplat(float x) { return ((tessel_vf){0} + 1.0f) * x; }
 
 void matmul_kernel(float* restrict A, float* restrict B, float* restrict C) {
   #pragma omp parallel for
@@ -13,8 +26,12 @@ void matmul_kernel(float* restrict A, float* restrict B, float* restrict C) {
         float C_local[64];
         #pragma GCC unroll 4
         for (int i_2_init = 0; i_2_init < 4; ++i_2_init) {
+          #pragma GCC unroll 64
+          for (int j_2_init = 0; j_2_init < 16 / TESSEL_VLANES * TESSEL_VLANES; j_2_init += TESSEL_VLANES) {
+            tessel_vstore(&C_local[((i_2_init * 16) + j_2_init)], tessel_vsplat(0.0f));
+          }
           #pragma omp simd
-          for (int j_2_init = 0; j_2_init < 16; ++j_2_init) {
+          for (int j_2_init = 16 / TESSEL_VLANES * TESSEL_VLANES; j_2_init < 16; ++j_2_init) {
             // block C_init
             C_local[((i_2_init * 16) + j_2_init)] = 0.0f;
           }
@@ -23,8 +40,12 @@ void matmul_kernel(float* restrict A, float* restrict B, float* restrict C) {
           for (int k_1 = 0; k_1 < 64; ++k_1) {
             #pragma GCC unroll 4
             for (int i_2 = 0; i_2 < 4; ++i_2) {
+              #pragma GCC unroll 64
+              for (int j_2 = 0; j_2 < 16 / TESSEL_VLANES * TESSEL_VLANES; j_2 += TESSEL_VLANES) {
+                tessel_vstore(&C_local[((i_2 * 16) + j_2)], (tessel_vload(&C_local[((i_2 * 16) + j_2)]) + (A[((((((i_0_j_0_fused / 3) * 4096) + (i_1 * 512)) + (i_2 * 128)) + (k_0 * 64)) + k_1)] * tessel_vload(&B[(((((k_0 * 12288) + (k_1 * 192)) + ((i_0_j_0_fused % 3) * 64)) + (j_1 * 16)) + j_2)]))));
+              }
               #pragma omp simd
-              for (int j_2 = 0; j_2 < 16; ++j_2) {
+              for (int j_2 = 16 / TESSEL_VLANES * TESSEL_VLANES; j_2 < 16; ++j_2) {
                 // block C_update
                 C_local[((i_2 * 16) + j_2)] = (C_local[((i_2 * 16) + j_2)] + (A[((((((i_0_j_0_fused / 3) * 4096) + (i_1 * 512)) + (i_2 * 128)) + (k_0 * 64)) + k_1)] * B[(((((k_0 * 12288) + (k_1 * 192)) + ((i_0_j_0_fused % 3) * 64)) + (j_1 * 16)) + j_2)]));
               }
@@ -32,8 +53,12 @@ void matmul_kernel(float* restrict A, float* restrict B, float* restrict C) {
           }
         }
         for (int ax0 = 0; ax0 < 4; ++ax0) {
+          #pragma GCC unroll 64
+          for (int ax1 = 0; ax1 < 16 / TESSEL_VLANES * TESSEL_VLANES; ax1 += TESSEL_VLANES) {
+            tessel_vstore(&C[(((((((i_0_j_0_fused / 3) * 6144) + (i_1 * 768)) + (ax0 * 192)) + ((i_0_j_0_fused % 3) * 64)) + (j_1 * 16)) + ax1)], tessel_vload(&C_local[((ax0 * 16) + ax1)]));
+          }
           #pragma omp simd
-          for (int ax1 = 0; ax1 < 16; ++ax1) {
+          for (int ax1 = 16 / TESSEL_VLANES * TESSEL_VLANES; ax1 < 16; ++ax1) {
             // block C_local
             C[(((((((i_0_j_0_fused / 3) * 6144) + (i_1 * 768)) + (ax0 * 192)) + ((i_0_j_0_fused % 3) * 64)) + (j_1 * 16)) + ax1)] = C_local[((ax0 * 16) + ax1)];
           }
