@@ -1005,7 +1005,6 @@ fn run_tune(args: TuneArgs) -> Result<()> {
     if args.shard.is_some() || args.task_scheduler.is_some() || args.devices.is_some() {
         bail!("--shard, --task-scheduler and --devices need --network");
     }
-    use tessel::search::{SearchSpace, StrategyKind};
     use tessel::tune::Tuner;
     let path = db_path(args.db.clone())?;
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -1013,18 +1012,8 @@ fn run_tune(args: TuneArgs) -> Result<()> {
     }
     let mut database = tessel::database::Database::open(&path)?;
     let tt = tune_target(args.target)?;
-    let space = match &args.space {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read {}", p.display()))?;
-            Some(SearchSpace::parse(&text, &p.display().to_string())?)
-        }
-        None => None,
-    };
-    let strategy = match args.strategy {
-        StrategyArg::Evolutionary => StrategyKind::Evolutionary,
-        StrategyArg::Random => StrategyKind::Random,
-    };
+    let space = space_file(args.space.as_deref())?;
+    let strategy = strategy_kind(args.strategy);
     let mut json_reports = Vec::new();
     for spec in &args.workloads {
         let w = load_workload(spec)?;
@@ -1299,6 +1288,25 @@ fn set_cpu_threads(threads: Option<usize>) {
     }
 }
 
+/// The design space of `--space FILE`, or `None` for the target's default.
+fn space_file(path: Option<&std::path::Path>) -> Result<Option<tessel::search::SearchSpace>> {
+    let Some(p) = path else { return Ok(None) };
+    let text =
+        std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+    Ok(Some(tessel::search::SearchSpace::parse(
+        &text,
+        &p.display().to_string(),
+    )?))
+}
+
+fn strategy_kind(arg: StrategyArg) -> tessel::search::StrategyKind {
+    use tessel::search::StrategyKind;
+    match arg {
+        StrategyArg::Evolutionary => StrategyKind::Evolutionary,
+        StrategyArg::Random => StrategyKind::Random,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::Cli;
@@ -1370,7 +1378,6 @@ fn load_network(path: &std::path::Path) -> Result<tessel::network::Network> {
 /// `tessel tune --network FILE [--shard i/N]`: the network's tasks (or this shard's)
 /// tuned by the task scheduler, a line per round, then the table of the tasks.
 fn tune_network(args: &TuneArgs, file: &std::path::Path) -> Result<()> {
-    use tessel::search::{SearchSpace, StrategyKind};
     use tessel::tune::Tuner;
     let network = load_network(file)?;
     let tasks: Vec<tessel::network::Task> = match args.shard {
@@ -1391,18 +1398,8 @@ fn tune_network(args: &TuneArgs, file: &std::path::Path) -> Result<()> {
     let mut database = tessel::database::Database::open(&path)?;
     let tt = tune_target(args.target)?;
     let key = tt.key()?;
-    let space = match &args.space {
-        Some(p) => {
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("cannot read {}", p.display()))?;
-            Some(SearchSpace::parse(&text, &p.display().to_string())?)
-        }
-        None => None,
-    };
-    let strategy = match args.strategy {
-        StrategyArg::Evolutionary => StrategyKind::Evolutionary,
-        StrategyArg::Random => StrategyKind::Random,
-    };
+    let space = space_file(args.space.as_deref())?;
+    let strategy = strategy_kind(args.strategy);
     eprintln!(
         "[{name}] {} tasks, {} trials in all, on {key}",
         tasks.len(),
