@@ -517,12 +517,10 @@ fn stmts(
                 valid,
             } => {
                 let mut copies = Vec::new();
-                for i in 0..*lanes {
-                    let at = |e: &crate::ir::Expr| {
-                        crate::ir::Expr::add(e.clone(), crate::ir::Expr::Int(i))
-                    };
-                    let (access, dtype) = cexpr::access(c, *dst, &[at(dst_index)], 0)?;
-                    let load = crate::ir::Expr::Load(*src, vec![at(src_index)]);
+                for (index, load) in
+                    crate::lower::cp_async_lanes(dst_index, *src, src_index, *lanes)
+                {
+                    let (access, dtype) = cexpr::access(c, *dst, &[index], 0)?;
                     copies.push((access, cexpr::store_value(c, dtype, &load)?));
                 }
                 // The simplifier may have folded the condition to an integer constant.

@@ -90,6 +90,23 @@ pub struct Kernel {
     pub body: Vec<KStmt>,
 }
 
+/// The element copies of a [`KStmt::CpAsync`] of `lanes` lanes: for each lane, the flat
+/// index it writes in the destination and the load of the source element it copies
+/// (without the copy's `valid` condition, which its users apply their own way).
+pub fn cp_async_lanes(
+    dst_index: &Expr,
+    src: BufferId,
+    src_index: &Expr,
+    lanes: i64,
+) -> Vec<(Expr, Expr)> {
+    (0..lanes)
+        .map(|i| {
+            let at = |e: &Expr| Expr::add(e.clone(), Expr::Int(i));
+            (at(dst_index), Expr::Load(src, vec![at(src_index)]))
+        })
+        .collect()
+}
+
 impl Kernel {
     /// Bytes of shared memory the kernel allocates statically.
     pub fn shared_bytes(&self, p: &Program) -> i64 {

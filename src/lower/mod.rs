@@ -25,7 +25,7 @@ mod vthread;
 
 pub(crate) use compact::contiguous as kernel_contiguous;
 pub(crate) use compact::vector_body as kernel_vector_body;
-pub use kernel::{Alloc, ForKind, KStmt, Kernel, Lowered};
+pub use kernel::{cp_async_lanes, Alloc, ForKind, KStmt, Kernel, Lowered};
 
 use crate::ir::interval::Interval;
 use crate::ir::simplify::simplify;

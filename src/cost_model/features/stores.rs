@@ -316,9 +316,9 @@ impl<'a> Walker<'a> {
                     lanes,
                     valid,
                 } => {
-                    for i in 0..*lanes {
-                        let at = |e: &Expr| Expr::add(e.clone(), Expr::Int(i));
-                        let load = Expr::Load(*src, vec![at(src_index)]);
+                    for (index, load) in
+                        crate::lower::cp_async_lanes(dst_index, *src, src_index, *lanes)
+                    {
                         let value = match valid {
                             Some(c) => Expr::Select(
                                 Box::new(c.clone()),
@@ -327,7 +327,7 @@ impl<'a> Walker<'a> {
                             ),
                             None => load,
                         };
-                        self.store(*dst, &[at(dst_index)], &value);
+                        self.store(*dst, &[index], &value);
                     }
                 }
                 KStmt::WaitGroup(in_flight) => {
