@@ -360,16 +360,9 @@ impl<'a> Printer<'a> {
     /// A float4/float2 copy for a vectorized loop whose store copies one contiguous load;
     /// `None` prints the loop as an unrolled scalar loop instead.
     fn vector_copy(&self, var: VarId, lanes: i64, body: &[KStmt]) -> Option<String> {
-        let (_, store) = crate::lower::kernel_vector_body(body, var).ok()?;
-        let KStmt::Store {
-            buffer,
-            indices,
-            value,
-        } = store
-        else {
-            return None;
-        };
-        let Expr::Load(src, sidx) = value else {
+        let store = crate::lower::kernel_vector_body(body, var).ok()?;
+        let (buffer, indices) = (store.buffer, store.indices);
+        let Expr::Load(src, sidx) = store.value else {
             return None;
         };
         let ty = if lanes == 4 { "float4" } else { "float2" };
@@ -383,7 +376,7 @@ impl<'a> Printer<'a> {
         }));
         Some(format!(
             "*({ty}*)({} + {d}) = *({ty}*)({} + {s});",
-            ident(&self.p.buffer(*buffer).name),
+            ident(&self.p.buffer(buffer).name),
             ident(&self.p.buffer(*src).name)
         ))
     }

@@ -47,16 +47,13 @@ pub(super) fn vector_statement(
     var: VarId,
     body: &[KStmt],
 ) -> Option<(Option<String>, String)> {
-    let (guard, store) = crate::lower::kernel_vector_body(body, var).ok()?;
-    let KStmt::Store {
+    let crate::lower::VectorStore {
+        guard,
         buffer,
         indices,
         value,
-    } = store
-    else {
-        return None;
-    };
-    if pr.p.buffer(*buffer).dtype != DType::F32
+    } = crate::lower::kernel_vector_body(body, var).ok()?;
+    if pr.p.buffer(buffer).dtype != DType::F32
         || crate::lower::kernel_contiguous(&indices[0], var, 1, pr.ranges()).is_err()
     {
         return None;
@@ -67,7 +64,7 @@ pub(super) fn vector_statement(
     let mut hazard = false;
     value.visit(&mut |e| {
         if let Expr::Load(b, idx) = e {
-            hazard |= *b == *buffer && idx[0] != indices[0];
+            hazard |= *b == buffer && idx[0] != indices[0];
         }
     });
     if hazard {
@@ -81,7 +78,7 @@ pub(super) fn vector_statement(
     };
     let stmt = format!(
         "tessel_vstore(&{}[{}], {rhs});",
-        ident(&pr.p.buffer(*buffer).name),
+        ident(&pr.p.buffer(buffer).name),
         pr.expr(&indices[0])
     );
     Some((guard.map(|g| pr.expr(g)), stmt))

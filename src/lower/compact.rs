@@ -298,27 +298,51 @@ pub(super) fn check_vectors(p: &Program, k: &Kernel, ranges: &BTreeMap<VarId, i6
     walk(p, &k.body, ranges)
 }
 
+/// The one store of a vectorized loop body, under at most one guard that does not depend
+/// on the lane.
+pub(crate) struct VectorStore<'a> {
+    pub guard: Option<&'a Expr>,
+    pub buffer: BufferId,
+    pub indices: &'a [Expr],
+    pub value: &'a Expr,
+}
+
 /// The store of a vectorized loop body, when the body has the accepted shape.
 pub(crate) fn vector_body(
     body: &[KStmt],
     var: VarId,
-) -> std::result::Result<(Option<&Expr>, &KStmt), String> {
-    let real: Vec<&KStmt> = body
-        .iter()
-        .filter(|s| !matches!(s, KStmt::Comment(_)))
-        .collect();
-    match real.as_slice() {
-        [s @ KStmt::Store { .. }] => Ok((None, s)),
+) -> std::result::Result<VectorStore<'_>, String> {
+    fn real(b: &[KStmt]) -> Vec<&KStmt> {
+        b.iter()
+            .filter(|s| !matches!(s, KStmt::Comment(_)))
+            .collect()
+    }
+    fn store<'a>(
+        guard: Option<&'a Expr>,
+        s: &'a KStmt,
+    ) -> std::result::Result<VectorStore<'a>, String> {
+        match s {
+            KStmt::Store {
+                buffer,
+                indices,
+                value,
+            } => Ok(VectorStore {
+                guard,
+                buffer: *buffer,
+                indices,
+                value,
+            }),
+            _ => Err("its body is not a single store".to_string()),
+        }
+    }
+    match real(body).as_slice() {
+        [s @ KStmt::Store { .. }] => store(None, s),
         [KStmt::If { cond, then }] => {
             if cond.uses_var(var) {
                 return Err("its guard depends on the lane (imperfect tile)".into());
             }
-            let inner: Vec<&KStmt> = then
-                .iter()
-                .filter(|s| !matches!(s, KStmt::Comment(_)))
-                .collect();
-            match inner.as_slice() {
-                [s @ KStmt::Store { .. }] => Ok((Some(cond), s)),
+            match real(then).as_slice() {
+                [s] => store(Some(cond), s),
                 _ => Err("its body is not a single store".into()),
             }
         }
@@ -372,20 +396,17 @@ fn vector_store(
             return Ok(());
         }
     }
-    let (_, store) = vector_body(body, var)?;
-    let KStmt::Store {
+    let VectorStore {
         buffer,
         indices,
         value,
-    } = store
-    else {
-        unreachable!("vector_body returns a store")
-    };
-    if p.buffer(*buffer).dtype != DType::F32 {
+        ..
+    } = vector_body(body, var)?;
+    if p.buffer(buffer).dtype != DType::F32 {
         return Err(format!(
             "only float32 vectors are supported, {} is {}",
-            p.buffer(*buffer).name,
-            p.buffer(*buffer).dtype
+            p.buffer(buffer).name,
+            p.buffer(buffer).dtype
         ));
     }
     if lanes != 2 && lanes != 4 {

@@ -24,7 +24,7 @@ mod pipeline;
 mod vthread;
 
 pub(crate) use compact::contiguous as kernel_contiguous;
-pub(crate) use compact::vector_body as kernel_vector_body;
+pub(crate) use compact::{vector_body as kernel_vector_body, VectorStore};
 pub use kernel::{cp_async_lanes, Alloc, ForKind, KStmt, Kernel, Lowered};
 
 use crate::ir::interval::Interval;

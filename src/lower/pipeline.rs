@@ -368,16 +368,13 @@ impl Cx<'_> {
         if lanes != 2 && lanes != 4 {
             return None;
         }
-        let (guard, store) = super::compact::vector_body(body, lane).ok()?;
-        let KStmt::Store {
+        let super::compact::VectorStore {
+            guard,
             buffer,
             indices,
             value,
-        } = store
-        else {
-            return None;
-        };
-        let (src, src_index, valid) = self.copy_source(*buffer, value)?;
+        } = super::compact::vector_body(body, lane).ok()?;
+        let (src, src_index, valid) = self.copy_source(buffer, value)?;
         if valid.as_ref().is_some_and(|c| c.uses_var(lane)) {
             return None;
         }
@@ -385,7 +382,7 @@ impl Cx<'_> {
         contiguous(&src_index, lane, lanes, self.ranges).ok()?;
         let at0 = |e: &Expr| self.simp(&e.substitute(&|v| (v == lane).then_some(Expr::Int(0))));
         let copy = KStmt::CpAsync {
-            dst: *buffer,
+            dst: buffer,
             dst_index: at0(&indices[0]),
             src,
             src_index: at0(&src_index),
