@@ -139,10 +139,11 @@ fn failures_are_kept_and_never_returned() {
     let w = matmul();
     let t = trace(&w, [2, 8], "tag", 1);
     let fail = NewRecord::failed(&w, h100(), t.clone(), Status::WrongAnswer, "max error 3.5");
-    assert!(!db.has_measured(&w, &h100(), &t).unwrap());
+    assert!(db.measured_keys(&w, &h100()).unwrap().is_empty());
     assert!(matches!(db.commit(&fail).unwrap(), Committed::Stored(_)));
-    assert!(db.has_measured(&w, &h100(), &t).unwrap());
-    assert!(!db.has_measured(&w, &h200(), &t).unwrap());
+    let key = tessel::database::trace_key(&t);
+    assert_eq!(db.measured_keys(&w, &h100()).unwrap(), [key].into());
+    assert!(db.measured_keys(&w, &h200()).unwrap().is_empty());
     assert_eq!(db.best(&w, &h100()).unwrap(), None);
     assert_eq!(
         db.stats().unwrap().by_status,

@@ -6,7 +6,7 @@
 //!   user_version`, upgraded by forward migrations. A file with a newer version than
 //!   this build knows is refused before anything is written to it.
 //! * [`Database::commit`] stores a record once per (workload, target, trace);
-//!   [`Database::has_measured`] tells the tuner what not to measure again.
+//!   [`Database::measured_keys`] tells the tuner what not to measure again.
 //! * [`Database::best`] and [`Database::top_k`] return `ok` records only, fastest
 //!   first: measured on the exact target, else on another device of the same kind and
 //!   arch, marked as a [`Match::Fallback`]; never across kinds. A lookup matches on the
@@ -45,6 +45,7 @@ pub use kernel::{target_key, ReadyKernel};
 pub use models::StoredModel;
 pub use provenance::{LocalMeasurement, StoredWorkload};
 pub use share::FileFormat;
+pub use store::trace_key;
 pub use types::{
     utc, Committed, Filter, ImportMode, ImportReport, ImportSource, Lookup, Match, NewRecord,
     Provenance, Record, Rejection, Stats, Status, TargetKey, TargetKind, TargetStats,

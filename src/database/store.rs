@@ -32,6 +32,12 @@ pub(crate) const RECORD_FROM: &str = "records r JOIN targets t ON t.id = r.targe
 /// The SQL truth value of "`r` was measured here".
 pub(crate) const MEASURED_HERE: &str = "r.origin IN ('local', 'verified')";
 
+/// The key a trace is stored under, once per workload and target: the SHA-256 of its
+/// JSON form.
+pub fn trace_key(trace: &Trace) -> String {
+    sha256_hex(&to_json(trace))
+}
+
 /// Where a record being inserted comes from.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) enum Origin {
@@ -54,33 +60,35 @@ impl Database {
         Ok(done)
     }
 
-    /// Whether `trace` was already measured (successfully or not) for `workload` on
-    /// exactly `target`: the tuner skips it.
-    pub fn has_measured(
+    /// The keys ([`trace_key`]) of every trace measured (successfully or not) for
+    /// `workload` on exactly `target`: the tuner does not measure them again.
+    pub fn measured_keys(
         &self,
         workload: &Workload,
         target: &TargetKey,
-        trace: &Trace,
-    ) -> Result<bool> {
-        let dedup = sha256_hex(&to_json(trace));
-        self.conn
-            .query_row(
-                "SELECT 1 FROM records r JOIN targets t ON t.id = r.target_id \
-                 WHERE r.workload_key = ?1 AND r.dedup_key = ?2 AND t.kind = ?3 \
-                 AND t.arch = ?4 AND t.device = ?5 AND t.toolchain = ?6",
+    ) -> Result<std::collections::HashSet<String>> {
+        let mut st = self
+            .conn
+            .prepare_cached(
+                "SELECT r.dedup_key FROM records r JOIN targets t ON t.id = r.target_id \
+                 WHERE r.workload_key = ?1 AND t.kind = ?2 AND t.arch = ?3 \
+                 AND t.device = ?4 AND t.toolchain = ?5",
+            )
+            .ctx("looking up measured traces")?;
+        let keys = st
+            .query_map(
                 params![
                     workload.key(),
-                    dedup,
                     target.kind.name(),
                     target.arch,
                     target.device,
                     target.toolchain
                 ],
-                |_| Ok(()),
+                |row| row.get::<_, String>(0),
             )
-            .optional()
-            .ctx("looking up a trace")
-            .map(|found| found.is_some())
+            .and_then(|rows| rows.collect())
+            .ctx("reading measured traces")?;
+        Ok(keys)
     }
 
     /// The fastest `ok` record of `workload` for `target`: measured on that exact
@@ -253,6 +261,7 @@ pub(crate) fn insert_record(
         })
         .ctx("reading a target")?;
     let trace_json = to_json(&r.trace);
+    // `trace_key`, from the JSON already made.
     let dedup = sha256_hex(&trace_json);
     let runs = serde_json::to_string(&r.run_secs)
         .map_err(|e| DatabaseError::InvalidRecord(format!("run times do not serialize: {e}")))?;

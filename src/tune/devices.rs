@@ -1,22 +1,26 @@
 //! A network tuned on several devices at once: one measurement worker per device, each on
-//! its own thread, measuring a different task's batch at a time. The scheduler's loop
-//! stays on the calling thread, which owns the database (one writer) and the cost model:
-//! whenever a worker is idle it chooses a task among those not in flight, proposes its
-//! batch and hands the job over; whenever a worker is done it records the outcomes and
-//! feeds them back, exactly as a round on one worker does ([`Session::prepare`] and
-//! [`Session::finish`] are the two halves of [`Session::round`]).
+//! its own thread, working on a different task's round at a time. A worker proposes the
+//! task's batch (with the task's proposer, lent to it: the strategy, the keys of what is
+//! measured, the job template; see `super::propose`), compiles it and measures it. The
+//! scheduler's loop stays on the calling thread, which owns the database (one writer)
+//! and the cost model: whenever a worker is idle it chooses a task among those not in
+//! flight and lends it that task's proposer; whenever a worker is done it records what
+//! was proposed and measured and feeds it back, exactly as a round on one worker does
+//! (`Session::prepare` and `Session::finish`, the two halves of `Session::round`).
+//! Proposing, the most expensive stage after measuring, so runs on as many threads as
+//! there are devices.
 //!
 //! With one worker the network tuner takes `Session::round` instead, which also proposes
 //! a task's next batch while its batch is measured.
 
 use super::measure::{self, Measured};
 use super::network::NetworkRun;
+use super::propose::Proposed;
 use super::report::StopReason;
-use super::session::{Prepared, RoundPlan};
+use super::session::Lent;
 use super::{TuneError, Tuner};
 use crate::database::Database;
 use crate::measure::worker::{MeasureError, Measurer};
-use crate::measure::Job;
 use crate::network::{choose, Choice, Task};
 use crate::tune::NetworkRound;
 use std::collections::BTreeMap;
@@ -82,14 +86,36 @@ impl Devices {
     }
 }
 
-/// A worker's result: which worker, which task, what it measured.
-type Done = (usize, usize, Result<Measured, MeasureError>);
+/// What a worker sends back: which worker, which task, the loan, what it proposed and,
+/// if that had candidates, what it measured.
+struct Done {
+    worker: usize,
+    task: usize,
+    lent: Lent,
+    proposed: Proposed,
+    measured: Option<Result<Measured, MeasureError>>,
+}
 
-/// A batch out on a worker.
+/// A task's batch out on a worker.
 struct InFlight {
-    prepared: Prepared,
     choice: Choice,
     before: usize,
+}
+
+/// A worker's round: propose with the lent proposer, then measure what it proposed.
+fn work(worker: usize, m: &mut Measurer, task: usize, mut lent: Lent) -> Done {
+    let proposed = lent.proposer.propose(lent.n);
+    let measured = (!proposed.proposal.candidates.is_empty()).then(|| {
+        let job = lent.proposer.job(&proposed.proposal, lent.give_up_above);
+        measure::measure(m, &job)
+    });
+    Done {
+        worker,
+        task,
+        lent,
+        proposed,
+        measured,
+    }
 }
 
 impl Tuner<'_> {
@@ -106,14 +132,11 @@ impl Tuner<'_> {
             let (done_tx, done_rx) = mpsc::channel::<Done>();
             let mut jobs = Vec::with_capacity(workers.len());
             for (w, mut m) in workers.into_iter().enumerate() {
-                let (tx, rx) = mpsc::channel::<(usize, Job)>();
+                let (tx, rx) = mpsc::channel::<(usize, Lent)>();
                 let done = done_tx.clone();
                 s.spawn(move || {
-                    for (task, job) in rx {
-                        if done
-                            .send((w, task, measure::measure(&mut m, &job)))
-                            .is_err()
-                        {
+                    for (task, lent) in rx {
+                        if done.send(work(w, &mut m, task, lent)).is_err() {
                             break;
                         }
                     }
@@ -130,13 +153,14 @@ impl Tuner<'_> {
         &mut self,
         db: &mut Database,
         run: &mut NetworkRun,
-        jobs: &[mpsc::Sender<(usize, Job)>],
+        jobs: &[mpsc::Sender<(usize, Lent)>],
         done: &mpsc::Receiver<Done>,
         on_round: &mut dyn FnMut(&NetworkRound, &Task),
     ) -> Result<StopReason, TuneError> {
         let mut idle: Vec<usize> = (0..jobs.len()).rev().collect();
         let mut in_flight: BTreeMap<usize, InFlight> = BTreeMap::new();
-        // Candidates handed out, measured or not: the budget counts them.
+        // Candidates handed out, measured or not: the budget counts them (a batch out
+        // counts as its full size until it is back).
         let mut handed_out = run.total;
         loop {
             self.say_network(&mut run.sessions, &mut run.notes);
@@ -156,57 +180,45 @@ impl Tuner<'_> {
                     break;
                 };
                 let i = choice.task();
-                let plan = RoundPlan {
-                    batch: self.batch,
-                    budget_left: self.trials - handed_out,
-                    overlap: false,
-                };
+                let n = self.batch.min(self.trials - handed_out);
                 let before = run.sessions[i].report.trials;
-                let Some(prepared) = run.sessions[i].prepare(db, &run.learner, plan)? else {
-                    self.after_round(
-                        run,
-                        choice,
-                        before,
-                        Some(StopReason::SpaceExhausted),
-                        on_round,
-                    );
-                    continue;
-                };
-                handed_out += prepared.job.candidates.len();
+                let lent = run.sessions[i].lend(&run.learner, n)?;
+                handed_out += n;
                 jobs[w]
-                    .send((i, prepared.job.clone()))
+                    .send((i, lent))
                     .map_err(|_| TuneError::Target(format!("measurement worker {w} is gone")))?;
                 idle.pop();
-                in_flight.insert(
-                    i,
-                    InFlight {
-                        prepared,
-                        choice,
-                        before,
-                    },
-                );
+                in_flight.insert(i, InFlight { choice, before });
             }
             if in_flight.is_empty() {
                 return Ok(stop.unwrap_or(StopReason::SpaceExhausted));
             }
-            let (w, i, measured) = done
+            let back = done
                 .recv()
                 .map_err(|_| TuneError::Target("every measurement worker is gone".into()))?;
+            let (w, i) = (back.worker, back.task);
             idle.push(w);
-            let Some(back) = in_flight.remove(&i) else {
+            let Some(out) = in_flight.remove(&i) else {
                 return Err(TuneError::Target(format!(
                     "measurement worker {w} returned a batch of task {i} that was not out"
                 )));
             };
+            handed_out -= back.lent.n - back.proposed.proposal.candidates.len().min(back.lent.n);
             let s = &mut run.sessions[i];
-            s.finish(
-                db,
-                &mut run.learner,
-                &mut run.notes,
-                back.prepared,
-                measured?,
-            )?;
-            self.after_round(run, back.choice, back.before, None, on_round);
+            let prepared = s.take_back(db, &run.learner, back.lent, back.proposed)?;
+            let exhausted = match (prepared, back.measured) {
+                (Some(prepared), Some(measured)) => {
+                    s.finish(db, &mut run.learner, &mut run.notes, prepared, measured?)?;
+                    None
+                }
+                (None, _) => Some(StopReason::SpaceExhausted),
+                (Some(_), None) => {
+                    return Err(TuneError::Target(format!(
+                        "measurement worker {w} did not measure a batch of task {i}"
+                    )))
+                }
+            };
+            self.after_round(run, out.choice, out.before, exhausted, on_round);
         }
     }
 }

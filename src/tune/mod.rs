@@ -283,7 +283,7 @@ impl<'a> Tuner<'a> {
             &session.report.target,
             &mut notes,
         )?;
-        session.take_model(&learner);
+        session.take_model(&learner)?;
         self.say(&mut session.report, &mut notes);
         let overlap = self
             .overlap

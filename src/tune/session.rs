@@ -5,14 +5,14 @@
 
 use super::learn::Learner;
 use super::measure::{self, JobTemplate, Measured};
-use super::propose::{propose, Proposed};
+use super::propose::{Proposed, Proposer};
 use super::record::Recorder;
 use super::report::{RoundStats, StopReason, TuneReport};
 use super::{best_in_db, empty_report, has_design_space, TuneError, Tuner};
 use crate::database::{Database, TargetKey};
 use crate::measure::worker::Measurer;
 use crate::measure::Job;
-use crate::search::{Proposal, SearchStrategy};
+use crate::search::Proposal;
 use crate::workload::Workload;
 use std::time::{Duration, Instant};
 
@@ -27,24 +27,34 @@ pub(crate) struct RoundPlan {
     pub overlap: bool,
 }
 
-/// A batch proposed and ready to measure: the job for the worker, and what the round
-/// knows so far.
+/// A batch proposed and recorded as proposed, ready to measure: what the round knows so
+/// far.
 pub(crate) struct Prepared {
-    pub job: Job,
     proposal: Proposal,
     round: RoundStats,
     start: Instant,
+}
+
+/// A session's proposer out on a measurement worker's thread (`super::devices`): the
+/// worker proposes up to `n` candidates and measures them.
+pub(crate) struct Lent {
+    pub proposer: Proposer,
+    pub n: usize,
+    pub give_up_above: Option<f64>,
+    /// When the round began.
+    pub start: Instant,
 }
 
 /// One workload being tuned.
 pub(crate) struct Session<'w> {
     pub w: &'w Workload,
     key: TargetKey,
-    template: JobTemplate,
     /// Candidates slower than this many times the best known are given up after their
     /// probe runs (see `Tuner::with_give_up_factor`).
     give_up_factor: Option<f64>,
-    pub strategy: Box<dyn SearchStrategy + Send>,
+    /// The strategy, what it must not propose again and the job template; `None` while
+    /// lent to a measurement worker.
+    proposer: Option<Proposer>,
     pub report: TuneReport,
     /// The batch proposed while the last one was measured.
     pending: Option<Proposed>,
@@ -94,12 +104,12 @@ impl Tuner<'_> {
         let warm = super::warm_start::warm_start(&mut *strategy, db, w, &program, &key)?;
         report.fed_back_at_start = warm.fed_back;
         report.seed_traces = warm.seeds;
+        let known = db.measured_keys(w, &key)?;
         Ok(Session {
             w,
             key,
-            template,
             give_up_factor: self.give_up_factor,
-            strategy,
+            proposer: Some(Proposer::new(strategy, known, template)),
             report,
             pending: None,
             stale_rounds: 0,
@@ -112,12 +122,24 @@ impl Tuner<'_> {
 }
 
 impl Session<'_> {
+    /// The proposer; an error if it is out on a worker (the network tuner never chooses a
+    /// task whose batch is in flight).
+    fn proposer(&mut self) -> Result<&mut Proposer, TuneError> {
+        self.proposer.as_mut().ok_or_else(|| {
+            TuneError::Target(format!(
+                "{}: a round began while the last one was still out",
+                self.w.key()
+            ))
+        })
+    }
+
     /// Hands the learner's newest model to the strategy if it does not have it yet.
-    pub fn take_model(&mut self, learner: &Learner) {
+    pub fn take_model(&mut self, learner: &Learner) -> Result<(), TuneError> {
         if self.model_generation < learner.generation() {
-            learner.install_current(&mut *self.strategy);
+            learner.install_current(&mut *self.proposer()?.strategy);
             self.model_generation = learner.generation();
         }
+        Ok(())
     }
 
     /// The latency above which a candidate's timing stops after its probe runs: the give-up
@@ -135,25 +157,81 @@ impl Session<'_> {
         db: &mut Database,
         learner: &Learner,
         plan: RoundPlan,
-    ) -> Result<Option<Prepared>, TuneError> {
+    ) -> Result<Option<(Prepared, Job)>, TuneError> {
         let start = Instant::now();
-        self.take_model(learner);
-        let mut round = RoundStats {
-            round: self.report.rounds + 1,
-            ..RoundStats::default()
-        };
+        self.take_model(learner)?;
+        let mut round = self.next_round();
         let n = plan.batch.min(plan.budget_left);
-        let Proposed { mut proposal, .. } = match self.pending.take() {
+        let proposed = match self.pending.take() {
             Some(p) => {
                 round.overlapped_propose_seconds = p.took.as_secs_f64();
                 p
             }
             None => {
-                let p = propose(&mut *self.strategy, n, db, self.w, &self.key)?;
+                let p = self.proposer()?.propose(n);
                 round.seconds.propose = p.took.as_secs_f64();
                 p
             }
         };
+        let Some(prepared) = self.accept(db, learner, proposed.proposal, n, round, start)? else {
+            return Ok(None);
+        };
+        let give_up = self.give_up_above();
+        let job = self.proposer()?.job(&prepared.proposal, give_up);
+        Ok(Some((prepared, job)))
+    }
+
+    /// Lends the proposer to a measurement worker, which proposes up to `n` candidates
+    /// for this session and measures them; [`Session::take_back`] ends the loan.
+    pub fn lend(&mut self, learner: &Learner, n: usize) -> Result<Lent, TuneError> {
+        let start = Instant::now();
+        self.take_model(learner)?;
+        let give_up_above = self.give_up_above();
+        let proposer = self
+            .proposer
+            .take()
+            .ok_or_else(|| TuneError::Target(format!("{}: lent twice", self.w.key())))?;
+        Ok(Lent {
+            proposer,
+            n,
+            give_up_above,
+            start,
+        })
+    }
+
+    /// Ends a loan: the proposer comes back with what it proposed, which is recorded as
+    /// [`Session::prepare`] records a batch; `None` when it had nothing new.
+    pub fn take_back(
+        &mut self,
+        db: &mut Database,
+        learner: &Learner,
+        lent: Lent,
+        proposed: Proposed,
+    ) -> Result<Option<Prepared>, TuneError> {
+        self.proposer = Some(lent.proposer);
+        let mut round = self.next_round();
+        round.seconds.propose = proposed.took.as_secs_f64();
+        self.accept(db, learner, proposed.proposal, lent.n, round, lent.start)
+    }
+
+    fn next_round(&self) -> RoundStats {
+        RoundStats {
+            round: self.report.rounds + 1,
+            ..RoundStats::default()
+        }
+    }
+
+    /// Records what proposing a batch of at most `n` produced besides candidates; the
+    /// batch to measure, or `None` when it has no candidate.
+    fn accept(
+        &mut self,
+        db: &mut Database,
+        learner: &Learner,
+        mut proposal: Proposal,
+        n: usize,
+        mut round: RoundStats,
+        start: Instant,
+    ) -> Result<Option<Prepared>, TuneError> {
         // A batch proposed ahead may be more than the budget left by now (in a network,
         // other tasks had rounds since).
         proposal.candidates.truncate(n);
@@ -165,6 +243,10 @@ impl Session<'_> {
             target: &self.key,
         }
         .proposal(db, &proposal, &mut self.report, &mut round)?;
+        let proposer = self.proposer()?;
+        for (trace, _) in &proposal.rejected {
+            proposer.recorded(trace);
+        }
         round.seconds.record += recording.elapsed().as_secs_f64();
         if proposal.candidates.is_empty() {
             self.busy += start.elapsed();
@@ -172,9 +254,6 @@ impl Session<'_> {
         }
         self.report.rounds += 1;
         Ok(Some(Prepared {
-            job: self
-                .template
-                .with(&proposal.candidates, self.give_up_above()),
             proposal,
             round,
             start,
@@ -217,9 +296,13 @@ impl Session<'_> {
             &mut self.failures_in_a_row,
         )?;
         round.seconds.record += recording.elapsed().as_secs_f64();
+        let proposer = self.proposer()?;
+        for c in &proposal.candidates {
+            proposer.recorded(&c.trace);
+        }
         // 6. learn.
         let learning = Instant::now();
-        learner.after_round(db, &mut *self.strategy, &results, notes)?;
+        learner.after_round(db, &mut *proposer.strategy, &results, notes)?;
         self.model_generation = learner.generation();
         round.seconds.learn = learning.elapsed().as_secs_f64();
         if round.best_seconds.is_some() && round.best_seconds != best_before {
@@ -248,7 +331,7 @@ impl Session<'_> {
         plan: RoundPlan,
     ) -> Result<Option<StopReason>, TuneError> {
         // 1. propose.
-        let Some(mut prepared) = self.prepare(db, learner, plan)? else {
+        let Some((mut prepared, job)) = self.prepare(db, learner, plan)? else {
             return Ok(Some(StopReason::SpaceExhausted));
         };
         // 2-4. build, check, time; the next batch is proposed meanwhile.
@@ -256,15 +339,11 @@ impl Session<'_> {
             plan.budget_left
                 .saturating_sub(prepared.proposal.candidates.len()),
         );
-        let (w, key) = (self.w, &self.key);
-        let strategy = &mut *self.strategy;
-        let job = &prepared.job;
+        let proposer = self.proposer()?;
         let (measured, next) = std::thread::scope(|s| {
-            let proposer = (plan.overlap && following > 0).then(|| {
-                let (strategy, db) = (&mut *strategy, &mut *db);
-                s.spawn(move || propose(strategy, following, db, w, key))
-            });
-            let measured = measure::measure(measurer, job);
+            let proposer = (plan.overlap && following > 0)
+                .then(|| s.spawn(move || Ok(proposer.propose(following))));
+            let measured = measure::measure(measurer, &job);
             let waited = Instant::now();
             let next = proposer.map(|h| {
                 h.join()
