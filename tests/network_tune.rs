@@ -116,12 +116,23 @@ fn the_scheduler_warms_up_every_task_then_spends_the_network_budget() {
 #[test]
 fn two_workers_tune_different_tasks_at_once_into_one_database() {
     // The same code path as several GPUs (`--devices 0,1`), with two CPU workers.
-    let net = Network::parse(TINY, "tiny.toml").unwrap();
-    let mut db = Database::open_in_memory().unwrap();
     let worker =
         || Measurer::new(env!("CARGO_BIN_EXE_tessel")).with_timeout(Duration::from_secs(30));
-    let report = tuner(&mut db, 8)
-        .with_workers(vec![worker(), worker()])
+    rounds_in_flight_fill_one_database(|t| t.with_workers(vec![worker(), worker()]));
+}
+
+#[test]
+fn one_device_proposes_a_round_while_it_measures_another() {
+    // As on one GPU: two slots, one proposing while the other measures.
+    rounds_in_flight_fill_one_database(|t| t.with_overlap(true));
+}
+
+/// A network tuned with rounds in flight at once (however `setup` arranges them) spends
+/// its budget exactly, warms every task up first, and stores every outcome once.
+fn rounds_in_flight_fill_one_database(setup: impl for<'a> FnOnce(Tuner<'a>) -> Tuner<'a>) {
+    let net = Network::parse(TINY, "tiny.toml").unwrap();
+    let mut db = Database::open_in_memory().unwrap();
+    let report = setup(tuner(&mut db, 8))
         .tune_network(&net.tasks, |_, _| {})
         .unwrap();
     assert_eq!(report.trials(), 8);

@@ -1,17 +1,19 @@
-//! A network tuned on several devices at once: one measurement worker per device, each on
-//! its own thread, working on a different task's round at a time. A worker proposes the
+//! A network tuned on one or several devices with rounds in flight at once: a few slots
+//! (threads) per device, each working on a different task's round. A slot proposes the
 //! task's batch (with the task's proposer, lent to it: the strategy, the keys of what is
-//! measured, the job template; see `super::propose`), compiles it and measures it. The
-//! scheduler's loop stays on the calling thread, which owns the database (one writer)
-//! and the cost model: whenever a worker is idle it chooses a task among those not in
-//! flight and lends it that task's proposer; whenever a worker is done it records what
-//! was proposed and measured and feeds it back, exactly as a round on one worker does
-//! (`Session::prepare` and `Session::finish`, the two halves of `Session::round`).
-//! Proposing, the most expensive stage after measuring, so runs on as many threads as
-//! there are devices.
+//! measured, the job template; see `super::propose`), then compiles and measures it on
+//! its device, which measures one round at a time: with two slots per device, one
+//! proposes while the other measures. The scheduler's loop stays on the calling thread,
+//! which owns the database (one writer) and the cost model: whenever a slot is idle it
+//! chooses a task among those not in flight and lends it that task's proposer; whenever
+//! a slot is done it records what was proposed and measured and feeds it back, exactly
+//! as a round of a single workload does (`Session::prepare` and `Session::finish`, the
+//! two halves of `Session::round`). The scheduler so chooses a round while others are
+//! still out, on curves that do not have their results yet.
 //!
-//! With one worker the network tuner takes `Session::round` instead, which also proposes
-//! a task's next batch while its batch is measured.
+//! Where the target does not overlap proposing with measuring (the CPU, whose timings a
+//! busy proposer would disturb) and there is one device, the network tuner runs one
+//! round at a time instead (`super::network`).
 
 use super::measure::{self, Measured};
 use super::network::NetworkRun;
@@ -24,7 +26,7 @@ use crate::measure::worker::{MeasureError, Measurer};
 use crate::network::{choose, Choice, Task};
 use crate::tune::NetworkRound;
 use std::collections::BTreeMap;
-use std::sync::mpsc;
+use std::sync::{mpsc, Mutex};
 
 /// The devices `--devices` names: every one the driver shows, or a list of ordinals.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -86,10 +88,10 @@ impl Devices {
     }
 }
 
-/// What a worker sends back: which worker, which task, the loan, what it proposed and,
-/// if that had candidates, what it measured.
+/// What a slot sends back: which slot, which task, the loan, what it proposed and, if
+/// that had candidates, what it measured.
 struct Done {
-    worker: usize,
+    slot: usize,
     task: usize,
     lent: Lent,
     proposed: Proposed,
@@ -102,15 +104,21 @@ struct InFlight {
     before: usize,
 }
 
-/// A worker's round: propose with the lent proposer, then measure what it proposed.
-fn work(worker: usize, m: &mut Measurer, task: usize, mut lent: Lent) -> Done {
+/// A slot's round: propose with the lent proposer, then measure what it proposed on the
+/// slot's device, waiting while another slot of the device measures.
+fn work(slot: usize, device: &Mutex<Measurer>, task: usize, mut lent: Lent) -> Done {
     let proposed = lent.proposer.propose(lent.n);
     let measured = (!proposed.proposal.candidates.is_empty()).then(|| {
         let job = lent.proposer.job(&proposed.proposal, lent.give_up_above);
-        measure::measure(m, &job)
+        // A slot that panicked while measuring left the measurer as it was between two
+        // jobs: the next job starts it afresh if it must.
+        let mut m = device
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        measure::measure(&mut m, &job)
     });
     Done {
-        worker,
+        slot,
         task,
         lent,
         proposed,
@@ -119,33 +127,39 @@ fn work(worker: usize, m: &mut Measurer, task: usize, mut lent: Lent) -> Done {
 }
 
 impl Tuner<'_> {
-    /// Runs `run` with one thread per worker until the budget, the time limit or the
-    /// open tasks run out; returns why it stopped.
+    /// Runs `run` with `slots_per_device` threads per device (each proposing and then
+    /// measuring a round of its own task; a device measures one round at a time) until
+    /// the budget, the time limit or the open tasks run out; returns why it stopped.
     pub(super) fn on_devices(
         &mut self,
         db: &mut Database,
         run: &mut NetworkRun,
-        workers: Vec<Measurer>,
+        devices: Vec<Measurer>,
+        slots_per_device: usize,
         on_round: &mut dyn FnMut(&NetworkRound, &Task),
     ) -> Result<StopReason, TuneError> {
+        let devices: Vec<Mutex<Measurer>> = devices.into_iter().map(Mutex::new).collect();
         std::thread::scope(|s| {
             let (done_tx, done_rx) = mpsc::channel::<Done>();
-            let mut jobs = Vec::with_capacity(workers.len());
-            for (w, mut m) in workers.into_iter().enumerate() {
-                let (tx, rx) = mpsc::channel::<(usize, Lent)>();
-                let done = done_tx.clone();
-                s.spawn(move || {
-                    for (task, lent) in rx {
-                        if done.send(work(w, &mut m, task, lent)).is_err() {
-                            break;
+            let mut slots = Vec::new();
+            for device in &devices {
+                for _ in 0..slots_per_device.max(1) {
+                    let slot = slots.len();
+                    let (tx, rx) = mpsc::channel::<(usize, Lent)>();
+                    let done = done_tx.clone();
+                    s.spawn(move || {
+                        for (task, lent) in rx {
+                            if done.send(work(slot, device, task, lent)).is_err() {
+                                break;
+                            }
                         }
-                    }
-                });
-                jobs.push(tx);
+                    });
+                    slots.push(tx);
+                }
             }
             drop(done_tx);
-            self.dispatch_loop(db, run, &jobs, &done_rx, on_round)
-            // Dropping `jobs` ends the workers' threads once their batch is measured.
+            self.dispatch_loop(db, run, &slots, &done_rx, on_round)
+            // Dropping `slots` ends their threads once their round is measured.
         })
     }
 
@@ -153,11 +167,11 @@ impl Tuner<'_> {
         &mut self,
         db: &mut Database,
         run: &mut NetworkRun,
-        jobs: &[mpsc::Sender<(usize, Lent)>],
+        slots: &[mpsc::Sender<(usize, Lent)>],
         done: &mpsc::Receiver<Done>,
         on_round: &mut dyn FnMut(&NetworkRound, &Task),
     ) -> Result<StopReason, TuneError> {
-        let mut idle: Vec<usize> = (0..jobs.len()).rev().collect();
+        let mut idle: Vec<usize> = (0..slots.len()).rev().collect();
         let mut in_flight: BTreeMap<usize, InFlight> = BTreeMap::new();
         // Candidates handed out, measured or not: the budget counts them (a batch out
         // counts as its full size until it is back).
@@ -184,9 +198,9 @@ impl Tuner<'_> {
                 let before = run.sessions[i].report.trials;
                 let lent = run.sessions[i].lend(&run.learner, n)?;
                 handed_out += n;
-                jobs[w]
+                slots[w]
                     .send((i, lent))
-                    .map_err(|_| TuneError::Target(format!("measurement worker {w} is gone")))?;
+                    .map_err(|_| TuneError::Target(format!("tuning slot {w} is gone")))?;
                 idle.pop();
                 in_flight.insert(i, InFlight { choice, before });
             }
@@ -195,12 +209,12 @@ impl Tuner<'_> {
             }
             let back = done
                 .recv()
-                .map_err(|_| TuneError::Target("every measurement worker is gone".into()))?;
-            let (w, i) = (back.worker, back.task);
+                .map_err(|_| TuneError::Target("every tuning slot is gone".into()))?;
+            let (w, i) = (back.slot, back.task);
             idle.push(w);
             let Some(out) = in_flight.remove(&i) else {
                 return Err(TuneError::Target(format!(
-                    "measurement worker {w} returned a batch of task {i} that was not out"
+                    "tuning slot {w} returned a batch of task {i} that was not out"
                 )));
             };
             handed_out -= back.lent.n - back.proposed.proposal.candidates.len().min(back.lent.n);
@@ -214,7 +228,7 @@ impl Tuner<'_> {
                 (None, _) => Some(StopReason::SpaceExhausted),
                 (Some(_), None) => {
                     return Err(TuneError::Target(format!(
-                        "measurement worker {w} did not measure a batch of task {i}"
+                        "tuning slot {w} did not measure a batch of task {i}"
                     )))
                 }
             };

@@ -196,9 +196,18 @@ impl Tuner<'_> {
             total: 0,
             start,
         };
-        let stop = if self.workers.len() > 1 {
-            let workers = self.workers.clone();
-            self.on_devices(db, &mut run, workers, on_round)?
+        let overlap = self
+            .overlap
+            .unwrap_or_else(|| self.target.overlaps_by_default());
+        let stop = if self.workers.len() > 1 || overlap {
+            let devices = if self.workers.len() > 1 {
+                self.workers.clone()
+            } else {
+                vec![self.measurer()?]
+            };
+            // With overlap, one slot of a device proposes while the other measures.
+            let slots = if overlap { 2 } else { 1 };
+            self.on_devices(db, &mut run, devices, slots, on_round)?
         } else {
             self.one_at_a_time(db, &mut run, on_round)?
         };
@@ -238,8 +247,7 @@ impl Tuner<'_> {
         })
     }
 
-    /// One measurement worker: each round runs to its end before the next is chosen (the
-    /// session proposes its own next batch while its batch is measured).
+    /// One device, no overlap: each round runs to its end before the next is chosen.
     fn one_at_a_time(
         &mut self,
         db: &mut Database,
@@ -247,9 +255,6 @@ impl Tuner<'_> {
         on_round: &mut dyn FnMut(&NetworkRound, &Task),
     ) -> Result<StopReason, TuneError> {
         let mut measurer = self.measurer()?;
-        let overlap = self
-            .overlap
-            .unwrap_or_else(|| self.target.overlaps_by_default());
         loop {
             self.say_network(&mut run.sessions, &mut run.notes);
             if let Some(stop) = self.network_stop(run.total, run.start) {
@@ -264,7 +269,7 @@ impl Tuner<'_> {
             let plan = RoundPlan {
                 batch: self.batch,
                 budget_left: self.trials - run.total,
-                overlap,
+                overlap: false,
             };
             let exhausted = s.round(db, &mut measurer, &mut run.learner, &mut run.notes, plan)?;
             self.after_round(run, choice, before, exhausted, on_round);
