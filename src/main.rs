@@ -304,6 +304,10 @@ enum Command {
         /// The sampling seed (the same seed shows the same candidates).
         #[arg(long, default_value_t = 0)]
         seed: u64,
+        /// A search-space file (`search_spaces/*.toml` format) instead of the target's
+        /// default space.
+        #[arg(long)]
+        space: Option<PathBuf>,
         /// One JSON array of the candidates.
         #[arg(long)]
         json: bool,
@@ -767,8 +771,12 @@ fn run(cli: Cli) -> Result<()> {
             target,
             n,
             seed,
+            space,
             json,
-        } => run_sample(&workload, target, n, seed, json)?,
+        } => {
+            let space = space_file(space.as_deref())?;
+            run_sample(&workload, target, n, seed, space, json)?
+        }
     }
     Ok(())
 }
@@ -870,18 +878,26 @@ fn model_command(command: ModelCommand) -> Result<()> {
     Ok(())
 }
 
-fn run_sample(spec: &str, target: TargetArg, n: usize, seed: u64, json: bool) -> Result<()> {
+fn run_sample(
+    spec: &str,
+    target: TargetArg,
+    n: usize,
+    seed: u64,
+    space: Option<tessel::search::SearchSpace>,
+    json: bool,
+) -> Result<()> {
     use tessel::search::{SearchSpace, TargetLimits};
     let w = load_workload(spec)?;
     let program = tessel::database::canonical_program(&w)?;
     let (space, limits) = match target {
         TargetArg::Cuda => (
-            SearchSpace::cuda_default(),
+            space.unwrap_or_else(SearchSpace::cuda_default),
             TargetLimits::Cuda(tessel::target::cuda::CudaLimits::sm90_default()),
         ),
         TargetArg::Cpu => {
             let isa = tessel::target::cpu::VectorIsa::host();
-            let space = SearchSpace::cpu_default()
+            let space = space
+                .unwrap_or_else(SearchSpace::cpu_default)
                 .with_vector_unit(isa.f32_lanes(), isa.vector_registers());
             (space, TargetLimits::Cpu)
         }

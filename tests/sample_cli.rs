@@ -85,3 +85,23 @@ fn cpu_samples_and_seeds_are_reproducible() {
         assert_eq!(it["shared_bytes"], 0, "{it}");
     }
 }
+
+#[test]
+fn a_space_file_replaces_the_default_space() {
+    // The shipped space with pipelining switched off: no sample has a second stage.
+    let shipped = include_str!("../search_spaces/cuda.toml");
+    let single = shipped.replace("stages = [1, 2, 3, 4]", "stages = [1]");
+    assert_ne!(single, shipped, "the shipped space lists its stage counts");
+    let path = std::env::temp_dir().join(format!("tessel-sample-{}.toml", std::process::id()));
+    std::fs::write(&path, single).unwrap();
+    let args = ["matmul:256x256x256", "--target", "cuda", "-n", "16"];
+    let with_file = sample_json(&[&args[..], &["--space", path.to_str().unwrap()]].concat());
+    let shipped_stages: Vec<i64> = sample_json(&args)
+        .iter()
+        .map(|it| it["pipeline_stages"].as_i64().unwrap())
+        .collect();
+    std::fs::remove_file(&path).ok();
+    assert_eq!(with_file.len(), 16);
+    assert!(with_file.iter().all(|it| it["pipeline_stages"] == 1));
+    assert!(shipped_stages.iter().any(|&s| s > 1), "{shipped_stages:?}");
+}
