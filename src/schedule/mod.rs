@@ -22,7 +22,7 @@ pub mod validate;
 
 pub use error::{Result, ScheduleError};
 pub use inst::{Decision, InstKind, Instruction, Operand, RvInfo, RvKind, Trace};
-pub use replay::{replay, ReplayError};
+pub use replay::{replay, replay_fitted, ReplayError};
 pub use state::{AnnArg, BlockRv, ExprRv, IntArg, LoopRv, Schedule, Target};
 
 #[cfg(test)]

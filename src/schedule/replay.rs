@@ -5,9 +5,15 @@
 //! instruction has none), so replaying a trace on the workload it came from prints the
 //! same IR, and replaying it with changed decisions gives another candidate of the same
 //! design space, or a typed error.
+//!
+//! [`replay_fitted`] replays a trace of another workload (another shape of the same
+//! computation): a tile decision that does not fit a loop of this program is replaced by
+//! the nearest one that does ([`sampling::fit_tile`]), so the inner tiles of a good
+//! schedule carry over to shapes whose extents differ.
 
 use super::error::ScheduleError;
 use super::inst::{Decision, InstKind, Instruction, Operand, Trace};
+use super::sampling;
 use super::state::{AnnArg, BlockRv, ExprRv, IntArg, LoopRv, Schedule, Target};
 use crate::ir::Program;
 use thiserror::Error;
@@ -28,6 +34,8 @@ struct Replayer {
     sch: Schedule,
     /// Trace rv index -> rv index in the new schedule.
     map: Vec<Option<u32>>,
+    /// Whether tile decisions that do not fit are fitted rather than refused.
+    fit: bool,
 }
 
 fn bad(what: &'static str, reason: impl Into<String>) -> ScheduleError {
@@ -307,6 +315,18 @@ impl Replayer {
                 };
                 let n = Self::int(inst, "n")?;
                 let m = Self::int(inst, "max_innermost_factor")?;
+                let decision = match decision {
+                    Some(t) if self.fit => {
+                        let extent = self.sch.tiled_extent(l, n, "sample_perfect_tile n")?;
+                        let fits = sampling::check_tile(extent, n as usize, m, &t).is_ok();
+                        Some(if fits {
+                            t
+                        } else {
+                            sampling::fit_tile(extent, m, &t)
+                        })
+                    }
+                    other => other,
+                };
                 self.sch
                     .sample_perfect_tile(l, n, m, decision)?
                     .into_iter()
@@ -327,6 +347,17 @@ impl Replayer {
                 let w = match Self::attr(inst, "max_waste")? {
                     Operand::Float(w) => *w,
                     other => return Err(bad("max_waste", format!("{other:?}"))),
+                };
+                let decision = match decision {
+                    Some(t) if self.fit => {
+                        let extent = self.sch.tiled_extent(l, n, "sample_tile n")?;
+                        let fits = sampling::check_imperfect_tile(extent, n as usize, m, w, &t);
+                        Some(match fits {
+                            Ok(()) => t,
+                            Err(_) => sampling::fit_imperfect_tile(extent, m, w, &t),
+                        })
+                    }
+                    other => other,
                 };
                 self.sch
                     .sample_tile(l, n, m, w, decision)?
@@ -378,9 +409,20 @@ impl Replayer {
 
 /// Replays `trace` on `prog`. Sampling instructions without a decision draw from `seed`.
 pub fn replay(trace: &Trace, prog: Program, seed: u64) -> Result<Schedule, ReplayError> {
+    run(trace, prog, seed, false)
+}
+
+/// Replays `trace`, made for another workload, on `prog`, fitting its tile decisions to
+/// this program's loops; the schedule's trace holds the fitted decisions.
+pub fn replay_fitted(trace: &Trace, prog: Program, seed: u64) -> Result<Schedule, ReplayError> {
+    run(trace, prog, seed, true)
+}
+
+fn run(trace: &Trace, prog: Program, seed: u64, fit: bool) -> Result<Schedule, ReplayError> {
     let mut r = Replayer {
         sch: Schedule::new(prog, seed),
         map: vec![None; trace.rvs.len()],
+        fit,
     };
     for (index, inst) in trace.insts.iter().enumerate() {
         let err = |source| ReplayError {

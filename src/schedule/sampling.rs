@@ -88,6 +88,54 @@ pub fn sample_tile(
     Ok(tiles)
 }
 
+/// The factors nearest `tiles` (a decision made for another extent) that tile `extent`
+/// perfectly: from the innermost level outward each keeps the largest divisor of what is
+/// left that is at most its factor in `tiles` (the innermost also at most
+/// `max_innermost`), and the outermost takes the rest. The inner levels (a thread's
+/// registers, the threads of a block) so keep their sizes where the extent allows it.
+pub fn fit_tile(extent: i64, max_innermost: i64, tiles: &[i64]) -> Vec<i64> {
+    let n = tiles.len();
+    let mut out = vec![1i64; n];
+    let mut rest = extent.max(1);
+    for i in (1..n).rev() {
+        let cap = if i == n - 1 {
+            tiles[i].min(max_innermost)
+        } else {
+            tiles[i]
+        };
+        let f = (1..=cap.min(rest))
+            .rev()
+            .find(|d| rest % d == 0)
+            .unwrap_or(1);
+        out[i] = f;
+        rest /= f;
+    }
+    if let Some(first) = out.first_mut() {
+        *first = rest;
+    }
+    out
+}
+
+/// [`fit_tile`] for `sample_tile`: the inner factors of `tiles` kept and the outermost
+/// covering the rest of `extent` where that wastes at most `max_waste` (and the innermost
+/// is within `max_innermost`), else the perfect fit.
+pub fn fit_imperfect_tile(
+    extent: i64,
+    max_innermost: i64,
+    max_waste: f64,
+    tiles: &[i64],
+) -> Vec<i64> {
+    let inner: i64 = tiles.iter().skip(1).product();
+    if inner > 0 {
+        let mut kept = tiles.to_vec();
+        kept[0] = (extent + inner - 1) / inner;
+        if check_imperfect_tile(extent, tiles.len(), max_innermost, max_waste, &kept).is_ok() {
+            return kept;
+        }
+    }
+    fit_tile(extent, max_innermost, tiles)
+}
+
 /// The share of `product` padded iterations that fall outside `extent` (0 when the
 /// factors are perfect).
 pub fn waste(extent: i64, product: i64) -> f64 {
@@ -278,5 +326,40 @@ mod tests {
             check_tile(64, 3, 64, &[8, 8]).unwrap_err(),
             "2 factors, expected 3"
         );
+    }
+
+    #[test]
+    fn fitted_tiles_keep_the_inner_factors_that_divide() {
+        // 384 = 2^7 * 3: every inner factor divides what is left; the outermost takes 3.
+        assert_eq!(fit_tile(384, 16, &[4, 2, 8, 2, 4]), [3, 2, 8, 2, 4]);
+        // 40: the innermost 16 becomes 10 (the largest divisor of 40 up to 16), the 4
+        // above it divides the 4 left, and nothing is left for the outermost.
+        assert_eq!(fit_tile(40, 16, &[2, 4, 16]), [1, 4, 10]);
+        // A prime keeps nothing but the outermost.
+        assert_eq!(fit_tile(311, 16, &[8, 2, 8, 2]), [311, 1, 1, 1]);
+        // The innermost limit holds even where the old factor was larger.
+        assert_eq!(fit_tile(64, 4, &[1, 8, 16]), [2, 8, 4]);
+        for (extent, t) in [
+            (1000, vec![4, 8, 16, 2]),
+            (97, vec![2, 3, 4]),
+            (1, vec![5, 5]),
+        ] {
+            check_tile(extent, t.len(), 16, &fit_tile(extent, 16, &t)).unwrap();
+        }
+    }
+
+    #[test]
+    fn fitted_imperfect_tiles_keep_every_inner_factor_within_the_waste_bound() {
+        // 1000 over inner tiles of 2 * 8 * 8 = 128: 8 outer tiles, 2.3% wasted.
+        assert_eq!(
+            fit_imperfect_tile(1000, 16, 0.25, &[4, 2, 8, 8]),
+            [8, 2, 8, 8]
+        );
+        // 100 over inner tiles of 64 wastes 22%: kept under a bound of 25%, and under
+        // one of 20% the perfect fit instead.
+        assert_eq!(fit_imperfect_tile(100, 16, 0.25, &[1, 8, 8]), [2, 8, 8]);
+        let t = fit_imperfect_tile(100, 16, 0.2, &[1, 8, 8]);
+        assert_eq!(t, [4, 5, 5]);
+        check_imperfect_tile(100, 3, 16, 0.2, &t).unwrap();
     }
 }

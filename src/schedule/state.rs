@@ -702,7 +702,7 @@ impl Schedule {
 
     /// The extent of the loop a tile-sampling instruction splits, after checking its level
     /// count `n` (1..=16); `what` names the argument in the error.
-    fn tiled_extent(&self, lp: LoopRv, n: i64, what: &'static str) -> Result<i64> {
+    pub(crate) fn tiled_extent(&self, lp: LoopRv, n: i64, what: &'static str) -> Result<i64> {
         let l = self.loop_id(lp)?;
         if !(1..=16).contains(&n) {
             return Err(ScheduleError::InvalidArgument {

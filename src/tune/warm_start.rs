@@ -5,7 +5,7 @@
 use crate::database::Database;
 use crate::database::{DatabaseError, Filter, TargetKey};
 use crate::ir::Program;
-use crate::schedule::replay;
+use crate::schedule::{replay, replay_fitted, Trace};
 use crate::search::{ir_hash, MeasuredResult, SearchStrategy};
 use crate::workload::Workload;
 
@@ -16,13 +16,14 @@ pub const SEEDS_PER_WORKLOAD: usize = 4;
 pub(crate) struct WarmStart {
     /// Records of this workload on this target fed back.
     pub fed_back: usize,
-    /// Traces of other workloads given as seeds.
+    /// Traces of other workloads given as seeds (fitted to this workload).
     pub seeds: usize,
 }
 
 /// Feeds `strategy` every record of `w` measured on exactly `target` (successes and
 /// failures; a trace that no longer replays on `program` is left out) and seeds it with
-/// the best traces of other workloads measured on targets of the same kind.
+/// the best traces of other workloads measured on targets of the same kind, their tile
+/// decisions fitted to this program's loops ([`fit`]).
 pub(crate) fn warm_start(
     strategy: &mut (dyn SearchStrategy + Send),
     db: &Database,
@@ -49,7 +50,10 @@ pub(crate) fn warm_start(
     if !results.is_empty() {
         strategy.feedback(&results);
     }
-    let seeds = db.best_traces_of_others(w, target.kind, SEEDS_PER_WORKLOAD)?;
+    let seeds = fit(
+        db.best_traces_of_others(w, target.kind, SEEDS_PER_WORKLOAD)?,
+        program,
+    );
     if !seeds.is_empty() {
         strategy.seed_traces(&seeds);
     }
@@ -57,4 +61,18 @@ pub(crate) fn warm_start(
         fed_back: results.len(),
         seeds: seeds.len(),
     })
+}
+
+/// The traces of other workloads that replay on `program` once their tile decisions are
+/// fitted to its loops (`replay_fitted`: a GEMM's tiles carry over to another shape, the
+/// outer tiles absorbing the difference), each as the fitted trace, without duplicates.
+/// Traces of another computation (a conv's on a GEMM) do not replay and are left out.
+pub(crate) fn fit(traces: Vec<Trace>, program: &Program) -> Vec<Trace> {
+    let mut seen = std::collections::HashSet::new();
+    traces
+        .iter()
+        .filter_map(|t| replay_fitted(t, program.clone(), 0).ok())
+        .filter(|sch| seen.insert(ir_hash(sch.program())))
+        .map(|sch| sch.trace().clone())
+        .collect()
 }
