@@ -378,8 +378,12 @@ impl Replayer {
 
 /// Replays `trace` on `prog`. Sampling instructions without a decision draw from `seed`.
 pub fn replay(trace: &Trace, prog: Program, seed: u64) -> Result<Schedule, ReplayError> {
+    // The schedule is dropped on the first error, so no primitive needs to restore the
+    // program it leaves; the schedule handed out restores again.
+    let mut sch = Schedule::new(prog, seed);
+    sch.set_rollback(false);
     let mut r = Replayer {
-        sch: Schedule::new(prog, seed),
+        sch,
         map: vec![None; trace.rvs.len()],
     };
     for (index, inst) in trace.insts.iter().enumerate() {
@@ -420,5 +424,6 @@ pub fn replay(trace: &Trace, prog: Program, seed: u64) -> Result<Schedule, Repla
             }
         }
     }
+    r.sch.set_rollback(true);
     Ok(r.sch)
 }

@@ -81,6 +81,9 @@ pub struct Schedule {
     /// Output names to use for the next instruction (set by replay).
     pub(crate) next_names: Option<Vec<String>>,
     verify: bool,
+    /// Whether a failed primitive restores the program from a copy taken before it ran
+    /// (invariant 2). Off only for a schedule that is dropped on the first error (replay).
+    rollback: bool,
 }
 
 /// Checks run after every primitive.
@@ -98,7 +101,17 @@ impl Schedule {
             rng: ChaCha8Rng::seed_from_u64(seed),
             next_names: None,
             verify: true,
+            rollback: true,
         }
+    }
+
+    /// Turns off (or back on) the copy of the program each primitive takes to restore it
+    /// if it fails. Off only while the caller drops the schedule on the first error and so
+    /// can never see a program a failed primitive left behind: `replay`, which returns the
+    /// error alone, and turns it back on before it hands the schedule out. Taking and
+    /// dropping those copies was a third of the evolutionary search's time.
+    pub(crate) fn set_rollback(&mut self, on: bool) {
+        self.rollback = on;
     }
 
     /// Turns the verifier after each primitive off (it is on by default).
@@ -195,23 +208,17 @@ impl Schedule {
         primitive: &'static str,
         f: impl FnOnce(&mut Program) -> Result<T>,
     ) -> Result<T> {
-        let backup = self.prog.clone();
-        let out = f(&mut self.prog);
-        match out {
-            Ok(v) => {
-                if self.verify {
-                    if let Err(reason) = post_check(&self.prog) {
-                        self.prog = backup;
-                        return Err(ScheduleError::Verify { primitive, reason });
-                    }
-                }
-                Ok(v)
-            }
-            Err(e) => {
-                self.prog = backup;
-                Err(e)
-            }
+        let backup = self.rollback.then(|| self.prog.clone());
+        let out = f(&mut self.prog).and_then(|v| match self.verify {
+            true => post_check(&self.prog)
+                .map(|()| v)
+                .map_err(|reason| ScheduleError::Verify { primitive, reason }),
+            false => Ok(v),
+        });
+        if let (Err(_), Some(backup)) = (&out, backup) {
+            self.prog = backup;
         }
+        out
     }
 
     fn default_name(&self, kind: RvKind, value: &RvValue, taken: &HashSet<String>) -> String {
