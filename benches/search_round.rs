@@ -59,8 +59,7 @@ fn args() -> Args {
 /// The CUDA model stored in `db` for `arch` (or the database's only CUDA arch).
 fn cuda_scorer(db: &str, arch: Option<&str>) -> Arc<dyn Scorer> {
     let db = Database::open(db).expect("open the database");
-    let arch =
-        tessel::model_cmd::resolve_arch(&db, TargetKind::Cuda, arch).expect("one CUDA arch");
+    let arch = tessel::model_cmd::resolve_arch(&db, TargetKind::Cuda, arch).expect("one CUDA arch");
     let stored = db
         .load_model(TargetKind::Cuda, &arch)
         .expect("read the model")

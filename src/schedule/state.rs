@@ -84,6 +84,9 @@ pub struct Schedule {
     /// Whether a failed primitive restores the program from a copy taken before it ran
     /// (invariant 2). Off only for a schedule that is dropped on the first error (replay).
     rollback: bool,
+    /// A primitive failed while `rollback` was off: the program may be half transformed,
+    /// and every later primitive is refused.
+    abandoned: bool,
 }
 
 /// Checks run after every primitive.
@@ -102,16 +105,30 @@ impl Schedule {
             next_names: None,
             verify: true,
             rollback: true,
+            abandoned: false,
         }
     }
 
     /// Turns off (or back on) the copy of the program each primitive takes to restore it
     /// if it fails. Off only while the caller drops the schedule on the first error and so
-    /// can never see a program a failed primitive left behind: `replay`, which returns the
-    /// error alone, and turns it back on before it hands the schedule out. Taking and
-    /// dropping those copies was a third of the evolutionary search's time.
+    /// never uses a program a failed primitive left behind: `replay`, which returns the
+    /// error alone, and the evolutionary search's fresh samples, dropped when
+    /// [`Schedule::abandoned`]. A primitive that fails with it off marks the schedule
+    /// abandoned and every later one is refused. Taking and dropping those copies was a
+    /// third of the evolutionary search's time.
     pub(crate) fn set_rollback(&mut self, on: bool) {
         self.rollback = on;
+    }
+
+    /// Whether the failed primitives restore the program (see [`Schedule::set_rollback`]).
+    pub(crate) fn rolls_back(&self) -> bool {
+        self.rollback
+    }
+
+    /// Whether a primitive failed while the program was not restored on failure: the
+    /// program may be half transformed and must not be used.
+    pub(crate) fn abandoned(&self) -> bool {
+        self.abandoned
     }
 
     /// Turns the verifier after each primitive off (it is on by default).
@@ -208,6 +225,9 @@ impl Schedule {
         primitive: &'static str,
         f: impl FnOnce(&mut Program) -> Result<T>,
     ) -> Result<T> {
+        if self.abandoned {
+            return Err(ScheduleError::Abandoned { primitive });
+        }
         let backup = self.rollback.then(|| self.prog.clone());
         let out = f(&mut self.prog).and_then(|v| match self.verify {
             true => post_check(&self.prog)
@@ -215,8 +235,10 @@ impl Schedule {
                 .map_err(|reason| ScheduleError::Verify { primitive, reason }),
             false => Ok(v),
         });
-        if let (Err(_), Some(backup)) = (&out, backup) {
-            self.prog = backup;
+        match (&out, backup) {
+            (Err(_), Some(backup)) => self.prog = backup,
+            (Err(_), None) => self.abandoned = true,
+            (Ok(_), _) => {}
         }
         out
     }

@@ -266,12 +266,12 @@ impl EvolutionarySearch {
     /// Replays (or samples) and checks one source, adding the time of each step to `work`.
     fn evaluate_one(&self, round: &Round, source: Source, work: &mut Work) -> Evaluated {
         let sch = match source {
-            Source::Trace(t) => match timed(&mut work.replay, || {
-                replay(&t, self.program.clone(), 0)
-            }) {
-                Ok(sch) => sch,
-                Err(_) => return Evaluated::Replay,
-            },
+            Source::Trace(t) => {
+                match timed(&mut work.replay, || replay(&t, self.program.clone(), 0)) {
+                    Ok(sch) => sch,
+                    Err(_) => return Evaluated::Replay,
+                }
+            }
             Source::Mutant(t) => match timed(&mut work.replay, || {
                 mutator::replay_mutant(&t, &self.program, 0)
             }) {
@@ -280,12 +280,18 @@ impl EvolutionarySearch {
             },
             Source::Fresh { kind, seed } => {
                 let sampled = timed(&mut work.sample, || {
+                    // Dropped if the sketch fails, so sampled without the program copies
+                    // that restore a failed primitive (the sketch's own attempts aside).
                     let mut sch = Schedule::new(self.program.clone(), seed);
-                    sketch::apply_sketch(&self.space, &mut sch, splitmix(seed), kind).map(|_| sch)
+                    sch.set_rollback(false);
+                    let applied =
+                        sketch::apply_sketch(&self.space, &mut sch, splitmix(seed), kind).is_ok();
+                    sch.set_rollback(true);
+                    (applied && !sch.abandoned()).then_some(sch)
                 });
                 match sampled {
-                    Ok(sch) => sch,
-                    Err(_) => return Evaluated::Instantiation,
+                    Some(sch) => sch,
+                    None => return Evaluated::Instantiation,
                 }
             }
         };
@@ -321,7 +327,11 @@ impl EvolutionarySearch {
 
     /// The index of `trace`'s structure in the registry, registering it if new.
     fn structure_of(&mut self, trace: &Trace) -> usize {
-        if let Some(i) = self.structures.iter().position(|s| same_structure(s, trace)) {
+        if let Some(i) = self
+            .structures
+            .iter()
+            .position(|s| same_structure(s, trace))
+        {
             return i;
         }
         let mut bare = trace.clone();
