@@ -10,7 +10,10 @@
 //! 2. **Generations**: the population is scored, survivors are drawn with probability
 //!    proportional to their score and mutated ([`super::mutator`]) with the
 //!    `mutation_probability`, else copied. A mutant that fails to replay or to pass the
-//!    postprocessors is discarded; every candidate is deduplicated by its IR hash.
+//!    postprocessors is discarded; every candidate is deduplicated by its IR hash. A
+//!    mutant is first looked up by its decisions (the replay memo of earlier waves and
+//!    rounds, then the other mutants of its wave), so each distinct one is replayed,
+//!    lowered and checked once.
 //! 3. **Batch**: the best-scored candidates of the round not yet proposed or measured,
 //!    plus an `eps_greedy` share of fresh samples; only these get source code.
 //!
@@ -24,8 +27,11 @@
 //! what was asked says `exhausted`.
 //!
 //! Deterministic: the random numbers come from a ChaCha generator seeded by the seed and
-//! the round, drawn serially; replay, checks and scoring run in parallel (rayon) and are
-//! collected in order.
+//! the round, drawn serially; replay, checks, the mutation sites of new members and
+//! scoring run in parallel (rayon) and are collected in order.
+//!
+//! [`EvolutionarySearch::last_times`] says where the last round's time went, phase by
+//! phase ([`RoundTimes`]; `cargo bench --bench search_round` prints it).
 
 use super::mutator::{self, MutatorKind, MutatorStats, Site};
 use super::postproc::{self, TargetLimits, Verified};
