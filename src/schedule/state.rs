@@ -876,3 +876,43 @@ impl Schedule {
         Ok(ExprRv(ids[0]))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A schedule of a small matmul and its output block (which cannot be inlined).
+    fn matmul() -> (Schedule, BlockRv) {
+        let program = crate::workload::preset("matmul:8x8x8")
+            .expect("preset")
+            .to_program();
+        let out = program.block(program.blocks_in_order()[0]).name.clone();
+        let mut sch = Schedule::new(program, 0);
+        let b = sch.get_block(&out).expect("the output block");
+        (sch, b)
+    }
+
+    #[test]
+    fn a_failure_without_rollback_abandons_the_schedule() {
+        let (mut sch, b) = matmul();
+        sch.set_rollback(false);
+        assert!(sch.compute_inline(b).is_err());
+        assert!(sch.abandoned());
+        let loops = sch.get_loops(b).expect("loops");
+        assert!(matches!(
+            sch.split(loops[0], &[None, Some(IntArg::Lit(2))]),
+            Err(ScheduleError::Abandoned { primitive: "split" })
+        ));
+    }
+
+    #[test]
+    fn a_failure_with_rollback_leaves_the_program_and_the_schedule_usable() {
+        let (mut sch, b) = matmul();
+        let before = sch.program().clone();
+        assert!(sch.compute_inline(b).is_err());
+        assert!(!sch.abandoned());
+        assert_eq!(sch.program(), &before);
+        let loops = sch.get_loops(b).expect("loops");
+        assert!(sch.split(loops[0], &[None, Some(IntArg::Lit(2))]).is_ok());
+    }
+}
