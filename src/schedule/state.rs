@@ -82,7 +82,8 @@ pub struct Schedule {
     pub(crate) next_names: Option<Vec<String>>,
     verify: bool,
     /// Whether a failed primitive restores the program from a copy taken before it ran
-    /// (invariant 2). Off only for a schedule that is dropped on the first error (replay).
+    /// (invariant 2). Off only for a schedule that is dropped on the first error (replay,
+    /// the evolutionary search's fresh samples).
     rollback: bool,
     /// A primitive failed while `rollback` was off: the program may be half transformed,
     /// and every later primitive is refused.
@@ -114,8 +115,8 @@ impl Schedule {
     /// never uses a program a failed primitive left behind: `replay`, which returns the
     /// error alone, and the evolutionary search's fresh samples, dropped when
     /// [`Schedule::abandoned`]. A primitive that fails with it off marks the schedule
-    /// abandoned and every later one is refused. Taking and dropping those copies was a
-    /// third of the evolutionary search's time.
+    /// abandoned and every later one is refused. Taking and dropping those copies was about
+    /// a third of the evolutionary search's time.
     pub(crate) fn set_rollback(&mut self, on: bool) {
         self.rollback = on;
     }
