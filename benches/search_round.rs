@@ -1,17 +1,26 @@
 //! Time of evolutionary-search rounds with the space's `[search]` parameters (population
-//! 512, 4 generations in the shipped files), without a cost model, and the share of
-//! mutants each mutator gets accepted. No device is needed: nothing is measured.
+//! 512, 4 generations in the shipped files), where that time goes phase by phase, and the
+//! share of mutants each mutator gets accepted. No device is needed: nothing is measured.
 //!
 //! ```text
-//! cargo bench --bench search_round [-- WORKLOAD ...]
+//! cargo bench --bench search_round [-- [--db DB [--arch ARCH]] [--cuda-only] [WORKLOAD ...]]
 //! ```
 //!
-//! Each round prints its wall time and the CPU time of the process (on a shared machine
-//! the latter divided by the threads is what an idle machine would take).
+//! Without `--db` the search has no cost model (it scores by measured ancestry, here all
+//! alike). With `--db` the CUDA rounds are ranked by the model stored in that database for
+//! CUDA `ARCH` (the database's only CUDA arch if not given), trained with
+//! `tessel model train --db DB --target cuda`.
+//!
+//! Each round prints its wall time, the CPU time of the process (on a shared machine the
+//! latter divided by the threads is what an idle machine would take) and its phases
+//! (`tessel::search::RoundTimes`: serial phases in wall time, the per-candidate work of
+//! the parallel evaluation in time summed over threads).
 
+use std::sync::Arc;
 use std::time::Instant;
-use tessel::database::canonical_program;
-use tessel::search::{EvolutionarySearch, SearchSpace, SearchStrategy, TargetLimits};
+use tessel::cost_model::{DeviceSpec, Model, ModelScorer, Scorer};
+use tessel::database::{canonical_program, Database, TargetKind};
+use tessel::search::{EvolutionarySearch, RoundTimes, SearchSpace, SearchStrategy, TargetLimits};
 use tessel::target::cuda::CudaLimits;
 
 const DEFAULT_WORKLOADS: &[&str] = &[
@@ -22,16 +31,58 @@ const DEFAULT_WORKLOADS: &[&str] = &[
 const ROUNDS: usize = 2;
 const BATCH: usize = 64;
 
+/// What the command line asks for.
+#[derive(Default)]
+struct Args {
+    db: Option<String>,
+    arch: Option<String>,
+    cuda_only: bool,
+    workloads: Vec<String>,
+}
+
+fn args() -> Args {
+    let mut out = Args::default();
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--db" => out.db = it.next(),
+            "--arch" => out.arch = it.next(),
+            "--cuda-only" => out.cuda_only = true,
+            // `--bench` and the like, from cargo.
+            _ if a.starts_with("--") => {}
+            _ => out.workloads.push(a),
+        }
+    }
+    out
+}
+
+/// The CUDA model stored in `db` for `arch` (or the database's only CUDA arch).
+fn cuda_scorer(db: &str, arch: Option<&str>) -> Arc<dyn Scorer> {
+    let db = Database::open(db).expect("open the database");
+    let arch = tessel::model_cmd::resolve_arch(&db, TargetKind::Cuda, arch).expect("one CUDA arch");
+    let stored = db
+        .load_model(TargetKind::Cuda, &arch)
+        .expect("read the model")
+        .expect("a CUDA model in the database: run tessel model train --target cuda");
+    let model = Model::from_stored(&stored, TargetKind::Cuda, &arch).expect("a usable model");
+    println!("cost model: {} for cuda {arch}", model.kind().name());
+    Arc::new(ModelScorer::new(model, DeviceSpec::cuda(&arch)))
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .collect();
-    let workloads: Vec<&str> = if args.is_empty() {
+    let args = args();
+    let workloads: Vec<&str> = if args.workloads.is_empty() {
         DEFAULT_WORKLOADS.to_vec()
     } else {
-        args.iter().map(String::as_str).collect()
+        args.workloads.iter().map(String::as_str).collect()
     };
+    let scorer = args
+        .db
+        .as_deref()
+        .map(|db| cuda_scorer(db, args.arch.as_deref()));
+    if scorer.is_none() {
+        println!("cost model: none");
+    }
     println!("threads: {}", rayon::current_num_threads());
     for spec in workloads {
         let w = tessel::workload::from_cli(spec, |_| Err(std::io::Error::other("no files")))
@@ -44,8 +95,16 @@ fn main() {
             ),
             (SearchSpace::cpu_default(), TargetLimits::Cpu),
         ] {
-            let name = if space.is_gpu() { "cuda" } else { "cpu" };
+            if args.cuda_only && !space.is_gpu() {
+                continue;
+            }
+            let gpu = space.is_gpu();
+            let name = if gpu { "cuda" } else { "cpu" };
             let mut search = EvolutionarySearch::new(space, target, program.clone(), 1);
+            if gpu {
+                search.set_scorer(scorer.clone());
+            }
+            let mut all = RoundTimes::default();
             for round in 0..ROUNDS {
                 let (start, cpu) = (Instant::now(), cpu_seconds());
                 let p = search.propose(BATCH, &mut |_| false);
@@ -63,7 +122,10 @@ fn main() {
                     p.duplicates,
                     p.exhausted
                 );
+                println!("    {}", search.last_times());
+                all.add(search.last_times());
             }
+            println!("{spec} {name} {ROUNDS} rounds: {all}");
             let shares: Vec<String> = search
                 .mutator_stats()
                 .iter()

@@ -108,6 +108,8 @@ pub enum ScheduleError {
         target: String,
         producer: String,
     },
+    #[error("{primitive}: an earlier primitive failed on this schedule, which keeps no copy to restore the program from")]
+    Abandoned { primitive: &'static str },
     #[error("{primitive} of block {block}: {reason}")]
     Unsupported {
         primitive: &'static str,

@@ -419,8 +419,12 @@ pub fn replay_fitted(trace: &Trace, prog: Program, seed: u64) -> Result<Schedule
 }
 
 fn run(trace: &Trace, prog: Program, seed: u64, fit: bool) -> Result<Schedule, ReplayError> {
+    // The schedule is dropped on the first error, so no primitive needs to restore the
+    // program it leaves; the schedule handed out restores again.
+    let mut sch = Schedule::new(prog, seed);
+    sch.set_rollback(false);
     let mut r = Replayer {
-        sch: Schedule::new(prog, seed),
+        sch,
         map: vec![None; trace.rvs.len()],
         fit,
     };
@@ -462,5 +466,6 @@ fn run(trace: &Trace, prog: Program, seed: u64, fit: bool) -> Result<Schedule, R
             }
         }
     }
+    r.sch.set_rollback(true);
     Ok(r.sch)
 }

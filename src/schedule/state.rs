@@ -81,6 +81,13 @@ pub struct Schedule {
     /// Output names to use for the next instruction (set by replay).
     pub(crate) next_names: Option<Vec<String>>,
     verify: bool,
+    /// Whether a failed primitive restores the program from a copy taken before it ran
+    /// (invariant 2). Off only for a schedule that is dropped on the first error (replay,
+    /// the evolutionary search's fresh samples).
+    rollback: bool,
+    /// A primitive failed while `rollback` was off: the program may be half transformed,
+    /// and every later primitive is refused.
+    abandoned: bool,
 }
 
 /// Checks run after every primitive.
@@ -98,7 +105,31 @@ impl Schedule {
             rng: ChaCha8Rng::seed_from_u64(seed),
             next_names: None,
             verify: true,
+            rollback: true,
+            abandoned: false,
         }
+    }
+
+    /// Turns off (or back on) the copy of the program each primitive takes to restore it
+    /// if it fails. Off only while the caller drops the schedule on the first error and so
+    /// never uses a program a failed primitive left behind: `replay`, which returns the
+    /// error alone, and the evolutionary search's fresh samples, dropped when
+    /// [`Schedule::abandoned`]. A primitive that fails with it off marks the schedule
+    /// abandoned and every later one is refused. Taking and dropping those copies was about
+    /// a third of the evolutionary search's time.
+    pub(crate) fn set_rollback(&mut self, on: bool) {
+        self.rollback = on;
+    }
+
+    /// Whether the failed primitives restore the program (see [`Schedule::set_rollback`]).
+    pub(crate) fn rolls_back(&self) -> bool {
+        self.rollback
+    }
+
+    /// Whether a primitive failed while the program was not restored on failure: the
+    /// program may be half transformed and must not be used.
+    pub(crate) fn abandoned(&self) -> bool {
+        self.abandoned
     }
 
     /// Turns the verifier after each primitive off (it is on by default).
@@ -195,23 +226,22 @@ impl Schedule {
         primitive: &'static str,
         f: impl FnOnce(&mut Program) -> Result<T>,
     ) -> Result<T> {
-        let backup = self.prog.clone();
-        let out = f(&mut self.prog);
-        match out {
-            Ok(v) => {
-                if self.verify {
-                    if let Err(reason) = post_check(&self.prog) {
-                        self.prog = backup;
-                        return Err(ScheduleError::Verify { primitive, reason });
-                    }
-                }
-                Ok(v)
-            }
-            Err(e) => {
-                self.prog = backup;
-                Err(e)
-            }
+        if self.abandoned {
+            return Err(ScheduleError::Abandoned { primitive });
         }
+        let backup = self.rollback.then(|| self.prog.clone());
+        let out = f(&mut self.prog).and_then(|v| match self.verify {
+            true => post_check(&self.prog)
+                .map(|()| v)
+                .map_err(|reason| ScheduleError::Verify { primitive, reason }),
+            false => Ok(v),
+        });
+        match (&out, backup) {
+            (Err(_), Some(backup)) => self.prog = backup,
+            (Err(_), None) => self.abandoned = true,
+            (Ok(_), _) => {}
+        }
+        out
     }
 
     fn default_name(&self, kind: RvKind, value: &RvValue, taken: &HashSet<String>) -> String {
@@ -845,5 +875,45 @@ impl Schedule {
             vec![RvValue::Int(candidates[index])],
         );
         Ok(ExprRv(ids[0]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A schedule of a small matmul and its output block (which cannot be inlined).
+    fn matmul() -> (Schedule, BlockRv) {
+        let program = crate::workload::preset("matmul:8x8x8")
+            .expect("preset")
+            .to_program();
+        let out = program.block(program.blocks_in_order()[0]).name.clone();
+        let mut sch = Schedule::new(program, 0);
+        let b = sch.get_block(&out).expect("the output block");
+        (sch, b)
+    }
+
+    #[test]
+    fn a_failure_without_rollback_abandons_the_schedule() {
+        let (mut sch, b) = matmul();
+        sch.set_rollback(false);
+        assert!(sch.compute_inline(b).is_err());
+        assert!(sch.abandoned());
+        let loops = sch.get_loops(b).expect("loops");
+        assert!(matches!(
+            sch.split(loops[0], &[None, Some(IntArg::Lit(2))]),
+            Err(ScheduleError::Abandoned { primitive: "split" })
+        ));
+    }
+
+    #[test]
+    fn a_failure_with_rollback_leaves_the_program_and_the_schedule_usable() {
+        let (mut sch, b) = matmul();
+        let before = sch.program().clone();
+        assert!(sch.compute_inline(b).is_err());
+        assert!(!sch.abandoned());
+        assert_eq!(sch.program(), &before);
+        let loops = sch.get_loops(b).expect("loops");
+        assert!(sch.split(loops[0], &[None, Some(IntArg::Lit(2))]).is_ok());
     }
 }

@@ -10,7 +10,10 @@
 //! 2. **Generations**: the population is scored, survivors are drawn with probability
 //!    proportional to their score and mutated ([`super::mutator`]) with the
 //!    `mutation_probability`, else copied. A mutant that fails to replay or to pass the
-//!    postprocessors is discarded; every candidate is deduplicated by its IR hash.
+//!    postprocessors is discarded; every candidate is deduplicated by its IR hash. A
+//!    mutant is first looked up by its decisions (the replay memo of earlier waves and
+//!    rounds, then the other mutants of its wave), so each distinct one is replayed,
+//!    lowered and checked once.
 //! 3. **Batch**: the best-scored candidates of the round not yet proposed or measured,
 //!    plus an `eps_greedy` share of fresh samples; only these get source code.
 //!
@@ -24,17 +27,21 @@
 //! what was asked says `exhausted`.
 //!
 //! Deterministic: the random numbers come from a ChaCha generator seeded by the seed and
-//! the round, drawn serially; replay, checks and scoring run in parallel (rayon) and are
-//! collected in order.
+//! the round, drawn serially; replay, checks, the mutation sites of new members and
+//! scoring run in parallel (rayon) and are collected in order.
+//!
+//! [`EvolutionarySearch::last_times`] says where the last round's time went, phase by
+//! phase ([`RoundTimes`]; `cargo bench --bench search_round` prints it).
 
-use super::mutator::{self, MutatorKind, MutatorStats};
+use super::mutator::{self, MutatorKind, MutatorStats, Site};
 use super::postproc::{self, TargetLimits, Verified};
 use super::random::{ir_hash, splitmix, Candidate, MeasuredResult, Proposal, SearchStrategy};
+use super::round_times::{timed, RoundTimes, Work};
 use super::sketch::{self, SketchKind};
 use super::space::{SearchParams, SearchSpace};
 use crate::cost_model::Scorer;
 use crate::ir::Program;
-use crate::lower::Lowered;
+use crate::lower::{lower, Lowered};
 use crate::schedule::{replay, Decision, Schedule, Trace};
 use rand::distributions::{Distribution, WeightedIndex};
 use rand::{Rng, SeedableRng};
@@ -42,6 +49,7 @@ use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Candidates per call of the scorer (the unit of parallel scoring).
 const SCORE_CHUNK: usize = 64;
@@ -49,6 +57,8 @@ const SCORE_CHUNK: usize = 64;
 /// A candidate that replayed and passed the checks before codegen.
 struct Member {
     trace: Trace,
+    /// The decisions a mutator can change ([`mutator::sites`]), found once, in parallel.
+    sites: Vec<Site>,
     hash: String,
     lowered: Lowered,
     /// Its trace's instructions without decisions, as an index into the search's
@@ -119,6 +129,7 @@ enum Evaluated {
     /// Replayed (or sampled) and passed the checks.
     New {
         trace: Trace,
+        sites: Vec<Site>,
         hash: String,
         lowered: Box<Lowered>,
     },
@@ -178,11 +189,13 @@ pub struct EvolutionarySearch {
     transferred: Vec<Arc<Member>>,
     /// IR hashes proposed, measured or said known: never proposed again.
     seen: HashSet<String>,
-    memo: HashMap<(usize, Vec<Decision>), Memo>,
+    memo: HashMap<MemoKey, Memo>,
     /// Trace structures (instructions without decisions) met so far.
     structures: Vec<Trace>,
     stats: MutatorStats,
     last: RoundSummary,
+    /// Where the last round's time went.
+    times: RoundTimes,
 }
 
 impl EvolutionarySearch {
@@ -208,12 +221,18 @@ impl EvolutionarySearch {
             structures: Vec::new(),
             stats: MutatorStats::default(),
             last: RoundSummary::default(),
+            times: RoundTimes::default(),
         }
     }
 
     /// What the last call to `propose` did.
     pub fn last_round(&self) -> &RoundSummary {
         &self.last
+    }
+
+    /// Where the last call to `propose` spent its time, phase by phase.
+    pub fn last_times(&self) -> &RoundTimes {
+        &self.times
     }
 
     /// Per mutator: (name, mutants tried, mutants accepted: replayed and passed the
@@ -231,64 +250,115 @@ impl EvolutionarySearch {
 
     /// Replays (or samples) and checks `sources` in parallel, in order. IR already in
     /// `round` is not checked again.
-    fn evaluate(&self, round: &Round, sources: Vec<Source>) -> Vec<Evaluated> {
-        sources
+    fn evaluate(&mut self, round: &Round, sources: Vec<Source>) -> Vec<Evaluated> {
+        let start = Instant::now();
+        let done: Vec<(Evaluated, Work)> = sources
             .into_par_iter()
             .map(|source| {
-                let sch = match source {
-                    Source::Trace(t) => match replay(&t, self.program.clone(), 0) {
-                        Ok(sch) => sch,
-                        Err(_) => return Evaluated::Replay,
-                    },
-                    Source::Mutant(t) => match mutator::replay_mutant(&t, &self.program, 0) {
-                        Ok(sch) => sch,
-                        Err(_) => return Evaluated::Replay,
-                    },
-                    Source::Fresh { kind, seed } => {
-                        let mut sch = Schedule::new(self.program.clone(), seed);
-                        if sketch::apply_sketch(&self.space, &mut sch, splitmix(seed), kind)
-                            .is_err()
-                        {
-                            return Evaluated::Instantiation;
-                        }
-                        sch
-                    }
-                };
-                let hash = ir_hash(sch.program());
-                if let Some(i) = round.index.get(&hash) {
-                    return Evaluated::InRound(*i);
-                }
-                match postproc::check(sch.program(), &self.space, &self.target) {
-                    Ok(lowered) => Evaluated::New {
-                        trace: sch.trace().clone(),
-                        hash,
-                        lowered: Box::new(lowered),
-                    },
-                    Err(_) => Evaluated::Rejected,
-                }
+                let mut work = Work::default();
+                let e = self.evaluate_one(round, source, &mut work);
+                (e, work)
+            })
+            .collect();
+        self.times.evaluate += start.elapsed();
+        done.into_iter()
+            .map(|(e, work)| {
+                self.times.add_work(&work);
+                e
             })
             .collect()
     }
 
+    /// Replays (or samples) and checks one source, adding the time of each step to `work`.
+    fn evaluate_one(&self, round: &Round, source: Source, work: &mut Work) -> Evaluated {
+        let sch = match source {
+            Source::Trace(t) => {
+                match timed(&mut work.replay, || replay(&t, self.program.clone(), 0)) {
+                    Ok(sch) => sch,
+                    Err(_) => return Evaluated::Replay,
+                }
+            }
+            Source::Mutant(t) => match timed(&mut work.replay, || {
+                mutator::replay_mutant(&t, &self.program, 0)
+            }) {
+                Ok(sch) => sch,
+                Err(_) => return Evaluated::Replay,
+            },
+            Source::Fresh { kind, seed } => {
+                let sampled = timed(&mut work.sample, || {
+                    // Dropped if the sketch fails, so sampled without the program copies
+                    // that restore a failed primitive (the sketch's own attempts aside).
+                    let mut sch = Schedule::new(self.program.clone(), seed);
+                    sch.set_rollback(false);
+                    let applied =
+                        sketch::apply_sketch(&self.space, &mut sch, splitmix(seed), kind).is_ok();
+                    sch.set_rollback(true);
+                    (applied && !sch.abandoned()).then_some(sch)
+                });
+                match sampled {
+                    Some(sch) => sch,
+                    None => return Evaluated::Instantiation,
+                }
+            }
+        };
+        let hash = timed(&mut work.hash, || ir_hash(sch.program()));
+        if let Some(i) = round.index.get(&hash) {
+            return Evaluated::InRound(*i);
+        }
+        let checked = timed(&mut work.postprocess, || {
+            postproc::check_program(sch.program(), &self.space, &self.target)
+        });
+        if checked.is_err() {
+            return Evaluated::Rejected;
+        }
+        let lowered = match timed(&mut work.lower, || {
+            lower(sch.program(), self.target.backend())
+        }) {
+            Ok(l) => l,
+            Err(_) => return Evaluated::Rejected,
+        };
+        let checked = timed(&mut work.postprocess, || {
+            postproc::check_lowered(&lowered, &self.space, &self.target)
+        });
+        match checked {
+            Ok(()) => Evaluated::New {
+                sites: mutator::sites(sch.trace()),
+                trace: sch.trace().clone(),
+                hash,
+                lowered: Box::new(lowered),
+            },
+            Err(_) => Evaluated::Rejected,
+        }
+    }
+
     /// The index of `trace`'s structure in the registry, registering it if new.
     fn structure_of(&mut self, trace: &Trace) -> usize {
+        if let Some(i) = self
+            .structures
+            .iter()
+            .position(|s| same_structure(s, trace))
+        {
+            return i;
+        }
         let mut bare = trace.clone();
         for inst in &mut bare.insts {
             inst.decision = None;
         }
-        match self.structures.iter().position(|s| *s == bare) {
-            Some(i) => i,
-            None => {
-                self.structures.push(bare);
-                self.structures.len() - 1
-            }
-        }
+        self.structures.push(bare);
+        self.structures.len() - 1
     }
 
-    fn member(&mut self, trace: Trace, hash: String, lowered: Box<Lowered>) -> Arc<Member> {
+    fn member(
+        &mut self,
+        trace: Trace,
+        sites: Vec<Site>,
+        hash: String,
+        lowered: Box<Lowered>,
+    ) -> Arc<Member> {
         let structure = self.structure_of(&trace);
         Arc::new(Member {
             trace,
+            sites,
             hash,
             lowered: *lowered,
             structure,
@@ -325,11 +395,12 @@ impl EvolutionarySearch {
             let member = match e {
                 Evaluated::New {
                     trace,
+                    sites,
                     hash,
                     lowered,
                 } => {
                     self.seen.insert(hash.clone());
-                    Ok(self.member(trace, hash, lowered))
+                    Ok(self.member(trace, sites, hash, lowered))
                 }
                 Evaluated::InRound(i) => Ok(round.entries[i].member.clone()),
                 _ => Err(()),
@@ -354,9 +425,10 @@ impl EvolutionarySearch {
             let member = match e {
                 Evaluated::New {
                     trace,
+                    sites,
                     hash,
                     lowered,
-                } => self.member(trace, hash, lowered),
+                } => self.member(trace, sites, hash, lowered),
                 Evaluated::InRound(i) => round.entries[i].member.clone(),
                 _ => continue,
             };
@@ -386,14 +458,17 @@ impl EvolutionarySearch {
                 })
                 .collect();
             let before = found.len();
-            for e in self.evaluate(round, sources) {
+            let evaluated = self.evaluate(round, sources);
+            let admitting = Instant::now();
+            for e in evaluated {
                 match e {
                     Evaluated::New {
                         trace,
+                        sites,
                         hash,
                         lowered,
                     } => {
-                        let m = self.member(trace, hash, lowered);
+                        let m = self.member(trace, sites, hash, lowered);
                         match round.admit(m, Origin::Fresh, None) {
                             (i, true) => found.push(i),
                             _ => out.duplicates += 1,
@@ -404,6 +479,7 @@ impl EvolutionarySearch {
                     Evaluated::Rejected => {}
                 }
             }
+            self.times.dedup += admitting.elapsed();
             if found.len() == before {
                 break;
             }
@@ -450,7 +526,8 @@ impl EvolutionarySearch {
     // ----- scoring and evolution --------------------------------------------------------
 
     /// Scores the round's candidates that have no score yet.
-    fn score(&self, round: &mut Round, out: &mut Proposal) {
+    fn score(&mut self, round: &mut Round, out: &mut Proposal) {
+        let start = Instant::now();
         let todo: Vec<usize> = (0..round.entries.len())
             .filter(|i| round.entries[*i].score.is_none())
             .collect();
@@ -479,6 +556,7 @@ impl EvolutionarySearch {
         for (i, s) in todo.into_iter().zip(scores) {
             round.entries[i].score = Some(if s.is_finite() { s } else { 0.0 });
         }
+        self.times.score += start.elapsed();
     }
 
     /// The next generation: survivors of `pop` drawn by score, mutated or copied, in waves
@@ -506,6 +584,7 @@ impl EvolutionarySearch {
             let k = (target - next.len()).min(cap - tried);
             tried += k;
             // Plans, drawn serially: (parent, mutant).
+            let drawing = Instant::now();
             let mut plans: Vec<(usize, Option<(MutatorKind, Trace)>)> = Vec::with_capacity(k);
             for _ in 0..k {
                 let parent = pop[match &by_score {
@@ -513,68 +592,87 @@ impl EvolutionarySearch {
                     None => rng.gen_range(0..pop.len()),
                 }];
                 let mutant = if rng.gen::<f64>() < self.params.mutation_probability {
-                    mutator::mutate(&round.entries[parent].member.trace, rng)
+                    let m = &round.entries[parent].member;
+                    mutator::mutate_sites(&m.trace, &m.sites, rng)
                 } else {
                     None
                 };
                 plans.push((parent, mutant));
             }
-            // The memo answers for mutants met before; the rest are replayed.
+            self.times.mutate += drawing.elapsed();
+            let looking_up = Instant::now();
+            // The memo answers for mutants met before; the rest are replayed, each distinct
+            // one once (a wave often draws the same mutant of a popular parent again).
             let mut sources = Vec::new();
-            let mut known: Vec<Option<Memo>> = Vec::with_capacity(k);
-            for (parent, mutant) in &plans {
-                let Some((_, trace)) = mutant else {
-                    known.push(None);
+            let mut in_wave: HashMap<MemoKey, usize> = HashMap::new();
+            let mut looked_up: Vec<(usize, Option<Lookup>)> = Vec::with_capacity(k);
+            for (parent, mutant) in plans {
+                let Some((kind, trace)) = mutant else {
+                    looked_up.push((parent, None));
                     continue;
                 };
-                let key = memo_key(round.entries[*parent].member.structure, trace);
-                let hit = self.memo.get(&key).cloned();
-                match &hit {
-                    Some(Memo::Invalid) => {}
-                    Some(Memo::Valid(h)) if round.index.contains_key(h) => {}
-                    _ => sources.push(Source::Mutant(trace.clone())),
-                }
-                known.push(hit.filter(|m| match m {
+                let key = memo_key(round.entries[parent].member.structure, &trace);
+                let known = self.memo.get(&key).filter(|m| match m {
                     Memo::Invalid => true,
                     Memo::Valid(h) => round.index.contains_key(h),
-                }));
+                });
+                let answer = match known {
+                    Some(m) => Answer::Known(m.clone()),
+                    None => Answer::Evaluated(*in_wave.entry(key.clone()).or_insert_with(|| {
+                        sources.push(Source::Mutant(trace));
+                        sources.len() - 1
+                    })),
+                };
+                looked_up.push((parent, Some((kind, key, answer))));
             }
-            let mut evaluated = self.evaluate(round, sources).into_iter();
+            self.times.dedup += looking_up.elapsed();
+            let mut evaluated: Vec<Option<Evaluated>> = self
+                .evaluate(round, sources)
+                .into_iter()
+                .map(Some)
+                .collect();
+            let admitting = Instant::now();
             let before = next.len();
-            for ((parent, mutant), hit) in plans.into_iter().zip(known) {
+            for (parent, mutant) in looked_up {
                 let child = match mutant {
                     None => Some(parent),
-                    Some((kind, trace)) => {
-                        let key = memo_key(round.entries[parent].member.structure, &trace);
-                        let child = match hit {
-                            Some(Memo::Invalid) => None,
-                            Some(Memo::Valid(h)) => round.index.get(&h).copied(),
-                            None => match evaluated.next() {
-                                Some(Evaluated::New {
+                    Some((kind, key, answer)) => {
+                        let evaluated = match answer {
+                            Answer::Known(m) => Err(m),
+                            // A repeat of a mutant of this wave finds the memo written.
+                            Answer::Evaluated(slot) => evaluated[slot].take().ok_or_else(|| {
+                                self.memo.get(&key).cloned().unwrap_or(Memo::Invalid)
+                            }),
+                        };
+                        let child = match evaluated {
+                            Err(Memo::Invalid) => None,
+                            Err(Memo::Valid(h)) => round.index.get(&h).copied(),
+                            Ok(Evaluated::New {
+                                trace,
+                                sites,
+                                hash,
+                                lowered,
+                            }) => {
+                                self.memo.insert(key, Memo::Valid(hash.clone()));
+                                let m = Arc::new(Member {
                                     trace,
+                                    sites,
                                     hash,
-                                    lowered,
-                                }) => {
-                                    self.memo.insert(key, Memo::Valid(hash.clone()));
-                                    let m = Arc::new(Member {
-                                        trace,
-                                        hash,
-                                        lowered: *lowered,
-                                        structure: round.entries[parent].member.structure,
-                                    });
-                                    let lineage = round.entries[parent].lineage;
-                                    Some(round.admit(m, Origin::Mutant, lineage).0)
-                                }
-                                Some(Evaluated::InRound(i)) => {
-                                    let h = round.entries[i].member.hash.clone();
-                                    self.memo.insert(key, Memo::Valid(h));
-                                    Some(i)
-                                }
-                                _ => {
-                                    self.memo.insert(key, Memo::Invalid);
-                                    None
-                                }
-                            },
+                                    lowered: *lowered,
+                                    structure: round.entries[parent].member.structure,
+                                });
+                                let lineage = round.entries[parent].lineage;
+                                Some(round.admit(m, Origin::Mutant, lineage).0)
+                            }
+                            Ok(Evaluated::InRound(i)) => {
+                                let h = round.entries[i].member.hash.clone();
+                                self.memo.insert(key, Memo::Valid(h));
+                                Some(i)
+                            }
+                            Ok(_) => {
+                                self.memo.insert(key, Memo::Invalid);
+                                None
+                            }
                         };
                         self.stats.record(kind, child.is_some());
                         child
@@ -586,6 +684,7 @@ impl EvolutionarySearch {
                     None => {}
                 }
             }
+            self.times.dedup += admitting.elapsed();
             if next.len() == before {
                 break;
             }
@@ -640,7 +739,29 @@ impl EvolutionarySearch {
     }
 }
 
-fn memo_key(structure: usize, trace: &Trace) -> (usize, Vec<Decision>) {
+/// Whether two traces have the same instructions and rvs, their decisions aside.
+fn same_structure(a: &Trace, b: &Trace) -> bool {
+    a.insts.len() == b.insts.len()
+        && a.rvs == b.rvs
+        && a.insts.iter().zip(&b.insts).all(|(x, y)| {
+            x.kind == y.kind && x.inputs == y.inputs && x.attrs == y.attrs && x.outputs == y.outputs
+        })
+}
+
+/// The replay memo's key: a trace's structure and its decisions.
+type MemoKey = (usize, Vec<Decision>);
+
+/// A mutant after the memo lookup: its mutator, its memo key, and where its answer is.
+type Lookup = (MutatorKind, MemoKey, Answer);
+
+/// Where a mutant's answer comes from: the memo, or the evaluation of this wave's
+/// source at an index (shared by the wave's repeats of one mutant).
+enum Answer {
+    Known(Memo),
+    Evaluated(usize),
+}
+
+fn memo_key(structure: usize, trace: &Trace) -> MemoKey {
     (
         structure,
         trace.decisions().into_iter().map(|(_, d)| d).collect(),
@@ -662,6 +783,8 @@ impl SearchStrategy for EvolutionarySearch {
             out.exhausted = true;
             return out;
         }
+        let start = Instant::now();
+        self.times = RoundTimes::default();
         let mut rng = ChaCha8Rng::seed_from_u64(splitmix(self.seed ^ splitmix(self.round)));
         self.round += 1;
         let mut round = Round::default();
@@ -673,6 +796,7 @@ impl SearchStrategy for EvolutionarySearch {
         }
         self.last.distinct = round.entries.len();
         self.score(&mut round, &mut out);
+        let picking = Instant::now();
         let picks = self.pick_batch(&round, n, is_known, &mut out);
         let sources: Vec<_> = picks
             .par_iter()
@@ -693,6 +817,8 @@ impl SearchStrategy for EvolutionarySearch {
             }
         }
         out.exhausted = out.candidates.len() + out.rejected.len() < n;
+        self.times.batch += picking.elapsed();
+        self.times.total = start.elapsed();
         out
     }
 

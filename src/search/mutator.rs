@@ -102,23 +102,40 @@ pub fn sites(trace: &Trace) -> Vec<Site> {
 /// A mutant of `trace`: a mutator drawn uniformly among those with a site in the trace,
 /// one of its sites, and a new decision there. `None` when no decision can change.
 pub fn mutate(trace: &Trace, rng: &mut ChaCha8Rng) -> Option<(MutatorKind, Trace)> {
-    let mut kinds: Vec<MutatorKind> = sites(trace).iter().map(|s| s.kind).collect();
+    mutate_sites(trace, &sites(trace), rng)
+}
+
+/// [`mutate`] given the trace's [`sites`] (computed once per trace by a caller that
+/// mutates it often).
+pub fn mutate_sites(
+    trace: &Trace,
+    all: &[Site],
+    rng: &mut ChaCha8Rng,
+) -> Option<(MutatorKind, Trace)> {
+    let mut kinds: Vec<MutatorKind> = all.iter().map(|s| s.kind).collect();
     kinds.sort();
     kinds.dedup();
     if kinds.is_empty() {
         return None;
     }
     let kind = kinds[rng.gen_range(0..kinds.len())];
-    mutate_kind(trace, kind, rng).map(|t| (kind, t))
+    mutate_at(trace, all, kind, rng).map(|t| (kind, t))
 }
 
 /// A mutant of `trace` by mutator `kind`: one of its sites, uniformly, and a new
 /// decision there. `None` when the trace has no such site.
 pub fn mutate_kind(trace: &Trace, kind: MutatorKind, rng: &mut ChaCha8Rng) -> Option<Trace> {
-    let of_kind: Vec<Site> = sites(trace)
-        .into_iter()
-        .filter(|s| s.kind == kind)
-        .collect();
+    mutate_at(trace, &sites(trace), kind, rng)
+}
+
+/// [`mutate_kind`] given the trace's `sites`.
+fn mutate_at(
+    trace: &Trace,
+    sites: &[Site],
+    kind: MutatorKind,
+    rng: &mut ChaCha8Rng,
+) -> Option<Trace> {
+    let of_kind: Vec<&Site> = sites.iter().filter(|s| s.kind == kind).collect();
     if of_kind.is_empty() {
         return None;
     }

@@ -147,6 +147,18 @@ pub fn check(
     space: &SearchSpace,
     target: &TargetLimits,
 ) -> Result<Lowered, Rejection> {
+    check_program(p, space, target)?;
+    let lowered = lower(p, target.backend()).map_err(Rejection::Lowering)?;
+    check_lowered(&lowered, space, target)?;
+    Ok(lowered)
+}
+
+/// The limits [`check`] tests before lowering: the virtual threads of a CUDA program.
+pub fn check_program(
+    p: &Program,
+    space: &SearchSpace,
+    target: &TargetLimits,
+) -> Result<(), Rejection> {
     if let TargetLimits::Cuda(_) = target {
         let count = vthreads(p);
         if count > space.max_vthreads {
@@ -156,7 +168,15 @@ pub fn check(
             });
         }
     }
-    let lowered = lower(p, target.backend()).map_err(Rejection::Lowering)?;
+    Ok(())
+}
+
+/// The limits [`check`] tests after lowering: threads and shared memory per CUDA block.
+pub fn check_lowered(
+    lowered: &Lowered,
+    space: &SearchSpace,
+    target: &TargetLimits,
+) -> Result<(), Rejection> {
     if let TargetLimits::Cuda(limits) = target {
         let max = space
             .max_threads_per_block
@@ -189,7 +209,7 @@ pub fn check(
             }
         }
     }
-    Ok(lowered)
+    Ok(())
 }
 
 /// The source of a checked candidate for the target.

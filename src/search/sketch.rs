@@ -195,6 +195,20 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
 /// block and the virtual threads fit the space's limits, then passed to `sample_tile`
 /// (`sample_perfect_tile`) as its decisions: the trace is the same as with free sampling,
 /// but far fewer samples are rejected by the postprocessors.
+/// Runs a primitive the sketch goes on without if it fails, with the program restored
+/// on failure even where the schedule otherwise keeps no copy to restore it from (the
+/// evolutionary search's fresh samples, see `Schedule::set_rollback`).
+pub(crate) fn attempt<T>(
+    sch: &mut Schedule,
+    primitive: impl FnOnce(&mut Schedule) -> Result<T, ScheduleError>,
+) -> Result<T, ScheduleError> {
+    let was = sch.rolls_back();
+    sch.set_rollback(true);
+    let out = primitive(sch);
+    sch.set_rollback(was);
+    out
+}
+
 pub fn apply_sketch(
     space: &SearchSpace,
     sch: &mut Schedule,
@@ -211,7 +225,7 @@ pub fn apply_sketch(
         for name in &st.padding {
             let b = sch.get_block(name).map_err(at("inline padding"))?;
             // A stage that cannot be inlined stays (and is scheduled on its own below).
-            let _ = sch.compute_inline(b);
+            let _ = attempt(sch, |s| s.compute_inline(b));
         }
     }
     // 1b. Padding an einsum to multiples: the new stages are padding and an epilogue.
@@ -241,7 +255,7 @@ pub fn apply_sketch(
         if split.is_some()
             || !(space.inline_epilogue
                 && write_back.is_some()
-                && sch.reverse_compute_inline(b).is_ok())
+                && attempt(sch, |s| s.reverse_compute_inline(b)).is_ok())
         {
             leftovers.push(name.clone());
         }
@@ -407,7 +421,7 @@ pub fn apply_sketch(
     if space.inline_padding && space.cache_read.is_some() {
         for name in &st.padding {
             let b = sch.get_block(name).map_err(at("inline padding"))?;
-            if sch.compute_inline(b).is_err() {
+            if attempt(sch, |s| s.compute_inline(b)).is_err() {
                 leftovers.insert(0, name.clone());
             }
         }

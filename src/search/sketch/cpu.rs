@@ -37,7 +37,7 @@
 //!
 //! The old multi-level tiling stays the `plain` sketch: the search samples both.
 
-use super::{at, fuse, loop_kinds, stages, standalone, SketchError};
+use super::{at, attempt, fuse, loop_kinds, stages, standalone, SketchError};
 use crate::ir::{Expr, IterKind, Program};
 use crate::schedule::{sampling, BlockRv, IntArg, LoopRv, Schedule};
 use crate::search::space::{RegisterTile, SearchSpace};
@@ -91,7 +91,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         for name in &stages(sch.program())?.padding {
             if !st.padding.contains(name) {
                 let b = sch.get_block(name).map_err(at("pad_einsum"))?;
-                let _ = sch.compute_inline(b);
+                let _ = attempt(sch, |s| s.compute_inline(b));
             }
         }
     }
@@ -104,7 +104,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     let mut leftovers = Vec::new();
     for name in &st.epilogues {
         let b = sch.get_block(name).map_err(at("epilogue"))?;
-        if !(space.inline_epilogue && sch.reverse_compute_inline(b).is_ok()) {
+        if !(space.inline_epilogue && attempt(sch, |s| s.reverse_compute_inline(b)).is_ok()) {
             leftovers.push(name.clone());
         }
     }
