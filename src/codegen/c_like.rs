@@ -285,18 +285,19 @@ impl<'a> Printer<'a> {
                     self.ranges.insert(*var, *extent);
                     let v = self.var(*var);
                     if *kind == ForKind::Vectorized && self.dialect == Dialect::Cuda {
-                        if let Some(line) = self.vector_copy(*var, *extent, body) {
-                            let guard = body.iter().find_map(|s| match s {
-                                KStmt::If { cond, .. } => Some(self.expr(cond)),
-                                _ => None,
-                            });
-                            match guard {
+                        if let Some((guard, lines)) = self.vector_copy(*var, *extent, body) {
+                            let inner = match guard {
                                 Some(g) => {
                                     self.line(depth, &format!("if {} {{", paren(&g)));
-                                    self.line(depth + 1, &line);
-                                    self.line(depth, "}");
+                                    depth + 1
                                 }
-                                None => self.line(depth, &line),
+                                None => depth,
+                            };
+                            for l in &lines {
+                                self.line(inner, l);
+                            }
+                            if inner > depth {
+                                self.line(depth, "}");
                             }
                             continue;
                         }
@@ -357,28 +358,46 @@ impl<'a> Printer<'a> {
         }
     }
 
-    /// A float4/float2 copy for a vectorized loop whose store copies one contiguous load;
+    /// A vectorized loop that copies one vector ([`crate::lower`]'s vector copy) as its
+    /// statement guard and lines: one float4/float2 load, zero-filled under a guard uniform
+    /// over the vector (`c ? *(float4*)p : make_float4(0, ...)`), stored as one vector or,
+    /// where the store is scattered (a transposed fetch), lane by lane from a register.
     /// `None` prints the loop as an unrolled scalar loop instead.
-    fn vector_copy(&self, var: VarId, lanes: i64, body: &[KStmt]) -> Option<String> {
-        let store = crate::lower::kernel_vector_body(body, var).ok()?;
-        let (buffer, indices) = (store.buffer, store.indices);
-        let Expr::Load(src, sidx) = store.value else {
-            return None;
-        };
+    fn vector_copy(
+        &self,
+        var: VarId,
+        lanes: i64,
+        body: &[KStmt],
+    ) -> Option<(Option<String>, Vec<String>)> {
+        let copy = crate::lower::kernel_vector_copy(self.p, body, var, lanes, &self.ranges).ok()?;
         let ty = if lanes == 4 { "float4" } else { "float2" };
-        let at_zero = |e: &Expr| e.substitute(&|v| (v == var).then_some(Expr::Int(0)));
-        let d = self.expr(&crate::ir::simplify::simplify(
-            &at_zero(&indices[0]),
-            &|_| None,
-        ));
-        let s = self.expr(&crate::ir::simplify::simplify(&at_zero(&sidx[0]), &|_| {
-            None
-        }));
-        Some(format!(
-            "*({ty}*)({} + {d}) = *({ty}*)({} + {s});",
-            ident(&self.p.buffer(buffer).name),
-            ident(&self.p.buffer(*src).name)
-        ))
+        let at = |e: &Expr, lane: i64| crate::lower::kernel_at_lane(e, var, lane, &self.ranges);
+        let mut load = format!(
+            "*({ty}*)({} + {})",
+            ident(&self.p.buffer(copy.src).name),
+            self.expr(&at(copy.src_index, 0))
+        );
+        if let Some(c) = copy.valid {
+            let zeros = vec!["0.0f"; lanes as usize].join(", ");
+            load = format!(
+                "{} ? {load} : make_{ty}({zeros})",
+                paren(&self.expr(&at(c, 0)))
+            );
+        }
+        let dst = ident(&self.p.buffer(copy.dst).name);
+        let lines = if copy.scatter {
+            let mut lines = vec![format!("{{ {ty} tessel_v = {load};")];
+            for (lane, field) in (0..lanes).zip(["x", "y", "z", "w"]) {
+                let d = self.expr(&at(copy.dst_index, lane));
+                lines.push(format!("  {dst}[{d}] = tessel_v.{field};"));
+            }
+            lines.push("}".into());
+            lines
+        } else {
+            let d = self.expr(&at(copy.dst_index, 0));
+            vec![format!("*({ty}*)({dst} + {d}) = {load};")]
+        };
+        Some((copy.guard.map(|g| self.expr(&at(g, 0))), lines))
     }
 }
 

@@ -269,8 +269,9 @@ fn rewrite(body: &mut [KStmt], flat: &dyn Fn(BufferId, &[Expr]) -> Vec<Expr>) {
 
 /// Checks every vectorized loop of a CUDA kernel: 2 or 4 float32 lanes, one store (under
 /// a lane-invariant guard at most) whose index and loads are contiguous in the lane and
-/// aligned to the vector width, or lane-invariant loads. A loop whose guard depends on the
-/// lane is accepted and printed as guarded scalar stores.
+/// aligned to the vector width, or lane-invariant loads; or a store that is not
+/// contiguous whose value is one contiguous, aligned load ([`scattered`]). A loop whose
+/// guard depends on the lane is accepted and printed as guarded scalar stores.
 pub(super) fn check_vectors(p: &Program, k: &Kernel, ranges: &BTreeMap<VarId, i64>) -> Result<()> {
     fn walk(p: &Program, body: &[KStmt], ranges: &BTreeMap<VarId, i64>) -> Result<()> {
         for s in body {
@@ -412,7 +413,9 @@ fn vector_store(
     if lanes != 2 && lanes != 4 {
         return Err(format!("{lanes} lanes (float2 and float4 are supported)"));
     }
-    contiguous(&indices[0], var, lanes, ranges)?;
+    if contiguous(&indices[0], var, lanes, ranges).is_err() {
+        return scattered(p, value, var, lanes, ranges);
+    }
     let mut err = Ok(());
     value.visit(&mut |e| {
         if let Expr::Load(b, idx) = e {
@@ -426,4 +429,25 @@ fn vector_store(
         }
     });
     err
+}
+
+/// A vectorized loop whose store is not contiguous (the transposed store of a
+/// reduction-major fetch) is accepted when its value is one load, zero-filled at most,
+/// that is contiguous and aligned: one vector load, then a store per lane
+/// ([`super::vector_copy`]; under a zero-fill guard that is not uniform over the vector,
+/// a scalar loop).
+fn scattered(
+    p: &Program,
+    value: &Expr,
+    var: VarId,
+    lanes: i64,
+    ranges: &BTreeMap<VarId, i64>,
+) -> std::result::Result<(), String> {
+    let Expr::Load(b, idx) = super::vector_copy::zero_filled(value).0 else {
+        return Err("its store is not contiguous in the lane and its value is not one load".into());
+    };
+    if p.buffer(*b).dtype != DType::F32 {
+        return Err(format!("{} is not float32", p.buffer(*b).name));
+    }
+    contiguous(&idx[0], var, lanes, ranges)
 }

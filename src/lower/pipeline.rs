@@ -25,7 +25,6 @@
 //!    barrier after the loop keeps a later overwrite of the buffers (the next iteration
 //!    of an enclosing loop) behind every thread's last reads.
 
-use super::compact::contiguous;
 use super::kernel::{ForKind, KStmt, Kernel};
 use super::{LowerError, Result};
 use crate::ir::interval::Interval;
@@ -362,39 +361,33 @@ impl Cx<'_> {
             .collect()
     }
 
-    /// A vectorized loop whose one store copies `lanes` contiguous global elements, as one
-    /// `cp.async` (under the loop's lane-invariant guard).
+    /// A vectorized loop whose one store copies `lanes` contiguous global elements to
+    /// contiguous shared ones, as one `cp.async` (under the loop's lane-invariant guard;
+    /// zero-filled under a guard uniform over the vector). A scattered store (a transposed
+    /// fetch) cannot be one copy: its lanes are copied one by one.
     fn vector_copy(&self, body: &[KStmt], lane: VarId, lanes: i64) -> Option<KStmt> {
-        if lanes != 2 && lanes != 4 {
+        let copy = super::vector_copy::vector_copy(self.p, body, lane, lanes, self.ranges).ok()?;
+        if copy.scatter
+            || !self.stage_size.contains_key(&copy.dst)
+            || self.p.buffer(copy.src).scope != Scope::Global
+        {
             return None;
         }
-        let super::compact::VectorStore {
-            guard,
-            buffer,
-            indices,
-            value,
-        } = super::compact::vector_body(body, lane).ok()?;
-        let (src, src_index, valid) = self.copy_source(buffer, value)?;
-        if valid.as_ref().is_some_and(|c| c.uses_var(lane)) {
-            return None;
-        }
-        contiguous(&indices[0], lane, lanes, self.ranges).ok()?;
-        contiguous(&src_index, lane, lanes, self.ranges).ok()?;
-        let at0 = |e: &Expr| self.simp(&e.substitute(&|v| (v == lane).then_some(Expr::Int(0))));
-        let copy = KStmt::CpAsync {
-            dst: buffer,
-            dst_index: at0(&indices[0]),
-            src,
-            src_index: at0(&src_index),
+        let at0 = |e: &Expr| super::vector_copy::at_lane(e, lane, 0, self.ranges);
+        let copy_stmt = KStmt::CpAsync {
+            dst: copy.dst,
+            dst_index: at0(copy.dst_index),
+            src: copy.src,
+            src_index: at0(copy.src_index),
             lanes,
-            valid,
+            valid: copy.valid.map(at0),
         };
-        Some(match guard {
+        Some(match copy.guard {
             Some(cond) => KStmt::If {
-                cond: cond.clone(),
-                then: vec![copy],
+                cond: at0(cond),
+                then: vec![copy_stmt],
             },
-            None => copy,
+            None => copy_stmt,
         })
     }
 
@@ -404,12 +397,8 @@ impl Cx<'_> {
         if !self.stage_size.contains_key(&dst) || self.p.buffer(dst).dtype != DType::F32 {
             return None;
         }
-        let (load, valid) = match value {
-            Expr::Select(c, a, b) if matches!(**b, Expr::Float(z) if z == 0.0) => {
-                (&**a, Some((**c).clone()))
-            }
-            e => (e, None),
-        };
+        let (load, valid) = super::vector_copy::zero_filled(value);
+        let valid = valid.cloned();
         match load {
             Expr::Load(src, idx)
                 if self.p.buffer(*src).scope == Scope::Global

@@ -41,7 +41,8 @@
 //!    block's threads (a product of the sampled thread tiles, so a changed decision keeps
 //!    the split consistent) and vectorized by a sampled length. With
 //!    `cache_read.reduction_major`, an operand whose last axis is a reduction is stored
-//!    reduction axes first, rows padded against bank conflicts ([`reduction_major`]).
+//!    reduction axes first, rows padded against bank conflicts ([`reduction_major`]), its
+//!    fetch vectorized by the lengths [`transposed_lengths`] offers.
 //!
 //!    **7b. Software pipelining** (spaces with `pipeline.stages`): the loop the fetches
 //!    are computed at gets a sampled `software_pipeline_stage` ([`pipeline`]).
@@ -399,9 +400,8 @@ pub fn apply_sketch(
                 continue;
             }
             let fused = fuse(sch, &cl[fetch_depth..])?;
-            // A transposed copy stores its vectors' lanes apart: one lane per load.
             let lengths = if transposed {
-                vec![1]
+                transposed_lengths(space, sch, cached)?
             } else {
                 space.fetch_vector_lengths.clone()
             };
@@ -623,6 +623,45 @@ fn reduction_major(
     sch.storage_align(cached, 0, axis, SHARED_BANKS, 1)
         .map_err(at("reduction-major"))?;
     Ok(true)
+}
+
+/// The vector lengths offered to the fetch of a reduction-major operand: a transposed
+/// copy stores its vectors' lanes apart (one vector load into a register, a store per
+/// lane), offered with `cache_read.vector_transposed`, else one lane per load. Only the
+/// lengths that divide the row of the global input the fetch reads (through a
+/// zero-filling padding stage) are offered: the lowering proves every vector aligned,
+/// which a row of 311 floats never is.
+fn transposed_lengths(
+    space: &SearchSpace,
+    sch: &Schedule,
+    cached: BlockRv,
+) -> Result<Vec<i64>, SketchError> {
+    if !space.vector_transposed {
+        return Ok(vec![1]);
+    }
+    let p = sch.program();
+    let mut block = sch.block_id(cached).map_err(at("reduction-major"))?;
+    // Follow single-input stages (the padding) back to the global input.
+    let row = loop {
+        let reads = p.block_reads(block);
+        let [(buf, _)] = reads.as_slice() else {
+            break None;
+        };
+        if p.buffer(*buf).kind == BufferKind::Input {
+            break p.buffer(*buf).shape.last().copied();
+        }
+        match p.writers(*buf).as_slice() {
+            [w] => block = *w,
+            _ => break None,
+        }
+    };
+    let lengths: Vec<i64> = space
+        .fetch_vector_lengths
+        .iter()
+        .copied()
+        .filter(|l| *l == 1 || row.is_some_and(|r| r % l == 0))
+        .collect();
+    Ok(if lengths.is_empty() { vec![1] } else { lengths })
 }
 
 /// The padding rule (spaces with `tiling.pad_multiples`): where the main block is an

@@ -73,6 +73,9 @@ pub struct SearchSpace {
     /// GEMM operands whose last axis is a reduction are stored reduction axes first in
     /// the cache (`cache_read.reduction_major`).
     pub reduction_major: bool,
+    /// The fetch of a reduction-major operand is offered `fetch_vector_lengths` too (one
+    /// vector load, a store per lane; `cache_read.vector_transposed`), else only 1.
+    pub vector_transposed: bool,
     /// `Some(scope)` when the output is accumulated in a cache.
     pub cache_write: Option<String>,
     pub unroll_max_steps: Vec<i64>,
@@ -242,6 +245,8 @@ struct CacheRead {
     vector_lengths: Vec<i64>,
     #[serde(default)]
     reduction_major: bool,
+    #[serde(default)]
+    vector_transposed: bool,
 }
 
 #[derive(Deserialize)]
@@ -550,6 +555,7 @@ impl SearchSpace {
             cache_read: f.cache_read.enabled.then_some(f.cache_read.scope),
             fetch_vector_lengths: f.cache_read.vector_lengths,
             reduction_major: f.cache_read.reduction_major,
+            vector_transposed: f.cache_read.vector_transposed,
             cache_write: f.cache_write.enabled.then_some(f.cache_write.scope),
             unroll_max_steps: f.unroll.max_steps,
             inline_padding: f.inline.padding,
