@@ -9,7 +9,7 @@
 
 use super::dataset::TrainingSet;
 use super::features::{FEATURE_NAMES, FEATURE_SET_VERSION};
-use super::gbdt::{sigmoid, Gbdt, GbdtError, GbdtParams, GroupedTargets, Loss};
+use super::gbdt::{sigmoid, Gbdt, GbdtError, GbdtParams, GroupedTargets, Loss, PairLoss};
 use super::linear::Linear;
 use crate::database::{StoredModel, TargetKind};
 use linfa::traits::Fit;
@@ -383,10 +383,21 @@ fn sample_weight(label: f64) -> f64 {
     1.0 + 4.0 * label
 }
 
-/// The parameters of `gbdt-rank`'s trees: [`GbdtParams::DEFAULT`] with the pairwise loss.
+/// The parameters of `gbdt-rank`'s trees: [`GbdtParams::DEFAULT`] with the pairwise loss,
+/// whose pairs include [`RANK_PAIRS`]'s extra pairs among each workload's best.
 pub const RANK_PARAMS: GbdtParams = GbdtParams {
-    loss: Loss::Pairwise { pairs: 8 },
+    loss: Loss::Pairwise(RANK_PAIRS),
     ..GbdtParams::DEFAULT
+};
+
+/// The pairs of `gbdt-rank`: 8 random partners per sample, and 8 more for each of a
+/// group's 32 best-labelled samples drawn among those 32, so that the order among the
+/// best candidates (what top-1 and top-5 judge) is trained on more than the few pairs a
+/// random draw gives it (benches/RESULTS.md, feature set v3 and v4).
+pub const RANK_PAIRS: PairLoss = PairLoss {
+    top: 32,
+    top_pairs: 8,
+    ..PairLoss::DEFAULT
 };
 
 /// Rankers of different seeds `gbdt-rank` (and `gbdt-rank-fail`) average
