@@ -47,10 +47,8 @@
 //!    the write-back, a split-K reduction kernel) visible at a fixed length;
 //! 3. the full per-store features of the *main store*, the one with the most flops (ties:
 //!    the most accesses), which is the computation the schedule is about (a GEMM's
-//!    `C_update`): its write and its two reads of other buffers with the most bytes per
-//!    block, each in a slot of the same fields (a missing read is all zeros); the two
-//!    reads in the order the value loads them (since v4: a GEMM's A in the first slot, B
-//!    in the second, whatever the tile's shape).
+//!    `C_update`): its write and its two reads with the most bytes per block, each in a
+//!    slot of the same fields (a missing read is all zeros).
 //!
 //! Summing the full per-store vectors (Ansor) would blur slot features (strides, scopes)
 //! across stages of different roles; keeping one store whole and summing only additive
@@ -85,7 +83,7 @@ use crate::lower::{Kernel, Lowered};
 use stores::{Access, KernelCounts, Ops, Store, Walker};
 
 /// The version of the feature set; models store the version they were trained on.
-pub const FEATURE_SET_VERSION: u32 = 4;
+pub const FEATURE_SET_VERSION: u32 = 3;
 
 /// Registers per thread that a kernel needs besides its local arrays (indices, pointers,
 /// loop counters): a rough constant of the estimate.
@@ -252,8 +250,7 @@ pub const FEATURE_NAMES: &[&str] = &[
     "main_write_log_reuse_count",
     "main_write_log_reuse_distance",
     "main_write_log_reuse_ratio",
-    // Of its two reads of other buffers with the most bytes per block, the one loaded
-    // first (feature set v4).
+    // Its read with the most bytes per block.
     "main_read0_is_global",
     "main_read0_is_shared",
     "main_read0_is_local",
@@ -611,26 +608,13 @@ fn main_store_features(main: Option<&Store>, out: &mut Vec<f32>) {
         }
         out.extend([log1p2(bytes), log1p2(lines)]);
     }
-    let reads = main_reads(s);
+    let mut reads: Vec<&Access> = s.reads.iter().collect();
+    reads.sort_by(|a, b| {
+        (b.block.elements * b.bytes_per_elem).total_cmp(&(a.block.elements * a.bytes_per_elem))
+    });
     access_features(Some(&s.write), n.vector_len, n.trips, out);
     access_features(reads.first().copied(), n.vector_len, n.trips, out);
     access_features(reads.get(1).copied(), n.vector_len, n.trips, out);
-}
-
-/// The main store's reads that get a slot: of the reads of other buffers than the one it
-/// writes (an accumulator's own read is its write's twin), the two with the most bytes
-/// per block (ties: the earlier), in the order the value loads them. (Until feature set
-/// v4 the slots were every read in order of bytes, so a GEMM's A and B, and with a short
-/// reduction its accumulator, changed slots with the tile's shape: the model compared
-/// A's stride of one candidate with B's of another.)
-fn main_reads(s: &Store) -> Vec<&Access> {
-    let reads: Vec<&Access> = s.reads.iter().filter(|a| a.buffer != s.buffer).collect();
-    let bytes = |a: &Access| a.block.elements * a.bytes_per_elem;
-    let mut by_bytes: Vec<usize> = (0..reads.len()).collect();
-    by_bytes.sort_by(|a, b| bytes(&reads[*b]).total_cmp(&bytes(&reads[*a])).then(a.cmp(b)));
-    by_bytes.truncate(2);
-    by_bytes.sort_unstable();
-    by_bytes.iter().map(|i| reads[*i]).collect()
 }
 
 /// Fields per access slot.

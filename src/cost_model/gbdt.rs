@@ -256,7 +256,9 @@ impl<D: Data<Elem = f32> + Sync> Fit<ArrayBase<D, Ix2>, GroupedTargets, GbdtErro
         };
         let groups = group_members(&t.groups);
         let tops = match self.loss {
-            Loss::Pairwise(p) if p.top > 0 && p.top_pairs > 0 => top_members(&labels, &groups, p.top),
+            Loss::Pairwise(p) if p.top > 0 && p.top_pairs > 0 => {
+                top_members(&labels, &groups, p.top)
+            }
             _ => Vec::new(),
         };
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
@@ -499,7 +501,11 @@ fn top_members(labels: &[f64], groups: &[Vec<u32>], k: usize) -> Vec<Vec<u32>> {
         .iter()
         .map(|m| {
             let mut m = m.clone();
-            m.sort_by(|a, b| labels[*b as usize].total_cmp(&labels[*a as usize]).then(a.cmp(b)));
+            m.sort_by(|a, b| {
+                labels[*b as usize]
+                    .total_cmp(&labels[*a as usize])
+                    .then(a.cmp(b))
+            });
             m.truncate(k);
             m
         })
@@ -511,7 +517,11 @@ fn ranks_in_groups(scores: &[f64], groups: &[Vec<u32>]) -> Vec<usize> {
     let mut rank = vec![0; scores.len()];
     for m in groups {
         let mut m = m.clone();
-        m.sort_by(|a, b| scores[*b as usize].total_cmp(&scores[*a as usize]).then(a.cmp(b)));
+        m.sort_by(|a, b| {
+            scores[*b as usize]
+                .total_cmp(&scores[*a as usize])
+                .then(a.cmp(b))
+        });
         for (r, i) in m.iter().enumerate() {
             rank[*i as usize] = r;
         }
@@ -576,7 +586,11 @@ fn pairwise_gradients(
             }
         }
     }
-    let scale = if weighted > 0.0 { plain / weighted } else { 1.0 };
+    let scale = if weighted > 0.0 {
+        plain / weighted
+    } else {
+        1.0
+    };
     for (gi, hi) in g.iter_mut().zip(h.iter_mut()) {
         *gi *= scale;
         // A sample that met no informative pair still needs a positive hessian.
@@ -828,7 +842,10 @@ mod tests {
     #[test]
     fn stretched_pair_weights_favour_pairs_among_the_best() {
         let plain = PairLoss::DEFAULT;
-        assert_eq!(plain.weight(1.0, 0.75, 0, 0), plain.weight(0.375, 0.125, 0, 0));
+        assert_eq!(
+            plain.weight(1.0, 0.75, 0, 0),
+            plain.weight(0.375, 0.125, 0, 0)
+        );
         for loss in [
             PairLoss {
                 stretch: 2.0,

@@ -86,8 +86,6 @@ pub(super) struct LoopNest {
 /// One access (the store's write or one load of its value).
 #[derive(Copy, Clone, Debug, PartialEq)]
 pub(super) struct Access {
-    /// The buffer accessed.
-    pub buffer: BufferId,
     pub scope: Scope,
     pub bytes_per_elem: f64,
     /// The cache line the lines are counted in, in bytes.
@@ -594,7 +592,6 @@ impl<'a> Walker<'a> {
                 (self.stack[i].extent as f64, inside)
             });
         Access {
-            buffer,
             scope: buf.scope,
             bytes_per_elem: bytes,
             line_bytes: self.line_bytes,

@@ -141,39 +141,3 @@ fn cpu_matmul_runs_its_tiles_on_parallel_cores() {
     assert_eq!(main.loops.unrolled_body, 64.0);
     assert_eq!(super::live_load_words(main), 4.0 + 16.0);
 }
-
-#[test]
-fn main_store_read_slots_follow_the_load_order_not_the_sizes() {
-    // mlc_blocking_shared with 64 x 128 tiles of C per block (each of the 64 threads 8 x
-    // 16): B's shared tile (8 x 128) is now twice A's (64 x 8), yet A, loaded first,
-    // keeps the first slot and B the second; the accumulator's own read (C_local) takes
-    // none.
-    let path = format!(
-        "{}/examples/schedules/mlc_blocking_shared.sched",
-        env!("CARGO_MANIFEST_DIR")
-    );
-    let src = std::fs::read_to_string(&path).expect("the example schedule");
-    let wide = src.replace(
-        "j_0, j_1, j_2 = split(j, factors=[None, 8, 8])",
-        "j_0, j_1, j_2 = split(j, factors=[None, 8, 16])",
-    );
-    assert_ne!(wide, src, "the schedule still splits j 8 x 8");
-    let trace = text::parse(&wide).expect("a valid trace");
-    let w = preset("matmul:256x256x256").expect("a preset");
-    let sch = replay(&trace, w.to_program(), 0).expect("the trace replays");
-    let l = lower(sch.program(), Backend::Cuda).expect("lowers");
-    let table = super::feature_table(&l, &DeviceSpec::cuda("sm_90a"));
-    let value = |name: &str| {
-        table
-            .iter()
-            .find(|(n, _)| *n == name)
-            .map(|(_, v)| *v)
-            .expect("a feature of that name")
-    };
-    let log = |x: f64| (1.0 + x).log2() as f32;
-    // Distinct bytes a block reads of each shared tile: A 64 x 8, B 8 x 128 floats.
-    assert_eq!(value("main_read0_log_bytes_per_block"), log(64.0 * 8.0 * 4.0));
-    assert_eq!(value("main_read1_log_bytes_per_block"), log(8.0 * 128.0 * 4.0));
-    assert_eq!(value("main_read0_is_shared"), 1.0);
-    assert_eq!(value("main_read1_is_shared"), 1.0);
-}
