@@ -10,7 +10,8 @@
 //! cached there by `tessel model train|eval`). Each CONFIG is `key=value` pairs joined by
 //! commas, the ranker's parameters prefixed `r.`, the failure classifier's `f.`:
 //! `r.trees`, `r.lr`, `r.depth`, `r.leaf`, `r.lambda`, `r.bins`, `r.seed`, `r.pairs` (0: squared
-//! loss), `r.okonly` (1: the ranker sees `ok` records only), the same for `f.` (no
+//! loss), `r.stretch`, `r.better`, `r.lambdak`, `r.top`, `r.toppairs` (the pair
+//! weights and top pairs of `PairLoss`), `r.okonly` (1: the ranker sees `ok` records only), the same for `f.` (no
 //! `pairs`/`okonly`), `r.bag` (rankers of seeds `r.seed + i` averaged), and `penalties` (slash-separated, one scored column each: a number
 //! `c` scores `rank - c * p_fail`, 0 being the ranker alone; `tX` ranks every candidate
 //! whose probability of failure is above X after the others, `gbdt-rank-fail`'s rule;
@@ -20,7 +21,7 @@
 
 use std::time::Instant;
 use tessel::cost_model::eval::{leave_one_workload_out_with, Subset};
-use tessel::cost_model::gbdt::Loss;
+use tessel::cost_model::gbdt::{GbdtParams, Loss, PairLoss};
 use tessel::cost_model::model::{
     combined_score, train_failure_classifier, train_ranker_bagged, RankFailConfig,
 };
@@ -33,6 +34,7 @@ struct Config {
     bag: usize,
     penalties: Vec<Combine>,
     subset: Subset,
+    picks: bool,
 }
 
 /// How a column combines the ranker's score with the classifier's log-odds.
@@ -74,6 +76,14 @@ impl Combine {
     }
 }
 
+/// The pairwise loss of `p`, or the default one if `p` has another loss.
+fn pair_loss(p: &GbdtParams) -> PairLoss {
+    match p.loss {
+        Loss::Pairwise(l) => l,
+        _ => PairLoss::DEFAULT,
+    }
+}
+
 fn parse(text: &str) -> Config {
     let mut c = Config {
         text: text.to_string(),
@@ -85,6 +95,7 @@ fn parse(text: &str) -> Config {
             Combine::Threshold(RankFailConfig::default().threshold),
         ],
         subset: Subset::Dev,
+        picks: false,
     };
     for kv in text.split(',').filter(|s| !s.is_empty()) {
         let (k, v) = kv.split_once('=').expect("key=value");
@@ -105,12 +116,46 @@ fn parse(text: &str) -> Config {
             (Some(p), "pairs") => {
                 p.loss = match num() as usize {
                     0 => Loss::Squared,
-                    n => Loss::Pairwise { pairs: n },
+                    n => Loss::Pairwise(PairLoss {
+                        pairs: n,
+                        ..pair_loss(p)
+                    }),
                 }
+            }
+            (Some(p), "stretch") => {
+                p.loss = Loss::Pairwise(PairLoss {
+                    stretch: num(),
+                    ..pair_loss(p)
+                })
+            }
+            (Some(p), "better") => {
+                p.loss = Loss::Pairwise(PairLoss {
+                    better: num(),
+                    ..pair_loss(p)
+                })
+            }
+            (Some(p), "lambdak") => {
+                p.loss = Loss::Pairwise(PairLoss {
+                    lambda_k: num() as usize,
+                    ..pair_loss(p)
+                })
+            }
+            (Some(p), "top") => {
+                p.loss = Loss::Pairwise(PairLoss {
+                    top: num() as usize,
+                    ..pair_loss(p)
+                })
+            }
+            (Some(p), "toppairs") => {
+                p.loss = Loss::Pairwise(PairLoss {
+                    top_pairs: num() as usize,
+                    ..pair_loss(p)
+                })
             }
             (Some(_), "okonly") => c.ok_only = num() != 0.0,
             (Some(_), "bag") => c.bag = num() as usize,
             (None, "penalties") => c.penalties = v.split('/').map(Combine::parse).collect(),
+            (None, "picks") => c.picks = num() != 0.0,
             (None, "subset") => c.subset = Subset::parse(v).expect("all, dev or test"),
             _ => panic!("unknown key {k}"),
         }
@@ -151,6 +196,9 @@ fn main() {
                 None
             };
             let r: Vec<f64> = test.features.iter().map(|x| rank.predict_one(x)).collect();
+            if c.picks {
+                print_picks(test, &r);
+            }
             let p: Vec<f64> = test
                 .features
                 .iter()
@@ -191,6 +239,61 @@ fn main() {
                 workloads,
                 report.groups.len(),
                 start.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+/// For each group of `test`: the labels of the model's five first picks, and the
+/// features in which its first pick differs most from the best record.
+fn print_picks(test: &tessel::cost_model::dataset::TrainingSet, scores: &[f64]) {
+    use tessel::cost_model::FEATURE_NAMES;
+    for (g, group) in test.groups.iter().enumerate() {
+        let mut members: Vec<usize> = (0..test.len())
+            .filter(|i| test.group[*i] as usize == g)
+            .collect();
+        members.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]));
+        let Some(best) = members
+            .iter()
+            .copied()
+            .max_by(|a, b| test.labels[*a].total_cmp(&test.labels[*b]))
+        else {
+            continue;
+        };
+        let best_rank = members.iter().position(|i| *i == best).unwrap_or(0);
+        let labels: Vec<String> = members[..members.len().min(5)]
+            .iter()
+            .map(|i| format!("{:.2}", test.labels[*i]))
+            .collect();
+        println!(
+            "PICK {} {} picks {} (records {:?}); best record {} ranked {}",
+            &group.workload_key[..8],
+            group.target.device,
+            labels.join(" "),
+            &members[..members.len().min(3)]
+                .iter()
+                .map(|i| test.record_ids[*i])
+                .collect::<Vec<_>>(),
+            test.record_ids[best],
+            best_rank
+        );
+        let pick = members[0];
+        let (a, b) = (&test.features[pick], &test.features[best]);
+        let mut diffs: Vec<(f64, usize)> = a
+            .iter()
+            .zip(b)
+            .enumerate()
+            .filter(|(_, (x, y))| x != y)
+            .map(|(j, (x, y))| {
+                let (x, y) = (f64::from(*x), f64::from(*y));
+                ((x - y).abs() / x.abs().max(y.abs()).max(1e-9), j)
+            })
+            .collect();
+        diffs.sort_by(|p, q| q.0.total_cmp(&p.0));
+        for (_, j) in diffs.iter().take(24) {
+            println!(
+                "    {:<40} pick {:>12.4} best {:>12.4}",
+                FEATURE_NAMES[*j], a[*j], b[*j]
             );
         }
     }

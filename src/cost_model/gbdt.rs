@@ -63,8 +63,9 @@ pub struct GroupedTargets {
 pub enum Loss {
     /// Weighted squared error on the label.
     Squared,
-    /// Pairwise logistic loss within groups, `pairs` random partners per sample and round.
-    Pairwise { pairs: usize },
+    /// Pairwise logistic loss within groups: which pairs are drawn and how each weighs
+    /// ([`PairLoss`]).
+    Pairwise(PairLoss),
     /// Binary cross-entropy on labels in `{0, 1}` (a label above 0.5 counts as 1); the
     /// scores are log-odds of label 1 ([`sigmoid`] turns them into probabilities).
     Logistic,
@@ -240,7 +241,7 @@ impl<D: Data<Elem = f32> + Sync> Fit<ArrayBase<D, Ix2>, GroupedTargets, GbdtErro
                 let wsum: f64 = weights.iter().sum();
                 labels.iter().zip(&weights).map(|(y, w)| y * w).sum::<f64>() / wsum.max(1e-12)
             }
-            Loss::Pairwise { .. } => 0.0,
+            Loss::Pairwise(_) => 0.0,
             Loss::Logistic => {
                 let wsum: f64 = weights.iter().sum();
                 let pos: f64 = labels
@@ -254,6 +255,12 @@ impl<D: Data<Elem = f32> + Sync> Fit<ArrayBase<D, Ix2>, GroupedTargets, GbdtErro
             }
         };
         let groups = group_members(&t.groups);
+        let tops = match self.loss {
+            Loss::Pairwise(p) if p.top > 0 && p.top_pairs > 0 => {
+                top_members(&labels, &groups, p.top)
+            }
+            _ => Vec::new(),
+        };
         let mut rng = ChaCha8Rng::seed_from_u64(self.seed);
         let mut scores = vec![base_score; n];
         let mut trees = Vec::with_capacity(self.trees);
@@ -261,8 +268,14 @@ impl<D: Data<Elem = f32> + Sync> Fit<ArrayBase<D, Ix2>, GroupedTargets, GbdtErro
         for _ in 0..self.trees {
             let (g, h) = match self.loss {
                 Loss::Squared => squared_gradients(&scores, &labels, &weights),
-                Loss::Pairwise { pairs } => {
-                    pairwise_gradients(&scores, &labels, &t.groups, &groups, pairs.max(1), &mut rng)
+                Loss::Pairwise(p) => {
+                    let pairs = Pairs {
+                        labels: &labels,
+                        group_of: &t.groups,
+                        groups: &groups,
+                        tops: &tops,
+                    };
+                    pairwise_gradients(&scores, &pairs, &p, &mut rng)
                 }
                 Loss::Logistic => logistic_gradients(&scores, &labels, &weights),
             };
@@ -406,44 +419,182 @@ fn logistic_gradients(scores: &[f64], labels: &[f64], w: &[f64]) -> (Vec<f64>, V
         .unzip()
 }
 
-/// RankNet gradients over sampled pairs: each sample meets `pairs` random partners of
-/// its group with another label; the pair (better i, worse j) adds to i's gradient
-/// `-|dy| * rho` and to j's `+|dy| * rho`, `rho = 1 / (1 + e^(s_i - s_j))`.
+/// Which pairs the pairwise loss draws and how much each weighs.
+///
+/// Every sample meets `pairs` random partners of its group; with `top > 0` each of a
+/// group's `top` best-labelled samples also meets `top_pairs` partners drawn among those
+/// best. A pair (better `i`, worse `j`) weighs `|y_i^stretch - y_j^stretch| * y_i^better`,
+/// times `|D(r_i) - D(r_j)|` with LambdaRank's discount `D(r) = 1 / log2(2 + r)` of the
+/// current rank `r` within the group (0 first, `D = 0` from rank `lambda_k` on) when
+/// `lambda_k > 0`. The weights of one round are then scaled so that they sum to what the
+/// plain label gaps `|y_i - y_j|` of the same pairs sum to: the variants move weight
+/// between pairs, not the step size the other parameters were tuned for.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PairLoss {
+    pub pairs: usize,
+    pub stretch: f64,
+    pub better: f64,
+    pub lambda_k: usize,
+    pub top: usize,
+    pub top_pairs: usize,
+}
+
+impl PairLoss {
+    /// RankNet weighted by label gaps, 8 random partners per sample.
+    pub const DEFAULT: PairLoss = PairLoss {
+        pairs: 8,
+        stretch: 1.0,
+        better: 0.0,
+        lambda_k: 0,
+        top: 0,
+        top_pairs: 0,
+    };
+
+    /// The weight of a pair of labels `hi > lo` at current ranks `rank_hi`, `rank_lo`
+    /// (only read when `lambda_k > 0`), before the round's scaling.
+    pub fn weight(&self, hi: f64, lo: f64, rank_hi: usize, rank_lo: usize) -> f64 {
+        let gap = if self.stretch == 1.0 {
+            hi - lo
+        } else {
+            hi.max(0.0).powf(self.stretch) - lo.max(0.0).powf(self.stretch)
+        };
+        let better = if self.better == 0.0 {
+            1.0
+        } else {
+            hi.max(0.0).powf(self.better)
+        };
+        let discount = if self.lambda_k == 0 {
+            1.0
+        } else {
+            let d = |r: usize| {
+                if r < self.lambda_k {
+                    1.0 / (2.0 + r as f64).log2()
+                } else {
+                    0.0
+                }
+            };
+            (d(rank_hi) - d(rank_lo)).abs()
+        };
+        gap.abs() * better * discount
+    }
+}
+
+impl Default for PairLoss {
+    fn default() -> Self {
+        PairLoss::DEFAULT
+    }
+}
+
+/// What the pairwise loss draws its pairs from.
+struct Pairs<'a> {
+    labels: &'a [f64],
+    group_of: &'a [u32],
+    /// The members of each group.
+    groups: &'a [Vec<u32>],
+    /// The best-labelled members of each group (empty without top pairs).
+    tops: &'a [Vec<u32>],
+}
+
+/// The `k` members of each group with the highest labels (ties by index).
+fn top_members(labels: &[f64], groups: &[Vec<u32>], k: usize) -> Vec<Vec<u32>> {
+    groups
+        .iter()
+        .map(|m| {
+            let mut m = m.clone();
+            m.sort_by(|a, b| {
+                labels[*b as usize]
+                    .total_cmp(&labels[*a as usize])
+                    .then(a.cmp(b))
+            });
+            m.truncate(k);
+            m
+        })
+        .collect()
+}
+
+/// The rank of every sample within its group by `scores`, highest first.
+fn ranks_in_groups(scores: &[f64], groups: &[Vec<u32>]) -> Vec<usize> {
+    let mut rank = vec![0; scores.len()];
+    for m in groups {
+        let mut m = m.clone();
+        m.sort_by(|a, b| {
+            scores[*b as usize]
+                .total_cmp(&scores[*a as usize])
+                .then(a.cmp(b))
+        });
+        for (r, i) in m.iter().enumerate() {
+            rank[*i as usize] = r;
+        }
+    }
+    rank
+}
+
+/// RankNet gradients over the pairs [`PairLoss`] draws: the pair (better i, worse j) of
+/// weight `w` adds to i's gradient `-w * rho` and to j's `+w * rho`,
+/// `rho = 1 / (1 + e^(s_i - s_j))`, and `w * rho * (1 - rho)` to both hessians.
 fn pairwise_gradients(
     scores: &[f64],
-    labels: &[f64],
-    group_of: &[u32],
-    groups: &[Vec<u32>],
-    pairs: usize,
+    pairs: &Pairs,
+    loss: &PairLoss,
     rng: &mut ChaCha8Rng,
 ) -> (Vec<f64>, Vec<f64>) {
     let n = scores.len();
+    let labels = pairs.labels;
+    let ranks = if loss.lambda_k > 0 {
+        ranks_in_groups(scores, pairs.groups)
+    } else {
+        Vec::new()
+    };
     let mut g = vec![0.0; n];
     let mut h = vec![0.0; n];
+    let (mut plain, mut weighted) = (0.0, 0.0);
+    let mut add = |i: usize, j: usize| {
+        let dy = labels[i] - labels[j];
+        if dy == 0.0 {
+            return;
+        }
+        let (hi, lo) = if dy > 0.0 { (i, j) } else { (j, i) };
+        let rank = |k: usize| ranks.get(k).copied().unwrap_or(0);
+        let w = loss.weight(labels[hi], labels[lo], rank(hi), rank(lo));
+        plain += dy.abs();
+        weighted += w;
+        let rho = 1.0 / (1.0 + (scores[hi] - scores[lo]).exp());
+        g[hi] -= w * rho;
+        g[lo] += w * rho;
+        let hess = w * rho * (1.0 - rho);
+        h[hi] += hess;
+        h[lo] += hess;
+    };
     for i in 0..n {
-        let members = &groups[group_of[i] as usize];
+        let members = &pairs.groups[pairs.group_of[i] as usize];
         if members.len() < 2 {
             continue;
         }
-        for _ in 0..pairs {
+        for _ in 0..loss.pairs.max(1) {
             let j = *members.choose(rng).unwrap_or(&(i as u32)) as usize;
-            let dy = labels[i] - labels[j];
-            if dy == 0.0 {
-                continue;
-            }
-            let (hi, lo) = if dy > 0.0 { (i, j) } else { (j, i) };
-            let w = dy.abs();
-            let rho = 1.0 / (1.0 + (scores[hi] - scores[lo]).exp());
-            g[hi] -= w * rho;
-            g[lo] += w * rho;
-            let hess = w * rho * (1.0 - rho);
-            h[hi] += hess;
-            h[lo] += hess;
+            add(i, j);
         }
     }
-    // A sample that met no informative pair still needs a positive hessian.
-    for v in &mut h {
-        *v = v.max(1e-6);
+    for top in pairs.tops {
+        if top.len() < 2 {
+            continue;
+        }
+        for &i in top {
+            for _ in 0..loss.top_pairs {
+                let j = *top.choose(rng).unwrap_or(&i) as usize;
+                add(i as usize, j);
+            }
+        }
+    }
+    let scale = if weighted > 0.0 {
+        plain / weighted
+    } else {
+        1.0
+    };
+    for (gi, hi) in g.iter_mut().zip(h.iter_mut()) {
+        *gi *= scale;
+        // A sample that met no informative pair still needs a positive hessian.
+        *hi = (*hi * scale).max(1e-6);
     }
     (g, h)
 }
@@ -638,7 +789,7 @@ mod tests {
         let ds = DatasetBase::new(x.clone(), GroupedTargets { labels, groups });
         let model = GbdtParams {
             trees: 60,
-            loss: Loss::Pairwise { pairs: 8 },
+            loss: Loss::Pairwise(PairLoss::DEFAULT),
             ..GbdtParams::default()
         }
         .fit(&ds)
@@ -683,6 +834,83 @@ mod tests {
         assert!(sigmoid(model.predict_one(&[0.95, 0.9])) > 0.9);
         assert!(sigmoid(model.predict_one(&[0.05, 0.1])) < 0.1);
         assert!(model.is_well_formed());
+    }
+
+    /// The weights that stretch the top: with `stretch` or `better`, a pair among the
+    /// fastest (labels 1 and 0.75) weighs more than a pair of the same label gap among
+    /// the slowest (0.375 and 0.125); with the default they weigh the same.
+    #[test]
+    fn stretched_pair_weights_favour_pairs_among_the_best() {
+        let plain = PairLoss::DEFAULT;
+        assert_eq!(
+            plain.weight(1.0, 0.75, 0, 0),
+            plain.weight(0.375, 0.125, 0, 0)
+        );
+        for loss in [
+            PairLoss {
+                stretch: 2.0,
+                ..PairLoss::DEFAULT
+            },
+            PairLoss {
+                better: 1.0,
+                ..PairLoss::DEFAULT
+            },
+        ] {
+            let top = loss.weight(1.0, 0.75, 0, 0);
+            let bottom = loss.weight(0.375, 0.125, 0, 0);
+            assert!(top > 2.0 * bottom, "{loss:?}: {top} vs {bottom}");
+        }
+    }
+
+    /// LambdaRank's discount: the same label gap weighs more between the first two
+    /// places than between places 50 and 51, and nothing beyond `lambda_k`.
+    #[test]
+    fn lambda_weights_favour_pairs_ranked_first() {
+        let loss = PairLoss {
+            lambda_k: 32,
+            ..PairLoss::DEFAULT
+        };
+        let first = loss.weight(0.6, 0.5, 0, 1);
+        let deep = loss.weight(0.6, 0.5, 20, 21);
+        assert!(first > 10.0 * deep, "{first} vs {deep}");
+        assert_eq!(loss.weight(0.6, 0.5, 50, 51), 0.0);
+    }
+
+    /// Top pairs: extra pairs among a group's 4 best put more of the round's curvature
+    /// (the hessian, which every pair adds to on both sides) on those 4 than one random
+    /// partner per sample does.
+    #[test]
+    fn top_pairs_put_gradient_on_the_best() {
+        let n = 64usize;
+        let labels: Vec<f64> = (0..n).map(|i| (i + 1) as f64 / n as f64).collect();
+        let group_of = vec![0u32; n];
+        let groups = group_members(&group_of);
+        let scores = vec![0.0; n];
+        let best: Vec<usize> = (n - 4..n).collect();
+        let share = |loss: PairLoss| {
+            let tops = top_members(&labels, &groups, loss.top);
+            let pairs = Pairs {
+                labels: &labels,
+                group_of: &group_of,
+                groups: &groups,
+                tops: &tops,
+            };
+            let mut rng = ChaCha8Rng::seed_from_u64(5);
+            let (_, h) = pairwise_gradients(&scores, &pairs, &loss, &mut rng);
+            best.iter().map(|i| h[*i]).sum::<f64>() / h.iter().sum::<f64>()
+        };
+        let plain = share(PairLoss {
+            pairs: 1,
+            ..PairLoss::DEFAULT
+        });
+        let topped = share(PairLoss {
+            pairs: 1,
+            top: 4,
+            top_pairs: 64,
+            ..PairLoss::DEFAULT
+        });
+        assert_eq!(top_members(&labels, &groups, 4)[0], [63, 62, 61, 60]);
+        assert!(topped > plain + 0.05, "{topped} vs {plain}");
     }
 
     #[test]

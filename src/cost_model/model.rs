@@ -9,7 +9,7 @@
 
 use super::dataset::TrainingSet;
 use super::features::{FEATURE_NAMES, FEATURE_SET_VERSION};
-use super::gbdt::{sigmoid, Gbdt, GbdtError, GbdtParams, GroupedTargets, Loss};
+use super::gbdt::{sigmoid, Gbdt, GbdtError, GbdtParams, GroupedTargets, Loss, PairLoss};
 use super::linear::Linear;
 use crate::database::{StoredModel, TargetKind};
 use linfa::traits::Fit;
@@ -30,7 +30,8 @@ pub enum ModelKind {
     /// The own histogram GBDT with squared loss on the label, weighted toward fast
     /// programs (best with the placeholder features; three times faster to train).
     Gbdt,
-    /// The own histogram GBDT with the pairwise RankNet loss within groups, [`RANK_BAG`]
+    /// The own histogram GBDT with the pairwise RankNet loss within groups, its pairs
+    /// [`RANK_PAIRS`] (random ones and extra ones among each group's best), [`RANK_BAG`]
     /// rankers of different seeds averaged (the default: it ranked best with the full
     /// feature set, see benches/RESULTS.md).
     GbdtRank,
@@ -51,7 +52,9 @@ impl ModelKind {
     /// The pairwise loss ranked best on the shipped H100/H200 records (H100 run of
     /// 2026-11-23, benches/RESULTS.md): top-1 0.805 against the squared loss's 0.733; with
     /// feature set v2 and three rankers averaged 0.825 (2-core run, same day), the failure
-    /// classifier of `gbdt-rank-fail` adding nothing to top-1 or top-5.
+    /// classifier of `gbdt-rank-fail` adding nothing to top-1 or top-5; with the extra
+    /// pairs among each workload's best ([`RANK_PAIRS`], feature set v3) see the section
+    /// "The cost model with feature set v3" of benches/RESULTS.md.
     pub const DEFAULT: ModelKind = ModelKind::GbdtRank;
 
     /// Every kind of this build.
@@ -383,10 +386,23 @@ fn sample_weight(label: f64) -> f64 {
     1.0 + 4.0 * label
 }
 
-/// The parameters of `gbdt-rank`'s trees: [`GbdtParams::DEFAULT`] with the pairwise loss.
+/// The parameters of `gbdt-rank`'s trees: [`GbdtParams::DEFAULT`] with the pairwise loss,
+/// whose pairs include [`RANK_PAIRS`]'s extra pairs among each workload's best.
 pub const RANK_PARAMS: GbdtParams = GbdtParams {
-    loss: Loss::Pairwise { pairs: 8 },
+    loss: Loss::Pairwise(RANK_PAIRS),
     ..GbdtParams::DEFAULT
+};
+
+/// The pairs of `gbdt-rank`: 8 random partners per sample, and 8 more for each of a
+/// group's 32 best-labelled samples drawn among those 32, so that the order among the
+/// best candidates (what top-1 and top-5 judge) is trained on more than the few pairs a
+/// random draw gives it. On the development workloads (two seed triples) top-1 + top-5
+/// rose from 1.762 to 1.802; 64 best, or 16 pairs each, scored less, and so did the
+/// weightings of `PairLoss` (benches/RESULTS.md).
+pub const RANK_PAIRS: PairLoss = PairLoss {
+    top: 32,
+    top_pairs: 8,
+    ..PairLoss::DEFAULT
 };
 
 /// Rankers of different seeds `gbdt-rank` (and `gbdt-rank-fail`) average
