@@ -185,7 +185,12 @@ mod tests {
         let v = vars(3);
         let uniform_at = |lanes: i64, n: i64| {
             let (idx, ranges) = index(&v, lanes);
-            uniform(&Expr::bin(BinOp::Lt, idx, Expr::Int(n)), v[0], lanes, &ranges)
+            uniform(
+                &Expr::bin(BinOp::Lt, idx, Expr::Int(n)),
+                v[0],
+                lanes,
+                &ranges,
+            )
         };
         assert!(uniform_at(4, 100));
         assert!(uniform_at(2, 100));
