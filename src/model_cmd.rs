@@ -115,10 +115,7 @@ fn cached_or_computed(
     target: &TargetKey,
 ) -> Result<Vec<Option<Vec<f32>>>, ModelCmdError> {
     let ids: Vec<i64> = records.iter().map(|r| r.id).collect();
-    let mut cached = db.cached_features(&ids, FEATURE_SET_VERSION)?;
-    // A cached vector of another length is stale (the feature list changed without a
-    // version bump during development): recompute it.
-    cached.retain(|_, f| f.as_ref().is_none_or(|f| f.len() == FEATURE_NAMES.len()));
+    let mut cached = db.cached_features(&ids, FEATURE_SET_VERSION, FEATURE_NAMES.len())?;
     let missing: Vec<Record> = records
         .iter()
         .filter(|r| !cached.contains_key(&r.id))

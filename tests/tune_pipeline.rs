@@ -1,12 +1,14 @@
 //! The pipelined tuning loop on the CPU, with the real worker: every outcome recorded
 //! exactly once, the stop reasons, deterministic proposals, records fed back.
 
+use std::sync::Arc;
 use std::time::Duration;
-use tessel::database::{Database, Filter, Record};
+use tessel::cost_model::{FEATURE_NAMES, FEATURE_SET_VERSION};
+use tessel::database::{Database, Filter, Record, TargetKind};
 use tessel::measure::worker::Measurer;
 use tessel::measure::TimingConfig;
 use tessel::search::StrategyKind;
-use tessel::tune::{StopReason, TuneReport, TuneTarget, Tuner};
+use tessel::tune::{ModelPolicy, StopReason, StoredModels, TuneReport, TuneTarget, Tuner};
 use tessel::workload::{preset, Workload};
 
 /// Quick timing: the tests check the loop, not the kernels.
@@ -179,4 +181,50 @@ fn other_workloads_best_traces_seed_the_search() {
     let b = preset("matmul:16x32x16").unwrap();
     let r = tuner(&mut db, StrategyKind::Random, 2, 2).tune(&b).unwrap();
     assert!(r.seed_traces >= 1 && r.seed_traces <= tessel::tune::warm_start::SEEDS_PER_WORKLOAD);
+}
+
+#[test]
+fn a_model_trained_while_tuning_is_stored_with_the_features_it_computed() {
+    // The training reads the records through a connection of its own (a file database)
+    // and featurizes them on its thread; the run stores the model and caches the features.
+    let dir = tempfile::tempdir().unwrap();
+    let mut db = Database::open(dir.path().join("records.db")).unwrap();
+    let w = preset("matmul:32x32x32").unwrap();
+    let policy = ModelPolicy {
+        min_records: 8,
+        retrain_every: 8,
+    };
+    let r = tuner(&mut db, StrategyKind::Evolutionary, 24, 8)
+        .with_models(Arc::new(StoredModels::default()), policy)
+        .tune(&w)
+        .unwrap();
+    let used = r.model.clone().expect("a model was trained");
+    assert!(used.trained_this_run >= 1, "{used:?}");
+    assert!(!used.loaded);
+    let arch = r.target.arch.clone();
+    let stored = db
+        .load_model(TargetKind::Cpu, &arch)
+        .unwrap()
+        .expect("stored");
+    assert_eq!(stored.records_trained_on, used.records_trained_on as u64);
+
+    let ok = db.ok_records_after(TargetKind::Cpu, &arch, 0).unwrap();
+    let ids: Vec<i64> = ok.iter().map(|x| x.id).collect();
+    let cached = db
+        .cached_features(&ids, FEATURE_SET_VERSION, FEATURE_NAMES.len())
+        .unwrap();
+    assert!(
+        cached.len() >= policy.min_records,
+        "{} cached",
+        cached.len()
+    );
+    assert!(cached.len() <= ids.len());
+    assert!(cached.keys().all(|id| ids.contains(id)));
+
+    // The next run starts from the stored model.
+    let again = tuner(&mut db, StrategyKind::Evolutionary, 8, 8)
+        .with_models(Arc::new(StoredModels::default()), policy)
+        .tune(&w)
+        .unwrap();
+    assert!(again.model.expect("a model").loaded);
 }

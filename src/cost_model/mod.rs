@@ -21,7 +21,7 @@ pub mod linear;
 pub mod model;
 mod scorer;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use crate::lower::Lowered;
 

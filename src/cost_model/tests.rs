@@ -12,7 +12,7 @@ use crate::target::cuda::CudaLimits;
 
 const ARCH: &str = "sm_90a";
 
-fn target() -> TargetKey {
+pub(crate) fn target() -> TargetKey {
     TargetKey {
         kind: TargetKind::Cuda,
         arch: ARCH.into(),
@@ -38,7 +38,7 @@ fn synthetic_latency(l: &crate::lower::Lowered, max_threads: f64) -> Option<f64>
 }
 
 /// A database with ~40 candidates of each of three matmuls.
-fn fixture_db() -> Database {
+pub(crate) fn fixture_db() -> Database {
     fixture_db_failing_above(512.0)
 }
 

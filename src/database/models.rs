@@ -151,11 +151,13 @@ impl Database {
 
 impl Database {
     /// The cached features of `record_ids` at `feature_set_version`, by record id:
-    /// `Some(None)` for a record cached as not featurizable; absent when not cached.
+    /// `Some(None)` for a record cached as not featurizable; absent when not cached or
+    /// cached with another length than `feature_count`.
     pub fn cached_features(
         &self,
         record_ids: &[i64],
         feature_set_version: u32,
+        feature_count: usize,
     ) -> Result<HashMap<i64, Option<Vec<f32>>>> {
         let mut stmt = self
             .conn
@@ -186,6 +188,11 @@ impl Database {
                 .chunks_exact(4)
                 .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
                 .collect();
+            // A vector of another length is stale (the feature list changed without a
+            // version bump during development): left out, so that it is recomputed.
+            if !v.is_empty() && v.len() != feature_count {
+                continue;
+            }
             out.insert(id, (!v.is_empty()).then_some(v));
         }
         Ok(out)

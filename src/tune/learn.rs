@@ -10,12 +10,13 @@
 
 use super::report::ModelUse;
 use super::TuneError;
-use crate::cost_model::Scorer;
+use crate::cost_model::{Scorer, FEATURE_NAMES, FEATURE_SET_VERSION};
 use crate::database::{Database, Record, TargetKey};
 use crate::lower::Lowered;
 use crate::search::{MeasuredResult, SearchStrategy};
 use std::any::Any;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -34,12 +35,50 @@ pub struct LearnedModel {
 }
 
 /// What a model for one target kind and arch is trained on: every `ok` record measured
-/// there, with the canonical text of each record's workload.
+/// there, with the canonical text of each record's workload, and the features known so
+/// far (read from the database's cache, or computed by an earlier training of this run).
+#[derive(Clone)]
 pub struct TrainingData {
     pub records: Vec<Record>,
     /// Canonical workload text by workload key.
     pub workload_texts: BTreeMap<String, String>,
     pub target: TargetKey,
+    /// Features by record id (`None`: the record does not featurize). A training adds
+    /// the records it featurizes, so that the next one computes only the new records'.
+    pub features: HashMap<i64, Option<Vec<f32>>>,
+    /// The ids whose features a training computed and the database does not cache yet.
+    pub computed: Vec<i64>,
+}
+
+impl TrainingData {
+    pub(super) fn empty(target: &TargetKey) -> TrainingData {
+        TrainingData {
+            records: Vec::new(),
+            workload_texts: BTreeMap::new(),
+            target: target.clone(),
+            features: HashMap::new(),
+            computed: Vec::new(),
+        }
+    }
+
+    /// Reads the `ok` records of the target stored after the last one held, their
+    /// workloads' texts and their cached features.
+    pub(super) fn read_new(&mut self, db: &Database) -> Result<(), TuneError> {
+        let after = self.records.last().map_or(0, |r| r.id);
+        let new = db.ok_records_after(self.target.kind, &self.target.arch, after)?;
+        for r in &new {
+            if !self.workload_texts.contains_key(&r.workload_key) {
+                if let Some(text) = db.workload_text(&r.workload_key)? {
+                    self.workload_texts.insert(r.workload_key.clone(), text);
+                }
+            }
+        }
+        let ids: Vec<i64> = new.iter().map(|r| r.id).collect();
+        self.features
+            .extend(db.cached_features(&ids, FEATURE_SET_VERSION, FEATURE_NAMES.len())?);
+        self.records.extend(new);
+        Ok(())
+    }
 }
 
 /// How the tuner gets cost models: load the stored one, train one (on a background
@@ -48,8 +87,10 @@ pub struct TrainingData {
 pub trait ModelSource: Send + Sync {
     /// The stored model for `target`'s kind and arch, if any.
     fn load(&self, db: &Database, target: &TargetKey) -> Result<Option<LearnedModel>, String>;
-    /// Trains a model (called off the tuner's thread; may take a minute).
-    fn train(&self, data: &TrainingData) -> Result<LearnedModel, String>;
+    /// Trains a model (called off the tuner's thread; may take a minute). Features of
+    /// records missing from `data.features` are computed, added there and their ids
+    /// pushed on `data.computed`.
+    fn train(&self, data: &mut TrainingData) -> Result<LearnedModel, String>;
     /// Stores `model` for `target`'s kind and arch, replacing the one there.
     fn save(
         &self,
@@ -103,7 +144,8 @@ pub(crate) struct Learner {
     source: Option<Arc<dyn ModelSource>>,
     policy: ModelPolicy,
     target: TargetKey,
-    training: Option<JoinHandle<Result<LearnedModel, String>>>,
+    /// The training in flight; it hands the training data back with its model.
+    training: Option<JoinHandle<Trained>>,
     new_ok: usize,
     model: Option<ModelUse>,
     /// The newest model trained in this run, stored at the end.
@@ -113,11 +155,15 @@ pub(crate) struct Learner {
     current: Option<LearnedModel>,
     generation: usize,
     scored: Arc<AtomicUsize>,
-    /// Every `ok` record of the target read so far, and their workloads' texts: a
-    /// retraining reads only the records stored since (reading and parsing all 16,000
-    /// shipped ones took 5.5 s on the 2-core machine, on the tuner's thread).
+    /// Every `ok` record of the target read so far, their workloads' texts and
+    /// features: a retraining reads only the records stored since, and featurizes only
+    /// those the database has no features of. Empty while a training holds it.
     seen: TrainingData,
 }
+
+/// What a training thread hands back: its model (or why not) and the training data,
+/// grown by what it read and featurized.
+type Trained = (Result<LearnedModel, String>, TrainingData);
 
 impl Learner {
     /// Loads the stored model for `target` (or starts training one when the database
@@ -140,11 +186,7 @@ impl Learner {
             current: None,
             generation: 0,
             scored: Arc::new(AtomicUsize::new(0)),
-            seen: TrainingData {
-                records: Vec::new(),
-                workload_texts: BTreeMap::new(),
-                target: target.clone(),
-            },
+            seen: TrainingData::empty(target),
         };
         let what = format!("{}/{}", target.kind.name(), target.arch);
         let Some(source) = l.source.clone() else {
@@ -238,12 +280,26 @@ impl Learner {
         Ok(())
     }
 
-    /// At the end of the run (measurement is over, so waiting does not slow it): waits
-    /// for a training in flight and stores the newest model trained in this run. Returns
-    /// the model the run used.
+    /// At the end of the run (measurement is over): waits for a training in flight,
+    /// caches the features trainings computed and stores the newest model trained in
+    /// this run. Returns the model the run used.
     pub fn finish(mut self, db: &mut Database, notes: &mut Vec<String>) -> Option<ModelUse> {
         if self.training.is_some() {
             self.collect(notes);
+        }
+        let seen = &mut self.seen;
+        if !seen.computed.is_empty() {
+            let rows: Vec<(i64, Option<Vec<f32>>)> = seen
+                .computed
+                .drain(..)
+                .filter_map(|id| Some((id, seen.features.get(&id)?.clone())))
+                .collect();
+            if let Err(e) = db.cache_features(&rows, FEATURE_SET_VERSION) {
+                notes.push(format!(
+                    "the features of {} records were not cached: {e}",
+                    rows.len()
+                ));
+            }
         }
         if let (Some(source), Some(m)) = (&self.source, &self.trained) {
             if let Err(e) = source.save(db, &self.target, m) {
@@ -258,35 +314,42 @@ impl Learner {
         self.generation += 1;
     }
 
-    /// Starts training on every `ok` record of the target's kind and arch.
+    /// Starts training on every `ok` record of the target's kind and arch. Reading the
+    /// new records happens on the training thread, through a connection of its own,
+    /// where the database is a file (reading and parsing the 26,000 shipped records took
+    /// 7-9 s on the H100 host); an in-memory database is read here.
     fn train(&mut self, db: &Database) -> Result<(), TuneError> {
         let Some(source) = self.source.clone() else {
             return Ok(());
         };
-        let seen = &mut self.seen;
-        let after = seen.records.last().map_or(0, |r| r.id);
-        let new = db.ok_records_after(self.target.kind, &self.target.arch, after)?;
-        for r in &new {
-            if !seen.workload_texts.contains_key(&r.workload_key) {
-                if let Some(text) = db.workload_text(&r.workload_key)? {
-                    seen.workload_texts.insert(r.workload_key.clone(), text);
+        let mut data = std::mem::replace(&mut self.seen, TrainingData::empty(&self.target));
+        let file = file_path(db);
+        if file.is_none() {
+            data.read_new(db)?;
+        }
+        self.new_ok = 0;
+        self.training = Some(std::thread::spawn(move || {
+            if let Some(path) = file {
+                let read = Database::open(&path)
+                    .map_err(TuneError::from)
+                    .and_then(|reader| data.read_new(&reader));
+                if let Err(e) = read {
+                    return (Err(format!("reading the training records: {e}")), data);
                 }
             }
-        }
-        seen.records.extend(new);
-        let data = TrainingData {
-            records: seen.records.clone(),
-            workload_texts: seen.workload_texts.clone(),
-            target: self.target.clone(),
-        };
-        self.new_ok = 0;
-        self.training = Some(std::thread::spawn(move || source.train(&data)));
+            let model = source.train(&mut data);
+            (model, data)
+        }));
         Ok(())
     }
 
     /// Waits for the training in flight; notes a failure.
     fn collect(&mut self, notes: &mut Vec<String>) -> Option<LearnedModel> {
         let done = self.training.take()?.join();
+        let done = done.map(|(model, data)| {
+            self.seen = data;
+            model
+        });
         match done {
             Ok(Ok(m)) => {
                 let trained = self.model.as_ref().map_or(0, |u| u.trained_this_run) + 1;
@@ -309,4 +372,10 @@ impl Learner {
             }
         }
     }
+}
+
+/// The file behind `db`, or `None` for an in-memory database.
+fn file_path(db: &Database) -> Option<PathBuf> {
+    let path = db.path();
+    (path != std::path::Path::new(":memory:")).then(|| path.to_path_buf())
 }

@@ -1,13 +1,13 @@
 //! The cost model the tuner uses: [`StoredModels`] is the [`ModelSource`] behind
 //! `tessel tune`. It loads the model stored in the database for the target's kind and arch
 //! (refusing one of another feature-set version, another target or corrupt bytes, with
-//! the reason), trains one with `crate::cost_model` on the records the tuner hands it, and
-//! stores the newest back.
+//! the reason), trains one with `crate::cost_model` on the records the tuner hands it
+//! (featurizing only those whose features it was not handed), and stores the newest back.
 
 use super::learn::{LearnedModel, ModelSource, TrainingData};
-use crate::cost_model::dataset::{backend, device_spec, TrainingSet};
+use crate::cost_model::dataset::{backend, device_spec, featurize_records, TrainingSet};
 use crate::cost_model::{Model, ModelKind, ModelScorer, FEATURE_SET_VERSION};
-use crate::database::{Database, StoredModel, TargetKey};
+use crate::database::{Database, Record, StoredModel, TargetKey};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -58,18 +58,36 @@ impl ModelSource for StoredModels {
         )))
     }
 
-    fn train(&self, data: &TrainingData) -> Result<LearnedModel, String> {
-        let texts: HashMap<String, String> = data
-            .workload_texts
+    fn train(&self, data: &mut TrainingData) -> Result<LearnedModel, String> {
+        let missing: Vec<Record> = data
+            .records
             .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .filter(|r| !data.features.contains_key(&r.id))
+            .cloned()
             .collect();
-        let (set, _skipped) = TrainingSet::from_records(
-            &data.records,
-            &texts,
-            &device_spec(&data.target),
-            backend(data.target.kind),
-        );
+        if !missing.is_empty() {
+            let texts: HashMap<String, String> = data
+                .workload_texts
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let computed = featurize_records(
+                &missing,
+                &texts,
+                &device_spec(&data.target),
+                backend(data.target.kind),
+            );
+            for (r, f) in missing.iter().zip(computed) {
+                data.features.insert(r.id, f);
+                data.computed.push(r.id);
+            }
+        }
+        let features = data
+            .records
+            .iter()
+            .map(|r| data.features.get(&r.id).cloned().flatten())
+            .collect();
+        let (set, _skipped) = TrainingSet::from_features(&data.records, features);
         let model = Model::train_kind(&set, self.kind).map_err(|e| e.to_string())?;
         Ok(learned(model, &data.target, set.len()))
     }
@@ -95,5 +113,63 @@ impl ModelSource for StoredModels {
         };
         db.save_model(target.kind, &target.arch, &stored)
             .map_err(|e| e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cost_model::tests::{fixture_db, target};
+    use crate::cost_model::{FEATURE_NAMES, FEATURE_SET_VERSION};
+
+    #[test]
+    fn a_retraining_featurizes_only_the_records_it_was_not_handed() {
+        let db = fixture_db();
+        let mut data = TrainingData::empty(&target());
+        data.read_new(&db).unwrap();
+        let all = data.records.len();
+        assert!(all > 60, "{all} ok records in the fixture");
+        let later = data.records.split_off(40);
+        let source = StoredModels::default();
+        let first = source.train(&mut data).unwrap();
+        assert_eq!(data.computed.len(), 40);
+        data.records.extend(later);
+        let second = source.train(&mut data).unwrap();
+        assert_eq!(data.computed.len(), all, "each record featurized once");
+        let mut ids = data.computed.clone();
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), all);
+        assert!(second.records > first.records);
+    }
+
+    #[test]
+    fn features_cached_in_the_database_are_read_not_computed() {
+        let mut db = fixture_db();
+        let mut data = TrainingData::empty(&target());
+        data.read_new(&db).unwrap();
+        StoredModels::default().train(&mut data).unwrap();
+        let rows: Vec<(i64, Option<Vec<f32>>)> = data
+            .computed
+            .iter()
+            .map(|id| (*id, data.features[id].clone()))
+            .collect();
+        db.cache_features(&rows, FEATURE_SET_VERSION).unwrap();
+        // Cached at another length (a feature list changed without a version bump):
+        // not read.
+        let stale = rows[0].0;
+        db.cache_features(
+            &[(stale, Some(vec![1.0; FEATURE_NAMES.len() + 1]))],
+            FEATURE_SET_VERSION,
+        )
+        .unwrap();
+
+        let mut fresh = TrainingData::empty(&target());
+        fresh.read_new(&db).unwrap();
+        assert_eq!(fresh.features.len(), rows.len() - 1);
+        assert!(!fresh.features.contains_key(&stale));
+        StoredModels::default().train(&mut fresh).unwrap();
+        assert_eq!(fresh.computed, vec![stale]);
+        assert_eq!(fresh.features[&stale], data.features[&stale]);
     }
 }
