@@ -1142,7 +1142,8 @@ fn print_tune_report(spec: &str, w: &Workload, report: &tessel::tune::TuneReport
     );
     let st = &report.stage_seconds;
     println!(
-        "time      {:.1} s proposing (+{:.1} s while measuring), {:.1} s compiling, {:.1} s checking and timing ({} given up after {} runs as over {}x the best), {:.1} s recording, {:.1} s learning",
+        "time      {:.1} s opening, {:.1} s proposing (+{:.1} s while measuring), {:.1} s compiling, {:.1} s checking and timing ({} given up after {} runs as over {}x the best), {:.1} s recording, {:.1} s learning, {:.1} s closing",
+        report.opening.as_secs_f64(),
         st.propose,
         report.overlapped_propose_seconds,
         st.compile,
@@ -1151,7 +1152,8 @@ fn print_tune_report(spec: &str, w: &Workload, report: &tessel::tune::TuneReport
         tessel::measure::PROBE_RUNS,
         tessel::tune::DEFAULT_GIVE_UP_FACTOR,
         st.record,
-        st.learn
+        st.learn,
+        report.closing.as_secs_f64()
     );
     let fails: Vec<String> = report
         .failure_counts()

@@ -90,6 +90,14 @@ fn the_pipelined_loop_spends_the_trial_budget_and_records_everything_once() {
             assert!(s.seconds.total() <= r.elapsed.as_secs_f64());
         }
         assert!(r.stage_seconds.total() <= r.elapsed.as_secs_f64());
+        // Opening, the rounds' stages and closing do not overlap one another.
+        let parts = r.opening.as_secs_f64() + r.stage_seconds.total() + r.closing.as_secs_f64();
+        assert!(
+            parts <= r.elapsed.as_secs_f64() + 1e-6,
+            "{parts} > {:?}",
+            r.elapsed
+        );
+        assert!(r.opening > Duration::ZERO);
     }
 }
 

@@ -285,6 +285,7 @@ impl<'a> Tuner<'a> {
         )?;
         session.take_model(&learner)?;
         self.say(&mut session.report, &mut notes);
+        session.report.opening = start.elapsed();
         let overlap = self
             .overlap
             .unwrap_or_else(|| self.target.overlaps_by_default());
@@ -312,7 +313,9 @@ impl<'a> Tuner<'a> {
         };
         let mut report = session.report;
         report.stop = stop;
+        let closing = Instant::now();
         report.model = learner.finish(db, &mut notes);
+        report.closing = closing.elapsed();
         self.say(&mut report, &mut notes);
         report.elapsed = start.elapsed();
         Ok(report)
@@ -439,6 +442,8 @@ fn empty_report(key: &database::TargetKey, strategy: &str, w: &Workload) -> Tune
         best: None,
         flops: w.flops(),
         elapsed: Duration::ZERO,
+        opening: Duration::ZERO,
+        closing: Duration::ZERO,
         stage_seconds: StageSeconds::default(),
         overlapped_propose_seconds: 0.0,
         compile_seconds: 0.0,

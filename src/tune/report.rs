@@ -171,6 +171,13 @@ pub struct TuneReport {
     pub best: Option<Best>,
     pub flops: f64,
     pub elapsed: Duration,
+    /// Before the first round: opening the session (the workload's design space, the
+    /// records fed back, other workloads' traces fitted) and loading the cost model.
+    /// Single-workload runs only (a network's tasks open inside its rounds).
+    pub opening: Duration,
+    /// After the last round: waiting for a training in flight, caching the features it
+    /// computed and storing the model. Single-workload runs only.
+    pub closing: Duration,
     /// The stages' wall seconds summed over the rounds.
     pub stage_seconds: StageSeconds,
     /// Proposing hidden behind measurement, summed over the rounds.
@@ -225,6 +232,8 @@ impl TuneReport {
             "failures": self.failure_counts(),
             "elapsed_seconds": self.elapsed.as_secs_f64(),
             "candidates_per_second": self.candidates_per_second(),
+            "opening_seconds": self.opening.as_secs_f64(),
+            "closing_seconds": self.closing.as_secs_f64(),
             "stage_seconds": self.stage_seconds,
             "overlapped_propose_seconds": self.overlapped_propose_seconds,
             "compile_seconds_summed": self.compile_seconds,
