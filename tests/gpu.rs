@@ -552,6 +552,45 @@ fn seed_schedules_match_the_reference_on_the_gpu() {
     }
 }
 
+#[test]
+fn half_precision_seed_schedules_match_the_reference_on_the_gpu() {
+    // f16 storage (raw 16 bits, `cvt` at loads and stores) against the naive f16 kernel,
+    // within the f16 tolerance; the vectorized fetches run as element copies.
+    if !gpu_enabled() {
+        return;
+    }
+    let arch = device_arch();
+    let spec = "matmul:1024x1024x1024,dtype=f16";
+    let names = ["gemm_3_vthread", "gemm_4_vectorize", "seed_efficient_gemm"];
+    let mut sources = Vec::new();
+    let mut w = None;
+    for name in names {
+        let (wl, src) = seed_source(name, spec, &arch);
+        assert!(src.code.contains("tessel_f2h"), "{name}");
+        sources.push(src);
+        w = Some(wl);
+    }
+    let w = w.unwrap();
+    let device = tessel::measure::Device::Cuda { arch };
+    let mut job = tessel::measure::session::job(&w, sources, device, false, 7).unwrap();
+    job.timing = quick_timing();
+    let mut m = tessel::measure::worker::Measurer::new(tessel_bin());
+    let (outcomes, _) = m.measure(&job).expect("the worker runs");
+    for (name, o) in names.iter().zip(&outcomes) {
+        match o {
+            Ok(r) => {
+                println!(
+                    "{spec} {name}: rel error {:.2e}, median {:.3} ms",
+                    r.rel_error,
+                    r.median_seconds * 1e3
+                );
+                assert!(r.rel_error < tessel::interp::TOLERANCE_F16);
+            }
+            Err(f) => panic!("{spec} {name}: {f}"),
+        }
+    }
+}
+
 const OOB_KERNEL: &str = r#"extern "C" __global__ void broken(float* A, float* B, float* C) {
   C[(long long)(threadIdx.x + 1) << 36] = 1.0f;
 }"#;

@@ -138,3 +138,35 @@ fn naive_cpu_kernels_of_every_preset_compute_the_reference() {
         }
     }
 }
+
+#[test]
+fn half_precision_buffers_are_stored_as_16_bits_on_cuda_and_refused_on_the_cpu() {
+    // f16 values live as their raw 16 bits, converted with `cvt` at every load and store;
+    // the vectorized fetches fall back to element copies (the float2/float4 paths are
+    // float32 only), so the seed schedule compiles as it is.
+    let p = scheduled("gemm_4_vectorize", "matmul:1024x1024x1024,dtype=f16");
+    let device = Device::Cuda {
+        arch: "sm_90a".into(),
+    };
+    let src = session::source_for(&p, &device).unwrap();
+    assert!(
+        src.code.contains("unsigned short* __restrict__ A"),
+        "{}",
+        src.code
+    );
+    assert!(src.code.contains("cvt.rn.f16.f32"));
+    assert!(src.code.contains("tessel_h2f(A_shared["), "{}", src.code);
+    assert!(src.code.contains("= tessel_f2h("));
+    assert!(
+        !src.code.contains("float4"),
+        "a float4 copy of a half buffer"
+    );
+    if nvrtc_required() {
+        let cubin = tessel::measure::cuda::compile(&src.code, "sm_90a").unwrap();
+        assert!(!cubin.bytes.is_empty());
+    }
+    // The C backend has no half type: refused, naming it.
+    let w = workload::preset("matmul:16x16x16,dtype=f16").unwrap();
+    let err = session::source_for(&w.to_program(), &Device::Cpu).unwrap_err();
+    assert!(err.to_string().contains("float16"), "{err}");
+}

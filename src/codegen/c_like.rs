@@ -46,6 +46,9 @@ pub(super) fn ctype(d: DType, dialect: Dialect) -> Result<&'static str> {
         DType::F32 => Ok("float"),
         DType::I32 => Ok("int"),
         DType::Bool => Ok("bool"),
+        // Half-precision storage on CUDA: the raw 16 bits (NVRTC has no `cuda_fp16.h`
+        // here), converted to and from f32 at each load and store (`HALF` in cuda.rs).
+        DType::F16 if dialect == Dialect::Cuda => Ok("unsigned short"),
         DType::F16 => Err(CodegenError::Unsupported {
             what: "float16".into(),
             backend: if dialect == Dialect::Cuda {
@@ -124,7 +127,11 @@ impl<'a> Printer<'a> {
             Expr::Float(v) => float_lit(*v, self.dialect),
             Expr::Var(v) => self.var(*v),
             Expr::Load(b, idx) => {
-                format!("{}[{}]", ident(&self.p.buffer(*b).name), self.expr(&idx[0]))
+                let load = format!("{}[{}]", ident(&self.p.buffer(*b).name), self.expr(&idx[0]));
+                match self.p.buffer(*b).dtype {
+                    DType::F16 => format!("tessel_h2f({load})"),
+                    _ => load,
+                }
             }
             Expr::Bin(op, a, b) => {
                 let (x, y) = (self.expr(a), self.expr(b));
@@ -169,6 +176,10 @@ impl<'a> Printer<'a> {
             }
             Expr::Select(c, a, b) => {
                 format!("({} ? {} : {})", self.expr(c), self.expr(a), self.expr(b))
+            }
+            // A value rounded to half precision, computed on as f32.
+            Expr::Cast(DType::F16, a) if self.dialect == Dialect::Cuda => {
+                format!("tessel_h2f(tessel_f2h({}))", self.expr(a))
             }
             Expr::Cast(t, a) => format!(
                 "(({}){})",
@@ -273,7 +284,10 @@ impl<'a> Printer<'a> {
                         ident(&self.p.buffer(*buffer).name),
                         self.expr(&indices[0])
                     );
-                    let rhs = self.expr(value);
+                    let mut rhs = self.expr(value);
+                    if self.p.buffer(*buffer).dtype == DType::F16 {
+                        rhs = format!("tessel_f2h({rhs})");
+                    }
                     self.line(depth, &format!("{lhs} = {rhs};"));
                 }
                 KStmt::For {

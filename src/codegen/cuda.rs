@@ -7,7 +7,7 @@
 
 use super::c_like::{ctype, ident, Dialect, Printer};
 use super::{Launch, Result, Source};
-use crate::ir::Scope;
+use crate::ir::{DType, Scope};
 use crate::lower::{KStmt, Kernel, Lowered};
 use std::fmt::Write;
 
@@ -99,6 +99,14 @@ __device__ __forceinline__ void tessel_cp_async8(float* dst, const float* src, i
 __device__ __forceinline__ void tessel_cp_async16(float* dst, const float* src, int src_bytes) { unsigned d = (unsigned)__cvta_generic_to_shared(dst); asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" :: \"r\"(d), \"l\"(src), \"r\"(src_bytes) : \"memory\"); }
 ";
 
+/// Half-precision storage: f16 values are kept as their raw 16 bits and converted with
+/// `cvt` (round to nearest even on the way in, as the interpreter rounds). Printed only
+/// for programs with a float16 buffer.
+const HALF: &str = "\
+__device__ __forceinline__ float tessel_h2f(unsigned short h) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }
+__device__ __forceinline__ unsigned short tessel_f2h(float f) { unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }
+";
+
 /// Whether a statement list issues a `cp.async`.
 fn copies_async(body: &[KStmt]) -> bool {
     body.iter().any(|s| match s {
@@ -111,6 +119,9 @@ fn copies_async(body: &[KStmt]) -> bool {
 /// CUDA C for a lowered program.
 pub fn generate(l: &Lowered) -> Result<Source> {
     let mut code = String::from(PRELUDE);
+    if l.program.buffers.iter().any(|b| b.dtype == DType::F16) {
+        code.push_str(HALF);
+    }
     if l.kernels.iter().any(|k| copies_async(&k.body)) {
         code.push_str(CP_ASYNC);
     }

@@ -403,6 +403,11 @@ fn vector_store(
         value,
         ..
     } = vector_body(body, var)?;
+    // Half-precision lanes are emitted as an unrolled loop of element copies (there is
+    // no half vector type without `cuda_fp16.h`).
+    if p.buffer(buffer).dtype == DType::F16 {
+        return Ok(());
+    }
     if p.buffer(buffer).dtype != DType::F32 {
         return Err(format!(
             "only float32 vectors are supported, {} is {}",
