@@ -111,6 +111,9 @@ pub enum ModelError {
          retrain it (`tessel model train`)"
     )]
     FeatureSet { found: u32, expected: u32 },
+    /// The caller asked the training to stop before it finished.
+    #[error("the training was stopped before it finished")]
+    Stopped,
 }
 
 impl From<GbdtError> for ModelError {
@@ -169,6 +172,17 @@ impl Model {
 
     /// Trains a model of `kind` on `set`.
     pub fn train_kind(set: &TrainingSet, kind: ModelKind) -> Result<Model, ModelError> {
+        Model::train_kind_until(set, kind, &|| false)
+    }
+
+    /// Trains a model of `kind` on `set`, giving up with [`ModelError::Stopped`] when
+    /// `stop` says so; it is asked between the ensemble's members (each a few seconds of
+    /// training on the shipped records).
+    pub fn train_kind_until(
+        set: &TrainingSet,
+        kind: ModelKind,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<Model, ModelError> {
         if set.is_empty() {
             return Err(ModelError::Empty);
         }
@@ -181,11 +195,13 @@ impl Model {
         }
         let inner = match kind {
             ModelKind::Gbdt => Inner::Gbdt(train_ranker(set, &GbdtParams::default())?),
-            ModelKind::GbdtRank => Inner::Gbdt(train_ranker_bagged(set, &RANK_PARAMS, RANK_BAG)?),
+            ModelKind::GbdtRank => {
+                Inner::Gbdt(train_ranker_bagged(set, &RANK_PARAMS, RANK_BAG, stop)?)
+            }
             ModelKind::GbdtRankFail => {
                 let config = RankFailConfig::default();
                 Inner::RankFail {
-                    rank: train_ranker_bagged(set, &config.rank, RANK_BAG)?,
+                    rank: train_ranker_bagged(set, &config.rank, RANK_BAG, stop)?,
                     fail: train_failure_classifier(set, &config.fail)?,
                     threshold: config.threshold,
                 }
@@ -461,14 +477,19 @@ pub fn train_ranker(set: &TrainingSet, params: &GbdtParams) -> Result<Gbdt, Mode
 /// `bag` rankers of [`train_ranker`] with seeds `params.seed + i`, averaged into one
 /// ensemble (every tree kept, its leaves divided by `bag`): the pairwise loss samples its
 /// pairs at random, and the average of several draws varies less from seed to seed.
+/// `stop` is asked before each ranker ([`ModelError::Stopped`] when it says so).
 pub fn train_ranker_bagged(
     set: &TrainingSet,
     params: &GbdtParams,
     bag: usize,
+    stop: &dyn Fn() -> bool,
 ) -> Result<Gbdt, ModelError> {
     let bag = bag.max(1);
     let mut out: Option<Gbdt> = None;
     for i in 0..bag {
+        if stop() {
+            return Err(ModelError::Stopped);
+        }
         let p = GbdtParams {
             seed: params.seed + i as u64,
             ..params.clone()

@@ -176,14 +176,17 @@ fn a_bagged_ranker_averages_its_members() {
         },
     )
     .unwrap();
-    let bag = train_ranker_bagged(&f.set, &params, 2).unwrap();
+    let bag = train_ranker_bagged(&f.set, &params, 2, &|| false).unwrap();
     assert_eq!(bag.trees.len(), 40);
     assert!(bag.is_well_formed());
     for x in &f.set.features {
         let mean = (a.predict_one(x) + b.predict_one(x)) / 2.0;
         assert!((bag.predict_one(x) - mean).abs() < 1e-9);
     }
-    assert_eq!(train_ranker_bagged(&f.set, &params, 1).unwrap(), a);
+    assert_eq!(
+        train_ranker_bagged(&f.set, &params, 1, &|| false).unwrap(),
+        a
+    );
 }
 
 #[test]

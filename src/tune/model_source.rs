@@ -6,7 +6,7 @@
 
 use super::learn::{LearnedModel, ModelSource, TrainingData};
 use crate::cost_model::dataset::{backend, device_spec, featurize_records, TrainingSet};
-use crate::cost_model::{Model, ModelKind, ModelScorer, FEATURE_SET_VERSION};
+use crate::cost_model::{Model, ModelError, ModelKind, ModelScorer, FEATURE_SET_VERSION};
 use crate::database::{Database, Record, StoredModel, TargetKey};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -58,7 +58,11 @@ impl ModelSource for StoredModels {
         )))
     }
 
-    fn train(&self, data: &mut TrainingData) -> Result<LearnedModel, String> {
+    fn train(
+        &self,
+        data: &mut TrainingData,
+        stop: &dyn Fn() -> bool,
+    ) -> Result<LearnedModel, String> {
         let missing: Vec<Record> = data
             .records
             .iter()
@@ -82,13 +86,16 @@ impl ModelSource for StoredModels {
                 data.computed.push(r.id);
             }
         }
+        if stop() {
+            return Err(ModelError::Stopped.to_string());
+        }
         let features = data
             .records
             .iter()
             .map(|r| data.features.get(&r.id).cloned().flatten())
             .collect();
         let (set, _skipped) = TrainingSet::from_features(&data.records, features);
-        let model = Model::train_kind(&set, self.kind).map_err(|e| e.to_string())?;
+        let model = Model::train_kind_until(&set, self.kind, stop).map_err(|e| e.to_string())?;
         Ok(learned(model, &data.target, set.len()))
     }
 
@@ -131,10 +138,10 @@ mod tests {
         assert!(all > 60, "{all} ok records in the fixture");
         let later = data.records.split_off(40);
         let source = StoredModels::default();
-        let first = source.train(&mut data).unwrap();
+        let first = source.train(&mut data, &|| false).unwrap();
         assert_eq!(data.computed.len(), 40);
         data.records.extend(later);
-        let second = source.train(&mut data).unwrap();
+        let second = source.train(&mut data, &|| false).unwrap();
         assert_eq!(data.computed.len(), all, "each record featurized once");
         let mut ids = data.computed.clone();
         ids.sort();
@@ -148,7 +155,7 @@ mod tests {
         let mut db = fixture_db();
         let mut data = TrainingData::empty(&target());
         data.read_new(&db).unwrap();
-        StoredModels::default().train(&mut data).unwrap();
+        StoredModels::default().train(&mut data, &|| false).unwrap();
         let rows: Vec<(i64, Option<Vec<f32>>)> = data
             .computed
             .iter()
@@ -168,7 +175,9 @@ mod tests {
         fresh.read_new(&db).unwrap();
         assert_eq!(fresh.features.len(), rows.len() - 1);
         assert!(!fresh.features.contains_key(&stale));
-        StoredModels::default().train(&mut fresh).unwrap();
+        StoredModels::default()
+            .train(&mut fresh, &|| false)
+            .unwrap();
         assert_eq!(fresh.computed, vec![stale]);
         assert_eq!(fresh.features[&stale], data.features[&stale]);
     }
