@@ -189,7 +189,7 @@ fn main() {
             } else {
                 train.clone()
             };
-            let rank = train_ranker_bagged(&rank_set, &c.base.rank, c.bag)?;
+            let rank = train_ranker_bagged(&rank_set, &c.base.rank, c.bag, &|| false)?;
             let fail = if needs_fail {
                 Some(train_failure_classifier(train, &c.base.fail)?)
             } else {
