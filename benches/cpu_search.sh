@@ -8,24 +8,45 @@
 #
 #   benches/cpu_search.sh OUT TRIALS "SEED..." WORKLOAD...
 #   e.g. benches/cpu_search.sh /tmp/cpu 64 "1 2 3" matmul:256x256x256
+#        JOBS=6 benches/cpu_search.sh /tmp/cpu 64 "1 2 3 4 5" matmul:256x256x256
 set -u
 out=$1 trials=$2 seeds=$3
 shift 3
 bin=${TESSEL_BIN:-./target/release/tessel}
 mkdir -p "$out"
+# JOBS=N (default 1) runs N tunes at once, each pinned (taskset) to its own
+# CORES_PER_JOB cores (default 2) and running its kernels on that many threads: on a
+# many-core host this gives every tune a quiet 2-core machine of its own.
+jobs=${JOBS:-1} per=${CORES_PER_JOB:-2}
+threads=()
+[[ $jobs -gt 1 ]] && threads=(--threads "$per")
+cmds=()
 for w in "$@"; do
   tag=$(printf '%s' "$w" | tr ':,=' '___')
   for s in evolutionary random; do
     for seed in $seeds; do
       db=$out/$tag.$s.$seed.sqlite
       rm -f "$db"
-      echo "== $w $s seed $seed ($(date -u +%H:%M:%S))"
-      "$bin" tune "$w" --target cpu --strategy "$s" --trials "$trials" --batch 16 --seed "$seed" \
-        --db "$db" >"$out/$tag.$s.$seed.txt" 2>"$out/$tag.$s.$seed.err"
-      grep -E '^(trials|best) ' "$out/$tag.$s.$seed.txt" | head -2
+      cmds+=("echo \"== $w $s seed $seed (\$(date -u +%H:%M:%S))\"; \
+        \"$bin\" tune \"$w\" --target cpu --strategy $s --trials $trials --batch 16 \
+        --seed $seed ${threads[*]} --db \"$db\" >\"$out/$tag.$s.$seed.txt\" \
+        2>\"$out/$tag.$s.$seed.err\"; grep -E '^(trials|best) ' \"$out/$tag.$s.$seed.txt\" | head -2")
     done
   done
 done
+for ((slot = 0; slot < jobs; slot++)); do
+  (
+    cores=$((slot * per))-$((slot * per + per - 1))
+    for ((i = slot; i < ${#cmds[@]}; i += jobs)); do
+      if [[ $jobs -gt 1 ]]; then
+        taskset -c "$cores" bash -c "${cmds[i]}"
+      else
+        bash -c "${cmds[i]}"
+      fi
+    done
+  ) &
+done
+wait
 rm -f "$out/all.sqlite"
 for db in "$out"/*.*.*.sqlite; do
   "$bin" db import "$db" --db "$out/all.sqlite" >/dev/null
