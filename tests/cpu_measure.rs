@@ -69,6 +69,7 @@ fn job(candidates: Vec<Source>) -> Job {
             max_seconds: 0.02,
             flush_cache: true,
             give_up_above_seconds: None,
+            settled_spread: None,
         },
         peer: None,
         tolerance: 1e-4,

@@ -541,8 +541,8 @@ pub(crate) enum Step {
 }
 
 /// Warm up for `warmup_seconds` (at least one run), then time between `min_runs` and
-/// `max_runs` runs, stopping once `max_seconds` have passed and `min_runs` are done, or
-/// after the probe runs of a candidate to give up ([`TimingConfig::gives_up`]).
+/// `max_runs` runs, stopping when [`TimingConfig::stops`] says so (`max_seconds` passed,
+/// the runs settled, or the probe runs of a candidate to give up).
 pub(crate) fn time_loop(
     cfg: &TimingConfig,
     mut step: impl FnMut(Step) -> Result<(), Failure>,
@@ -557,16 +557,15 @@ pub(crate) fn time_loop(
     let min = cfg.min_runs.max(1);
     let max = cfg.max_runs.max(min);
     let start = Instant::now();
-    let mut runs = Vec::with_capacity(min);
-    while runs.len() < max && (runs.len() < min || start.elapsed().as_secs_f64() < cfg.max_seconds)
-    {
+    let mut runs = Vec::with_capacity(min.min(max));
+    loop {
         if cfg.flush_cache {
             step(Step::Flush)?;
         }
         let t = Instant::now();
         step(Step::Run)?;
         runs.push(t.elapsed().as_secs_f64());
-        if cfg.gives_up(&runs) {
+        if cfg.stops(&runs, start.elapsed().as_secs_f64()) {
             break;
         }
     }
@@ -735,7 +734,27 @@ mod tests {
             max_seconds: 0.01,
             flush_cache: true,
             give_up_above_seconds: None,
+            settled_spread: None,
         }
+    }
+
+    #[test]
+    fn time_loop_stops_after_min_runs_once_they_settle() {
+        let cfg = TimingConfig {
+            max_runs: 1000,
+            max_seconds: 60.0,
+            settled_spread: Some(0.5),
+            ..cfg()
+        };
+        // A sleep of 2 ms per run: the runs agree within half their median.
+        let runs = time_loop(&cfg, |s| {
+            if s == Step::Run {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(runs.len(), cfg.min_runs);
     }
 
     #[test]

@@ -61,6 +61,12 @@ pub struct TimingConfig {
     /// few runs instead of `max_seconds` (most candidates of a round are such).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub give_up_above_seconds: Option<f64>,
+    /// Stop early once the runs agree: after `min_runs`, when the interquartile range of
+    /// the runs is at most this share of their median ([`TimingConfig::settled`]). A
+    /// steady multi-millisecond kernel then costs its `min_runs` instead of
+    /// `max_seconds`; a noisy one is still timed for `max_seconds`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settled_spread: Option<f64>,
 }
 
 /// Timed runs before a candidate may be given up (see
@@ -88,6 +94,32 @@ impl TimingConfig {
             _ => false,
         }
     }
+
+    /// Whether the runs so far agree closely enough to stop: at least `min_runs` of them,
+    /// their interquartile range at most `settled_spread` of their median.
+    pub fn settled(&self, runs: &[f64]) -> bool {
+        let Some(spread) = self.settled_spread else {
+            return false;
+        };
+        if runs.len() < self.min_runs.max(1) {
+            return false;
+        }
+        let mut sorted = runs.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let at = |q: f64| sorted[((sorted.len() - 1) as f64 * q).round() as usize];
+        let median = at(0.5);
+        median > 0.0 && (at(0.75) - at(0.25)) <= spread * median
+    }
+
+    /// Whether timing stops after `runs`, taken over `elapsed` seconds: the candidate is
+    /// given up ([`TimingConfig::gives_up`]), or `max_runs` are done, or `min_runs` are
+    /// and either `max_seconds` have passed or the runs have [`settled`](Self::settled).
+    pub fn stops(&self, runs: &[f64], elapsed: f64) -> bool {
+        let min = self.min_runs.max(1);
+        self.gives_up(runs)
+            || runs.len() >= self.max_runs.max(min)
+            || (runs.len() >= min && (elapsed >= self.max_seconds || self.settled(runs)))
+    }
 }
 
 impl Default for TimingConfig {
@@ -99,6 +131,7 @@ impl Default for TimingConfig {
             max_seconds: 1.0,
             flush_cache: true,
             give_up_above_seconds: None,
+            settled_spread: None,
         }
     }
 }
@@ -300,6 +333,49 @@ pub fn stats(runs: &[f64]) -> (f64, f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn timing(settled_spread: Option<f64>) -> TimingConfig {
+        TimingConfig {
+            min_runs: 10,
+            max_runs: 100,
+            max_seconds: 0.1,
+            settled_spread,
+            ..TimingConfig::default()
+        }
+    }
+
+    #[test]
+    fn runs_that_agree_settle_after_min_runs_and_scattered_ones_do_not() {
+        let cfg = timing(Some(0.01));
+        // Ten runs of a 2 ms kernel within 0.5% of each other.
+        let steady: Vec<f64> = (0..10)
+            .map(|i| 2.0e-3 * (1.0 + 0.0005 * i as f64))
+            .collect();
+        assert!(cfg.settled(&steady));
+        assert!(!cfg.settled(&steady[..9]), "fewer than min_runs");
+        assert!(cfg.stops(&steady, 0.02));
+        assert!(
+            !timing(None).stops(&steady, 0.02),
+            "no early stop unless asked"
+        );
+        // Its middle half spread over 10%: timed on until max_seconds.
+        let noisy: Vec<f64> = (0..10).map(|i| 2.0e-3 * (1.0 + 0.03 * i as f64)).collect();
+        assert!(!cfg.settled(&noisy));
+        assert!(!cfg.stops(&noisy, 0.02));
+        assert!(cfg.stops(&noisy, 0.1));
+        // One outlier does not keep a steady candidate going.
+        let mut outlier = steady.clone();
+        outlier[3] = 9.0e-3;
+        assert!(cfg.settled(&outlier));
+    }
+
+    #[test]
+    fn timing_always_stops_at_max_runs() {
+        let cfg = timing(None);
+        let runs = vec![1.0e-6; 100];
+        assert!(cfg.stops(&runs, 0.0));
+        assert!(!cfg.stops(&runs[..99], 0.0));
+    }
 
     #[test]
     fn a_rejected_failure_round_trips_with_its_reason_and_old_replies_still_parse() {

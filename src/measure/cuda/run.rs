@@ -396,7 +396,7 @@ impl CudaRunner {
     }
 
     /// Times the program: warm-up for `warmup_seconds` (at least one run), then between
-    /// `min_runs` and `max_runs` timed runs (stopping once `max_seconds` have passed), each
+    /// `min_runs` and `max_runs` timed runs (stopping as [`TimingConfig::stops`] says), each
     /// measured with CUDA events around the kernels only. With `flush_cache`, the L2 is
     /// overwritten before each timed run, outside the events. Returns seconds per run.
     pub fn time(&mut self, handle: ProgramHandle, cfg: &TimingConfig) -> Result<Vec<f64>, Failure> {
@@ -426,6 +426,7 @@ impl CudaRunner {
             max_seconds: 0.0,
             flush_cache: cfg.flush_cache,
             give_up_above_seconds: None,
+            settled_spread: None,
         };
         let mut best: Option<(f64, usize)> = None;
         let mut refused = Vec::new();
@@ -561,9 +562,7 @@ impl CudaRunner {
                     .map_err(|e| self.fail(e))?;
                 runs.push(f64::from(ms) * 1e-3);
             }
-            if cfg.gives_up(&runs)
-                || (runs.len() >= cfg.min_runs && start.elapsed().as_secs_f64() >= cfg.max_seconds)
-            {
+            if cfg.stops(&runs, start.elapsed().as_secs_f64()) {
                 break;
             }
         }
