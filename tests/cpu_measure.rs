@@ -69,6 +69,7 @@ fn job(candidates: Vec<Source>) -> Job {
             max_seconds: 0.02,
             flush_cache: true,
             give_up_above_seconds: None,
+            give_up_factor: None,
             settled_spread: None,
         },
         peer: None,
@@ -226,4 +227,20 @@ fn the_peer_covers_layouts_and_the_dense_epilogue() {
     let w = tessel::workload::preset("conv2d_nchw:n=1,c=4,h=6,w=6,k=4,r=3,s=3").unwrap();
     let j = tessel::measure::session::job(&w, vec![], Device::Cpu, true, 5).unwrap();
     assert!(j.peer.is_none());
+}
+
+#[test]
+fn a_candidate_far_slower_than_one_timed_before_it_in_the_job_is_given_up_after_its_probes() {
+    // A factor no real kernel can meet: whatever the first candidate's median, the
+    // second (the same kernel) is above it after its probe runs. The first is timed fully:
+    // before it, the job knows no latency.
+    let mut j = job(vec![scheduled(), scheduled()]);
+    j.timing.min_runs = 8;
+    j.timing.max_runs = 8;
+    j.timing.max_seconds = 10.0;
+    j.timing.give_up_factor = Some(1e-9);
+    let (outcomes, _) = measurer().measure(&j).expect("measures");
+    let runs = |o: &Outcome| o.as_ref().expect("measured").runs.len();
+    assert_eq!(runs(&outcomes[0]), 8);
+    assert_eq!(runs(&outcomes[1]), tessel::measure::PROBE_RUNS);
 }

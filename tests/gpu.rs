@@ -143,6 +143,7 @@ pub fn quick_timing() -> TimingConfig {
         max_seconds: 0.2,
         flush_cache: true,
         give_up_above_seconds: None,
+        give_up_factor: None,
         settled_spread: None,
     }
 }

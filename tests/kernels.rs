@@ -96,6 +96,7 @@ fn measure_cpu(spec: &str, programs: Vec<tessel::ir::Program>) -> Vec<tessel::me
         max_seconds: 0.1,
         flush_cache: false,
         give_up_above_seconds: None,
+        give_up_factor: None,
         settled_spread: None,
     };
     let mut m = Measurer::new(env!("CARGO_BIN_EXE_tessel"));

@@ -20,6 +20,7 @@ fn quick() -> TimingConfig {
         max_seconds: 0.005,
         flush_cache: false,
         give_up_above_seconds: None,
+        give_up_factor: None,
         settled_spread: None,
     }
 }

@@ -734,6 +734,7 @@ mod tests {
             max_seconds: 0.01,
             flush_cache: true,
             give_up_above_seconds: None,
+            give_up_factor: None,
             settled_spread: None,
         }
     }

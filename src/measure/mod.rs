@@ -61,6 +61,13 @@ pub struct TimingConfig {
     /// few runs instead of `max_seconds` (most candidates of a round are such).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub give_up_above_seconds: Option<f64>,
+    /// Give up, too, on a candidate slower than this multiple of the fastest candidate
+    /// timed before it in the same job ([`TimingConfig::note_timed`]): a workload's first
+    /// batch, where the tuner knows no best yet, then costs its slow candidates their
+    /// probe runs only (on a large conv most of a batch is many times slower than its
+    /// best, at tens of milliseconds a run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub give_up_factor: Option<f64>,
     /// Stop early once the runs agree: after `min_runs`, when the interquartile range of
     /// the runs is at most this share of their median ([`TimingConfig::settled`]). A
     /// steady multi-millisecond kernel then costs its `min_runs` instead of
@@ -93,6 +100,23 @@ impl TimingConfig {
             }
             _ => false,
         }
+    }
+
+    /// After a candidate of the job was timed at `median_seconds`: later candidates more
+    /// than [`TimingConfig::give_up_factor`] times slower are given up after their probe
+    /// runs (the limit only ever tightens).
+    pub fn note_timed(&mut self, median_seconds: f64) {
+        let Some(factor) = self.give_up_factor else {
+            return;
+        };
+        if !(median_seconds.is_finite() && median_seconds > 0.0) {
+            return;
+        }
+        let limit = factor * median_seconds;
+        self.give_up_above_seconds = Some(match self.give_up_above_seconds {
+            Some(known) => known.min(limit),
+            None => limit,
+        });
     }
 
     /// Whether the runs so far agree closely enough to stop: at least `min_runs` of them,
@@ -131,6 +155,7 @@ impl Default for TimingConfig {
             max_seconds: 1.0,
             flush_cache: true,
             give_up_above_seconds: None,
+            give_up_factor: None,
             settled_spread: None,
         }
     }
@@ -387,6 +412,41 @@ mod tests {
         assert_eq!(serde_json::from_str::<Failure>(&text).unwrap(), f);
         let old: Failure = serde_json::from_str(r#"{"kind":"compile","message":"x"}"#).unwrap();
         assert_eq!(old, Failure::new(FailureKind::Compile, "x"));
+    }
+
+    #[test]
+    fn a_timed_candidate_tightens_the_give_up_limit_by_the_factor() {
+        let mut cfg = TimingConfig {
+            give_up_factor: Some(2.0),
+            ..TimingConfig::default()
+        };
+        assert_eq!(
+            cfg.first_batch(),
+            cfg.min_runs,
+            "nothing timed: no limit yet"
+        );
+        cfg.note_timed(1e-3);
+        assert_eq!(cfg.give_up_above_seconds, Some(2e-3));
+        assert_eq!(cfg.first_batch(), PROBE_RUNS);
+        assert!(cfg.gives_up(&[3e-3, 3e-3, 3e-3]));
+        cfg.note_timed(4e-3);
+        assert_eq!(
+            cfg.give_up_above_seconds,
+            Some(2e-3),
+            "a slower one never loosens it"
+        );
+        cfg.note_timed(0.5e-3);
+        assert_eq!(cfg.give_up_above_seconds, Some(1e-3));
+        let mut without = TimingConfig {
+            give_up_above_seconds: Some(5e-3),
+            ..TimingConfig::default()
+        };
+        without.note_timed(1e-3);
+        assert_eq!(
+            without.give_up_above_seconds,
+            Some(5e-3),
+            "no factor: the job's own"
+        );
     }
 
     #[test]

@@ -26,7 +26,7 @@ use super::cpu::CpuRunner;
 use super::cuda::{self, CudaRunner};
 use super::{
     stats, BuildInfo, Device, Failure, FailureKind, Job, Measured, Outcome, ParamSpec, Peer,
-    PeerMeasured,
+    PeerMeasured, TimingConfig,
 };
 use crate::codegen::Source;
 use crate::ir::{BufferKind, Program};
@@ -374,11 +374,16 @@ fn answer(job: &Job, out: &mut impl Write) -> std::io::Result<()> {
         *all = Compiler::for_runner(&runner, limit).all(&codes_of(job));
     }
     send(out, &Reply::Ready { ready: true })?;
+    // The give-up limit tightens as the job's candidates are timed (`give_up_factor`).
+    let mut timing = job.timing.clone();
     for (index, src) in job.candidates.iter().enumerate() {
         let waiting = Instant::now();
         let pre = compiled.take(index);
         let compile_wait_seconds = waiting.elapsed().as_secs_f64();
-        let outcome = measure_candidate(&mut runner, job, src, &reference, pre);
+        let outcome = measure_candidate(&mut runner, job, &timing, src, &reference, pre);
+        if let Ok(m) = &outcome {
+            timing.note_timed(m.median_seconds);
+        }
         send(
             out,
             &Reply::Candidate {
@@ -600,6 +605,7 @@ impl Compiler {
 fn measure_candidate(
     runner: &mut Runner,
     job: &Job,
+    timing: &TimingConfig,
     src: &Source,
     reference: &[Vec<f32>],
     precompiled: Option<Result<Prebuilt, Failure>>,
@@ -627,7 +633,7 @@ fn measure_candidate(
     let outs = runner.run_once(h)?;
     let rel_error = compare(&job.params, &outs, reference)?;
     check_tolerance(rel_error, job.tolerance)?;
-    let runs = runner.time(h, &job.timing)?;
+    let runs = runner.time(h, timing)?;
     let (median_seconds, min_seconds, max_seconds) = checked_stats(&runs)?;
     Ok(Measured {
         median_seconds,

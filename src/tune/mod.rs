@@ -94,6 +94,7 @@ pub fn default_timing() -> TimingConfig {
         max_seconds: 0.1,
         flush_cache: true,
         give_up_above_seconds: None,
+        give_up_factor: None,
         settled_spread: Some(DEFAULT_SETTLED_SPREAD),
     }
 }
@@ -217,9 +218,10 @@ impl<'a> Tuner<'a> {
         self.measurer = Some(m);
         self
     }
-    /// Candidates slower than `factor` times the best latency known (the database's or
-    /// this run's) are timed by their probe runs alone
-    /// (`TimingConfig::give_up_above_seconds`); `None` times every candidate fully.
+    /// Candidates slower than `factor` times the best latency known (the database's, this
+    /// run's, or that of a candidate timed before them in the same batch) are timed by
+    /// their probe runs alone (`TimingConfig::give_up_above_seconds`,
+    /// `TimingConfig::give_up_factor`); `None` times every candidate fully.
     /// Default [`DEFAULT_GIVE_UP_FACTOR`].
     pub fn with_give_up_factor(mut self, factor: Option<f64>) -> Self {
         self.give_up_factor = factor;

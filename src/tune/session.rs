@@ -11,7 +11,7 @@ use super::report::{RoundStats, StopReason, TuneReport};
 use super::{best_in_db, empty_report, has_design_space, TuneError, Tuner};
 use crate::database::{Database, TargetKey};
 use crate::measure::worker::Measurer;
-use crate::measure::Job;
+use crate::measure::{Job, TimingConfig};
 use crate::search::Proposal;
 use crate::workload::Workload;
 use std::time::{Duration, Instant};
@@ -89,12 +89,16 @@ impl Tuner<'_> {
         };
         has_design_space(&space, &program, seed)?;
         let limits = self.target.limits();
+        let timing = TimingConfig {
+            give_up_factor: self.give_up_factor,
+            ..self.timing.clone()
+        };
         let template = JobTemplate::new(
             &canonical,
             self.target.device(),
             &space,
             &limits,
-            &self.timing,
+            &timing,
             self.compile_timeout,
             seed,
         )?;

@@ -426,6 +426,7 @@ impl CudaRunner {
             max_seconds: 0.0,
             flush_cache: cfg.flush_cache,
             give_up_above_seconds: None,
+            give_up_factor: None,
             settled_spread: None,
         };
         let mut best: Option<(f64, usize)> = None;
