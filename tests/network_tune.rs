@@ -138,10 +138,17 @@ fn rounds_in_flight_fill_one_database(setup: impl for<'a> FnOnce(Tuner<'a>) -> T
         .tune_network(&net.tasks, |_, _| {})
         .unwrap();
     assert_eq!(report.trials(), 8);
-    let mut warm: Vec<usize> = report.rounds[..3].iter().map(|r| r.task).collect();
+    // Every task is warmed up exactly once. (Rounds are reported as they finish, and with
+    // rounds in flight one given out after the last warm-up may finish before it, so the
+    // order is checked by the one-slot test above, not here.)
+    let mut warm: Vec<usize> = report
+        .rounds
+        .iter()
+        .filter(|r| r.reason == "warm-up")
+        .map(|r| r.task)
+        .collect();
     warm.sort();
-    assert_eq!(warm, [0, 1, 2]);
-    assert!(report.rounds[..3].iter().all(|r| r.reason == "warm-up"));
+    assert_eq!(warm, [0, 1, 2], "{:?}", report.rounds);
     for (t, task) in report.tasks.iter().zip(&net.tasks) {
         let stored = db
             .records(&Filter {

@@ -177,3 +177,60 @@ fn cuda_split_k_samples_verify_compute_the_reference_and_compile() {
 fn cpu_space_samples_verify_and_compute_the_reference() {
     run_space(SearchSpace::cpu_default(), TargetLimits::Cpu, "cpu");
 }
+
+/// The implicit-GEMM view of batched convs (n, p, q fused before tiling): every verified
+/// sample computes the reference with GPU semantics (out-of-bounds accesses of the
+/// compacted buffers caught), and the accumulator a thread keeps in registers is
+/// compacted to that thread's tile, not left the size of the block's: the index of a
+/// per-thread output row under floordiv/floormod of the thread index used to keep the
+/// whole block's region (a 92,416-float local array in a sample of a batch-16 7x7 conv).
+#[test]
+fn implicit_gemm_samples_compute_the_reference_with_thread_sized_accumulators() {
+    let mut space = SearchSpace::cuda_default();
+    space.implicit_gemm = 1.0;
+    let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+    for (i, spec) in [
+        "conv2d_nchw:n=3,c=3,h=9,w=9,k=8,r=3,s=3,stride=1,pad=1",
+        "conv2d_nhwc:n=4,c=4,h=7,w=7,k=6,r=3,s=3,stride=2,pad=1",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let w = tessel::workload::from_cli(spec, |_| Err(std::io::Error::other("no files")))
+            .expect("workload");
+        let program = canonical_program(&w).expect("canonical program");
+        let mut search = RandomSearch::new(
+            space.clone(),
+            target.clone(),
+            program.clone(),
+            40 + i as u64,
+        );
+        let (mut passed, mut sampled) = (0, 0);
+        while passed < 12 && sampled < 300 {
+            sampled += 1;
+            let Ok(sch) = search.sample() else { continue };
+            let Ok(v) = tessel::search::postproc::verify(sch.program(), &space, &target) else {
+                continue;
+            };
+            let trace = tessel::schedule::text::print(sch.trace());
+            if let Err(e) = tessel::interp::gpu::check_lowered(&program, &v.lowered, 5) {
+                panic!("{spec}: GPU-semantics check failed: {e}\n{trace}");
+            }
+            let k = &v.lowered.kernels[0];
+            let outputs: i64 = tessel::measure::worker::param_specs(&program)
+                .iter()
+                .filter(|p| p.is_output)
+                .map(|p| p.numel() as i64)
+                .sum();
+            let threads = k.grid.iter().product::<i64>() * k.threads();
+            let per_thread = (outputs + threads - 1) / threads;
+            let local = k.local_bytes(&v.lowered.program) / 4;
+            assert!(
+                local <= 8 * per_thread.max(1),
+                "{spec}: {local} accumulator elements per thread for {per_thread} outputs\n{trace}"
+            );
+            passed += 1;
+        }
+        assert_eq!(passed, 12, "{spec}: {passed} of {sampled} samples passed");
+    }
+}

@@ -116,6 +116,14 @@ impl Kernel {
             .map(|a| a.size * p.buffer(a.buffer).dtype.bytes() as i64)
             .sum()
     }
+    /// Bytes of thread-local (`local` scope) arrays one thread allocates.
+    pub fn local_bytes(&self, p: &Program) -> i64 {
+        self.allocs
+            .iter()
+            .filter(|a| a.scope == Scope::Local)
+            .map(|a| a.size * p.buffer(a.buffer).dtype.bytes() as i64)
+            .sum()
+    }
     /// Threads per block.
     pub fn threads(&self) -> i64 {
         self.block.iter().product()
