@@ -71,6 +71,7 @@ fn job(candidates: Vec<Source>) -> Job {
             give_up_above_seconds: None,
             give_up_factor: None,
             settled_spread: None,
+            enough_seconds: None,
         },
         peer: None,
         tolerance: 1e-4,

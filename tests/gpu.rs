@@ -145,6 +145,7 @@ pub fn quick_timing() -> TimingConfig {
         give_up_above_seconds: None,
         give_up_factor: None,
         settled_spread: None,
+        enough_seconds: None,
     }
 }
 

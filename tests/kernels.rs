@@ -98,6 +98,7 @@ fn measure_cpu(spec: &str, programs: Vec<tessel::ir::Program>) -> Vec<tessel::me
         give_up_above_seconds: None,
         give_up_factor: None,
         settled_spread: None,
+        enough_seconds: None,
     };
     let mut m = Measurer::new(env!("CARGO_BIN_EXE_tessel"));
     m.measure(&job).expect("the worker runs").0

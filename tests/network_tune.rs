@@ -43,6 +43,7 @@ fn quick() -> TimingConfig {
         give_up_above_seconds: None,
         give_up_factor: None,
         settled_spread: None,
+        enough_seconds: None,
     }
 }
 

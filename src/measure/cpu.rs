@@ -736,6 +736,7 @@ mod tests {
             give_up_above_seconds: None,
             give_up_factor: None,
             settled_spread: None,
+            enough_seconds: None,
         }
     }
 

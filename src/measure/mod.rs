@@ -74,6 +74,11 @@ pub struct TimingConfig {
     /// `max_seconds`; a noisy one is still timed for `max_seconds`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub settled_spread: Option<f64>,
+    /// Stop below `min_runs`, after [`PROBE_RUNS`], once the timed runs have taken this
+    /// long: a kernel of tens of milliseconds is timed to well under 1% by a few runs, and
+    /// `min_runs` of them made timing most of a large conv's tune (95 of 118 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enough_seconds: Option<f64>,
 }
 
 /// Timed runs before a candidate may be given up (see
@@ -82,12 +87,13 @@ pub const PROBE_RUNS: usize = 3;
 
 impl TimingConfig {
     /// Runs to time before the first look at the times: [`PROBE_RUNS`] when a candidate
-    /// may be given up, else `min_runs`.
+    /// may be given up or stop early on `enough_seconds`, else `min_runs`.
     pub fn first_batch(&self) -> usize {
         let min = self.min_runs.max(1);
-        match self.give_up_above_seconds {
-            Some(_) => PROBE_RUNS.min(min),
-            None => min,
+        if self.give_up_above_seconds.is_some() || self.enough_seconds.is_some() {
+            PROBE_RUNS.min(min)
+        } else {
+            min
         }
     }
 
@@ -136,12 +142,17 @@ impl TimingConfig {
     }
 
     /// Whether timing stops after `runs`, taken over `elapsed` seconds: the candidate is
-    /// given up ([`TimingConfig::gives_up`]), or `max_runs` are done, or `min_runs` are
-    /// and either `max_seconds` have passed or the runs have [`settled`](Self::settled).
+    /// given up ([`TimingConfig::gives_up`]), or `max_runs` are done, or [`PROBE_RUNS`] are
+    /// and `enough_seconds` have passed, or `min_runs` are and either `max_seconds` have
+    /// passed or the runs have [`settled`](Self::settled).
     pub fn stops(&self, runs: &[f64], elapsed: f64) -> bool {
         let min = self.min_runs.max(1);
+        let long_enough = self
+            .enough_seconds
+            .is_some_and(|s| runs.len() >= PROBE_RUNS.min(min) && elapsed >= s);
         self.gives_up(runs)
             || runs.len() >= self.max_runs.max(min)
+            || long_enough
             || (runs.len() >= min && (elapsed >= self.max_seconds || self.settled(runs)))
     }
 }
@@ -157,6 +168,7 @@ impl Default for TimingConfig {
             give_up_above_seconds: None,
             give_up_factor: None,
             settled_spread: None,
+            enough_seconds: None,
         }
     }
 }
@@ -412,6 +424,25 @@ mod tests {
         assert_eq!(serde_json::from_str::<Failure>(&text).unwrap(), f);
         let old: Failure = serde_json::from_str(r#"{"kind":"compile","message":"x"}"#).unwrap();
         assert_eq!(old, Failure::new(FailureKind::Compile, "x"));
+    }
+
+    #[test]
+    fn long_runs_stop_after_the_probe_runs_once_enough_seconds_passed() {
+        let cfg = TimingConfig {
+            enough_seconds: Some(0.1),
+            ..timing(None)
+        };
+        let long = [0.04; PROBE_RUNS];
+        assert!(cfg.stops(&long, 0.12), "three 40 ms runs are enough");
+        assert!(
+            !cfg.stops(&long[..2], 0.08),
+            "never fewer than the probe runs"
+        );
+        assert!(
+            !cfg.stops(&[1e-3; PROBE_RUNS], 0.003),
+            "a short kernel gets min_runs"
+        );
+        assert!(!timing(None).stops(&long, 0.12), "off unless asked for");
     }
 
     #[test]

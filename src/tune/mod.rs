@@ -96,8 +96,14 @@ pub fn default_timing() -> TimingConfig {
         give_up_above_seconds: None,
         give_up_factor: None,
         settled_spread: Some(DEFAULT_SETTLED_SPREAD),
+        enough_seconds: Some(ENOUGH_SECONDS),
     }
 }
+
+/// Seconds of timed runs after which a candidate needs no more than the probe runs
+/// (`TimingConfig::enough_seconds`): the same as `max_seconds`, so that a kernel of 34 ms
+/// or more is timed by 3 runs, not 10.
+pub const ENOUGH_SECONDS: f64 = 0.1;
 
 /// Runs whose middle half lies within this share of their median need no more runs.
 /// On the H100 a tuned 2 ms GEMM's runs spread 0.5% from fastest to slowest

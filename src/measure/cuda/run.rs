@@ -428,6 +428,7 @@ impl CudaRunner {
             give_up_above_seconds: None,
             give_up_factor: None,
             settled_spread: None,
+            enough_seconds: None,
         };
         let mut best: Option<(f64, usize)> = None;
         let mut refused = Vec::new();
