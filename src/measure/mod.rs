@@ -141,6 +141,31 @@ impl TimingConfig {
         median > 0.0 && (at(0.75) - at(0.25)) <= spread * median
     }
 
+    /// How many runs to enqueue next (at most `batch`), after `runs` that took `elapsed`
+    /// seconds: [`TimingConfig::first_batch`] first, then what is left of `min_runs`,
+    /// then `batch`; with `enough_seconds`, no more than the runs expected to reach it at
+    /// the pace so far (after three 25 ms probes one more, not the rest of `min_runs`).
+    pub fn next_batch(&self, runs: &[f64], elapsed: f64, batch: usize) -> usize {
+        if runs.is_empty() {
+            return self.first_batch().clamp(1, batch.max(1));
+        }
+        let min = self.min_runs.max(1);
+        let mut n = if runs.len() < min {
+            min - runs.len()
+        } else {
+            batch
+        };
+        if let Some(enough) = self.enough_seconds {
+            let per_run = elapsed / runs.len() as f64;
+            if per_run > 0.0 {
+                // (The tolerance keeps 0.025 s / 0.025 s at 1 run in floating point.)
+                let to_enough = ((enough - elapsed) / per_run - 1e-9).ceil().max(1.0);
+                n = n.min(to_enough as usize);
+            }
+        }
+        n.clamp(1, batch.max(1))
+    }
+
     /// Whether timing stops after `runs`, taken over `elapsed` seconds: the candidate is
     /// given up ([`TimingConfig::gives_up`]), or `max_runs` are done, or [`PROBE_RUNS`] are
     /// and `enough_seconds` have passed, or `min_runs` are and either `max_seconds` have
@@ -443,6 +468,28 @@ mod tests {
             "a short kernel gets min_runs"
         );
         assert!(!timing(None).stops(&long, 0.12), "off unless asked for");
+    }
+
+    #[test]
+    fn the_next_batch_tops_up_to_min_runs_and_stops_short_of_enough_seconds() {
+        let cfg = TimingConfig {
+            enough_seconds: Some(0.1),
+            ..timing(None)
+        };
+        assert_eq!(cfg.next_batch(&[], 0.0, 10), PROBE_RUNS);
+        // Three 25 ms probes: one more run reaches 0.1 s.
+        assert_eq!(cfg.next_batch(&[0.025; 3], 0.075, 10), 1);
+        // Three 1 ms probes: the rest of min_runs.
+        assert_eq!(cfg.next_batch(&[1e-3; 3], 0.003, 10), 7);
+        // Past min_runs: whole batches.
+        assert_eq!(cfg.next_batch(&[1e-3; 10], 0.01, 10), 10);
+        let plain = timing(None);
+        assert_eq!(plain.next_batch(&[], 0.0, 10), 10);
+        assert_eq!(
+            plain.next_batch(&[0.025; 3], 0.075, 10),
+            7,
+            "tops up, never 3 + 10"
+        );
     }
 
     #[test]

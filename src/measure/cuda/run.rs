@@ -537,12 +537,10 @@ impl CudaRunner {
         let mut runs = Vec::with_capacity(max_runs);
         let start = Instant::now();
         while runs.len() < max_runs {
-            let wanted = if runs.is_empty() {
-                cfg.first_batch()
-            } else {
-                batch
-            };
-            let n = wanted.min(batch).min(max_runs - runs.len());
+            let elapsed = start.elapsed().as_secs_f64();
+            let n = cfg
+                .next_batch(&runs, elapsed, batch)
+                .min(max_runs - runs.len());
             for (begin, end) in &events[..n] {
                 if cfg.flush_cache {
                     self.flush_l2().map_err(|e| self.fail(e))?;
