@@ -110,17 +110,16 @@ pub fn cp_async_lanes(
 impl Kernel {
     /// Bytes of shared memory the kernel allocates statically.
     pub fn shared_bytes(&self, p: &Program) -> i64 {
-        self.allocs
-            .iter()
-            .filter(|a| a.scope == Scope::Shared)
-            .map(|a| a.size * p.buffer(a.buffer).dtype.bytes() as i64)
-            .sum()
+        self.bytes_in(p, Scope::Shared)
     }
     /// Bytes of thread-local (`local` scope) arrays one thread allocates.
     pub fn local_bytes(&self, p: &Program) -> i64 {
+        self.bytes_in(p, Scope::Local)
+    }
+    fn bytes_in(&self, p: &Program, scope: Scope) -> i64 {
         self.allocs
             .iter()
-            .filter(|a| a.scope == Scope::Local)
+            .filter(|a| a.scope == scope)
             .map(|a| a.size * p.buffer(a.buffer).dtype.bytes() as i64)
             .sum()
     }
