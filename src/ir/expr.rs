@@ -230,6 +230,47 @@ impl Expr {
         found
     }
 
+    /// The value of an integer expression with every variable's value given by `env`
+    /// (wrapping arithmetic; loads and floats read as 0, division by 0 gives 0).
+    pub fn eval_int(&self, env: &dyn Fn(VarId) -> i64) -> i64 {
+        use super::interval::{floordiv, floormod};
+        match self {
+            Expr::Int(v) => *v,
+            Expr::Var(v) => env(*v),
+            Expr::Bin(op, a, b) => {
+                let (x, y) = (a.eval_int(env), b.eval_int(env));
+                match op {
+                    BinOp::Add => x.wrapping_add(y),
+                    BinOp::Sub => x.wrapping_sub(y),
+                    BinOp::Mul => x.wrapping_mul(y),
+                    BinOp::Div | BinOp::FloorDiv if y != 0 => floordiv(x, y),
+                    BinOp::FloorMod if y != 0 => floormod(x, y),
+                    BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod => 0,
+                    BinOp::Min => x.min(y),
+                    BinOp::Max => x.max(y),
+                    BinOp::Lt => i64::from(x < y),
+                    BinOp::Le => i64::from(x <= y),
+                    BinOp::Gt => i64::from(x > y),
+                    BinOp::Ge => i64::from(x >= y),
+                    BinOp::Eq => i64::from(x == y),
+                    BinOp::Ne => i64::from(x != y),
+                    BinOp::And => i64::from(x != 0 && y != 0),
+                    BinOp::Or => i64::from(x != 0 || y != 0),
+                }
+            }
+            Expr::Un(UnOp::Neg, a) => a.eval_int(env).wrapping_neg(),
+            Expr::Un(UnOp::Not, a) => i64::from(a.eval_int(env) == 0),
+            Expr::Select(c, t, f) => {
+                if c.eval_int(env) != 0 {
+                    t.eval_int(env)
+                } else {
+                    f.eval_int(env)
+                }
+            }
+            _ => 0,
+        }
+    }
+
     /// All variables occurring in the expression, in first-occurrence order.
     pub fn vars(&self) -> Vec<VarId> {
         let mut out = Vec::new();

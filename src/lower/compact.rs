@@ -561,25 +561,6 @@ mod tests {
     fn fm(a: Expr, c: i64) -> Expr {
         Expr::bin(BinOp::FloorMod, a, Expr::Int(c))
     }
-    fn eval(e: &Expr, env: &dyn Fn(VarId) -> i64) -> i64 {
-        match e {
-            Expr::Int(c) => *c,
-            Expr::Var(x) => env(*x),
-            Expr::Bin(op, a, b) => {
-                let (a, b) = (eval(a, env), eval(b, env));
-                match op {
-                    BinOp::Add => a + b,
-                    BinOp::Sub => a - b,
-                    BinOp::Mul => a * b,
-                    BinOp::FloorDiv => a.div_euclid(b),
-                    BinOp::FloorMod => a.rem_euclid(b),
-                    _ => unreachable!("not an index operator"),
-                }
-            }
-            _ => unreachable!("not an index expression"),
-        }
-    }
-
     /// The index of an implicit-GEMM conv's accumulator along p: the fused n*p*q axis
     /// (block part v0 fixed, thread part v1 fixed, the thread's own tile v2, v3 relaxed)
     /// under floordiv and floormod. Every value of it lies within `base + [lo, hi]`.
@@ -626,11 +607,11 @@ mod tests {
             assert!(base.vars().iter().all(|x| fixed(*x)), "{base:?}");
             for f0 in 0..3 {
                 for f1 in 0..40 {
-                    let base_at = eval(&base, &|x| if x.0 == 0 { f0 } else { f1 });
+                    let base_at = base.eval_int(&|x| if x.0 == 0 { f0 } else { f1 });
                     for r2 in 0..1 {
                         for r3 in 0..3 {
                             let vals = [f0, f1, r2, r3];
-                            let at = eval(&e, &|x| vals[x.0 as usize]);
+                            let at = e.eval_int(&|x| vals[x.0 as usize]);
                             assert!(
                                 (base_at + lo..=base_at + hi).contains(&at),
                                 "{e:?} = {at} outside {base_at} + [{lo}, {hi}]"

@@ -13,7 +13,7 @@
 //! strided dimensions) and close for overlapping windows. Cache lines use the same rule in
 //! units of lines after the sub-line terms are merged into one contiguous chunk.
 
-use crate::ir::interval::{bound_with, floordiv, floormod, Interval};
+use crate::ir::interval::{bound_with, Interval};
 use crate::ir::{BinOp, Expr, UnOp, VarId};
 
 /// The linear terms `(coefficient, atom)` of an index expression; constants dropped.
@@ -107,50 +107,10 @@ fn merge(dims: impl Iterator<Item = (f64, f64)>, start: f64) -> (f64, f64) {
     (distinct, span)
 }
 
-/// The value of an integer expression with every variable's value given by `env`
-/// (wrapping arithmetic; loads and floats read as 0, division by 0 gives 0).
-pub(super) fn eval(e: &Expr, env: &dyn Fn(VarId) -> i64) -> i64 {
-    match e {
-        Expr::Int(v) => *v,
-        Expr::Var(v) => env(*v),
-        Expr::Bin(op, a, b) => {
-            let (x, y) = (eval(a, env), eval(b, env));
-            match op {
-                BinOp::Add => x.wrapping_add(y),
-                BinOp::Sub => x.wrapping_sub(y),
-                BinOp::Mul => x.wrapping_mul(y),
-                BinOp::Div | BinOp::FloorDiv if y != 0 => floordiv(x, y),
-                BinOp::FloorMod if y != 0 => floormod(x, y),
-                BinOp::Div | BinOp::FloorDiv | BinOp::FloorMod => 0,
-                BinOp::Min => x.min(y),
-                BinOp::Max => x.max(y),
-                BinOp::Lt => i64::from(x < y),
-                BinOp::Le => i64::from(x <= y),
-                BinOp::Gt => i64::from(x > y),
-                BinOp::Ge => i64::from(x >= y),
-                BinOp::Eq => i64::from(x == y),
-                BinOp::Ne => i64::from(x != y),
-                BinOp::And => i64::from(x != 0 && y != 0),
-                BinOp::Or => i64::from(x != 0 || y != 0),
-            }
-        }
-        Expr::Un(UnOp::Neg, a) => eval(a, env).wrapping_neg(),
-        Expr::Un(UnOp::Not, a) => i64::from(eval(a, env) == 0),
-        Expr::Select(c, t, f) => {
-            if eval(c, env) != 0 {
-                eval(t, env)
-            } else {
-                eval(f, env)
-            }
-        }
-        _ => 0,
-    }
-}
-
 /// How far the index moves when `v` goes from 0 to 1, every other variable at 0.
 pub(super) fn stride(index: &Expr, v: VarId) -> i64 {
-    let base = eval(index, &|_| 0);
-    eval(index, &|x| i64::from(x == v)).wrapping_sub(base)
+    let base = index.eval_int(&|_| 0);
+    index.eval_int(&|x| i64::from(x == v)).wrapping_sub(base)
 }
 
 /// Shared-memory banks (4 bytes wide) of NVIDIA GPUs.

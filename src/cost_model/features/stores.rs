@@ -8,7 +8,7 @@
 //! thread and parallel loops are ordinary trip counts; their iterations play the part of
 //! threads for the per-thread footprints.
 
-use super::access::{bank_ways, eval, footprint, linear_terms, stride, Footprint};
+use super::access::{bank_ways, footprint, linear_terms, stride, Footprint};
 use crate::ir::interval::Interval;
 use crate::ir::{BinOp, BufferId, Dim3, Expr, LoopKind, Program, Scope, ThreadTag, UnOp, VarId};
 use crate::lower::{ForKind, KStmt, Kernel};
@@ -653,7 +653,7 @@ impl Walker<'_> {
                         0
                     }
                 };
-                words.push(eval(index, &env).wrapping_mul(bytes) / 4);
+                words.push(index.eval_int(&env).wrapping_mul(bytes) / 4);
             }
         }
         bank_ways(&mut words)
