@@ -469,17 +469,18 @@ pub fn split_terms(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    fn v(i: u32) -> Expr {
+    /// Index-expression builders for tests (also used by `lower::compact`'s).
+    pub(crate) fn v(i: u32) -> Expr {
         Expr::Var(VarId(i))
     }
-    fn fd(a: Expr, c: i64) -> Expr {
+    pub(crate) fn fd(a: Expr, c: i64) -> Expr {
         Expr::bin(BinOp::FloorDiv, a, Expr::Int(c))
     }
-    fn fm(a: Expr, c: i64) -> Expr {
+    pub(crate) fn fm(a: Expr, c: i64) -> Expr {
         Expr::bin(BinOp::FloorMod, a, Expr::Int(c))
     }
 

@@ -551,16 +551,7 @@ fn scattered(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn v(i: u32) -> Expr {
-        Expr::Var(VarId(i))
-    }
-    fn fd(a: Expr, c: i64) -> Expr {
-        Expr::bin(BinOp::FloorDiv, a, Expr::Int(c))
-    }
-    fn fm(a: Expr, c: i64) -> Expr {
-        Expr::bin(BinOp::FloorMod, a, Expr::Int(c))
-    }
+    use crate::ir::simplify::tests::{fd, fm, v};
     /// The index of an implicit-GEMM conv's accumulator along p: the fused n*p*q axis
     /// (block part v0 fixed, thread part v1 fixed, the thread's own tile v2, v3 relaxed)
     /// under floordiv and floormod. Every value of it lies within `base + [lo, hi]`.
