@@ -285,7 +285,7 @@ fn offset_within(
                 return Some((base, l.div_euclid(c), h.div_euclid(c)));
             }
             let base = Expr::bin(BinOp::FloorDiv, Expr::add(ba, Expr::Int(l)), Expr::Int(c));
-            Some((base, 0, (h - l + c - 1).div_euclid(c)))
+            Some((base, 0, h.checked_sub(l)?.checked_add(c - 1)?.div_euclid(c)))
         }
         Expr::Bin(BinOp::FloorMod, a, b) => {
             let Expr::Int(m) = **b else { return None };
