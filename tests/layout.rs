@@ -4,6 +4,7 @@
 //! shape, and what cannot be permuted is refused with the reason, the program untouched.
 
 use tessel::lower::{lower, Backend};
+use tessel::schedule::layout::singletons;
 use tessel::schedule::{replay, text, Schedule};
 use tessel::workload;
 
@@ -63,17 +64,25 @@ fn what_cannot_be_permuted_is_refused() {
     let print = |s: &Schedule| tessel::ir::printer::print_program(s.program());
     let before = print(&sch);
     let e = sch
-        .transform_layout(b0, 0, &[1, 0])
+        .transform_layout(b0, 0, &singletons(&[1, 0]))
         .unwrap_err()
         .to_string();
     assert!(e.contains("C is a parameter"), "{e}");
     assert_eq!(print(&sch), before);
     let b3 = sch.cache_read(b0, 1, "shared").unwrap();
     let before = print(&sch);
-    for bad in [&[0, 0][..], &[1][..], &[2, 0][..]] {
-        let e = sch.transform_layout(b3, 0, bad).unwrap_err().to_string();
+    let bad: [Vec<Vec<i64>>; 6] = [
+        singletons(&[0, 0]),
+        singletons(&[1]),
+        singletons(&[2, 0]),
+        vec![vec![0, 1], vec![1]],
+        vec![vec![0, 1], vec![]],
+        vec![vec![]],
+    ];
+    for bad in bad {
+        let e = sch.transform_layout(b3, 0, &bad).unwrap_err().to_string();
         assert!(
-            e.contains("is not a permutation of the 2 axes of B_shared"),
+            e.contains("does not name each of the 2 axes of B_shared exactly once"),
             "{e}"
         );
         assert_eq!(print(&sch), before);
@@ -81,9 +90,92 @@ fn what_cannot_be_permuted_is_refused() {
     sch.storage_align(b3, 0, 0, 32, 1).unwrap();
     let before = print(&sch);
     let e = sch
-        .transform_layout(b3, 0, &[1, 0])
+        .transform_layout(b3, 0, &singletons(&[1, 0]))
         .unwrap_err()
         .to_string();
     assert!(e.contains("already aligned"), "{e}");
     assert_eq!(print(&sch), before);
+}
+
+/// An implicit-GEMM conv whose p and q loops are fused and tiled by 4 (rows of 13 are
+/// crossed), its accumulator stored with p and q as one axis after the write-back is
+/// placed.
+const CONV: &str = "conv2d_nchw:n=2,c=8,h=13,w=13,k=16,r=3,s=3,stride=1,pad=1";
+const ROWS_TRACE: &str = r#"b0 = get_block("conv2d_nchw")
+b1 = cache_write(b0, write_index=0, scope="local")
+n, k, p, q, rc, ry, rx = get_loops(b0)
+f = fuse(p, q)
+n0, n1, n2 = split(n, factors=[None, 1, 1])
+k0, k1, k2 = split(k, factors=[None, 4, 2])
+f0, f1, f2 = split(f, factors=[None, 16, 4])
+rc0, rc1 = split(rc, factors=[None, 4])
+reorder(n0, k0, f0, n1, k1, f1, rc0, ry, rx, rc1, n2, k2, f2)
+bx = fuse(n0, k0, f0)
+bind(bx, thread="blockIdx.x")
+tx = fuse(n1, k1, f1)
+bind(tx, thread="threadIdx.x")
+reverse_compute_at(b1, tx)
+transform_layout(b0, buffer_index=0, permutation=[0, 1, [2, 3]])
+b2 = cache_read(b0, read_index=0, scope="shared")
+compute_at(b2, rc0)
+_, _, _, a1, a2, a3 = get_loops(b2)
+a = fuse(a1, a2, a3)
+a_0, a_1 = split(a, factors=[None, 64])
+bind(a_1, thread="threadIdx.x")
+b3 = cache_read(b0, read_index=1, scope="shared")
+compute_at(b3, rc0)
+_, _, _, c0, c1, c2, c3 = get_loops(b3)
+c = fuse(c0, c1, c2, c3)
+c_0, c_1 = split(c, factors=[None, 64])
+bind(c_1, thread="threadIdx.x")
+b4 = get_block("pad_temp")
+compute_inline(b4)
+"#;
+
+#[test]
+fn an_accumulator_with_two_axes_fused_is_indexed_by_the_fused_loop() {
+    let w = workload::preset(CONV).unwrap();
+    let reference = w.to_program();
+    let t = text::parse(ROWS_TRACE).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(
+        text::print(&t),
+        ROWS_TRACE,
+        "the nested list prints as it parses"
+    );
+    let json = tessel::schedule::json::to_json(&t);
+    assert_eq!(tessel::schedule::json::from_json(&json).unwrap(), t);
+    let sch = replay(&t, w.to_program(), 0).unwrap_or_else(|e| panic!("{e}"));
+    let p = sch.program();
+    let acc = p
+        .buffers
+        .iter()
+        .find(|b| b.name == "conv2d_nchw_local")
+        .unwrap();
+    assert_eq!(acc.shape, vec![2, 16, 169], "p and q stored as one axis");
+    let err = tessel::interp::check(&reference, p, 3).unwrap();
+    assert!(err < tessel::interp::TOLERANCE, "relative error {err}");
+    let lowered = lower(p, Backend::Cuda).unwrap();
+    let err = tessel::interp::gpu::check_lowered(&reference, &lowered, 4).unwrap();
+    assert!(err < tessel::interp::TOLERANCE, "relative error {err}");
+    // A thread's 2 x 4 outputs, though its 4 columns of the fused axis cross a row of 13
+    // (without the layout: 2 x 2 rows x 13 columns).
+    let k = &lowered.kernels[0];
+    assert_eq!(k.local_bytes(&lowered.program), 8 * 4);
+    // The block's 64 columns of the fused axis cover at most 6 rows of 13, plus the
+    // window's 2: 8 of the padded image's 15 rows in shared memory (a few more as
+    // allocated, the fetch's last thread row being padded), not all 15 (4 x 15 x 15).
+    let src = tessel::codegen::cuda::generate(&lowered).unwrap().code;
+    let shared: usize = src
+        .split("float pad_temp_shared[")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no pad_temp_shared in\n{src}"));
+    assert!(
+        shared < 4 * 15 * 15,
+        "{shared} floats of pad_temp_shared\n{src}"
+    );
+    if std::env::var("TESSEL_NO_NVRTC").as_deref() != Ok("1") {
+        tessel::measure::cuda::compile(&src, "sm_90a").unwrap_or_else(|f| panic!("NVRTC: {f}"));
+    }
 }

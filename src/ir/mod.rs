@@ -4,6 +4,7 @@
 pub mod expr;
 pub mod ids;
 pub mod interval;
+pub mod offset;
 pub mod pipeline;
 pub mod printer;
 pub mod program;

@@ -8,7 +8,8 @@
 //! * `(c*q + r) // c = q + r // c` and `(c*q + r) % c = r % c` (exact for floor division);
 //! * `r // c = 0` and `r % c = r` when `r` provably lies in `[0, c)`;
 //! * `(x // a) // b = x // (a*b)` and `(x % a) % b = x % b` when `b` divides `a`;
-//! * `c * (x // c) + x % c = x`;
+//! * `c * (x // c) + y % c = x` when `x - y` is a visible multiple of `c`, and
+//!   `d * (x // (a*d)) + (x // a) % d = x // a`;
 //! * `(g*y + r) // c = y // (c/g)` and `(g*y + r) % c = (y % (c/g)) * g + r` when `g`
 //!   divides `c` and `r` lies in `[0, g)` (a vector lane inside an aligned group).
 //!
@@ -78,7 +79,10 @@ impl Lin {
     fn as_const(&self) -> Option<i64> {
         self.terms.is_empty().then_some(self.c)
     }
-    /// `c * (x // c) + x % c = x`, wherever both terms appear with matching coefficients.
+    /// `c * (x // c) + y % c = x` where `y` is congruent to `x` modulo `c` (the same
+    /// index, one copy reduced: `(b*64 + t) // 13` beside `(b*12 + t) % 13`), and
+    /// `d * (x // (a*d)) + (x // a) % d = x // a`, wherever both terms appear with
+    /// matching coefficients.
     fn merge_div_mod(&mut self) {
         loop {
             let mut found = None;
@@ -86,9 +90,15 @@ impl Lin {
                 if let Atom::Div(x, c) = a {
                     for (j, (b, kb)) in self.terms.iter().enumerate() {
                         if let Atom::Mod(y, d) = b {
-                            if c == d && x == y && *k == kb * c {
+                            if c == d && congruent(x, y, *c) && *k == kb * c {
                                 found = Some((i, j, (**x).clone(), *kb));
                                 break 'outer;
+                            }
+                            if let Some(inner) = outer_digit(x, *c, y, *d) {
+                                if *k == kb * d {
+                                    found = Some((i, j, inner, *kb));
+                                    break 'outer;
+                                }
                             }
                         }
                     }
@@ -102,6 +112,43 @@ impl Lin {
             *self = rest.add(x.scale(kb), 1);
         }
     }
+}
+
+/// Whether `x - y` is a multiple of `c` for every value of the variables, as the linear
+/// forms show (every coefficient and the constant of the difference divisible by `c`).
+/// `x // (a*d)` beside `(x // a) % d` (the two digits of `x // a`, the first folded by
+/// `(x // a) // d = x // (a*d)`): `d * (x // (a*d)) + (x // a) % d = x // a`. Returns
+/// `x // a` when `y` is that and `c` is `a*d`.
+fn outer_digit(x: &Lin, c: i64, y: &Lin, d: i64) -> Option<Lin> {
+    let [(Atom::Div(x2, a), 1)] = y.terms.as_slice() else {
+        return None;
+    };
+    (y.c == 0 && **x2 == *x && a.checked_mul(d) == Some(c)).then(|| y.clone())
+}
+
+/// A `floormod(l, a)` term with `c` dividing `a` counts as `l` (congruent to it modulo
+/// `c`: `(t % 289) // 17 * 17 + t % 17 = t % 289`).
+fn congruent(x: &Lin, y: &Lin, c: i64) -> bool {
+    if x == y {
+        return true;
+    }
+    let d = modulo_form(x, c).add(modulo_form(y, c), -1);
+    d.c % c == 0 && d.terms.iter().all(|(_, k)| k % c == 0)
+}
+
+/// `l` with every `floormod(m, a)` term whose `a` is a multiple of `c` replaced by `m`
+/// (recursively): a form congruent to `l` modulo `c`.
+fn modulo_form(l: &Lin, c: i64) -> Lin {
+    let mut out = Lin::constant(l.c);
+    for (a, k) in &l.terms {
+        match a {
+            Atom::Mod(m, modulus) if modulus % c == 0 => {
+                out = out.add(modulo_form(m, c).scale(*k), 1)
+            }
+            other => out.add_term(other.clone(), *k),
+        }
+    }
+    out
 }
 
 struct Ctx<'a> {
@@ -491,6 +538,40 @@ pub(crate) mod tests {
         let f = Expr::add(Expr::mul(v(0), Expr::Int(8)), v(1));
         assert_eq!(simplify_in(&fd(f.clone(), 8), &ext), v(0));
         assert_eq!(simplify_in(&fm(f, 8), &ext), v(1));
+    }
+
+    /// The row and column of a fused index, each simplified on its own (the column's
+    /// argument reduced modulo the row length, or a floormod by a multiple of it left
+    /// inside), fuse back to the index: what makes an implicit-GEMM accumulator stored
+    /// with p, q as one axis indexed by the fused loop itself.
+    #[test]
+    fn a_row_and_a_congruent_column_fuse_back() {
+        let ext: BTreeMap<VarId, i64> = [(VarId(0), 3), (VarId(1), 1000)].into_iter().collect();
+        let row_col = |x: Expr, y: Expr, c: i64| {
+            simplify_in(
+                &Expr::add(Expr::mul(fd(x, c), Expr::Int(c)), fm(y, c)),
+                &ext,
+            )
+        };
+        // (b*64 + t) // 13 * 13 + (b*12 + t) % 13 = b*64 + t (64 = 12 modulo 13).
+        let at = |k: i64| Expr::add(Expr::mul(v(0), Expr::Int(k)), v(1));
+        assert_eq!(row_col(at(64), at(12), 13), at(64));
+        // (t % 289) // 17 * 17 + t % 17 = t % 289.
+        assert_eq!(row_col(fm(v(1), 289), v(1), 17), fm(v(1), 289));
+        // 83 * (t // 1079) + (t // 13) % 83 = t // 13 (the row folded into t // (13*83)).
+        let digits = simplify_in(
+            &Expr::add(
+                Expr::mul(fd(fd(v(1), 13), 83), Expr::Int(83)),
+                fm(fd(v(1), 13), 83),
+            ),
+            &[(VarId(1), 100_000)].into_iter().collect(),
+        );
+        assert_eq!(digits, fd(v(1), 13));
+        // Not congruent: left as it is.
+        let apart = row_col(at(64), at(13), 13);
+        assert!(apart != at(64) && apart != at(13), "{apart:?}");
+        let apart = row_col(fm(v(1), 288), v(1), 17);
+        assert!(apart != fm(v(1), 288), "{apart:?}");
     }
 
     #[test]

@@ -26,6 +26,7 @@
 use super::error::{Result, ScheduleError};
 use super::util::*;
 use crate::ir::interval::Interval;
+use crate::ir::offset::offset_within;
 use crate::ir::simplify::{range_of, simplify, split_terms};
 use crate::ir::{
     BinOp, BlockId, BufferId, BufferKind, Expr, IterKind, LoopId, LoopKind, Node, Program, Scope,
@@ -109,6 +110,14 @@ fn region(
                     base,
                     lo: r.min,
                     hi: r.max,
+                });
+            } else if let Some((base, lo, hi)) = offset_within(e, &|v| fixed.contains(&v), &range) {
+                // A fixed variable under a floordiv beside relaxed ones: the block's rows
+                // of a fused p*q axis.
+                row.push(Dim {
+                    base: simplify(&base, &range),
+                    lo,
+                    hi,
                 });
             } else {
                 let r = range_of(e, &range);

@@ -1,38 +1,46 @@
-//! `transform_layout`: storing an allocated buffer with its axes permuted (TVM's primitive
-//! of the same name, restricted to permutations). What is computed does not change: every
-//! load and store of the buffer reads its indices in the new order. The CUDA sketch stores
-//! a GEMM operand staged in shared memory reduction-axis first (`[k][m]`), so that the
-//! threads of a warp read consecutive words.
+//! `transform_layout`: storing an allocated buffer with its axes permuted and, optionally,
+//! some of them fused into one (TVM's primitive of the same name, restricted to those
+//! index maps). What is computed does not change: every load and store of the buffer reads
+//! its indices in the new layout. The CUDA sketch stores a GEMM operand staged in shared
+//! memory reduction-axis first (`[k][m]`), so that the threads of a warp read consecutive
+//! words, and an implicit-GEMM conv's accumulator with its `p, q` axes as one, indexed by
+//! the fused loop itself, so that a tile of that loop is a range of it, whatever rows it
+//! crosses.
 
 use super::error::{Result, ScheduleError};
 use crate::ir::{BlockId, BufferId, Expr, Program};
 
-/// Permutes the axes of the buffer block `b` writes (`buffer_index` 0): new axis `i` is
-/// old axis `permutation[i]`. Only allocated buffers not yet aligned (`storage_align`)
-/// can be transformed.
+/// Stores the buffer block `b` writes (`buffer_index` 0) in a new layout: new axis `i` is
+/// the old axes `layout[i]` (each old axis exactly once), fused row-major when there are
+/// several: `[[1], [0], [2, 3]]` swaps the first two axes and makes the last two one axis
+/// of their product. A permutation is the case of one old axis per new axis. Only
+/// allocated buffers not yet aligned (`storage_align`) can be transformed.
 pub fn transform_layout(
     p: &mut Program,
     b: BlockId,
     buffer_index: i64,
-    permutation: &[i64],
+    layout: &[Vec<i64>],
 ) -> Result<()> {
     let buf = super::util::written_buffer(p, b, buffer_index)?;
     let name = p.buffer(buf).name.clone();
     let rank = p.buffer(buf).shape.len();
-    let perm: Vec<usize> = permutation
+    let groups: Vec<Vec<usize>> = layout
         .iter()
-        .filter_map(|x| usize::try_from(*x).ok())
+        .map(|g| g.iter().filter_map(|x| usize::try_from(*x).ok()).collect())
         .collect();
-    let mut seen = vec![false; rank];
-    for &x in &perm {
+    let mut seen = vec![0usize; rank];
+    for &x in groups.iter().flatten() {
         if let Some(s) = seen.get_mut(x) {
-            *s = true;
+            *s += 1;
         }
     }
-    if perm.len() != rank || seen.iter().any(|s| !s) {
+    let count: usize = layout.iter().map(Vec::len).sum();
+    if count != rank || seen.iter().any(|s| *s != 1) || groups.iter().any(Vec::is_empty) {
         return Err(ScheduleError::InvalidArgument {
             what: "transform_layout permutation",
-            reason: format!("{permutation:?} is not a permutation of the {rank} axes of {name}"),
+            reason: format!(
+                "{layout:?} does not name each of the {rank} axes of {name} exactly once"
+            ),
         });
     }
     if !p.allocs.contains(&buf) {
@@ -47,33 +55,54 @@ pub fn transform_layout(
             reason: format!("{name} is already aligned (transform its layout first)"),
         });
     }
-    let permute = |idx: Vec<Expr>| permuted(&idx, &perm);
-    let shape = permuted(&p.buffer(buf).shape, &perm);
+    let old_shape = p.buffer(buf).shape.clone();
+    let shape = groups
+        .iter()
+        .map(|g| g.iter().map(|&x| old_shape[x]).product())
+        .collect();
+    let relayout = |idx: Vec<Expr>| relaid(&idx, &groups, &old_shape);
     p.buffer_mut(buf).shape = shape;
     for blk in p.blocks.iter_mut() {
-        rewrite_accesses(&mut blk.body, buf, &permute);
+        rewrite_accesses(&mut blk.body, buf, &relayout);
         if let Some(init) = &mut blk.init {
-            rewrite_accesses(init, buf, &permute);
+            rewrite_accesses(init, buf, &relayout);
         }
     }
     Ok(())
 }
 
-/// `xs` in the order `perm` (a permutation of its positions) names.
-fn permuted<T: Clone>(xs: &[T], perm: &[usize]) -> Vec<T> {
-    perm.iter().map(|&i| xs[i].clone()).collect()
+/// A permutation as the layout [`transform_layout`] takes: one old axis per new axis.
+pub fn singletons(permutation: &[i64]) -> Vec<Vec<i64>> {
+    permutation.iter().map(|x| vec![*x]).collect()
+}
+
+/// The indices `idx` (of a buffer of `shape`) in the layout `groups` names: per group the
+/// row-major fusion of its axes' indices.
+fn relaid(idx: &[Expr], groups: &[Vec<usize>], shape: &[i64]) -> Vec<Expr> {
+    groups
+        .iter()
+        .map(|g| {
+            g.iter()
+                .map(|&x| (idx[x].clone(), shape[x]))
+                .reduce(|(acc, _), (e, extent)| {
+                    (Expr::add(Expr::mul(acc, Expr::Int(extent)), e), extent)
+                })
+                .map(|(e, _)| e)
+                .unwrap_or(Expr::Int(0))
+        })
+        .collect()
 }
 
 fn rewrite_accesses(
     store: &mut crate::ir::Store,
     buf: BufferId,
-    permute: &impl Fn(Vec<Expr>) -> Vec<Expr>,
+    relayout: &impl Fn(Vec<Expr>) -> Vec<Expr>,
 ) {
     if store.buffer == buf {
-        store.indices = permute(std::mem::take(&mut store.indices));
+        store.indices = relayout(std::mem::take(&mut store.indices));
     }
     store.value = store.value.rewrite(&mut |e| match e {
-        Expr::Load(x, idx) if x == buf => Expr::Load(x, permute(idx)),
+        Expr::Load(x, idx) if x == buf => Expr::Load(x, relayout(idx)),
         other => other,
     });
 }

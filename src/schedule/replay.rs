@@ -258,15 +258,19 @@ impl Replayer {
                 let Operand::List(xs) = Self::attr(inst, "permutation")? else {
                     return Err(bad("permutation", "expected a list"));
                 };
-                let perm: Vec<i64> = xs
+                let int = |x: &Operand| match x {
+                    Operand::Int(v) => Ok(*v),
+                    other => Err(bad("permutation", format!("{other:?}"))),
+                };
+                let groups: Vec<Vec<i64>> = xs
                     .iter()
                     .map(|x| match x {
-                        Operand::Int(v) => Ok(*v),
-                        other => Err(bad("permutation", format!("{other:?}"))),
+                        Operand::List(g) => g.iter().map(int).collect(),
+                        single => int(single).map(|v| vec![v]),
                     })
                     .collect::<Result<_, _>>()?;
                 self.sch
-                    .transform_layout(b, Self::int(inst, "buffer_index")?, &perm)?;
+                    .transform_layout(b, Self::int(inst, "buffer_index")?, &groups)?;
                 vec![]
             }
             PadEinsum => {

@@ -546,17 +546,23 @@ impl Schedule {
     }
 
     /// `transform_layout(block, buffer_index, permutation)`: the buffer the block writes is
-    /// stored with its axes permuted (new axis `i` is old axis `permutation[i]`).
+    /// stored with its axes permuted (new axis `i` is old axis `permutation[i]`) and, where
+    /// an entry is a group of old axes, those fused row-major into one new axis. Printed
+    /// as `permutation=[1, 0]` or `permutation=[0, 1, [2, 3]]`.
     pub fn transform_layout(
         &mut self,
         block: BlockRv,
         buffer_index: i64,
-        permutation: &[i64],
+        permutation: &[Vec<i64>],
     ) -> Result<()> {
         let b = self.block_id(block)?;
         self.transact("transform_layout", |p| {
             layout::transform_layout(p, b, buffer_index, permutation)
         })?;
+        let entry = |g: &Vec<i64>| match g.as_slice() {
+            [x] => Operand::Int(*x),
+            _ => Operand::List(g.iter().map(|x| Operand::Int(*x)).collect()),
+        };
         self.record(
             InstKind::TransformLayout,
             vec![Operand::Rv(block.0)],
@@ -564,7 +570,7 @@ impl Schedule {
                 ("buffer_index", Operand::Int(buffer_index)),
                 (
                     "permutation",
-                    Operand::List(permutation.iter().map(|x| Operand::Int(*x)).collect()),
+                    Operand::List(permutation.iter().map(entry).collect()),
                 ),
             ],
             None,

@@ -10,7 +10,8 @@
 //! 2. **Attributes**: exactly the names of [`Signature::attrs`], in that order; their
 //!    values have the expected shape (strings for `name`, `thread`, `key`, `scope`; a
 //!    non-empty list of `None`, integers, rvs and products for `factors`, of integers, rvs
-//!    and products for `padding`, of integers for `permutation`; `n` at least 1;
+//!    and products for `padding`, of integers and non-empty lists of integers
+//!    (axes fused into one) for `permutation`; `n` at least 1;
 //!    non-empty integer `candidates` with as many numeric `probs`; `max_waste` a float in
 //!    [0, 1); integers otherwise;
 //!    `value` anything). Every rv inside an attribute is an expr rv; a product has at
@@ -467,12 +468,18 @@ fn check_attr_shape(
             })
         }
         ("padding", _) => bad("a non-empty list"),
-        ("permutation", Operand::List(items)) if !items.is_empty() => {
-            check_items(rvs, attr, items, "an integer", |o| {
-                matches!(o, Operand::Int(_))
-            })
-        }
-        ("permutation", _) => bad("a non-empty list of integers"),
+        ("permutation", Operand::List(items)) if !items.is_empty() => check_items(
+            rvs,
+            attr,
+            items,
+            "an integer or a list of integers",
+            |o| match o {
+                Operand::Int(_) => true,
+                Operand::List(g) => !g.is_empty() && g.iter().all(|x| matches!(x, Operand::Int(_))),
+                _ => false,
+            },
+        ),
+        ("permutation", _) => bad("a non-empty list of integers and lists of integers"),
         ("candidates", Operand::List(items)) if !items.is_empty() => {
             check_items(rvs, attr, items, "an integer", |o| {
                 matches!(o, Operand::Int(_))

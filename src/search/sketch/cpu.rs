@@ -246,7 +246,7 @@ fn vector_axis_last(sch: &mut Schedule, main: BlockRv, panel: BlockRv) -> Result
         perm.push(dim as i64);
         perm
     };
-    sch.transform_layout(panel, 0, &perm)
+    sch.transform_layout(panel, 0, &crate::schedule::layout::singletons(&perm))
         .map_err(at("panel layout"))?;
     Ok(())
 }
