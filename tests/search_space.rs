@@ -186,16 +186,40 @@ fn cpu_space_samples_verify_and_compute_the_reference() {
 /// whole block's region (a 92,416-float local array in a sample of a batch-16 7x7 conv).
 #[test]
 fn implicit_gemm_samples_compute_the_reference_with_thread_sized_accumulators() {
+    implicit_gemm_samples(
+        0.0,
+        &[
+            "conv2d_nchw:n=3,c=3,h=9,w=9,k=8,r=3,s=3,stride=1,pad=1",
+            "conv2d_nhwc:n=4,c=4,h=7,w=7,k=6,r=3,s=3,stride=2,pad=1",
+        ],
+    );
+}
+
+/// The same for samples that fuse only the window axes p, q (`tiling.implicit_gemm_rows`),
+/// on shapes whose P*Q (289, 81) is tiled imperfectly or by tiles crossing rows: every
+/// sample stores its accumulator with p and q as one axis, and keeps it per thread (without
+/// virtual threads, whose copies of a thread's tile lie a thread row apart in any sample,
+/// fused or not, and are compacted as one box).
+#[test]
+fn implicit_gemm_samples_of_the_window_axes_compute_the_reference_with_thread_sized_accumulators() {
+    implicit_gemm_samples(
+        1.0,
+        &[
+            "conv2d_nchw:n=2,c=3,h=17,w=17,k=8,r=3,s=3,stride=1,pad=1",
+            "conv2d_nhwc:n=3,c=4,h=17,w=17,k=6,r=3,s=3,stride=2,pad=1",
+        ],
+    );
+}
+
+fn implicit_gemm_samples(rows: f64, specs: &[&str]) {
     let mut space = SearchSpace::cuda_default();
     space.implicit_gemm = 1.0;
+    space.implicit_gemm_rows = rows;
+    if rows > 0.0 {
+        space.max_vthreads = 1;
+    }
     let target = TargetLimits::Cuda(CudaLimits::sm90_default());
-    for (i, spec) in [
-        "conv2d_nchw:n=3,c=3,h=9,w=9,k=8,r=3,s=3,stride=1,pad=1",
-        "conv2d_nhwc:n=4,c=4,h=7,w=7,k=6,r=3,s=3,stride=2,pad=1",
-    ]
-    .into_iter()
-    .enumerate()
-    {
+    for (i, spec) in specs.iter().enumerate() {
         let w = tessel::workload::from_cli(spec, |_| Err(std::io::Error::other("no files")))
             .expect("workload");
         let program = canonical_program(&w).expect("canonical program");
@@ -213,6 +237,14 @@ fn implicit_gemm_samples_compute_the_reference_with_thread_sized_accumulators() 
                 continue;
             };
             let trace = tessel::schedule::text::print(sch.trace());
+            let merged = trace
+                .lines()
+                .any(|l| l.starts_with("transform_layout(") && l.matches('[').count() > 1);
+            assert_eq!(
+                merged,
+                rows == 1.0,
+                "{spec}: the accumulator's layout\n{trace}"
+            );
             if let Err(e) = tessel::interp::gpu::check_lowered(&program, &v.lowered, 5) {
                 panic!("{spec}: GPU-semantics check failed: {e}\n{trace}");
             }

@@ -24,18 +24,21 @@
 //! 3. **Cache write**: the main block (the last reduction block) accumulates in a local
 //!    cache; elementwise epilogues after it (bias, relu) are `reverse_compute_inline`d
 //!    into the write-back. Then, sometimes (see [`implicit_gemm`]), the spatial axes
-//!    that the same inputs read (a conv's n, p, q) are fused into one.
+//!    that the same inputs read (a conv's n, p, q) are fused into one, or only the
+//!    window axes p, q.
 //! 4. **Multi-level tiling**: every spatial axis is split into as many tiles as the
 //!    structure has S levels, every reduction axis into as many as it has R levels, by
 //!    `sample_tile` (factors whose product may exceed the extent by at most
 //!    `tiling.max_waste` of it; the extra iterations are masked by predicates) or, where
 //!    the space allows no waste, `sample_perfect_tile`; the tiles are reordered level by
-//!    level (`SSSRRSRS`). An axis the implicit-GEMM view fused is tiled in sizes aligned
-//!    to the loops fused into it ([`aligned_tile`]).
+//!    level (`SSSRRSRS`). An n*p*q axis the implicit-GEMM view fused is tiled in sizes
+//!    aligned to the loops fused into it ([`aligned_tile`]); a p*q axis like any other.
 //! 5. **Binding**: the loops of each leading S level are fused and bound (blockIdx,
 //!    vthread, threadIdx on CUDA; `parallel` on the CPU).
 //! 6. **Write-back placement**: `reverse_compute_at` at the last loop of the last S level
 //!    before the first R level (the thread on CUDA, the serial outer tile on the CPU).
+//!    Then the accumulator of a sample that fused p, q alone is stored with their two
+//!    axes as one (`transform_layout`), so it is indexed by the fused loop.
 //! 7. **Cache read + cooperative fetch** (CUDA): every global input is staged in shared
 //!    memory at the last loop of the first R level, its loops fused, split over the
 //!    block's threads (a product of the sampled thread tiles, so a changed decision keeps
@@ -263,10 +266,11 @@ pub fn apply_sketch(
     }
     // 3b. The implicit-GEMM view (convolutions): spatial axes read by the same inputs
     //     (n, p, q of a conv) become one axis before tiling.
-    let fused_axes = match split {
-        None => implicit_gemm(space, sch, main, seed)?,
-        Some(_) => Vec::new(),
+    let implicit = match split {
+        None => implicit_gemm(space, sch, main, write_back.is_some(), seed)?,
+        Some(_) => ImplicitGemm::default(),
     };
+    let fused_axes = &implicit.aligned;
     // 4. Tiling. The split-K loop is not tiled: it goes whole to the outermost level
     //    (blockIdx), so that each thread block computes one partial result.
     let rf_loop = match split {
@@ -369,6 +373,13 @@ pub fn apply_sketch(
         let lp = *levels[l].last().expect("a non-empty level");
         sch.reverse_compute_at(wb, lp)
             .map_err(at("reverse_compute_at"))?;
+    }
+    //    The accumulator of an implicit-GEMM sample that fused the window axes alone is
+    //    stored with them as one axis (once placed: `reverse_compute_at` reads it at its
+    //    iteration variables).
+    if let Some(layout) = &implicit.acc_layout {
+        sch.transform_layout(main, 0, layout)
+            .map_err(at("implicit GEMM"))?;
     }
     // 7. Cache read with cooperative fetch.
     let fetch_at = levels[first_r].last().copied();
@@ -615,7 +626,7 @@ fn reduction_major(
         first.extend(rest);
         first
     };
-    sch.transform_layout(cached, 0, &perm)
+    sch.transform_layout(cached, 0, &crate::schedule::layout::singletons(&perm))
         .map_err(at("reduction-major"))?;
     // The copy's stores walk the transposed axis: an odd row stride spreads them (and
     // keeps the threads' reads along the last axis on distinct banks).
@@ -752,33 +763,71 @@ fn padded_extent(extent: i64, multiple: i64) -> i64 {
     (extent + multiple - 1) / multiple * multiple
 }
 
+/// What the implicit-GEMM rule did to the main block.
+#[derive(Default)]
+struct ImplicitGemm {
+    /// Each fused loop tiled by [`aligned_tile`], with the extents of the loops fused into
+    /// it (outermost first).
+    aligned: Vec<(crate::ir::LoopId, Vec<i64>)>,
+    /// For a sample that fused the window axes alone: the accumulator's layout with those
+    /// axes as one (`transform_layout`), applied once the write-back is placed.
+    acc_layout: Option<Vec<Vec<i64>>>,
+}
+
 /// The implicit-GEMM rule: with the space's `tiling.implicit_gemm` probability (drawn
-/// from `seed`, outside the trace), the spatial loops of `main` are grouped by the set of
-/// inputs whose indices use them (a conv's n, p and q are read by the data only, k by the
-/// weights only), the groups made adjacent by a `reorder` and every group of two or more
-/// loops `fuse`d, so that tiling sees one M axis of extent N*P*Q: a batched or strided conv
-/// gets large tiles. A GEMM (one axis per group) is left as it is. Returns each fused loop
-/// with the extents of the loops fused into it (outermost first), which
-/// [`aligned_tile`] tiles by.
+/// from `seed`, outside the trace; the `fuse` it adds is in the trace), the spatial loops
+/// of `main` are grouped by the set of inputs whose indices use them (a conv's n, p and q
+/// are read by the data only, k by the weights only) and the groups made adjacent by a
+/// `reorder`. A GEMM (one axis per group) is left as it is. Then either
+///
+/// * every group of two or more loops is `fuse`d, so that tiling sees one M axis of extent
+///   N*P*Q, tiled by [`aligned_tile`] (the fused loops are returned in
+///   [`ImplicitGemm::aligned`] with their digits); or, with the share
+///   `tiling.implicit_gemm_rows` of the samples and where the output is accumulated in a
+///   cache (`accumulates`),
+/// * only the last two loops of each such group (the window axes p, q) are fused, the
+///   fused axis tiled like any other (imperfect tiles allowed), and the accumulator gets
+///   the layout [`ImplicitGemm::acc_layout`] that stores their two axes as one: indexed
+///   by the fused loop itself, a thread's tile is a range of it whatever rows it crosses.
+///   Where the two axes are not neighbours in the accumulator, in loop order, the aligned
+///   view is used instead.
 fn implicit_gemm(
     space: &SearchSpace,
     sch: &mut Schedule,
     main: BlockRv,
+    accumulates: bool,
     seed: u64,
-) -> Result<Vec<(crate::ir::LoopId, Vec<i64>)>, SketchError> {
+) -> Result<ImplicitGemm, SketchError> {
     use rand::{Rng, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x1317_9e77_0000_0002);
     if space.implicit_gemm <= 0.0 || rng.gen::<f64>() >= space.implicit_gemm {
-        return Ok(Vec::new());
+        return Ok(ImplicitGemm::default());
     }
+    let rows = accumulates && rng.gen::<f64>() < space.implicit_gemm_rows;
     let loops = sch.get_loops(main).map_err(at("implicit GEMM"))?;
     let groups = input_groups(sch, main, &loops)?;
     if groups.iter().all(|g| g.len() < 2) {
-        return Ok(Vec::new());
+        return Ok(ImplicitGemm::default());
     }
     let ordered: Vec<LoopRv> = groups.iter().flatten().copied().collect();
     sch.reorder(&ordered).map_err(at("implicit GEMM"))?;
-    let mut fused = Vec::new();
+    let windows: Vec<&[LoopRv]> = groups
+        .iter()
+        .filter(|g| g.len() >= 2)
+        .map(|g| &g[g.len() - 2..])
+        .collect();
+    if rows {
+        if let Some(layout) = window_layout(sch, main, &windows)? {
+            for w in windows {
+                sch.fuse(w).map_err(at("implicit GEMM"))?;
+            }
+            return Ok(ImplicitGemm {
+                aligned: Vec::new(),
+                acc_layout: Some(layout),
+            });
+        }
+    }
+    let mut aligned = Vec::new();
     for g in groups.iter().filter(|g| g.len() >= 2) {
         let digits = g
             .iter()
@@ -786,9 +835,59 @@ fn implicit_gemm(
             .collect::<Result<Vec<i64>, _>>()
             .map_err(at("implicit GEMM"))?;
         let f = sch.fuse(g).map_err(at("implicit GEMM"))?;
-        fused.push((sch.loop_id(f).map_err(at("implicit GEMM"))?, digits));
+        aligned.push((sch.loop_id(f).map_err(at("implicit GEMM"))?, digits));
     }
-    Ok(fused)
+    Ok(ImplicitGemm {
+        aligned,
+        acc_layout: None,
+    })
+}
+
+/// The layout of `main`'s output (its accumulator) with the axes that each pair of
+/// `windows` loops indexes as one: `None` unless each loop is bound to an iteration
+/// variable that is one whole index of the store and each pair's indices are neighbours
+/// in loop order.
+fn window_layout(
+    sch: &Schedule,
+    main: BlockRv,
+    windows: &[&[LoopRv]],
+) -> Result<Option<Vec<Vec<i64>>>, SketchError> {
+    let p = sch.program();
+    let b = sch.block_id(main).map_err(at("implicit GEMM"))?;
+    let blk = p.block(b);
+    let store = &blk.body.indices;
+    let axis_of = |lp: LoopRv| -> Result<Option<usize>, SketchError> {
+        let var = p.lp(sch.loop_id(lp).map_err(at("implicit GEMM"))?).var;
+        let iv = blk
+            .iter_vars
+            .iter()
+            .zip(&blk.bindings)
+            .find(|(_, e)| **e == Expr::Var(var))
+            .map(|(iv, _)| iv.var);
+        Ok(iv.and_then(|iv| store.iter().position(|e| *e == Expr::Var(iv))))
+    };
+    let mut merged: Vec<usize> = Vec::new();
+    for w in windows {
+        let (Some(a), Some(b)) = (axis_of(w[0])?, axis_of(w[1])?) else {
+            return Ok(None);
+        };
+        if b != a + 1 {
+            return Ok(None);
+        }
+        merged.push(a);
+    }
+    let mut layout = Vec::new();
+    let mut axis = 0;
+    while axis < store.len() {
+        if merged.contains(&axis) {
+            layout.push(vec![axis as i64, axis as i64 + 1]);
+            axis += 2;
+        } else {
+            layout.push(vec![axis as i64]);
+            axis += 1;
+        }
+    }
+    Ok(Some(layout))
 }
 
 /// The tile sizes of a fused axis whose every level is aligned to its digits (the

@@ -64,6 +64,10 @@ pub struct SearchSpace {
     /// The probability that a sample fuses the spatial axes that the same inputs read (a
     /// conv's n, p, q) into one before tiling (`tiling.implicit_gemm`; 0: never).
     pub implicit_gemm: f64,
+    /// The share of implicit-GEMM samples that fuse only the window axes (a conv's p, q),
+    /// tiled freely, with the accumulator indexed by the fused axis
+    /// (`tiling.implicit_gemm_rows`; the rest fuse n, p, q with aligned tiles).
+    pub implicit_gemm_rows: f64,
     pub min_threads_per_block: i64,
     pub max_threads_per_block: i64,
     pub max_vthreads: i64,
@@ -227,6 +231,8 @@ struct Tiling {
     pad_multiples: Vec<i64>,
     #[serde(default)]
     implicit_gemm: f64,
+    #[serde(default)]
+    implicit_gemm_rows: f64,
 }
 
 #[derive(Deserialize)]
@@ -398,11 +404,13 @@ impl SearchSpace {
                 format!("{m} is not a multiple to pad to (at least 2)"),
             ));
         }
-        if !(0.0..=1.0).contains(&f.tiling.implicit_gemm) {
-            return Err(invalid(
-                "tiling.implicit_gemm",
-                format!("{} is not in [0, 1]", f.tiling.implicit_gemm),
-            ));
+        for (key, x) in [
+            ("tiling.implicit_gemm", f.tiling.implicit_gemm),
+            ("tiling.implicit_gemm_rows", f.tiling.implicit_gemm_rows),
+        ] {
+            if !(0.0..=1.0).contains(&x) {
+                return Err(invalid(key, format!("{x} is not in [0, 1]")));
+            }
         }
         let t = &f.threads;
         if t.min_threads_per_block < 1 || t.max_threads_per_block < t.min_threads_per_block {
@@ -549,6 +557,7 @@ impl SearchSpace {
             max_waste: f.tiling.max_waste,
             pad_multiples: f.tiling.pad_multiples,
             implicit_gemm: f.tiling.implicit_gemm,
+            implicit_gemm_rows: f.tiling.implicit_gemm_rows,
             min_threads_per_block: t.min_threads_per_block,
             max_threads_per_block: t.max_threads_per_block,
             max_vthreads: t.max_vthreads,
