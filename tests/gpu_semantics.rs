@@ -140,3 +140,19 @@ fn a_seed_kernel_without_its_write_after_read_barrier_races() {
         "kernel matmul_kernel: read-write race on shared A_shared[0] between threads [1, 0, 0] and [0, 0, 0] of block [0, 0, 0]"
     );
 }
+
+/// A thread of `gemm_3_vthread` owns 2 x 2 virtual-thread copies of a 4 x 4 tile, 64
+/// apart in each direction: its accumulator is stored once per copy (64 floats, like its
+/// register fragments 2 x 4 of A and of B), not as the box over the copies (68 x 68), and
+/// still computes the reference on an imperfect shape.
+#[test]
+fn virtual_thread_copies_of_a_local_buffer_are_compacted_each() {
+    for spec in ["matmul:128x128x16", "matmul:130x120x20"] {
+        let l = lowered("gemm_3_vthread", spec, false);
+        let k = &l.kernels[0];
+        assert_eq!(k.local_bytes(&l.program), (64 + 8 + 8) * 4, "{spec}");
+        let w = workload::preset(spec).unwrap();
+        let err = check_lowered(&w.to_program(), &l, 2).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        assert!(err < interp::TOLERANCE, "{spec}: relative error {err}");
+    }
+}

@@ -6,16 +6,20 @@
 //! the rest are relaxed over their range, so each index becomes `base + [lo, hi]` and the
 //! buffer shrinks to the extents `hi - lo + 1`. Where a symbolic variable sits under a
 //! floordiv or floormod beside relaxed ones (a thread's rows of the fused n*p*q axis of an
-//! implicit-GEMM conv), [`offset_within`](crate::ir::offset::offset_within) bounds the index through those operators; a
-//! dimension neither can bound keeps its full extent. Parameters and global workspaces
-//! keep their full shape.
+//! implicit-GEMM conv), [`offset_within`](crate::ir::offset::offset_within) bounds the
+//! index through those operators; a dimension neither can bound keeps its full extent.
+//! A local buffer under virtual threads (a thread's accumulator with a vthread level,
+//! whose copies lie a thread row apart) is stored once per virtual thread, each copy
+//! compacted with the vthread variables symbolic, where that takes less than one box over
+//! all of them (TVM's virtual-thread injection does the same). Parameters and global
+//! workspaces keep their full shape.
 
 use super::kernel::{Alloc, ForKind, KStmt, Kernel};
 use super::{Backend, LowerError, Result};
 use crate::ir::interval::Interval;
 use crate::ir::offset::offset_within;
 use crate::ir::simplify::{range_of, simplify, split_terms};
-use crate::ir::{BinOp, BufferId, DType, Expr, Program, Scope, VarId};
+use crate::ir::{BinOp, BufferId, DType, Expr, LoopKind, Program, Scope, ThreadTag, VarId};
 use std::collections::{BTreeMap, BTreeSet};
 
 struct Access {
@@ -91,6 +95,128 @@ struct Layout {
     /// Subtracted from each index.
     offset: Vec<Expr>,
     strides: Vec<i64>,
+    /// A buffer stored once per virtual thread: that copy's number (over the vthread
+    /// loop variables) and the size of one copy.
+    copy: Option<Copy>,
+}
+
+/// A virtual-thread copy's number and the size of one copy.
+type Copy = (Expr, i64);
+
+/// The box `accesses` cover with `fixed` variables symbolic and the rest relaxed: per
+/// dimension the offset subtracted from the index and the extent kept (the whole of
+/// `shape` where no box is found or the box is not smaller).
+fn boxed(
+    accesses: &[&Access],
+    fixed: &BTreeSet<VarId>,
+    shape: &[i64],
+    range: &dyn Fn(VarId) -> Option<Interval>,
+) -> (Vec<Expr>, Vec<i64>) {
+    let relaxed = |v: VarId| if fixed.contains(&v) { None } else { range(v) };
+    let rank = shape.len();
+    let mut dims: Vec<Option<(Expr, i64, i64)>> = vec![None; rank];
+    let mut fallback = vec![false; rank];
+    for a in accesses {
+        for (d, e) in a.indices.iter().enumerate() {
+            let (base, rest) = split_terms(e, &|v| fixed.contains(&v), range);
+            let r = range_of(&rest, &relaxed);
+            let clean = r.is_bounded() && rest.vars().iter().all(|v| !fixed.contains(v));
+            let region = if clean {
+                Some((base, r.min, r.max))
+            } else {
+                // A fixed variable under a floordiv/floormod with relaxed ones (the
+                // fused n*p*q axis of an implicit-GEMM conv, indexed per thread).
+                offset_within(e, &|v| fixed.contains(&v), &relaxed)
+                    .map(|(base, lo, hi)| (simplify(&base, range), lo, hi))
+            };
+            let Some((base, r_min, r_max)) = region else {
+                fallback[d] = true;
+                continue;
+            };
+            dims[d] = Some(match dims[d].take() {
+                None => (base, r_min, r_max),
+                Some((b0, lo, hi)) if b0 == base => (b0, lo.min(r_min), hi.max(r_max)),
+                Some(other) => {
+                    fallback[d] = true;
+                    other
+                }
+            });
+        }
+    }
+    let mut offset = Vec::new();
+    let mut extents = Vec::new();
+    for d in 0..rank {
+        match (&dims[d], fallback[d]) {
+            (Some((base, lo, hi)), false) if hi - lo < shape[d] => {
+                offset.push(simplify(&Expr::add(base.clone(), Expr::Int(*lo)), range));
+                extents.push(hi - lo + 1);
+            }
+            _ => {
+                offset.push(Expr::Int(0));
+                extents.push(shape[d]);
+            }
+        }
+    }
+    (offset, extents)
+}
+
+/// The box of each virtual-thread copy of a local buffer (`boxed` with the vthread loop
+/// variables fixed) and the copy's number and size, where the copies side by side take
+/// less than `whole` (the extents of the one box over all of them).
+fn per_copy(
+    p: &Program,
+    accesses: &[&Access],
+    fixed: &BTreeSet<VarId>,
+    b: &crate::ir::Buffer,
+    whole: &[i64],
+    ranges: &BTreeMap<VarId, i64>,
+) -> Option<(Vec<Expr>, Vec<i64>, Copy)> {
+    let vts = vthread_vars(p, accesses);
+    if vts.is_empty() {
+        return None;
+    }
+    let range = |v: VarId| ranges.get(&v).map(|&x| Interval::new(0, x - 1));
+    let mut per_copy = fixed.clone();
+    per_copy.extend(vts.iter().copied());
+    let (offset, extents) = boxed(accesses, &per_copy, &b.shape, &range);
+    let (_, size) = strides(&extents, &b.align);
+    let (_, all) = strides(whole, &b.align);
+    let count: i64 = vts.iter().map(|v| ranges[v]).product();
+    if size * count >= all {
+        return None;
+    }
+    let index = vts
+        .iter()
+        .map(|v| (Expr::Var(*v), ranges[v]))
+        .reduce(|(acc, _), (e, n)| (Expr::add(Expr::mul(acc, Expr::Int(n)), e), n))
+        .map(|(e, _)| e)?;
+    Some((offset, extents, (index, size)))
+}
+
+/// The virtual-thread loop variables that every access of a buffer is under and some
+/// access's index uses (outermost first); empty when an access lies outside one of them.
+fn vthread_vars(p: &Program, accesses: &[&Access]) -> Vec<VarId> {
+    let vthreads: BTreeSet<VarId> = p
+        .loops
+        .iter()
+        .filter(|l| matches!(l.kind, LoopKind::Thread(ThreadTag::VThread(_))))
+        .map(|l| l.var)
+        .collect();
+    let Some(first) = accesses.first() else {
+        return Vec::new();
+    };
+    first
+        .path
+        .iter()
+        .copied()
+        .filter(|v| vthreads.contains(v))
+        .filter(|v| accesses.iter().all(|a| a.path.contains(v)))
+        .filter(|v| {
+            accesses
+                .iter()
+                .any(|a| a.indices.iter().any(|e| e.uses_var(*v)))
+        })
+        .collect()
 }
 
 fn strides(extents: &[i64], align: &[crate::ir::StorageAlign]) -> (Vec<i64>, i64) {
@@ -131,6 +257,7 @@ pub(super) fn compact(
                 Layout {
                     offset: vec![Expr::Int(0); b.shape.len()],
                     strides: st,
+                    copy: None,
                 },
             );
             continue;
@@ -149,52 +276,23 @@ pub(super) fn compact(
                 fixed.insert(*v);
             }
         }
-        let relaxed = |v: VarId| if fixed.contains(&v) { None } else { range(v) };
-        let rank = b.shape.len();
-        let mut dims: Vec<Option<(Expr, i64, i64)>> = vec![None; rank];
-        let mut fallback = vec![false; rank];
-        for a in &acc {
-            for (d, e) in a.indices.iter().enumerate() {
-                let (base, rest) = split_terms(e, &|v| fixed.contains(&v), &range);
-                let r = range_of(&rest, &relaxed);
-                let clean = r.is_bounded() && rest.vars().iter().all(|v| !fixed.contains(v));
-                let region = if clean {
-                    Some((base, r.min, r.max))
-                } else {
-                    // A fixed variable under a floordiv/floormod with relaxed ones (the
-                    // fused n*p*q axis of an implicit-GEMM conv, indexed per thread).
-                    offset_within(e, &|v| fixed.contains(&v), &relaxed)
-                        .map(|(base, lo, hi)| (simplify(&base, &range), lo, hi))
-                };
-                let Some((base, r_min, r_max)) = region else {
-                    fallback[d] = true;
-                    continue;
-                };
-                dims[d] = Some(match dims[d].take() {
-                    None => (base, r_min, r_max),
-                    Some((b0, lo, hi)) if b0 == base => (b0, lo.min(r_min), hi.max(r_max)),
-                    Some(other) => {
-                        fallback[d] = true;
-                        other
-                    }
-                });
-            }
+        let plain = boxed(&acc, &fixed, &b.shape, &range);
+        // A thread's virtual-thread copies of a local buffer (an accumulator whose tile
+        // has a vthread level) lie a thread row apart: one box per copy, the copies side
+        // by side, where that is smaller than the one box over them all.
+        let copies = match (backend, b.scope) {
+            (Backend::Cuda, Scope::Local) => per_copy(p, &acc, &fixed, b, &plain.1, ranges),
+            _ => None,
+        };
+        let (offset, extents, copy) = match copies {
+            Some((offset, extents, copy)) => (offset, extents, Some(copy)),
+            None => (plain.0, plain.1, None),
+        };
+        let (st, mut size) = strides(&extents, &b.align);
+        if let Some((index, copy_size)) = &copy {
+            let count = range_of(index, &range).max + 1;
+            size = copy_size * count;
         }
-        let mut offset = Vec::new();
-        let mut extents = Vec::new();
-        for d in 0..rank {
-            match (&dims[d], fallback[d]) {
-                (Some((base, lo, hi)), false) if hi - lo < b.shape[d] => {
-                    offset.push(simplify(&Expr::add(base.clone(), Expr::Int(*lo)), &range));
-                    extents.push(hi - lo + 1);
-                }
-                _ => {
-                    offset.push(Expr::Int(0));
-                    extents.push(b.shape[d]);
-                }
-            }
-        }
-        let (st, size) = strides(&extents, &b.align);
         let at = match backend {
             Backend::Cuda => None,
             Backend::Cpu => lca.last().copied(),
@@ -210,6 +308,7 @@ pub(super) fn compact(
             Layout {
                 offset,
                 strides: st,
+                copy,
             },
         );
     }
@@ -228,7 +327,11 @@ pub(super) fn compact(
                 Some(s) => Expr::add(s, term),
             });
         }
-        vec![simplify(&sum.unwrap_or(Expr::Int(0)), &range)]
+        let mut sum = sum.unwrap_or(Expr::Int(0));
+        if let Some((index, size)) = &l.copy {
+            sum = Expr::add(Expr::mul(index.clone(), Expr::Int(*size)), sum);
+        }
+        vec![simplify(&sum, &range)]
     };
     rewrite(&mut k.body, &flat);
     Ok(())

@@ -5,10 +5,10 @@ __device__ __forceinline__ int tessel_floormod(int a, int b) { int r = a % b; re
 // launch: grid=(8, 8, 1) block=(16, 16, 1) shared=16384 bytes
 extern "C" __global__ void __launch_bounds__(256) matmul_kernel(float* __restrict__ A, float* __restrict__ B, float* __restrict__ C) {
   __shared__ __align__(16) float A_shared[2048];
-  __align__(16) float A_shared_local[68];
+  __align__(16) float A_shared_local[8];
   __shared__ __align__(16) float B_shared[2048];
-  __align__(16) float B_shared_local[68];
-  __align__(16) float C_local[4624];
+  __align__(16) float B_shared_local[8];
+  __align__(16) float C_local[64];
   for (int i_1_2_init = 0; i_1_2_init < 4; ++i_1_2_init) {
     for (int j_1_2_init = 0; j_1_2_init < 4; ++j_1_2_init) {
       #pragma unroll
@@ -16,7 +16,7 @@ extern "C" __global__ void __launch_bounds__(256) matmul_kernel(float* __restric
         #pragma unroll
         for (int i_1_0 = 0; i_1_0 < 2; ++i_1_0) {
           // block C_init
-          C_local[((((i_1_0 * 4352) + (i_1_2_init * 68)) + (j_1_0 * 64)) + j_1_2_init)] = 0.0f;
+          C_local[((((j_1_0 * 32) + (i_1_0 * 16)) + (i_1_2_init * 4)) + j_1_2_init)] = 0.0f;
         }
       }
     }
@@ -35,12 +35,12 @@ extern "C" __global__ void __launch_bounds__(256) matmul_kernel(float* __restric
         #pragma unroll
         for (int i_1_0 = 0; i_1_0 < 2; ++i_1_0) {
           // block A_shared_local
-          A_shared_local[((i_1_0 * 64) + ax0)] = A_shared[((((i_1_0 * 1024) + (((int)threadIdx.y) * 64)) + (ax0 * 16)) + k_1)];
+          A_shared_local[((i_1_0 * 4) + ax0)] = A_shared[((((i_1_0 * 1024) + (((int)threadIdx.y) * 64)) + (ax0 * 16)) + k_1)];
         }
       }
       #pragma unroll
       for (int j_1_0 = 0; j_1_0 < 2; ++j_1_0) {
-        *(float4*)(B_shared_local + (j_1_0 * 64)) = *(float4*)(B_shared + (((k_1 * 128) + (j_1_0 * 64)) + (((int)threadIdx.x) * 4)));
+        *(float4*)(B_shared_local + (j_1_0 * 4)) = *(float4*)(B_shared + (((k_1 * 128) + (j_1_0 * 64)) + (((int)threadIdx.x) * 4)));
       }
       for (int i_1_2 = 0; i_1_2 < 4; ++i_1_2) {
         for (int j_1_2 = 0; j_1_2 < 4; ++j_1_2) {
@@ -49,7 +49,7 @@ extern "C" __global__ void __launch_bounds__(256) matmul_kernel(float* __restric
             #pragma unroll
             for (int i_1_0 = 0; i_1_0 < 2; ++i_1_0) {
               // block C_update
-              C_local[((((i_1_0 * 4352) + (i_1_2 * 68)) + (j_1_0 * 64)) + j_1_2)] = (C_local[((((i_1_0 * 4352) + (i_1_2 * 68)) + (j_1_0 * 64)) + j_1_2)] + (A_shared_local[((i_1_0 * 64) + i_1_2)] * B_shared_local[((j_1_0 * 64) + j_1_2)]));
+              C_local[((((j_1_0 * 32) + (i_1_0 * 16)) + (i_1_2 * 4)) + j_1_2)] = (C_local[((((j_1_0 * 32) + (i_1_0 * 16)) + (i_1_2 * 4)) + j_1_2)] + (A_shared_local[((i_1_0 * 4) + i_1_2)] * B_shared_local[((j_1_0 * 4) + j_1_2)]));
             }
           }
         }
@@ -64,7 +64,7 @@ extern "C" __global__ void __launch_bounds__(256) matmul_kernel(float* __restric
         #pragma unroll
         for (int i_1_0 = 0; i_1_0 < 2; ++i_1_0) {
           // block C_local
-          C[((((((((((int)blockIdx.y) * 131072) + (i_1_0 * 65536)) + (((int)threadIdx.y) * 4096)) + (ax0 * 1024)) + (((int)blockIdx.x) * 128)) + (j_1_0 * 64)) + (((int)threadIdx.x) * 4)) + ax1)] = C_local[((((i_1_0 * 4352) + (ax0 * 68)) + (j_1_0 * 64)) + ax1)];
+          C[((((((((((int)blockIdx.y) * 131072) + (i_1_0 * 65536)) + (((int)threadIdx.y) * 4096)) + (ax0 * 1024)) + (((int)blockIdx.x) * 128)) + (j_1_0 * 64)) + (((int)threadIdx.x) * 4)) + ax1)] = C_local[((((j_1_0 * 32) + (i_1_0 * 16)) + (ax0 * 4)) + ax1)];
         }
       }
     }
