@@ -39,6 +39,8 @@ for w in "$@"; do
   esac
   cat "$out/$tag.run.txt" | grep -E "TFLOP|check|cublasLt|cuDNN" | head -8
 done
+# `db export` does not overwrite a file: a second run into the same OUT replaces them.
+rm -f "$out/best.sqlite" "$out/best.jsonl" /tmp/all.jsonl
 "$bin" db export --db "$db" --out "$out/best.sqlite" --best-only --target cuda >/dev/null
 "$bin" db export --db "$db" --out "$out/best.jsonl" --best-only --target cuda --format jsonl >/dev/null
 "$bin" db export --db "$db" --out /tmp/all.jsonl --target cuda --format jsonl >/dev/null &&
