@@ -266,3 +266,38 @@ fn implicit_gemm_samples(rows: f64, specs: &[&str]) {
         assert_eq!(passed, 12, "{spec}: {passed} of {sampled} samples passed");
     }
 }
+
+/// `postprocess.max_unrolled_statements`: the seed `gemm_3_vthread` (2 x 2 virtual threads
+/// unrolled around every statement) is rejected before compiling when its kernel unrolls
+/// to more statements than the limit, with the kernel and the count named, and passes at
+/// exactly its count.
+#[test]
+fn a_kernel_unrolling_to_more_statements_than_the_limit_is_rejected_before_compiling() {
+    use tessel::search::postproc::{verify, RejectKind, Rejection};
+    let w = tessel::workload::preset("matmul:128x128x16").unwrap();
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/schedules/gemm_3_vthread.sched"
+    );
+    let trace = tessel::schedule::text::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let sch = tessel::schedule::replay(&trace, w.to_program(), 0).unwrap();
+    let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+    let mut space = SearchSpace::cuda_default();
+    space.max_unrolled_statements = None;
+    let statements = verify(sch.program(), &space, &target)
+        .unwrap()
+        .lowered
+        .kernels[0]
+        .unrolled_statements();
+    assert!(statements > 4, "{statements}");
+    space.max_unrolled_statements = Some(statements);
+    assert!(verify(sch.program(), &space, &target).is_ok());
+    space.max_unrolled_statements = Some(statements - 1);
+    let e = verify(sch.program(), &space, &target).unwrap_err();
+    assert_eq!(e.kind(), RejectKind::Unrolled);
+    assert!(
+        matches!(&e, Rejection::Unrolled { statements: s, .. } if *s == statements),
+        "{e}"
+    );
+    assert!(e.to_string().contains("matmul_kernel unrolls to"), "{e}");
+}

@@ -123,6 +123,26 @@ impl Kernel {
             .map(|a| a.size * p.buffer(a.buffer).dtype.bytes() as i64)
             .sum()
     }
+    /// The statements the body expands to once its unrolled loops are unrolled (an
+    /// unrolled loop counts its extent times its body; a serial loop its body once): what
+    /// NVRTC compiles, whose size its compile time follows.
+    pub fn unrolled_statements(&self) -> i64 {
+        fn expanded(body: &[KStmt]) -> i64 {
+            body.iter()
+                .map(|s| match s {
+                    KStmt::For {
+                        kind: ForKind::Unrolled,
+                        extent,
+                        body,
+                        ..
+                    } => extent.saturating_mul(expanded(body)),
+                    KStmt::For { body, .. } | KStmt::If { then: body, .. } => expanded(body),
+                    _ => 1,
+                })
+                .fold(0i64, |a, x| a.saturating_add(x))
+        }
+        expanded(&self.body)
+    }
     /// Threads per block.
     pub fn threads(&self) -> i64 {
         self.block.iter().product()
@@ -144,4 +164,65 @@ pub struct Lowered {
     pub program: Program,
     pub kernels: Vec<Kernel>,
     pub workspaces: Vec<BufferId>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store() -> KStmt {
+        KStmt::Store {
+            buffer: BufferId(0),
+            indices: vec![Expr::Int(0)],
+            value: Expr::Int(0),
+        }
+    }
+
+    fn for_loop(v: u32, extent: i64, kind: ForKind, body: Vec<KStmt>) -> KStmt {
+        KStmt::For {
+            var: VarId(v),
+            extent,
+            kind,
+            body,
+        }
+    }
+
+    /// An unrolled loop counts its extent times its body, a serial loop its body once:
+    /// serial 100 { unrolled 4 { unrolled 8 { 2 stores } ; store } ; if { unrolled 3 { store } } }
+    /// is 4 * (8 * 2 + 1) + 3 = 71 statements, and a sync or comment counts one.
+    #[test]
+    fn unrolled_statements_multiply_through_unrolled_loops_only() {
+        let body = vec![for_loop(
+            0,
+            100,
+            ForKind::Serial,
+            vec![
+                for_loop(
+                    1,
+                    4,
+                    ForKind::Unrolled,
+                    vec![
+                        for_loop(2, 8, ForKind::Unrolled, vec![store(), store()]),
+                        store(),
+                    ],
+                ),
+                KStmt::If {
+                    cond: Expr::Int(1),
+                    then: vec![for_loop(3, 3, ForKind::Unrolled, vec![store()])],
+                },
+            ],
+        )];
+        let mut k = Kernel {
+            name: "k".into(),
+            params: Vec::new(),
+            allocs: Vec::new(),
+            grid: [1; 3],
+            block: [1; 3],
+            thread_vars: Vec::new(),
+            body,
+        };
+        assert_eq!(k.unrolled_statements(), 71);
+        k.body.push(KStmt::Sync);
+        assert_eq!(k.unrolled_statements(), 72);
+    }
 }

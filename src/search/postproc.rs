@@ -1,7 +1,9 @@
 //! Postprocessors: reject a candidate that cannot run on the target before anything is
 //! compiled (threads per block, shared memory with the opt-in limit, virtual threads,
-//! vector width and alignment as the lowering checks them), and after NVRTC a kernel that
-//! spills registers beyond the space's threshold. Each rejection is a typed reason whose
+//! vector width and alignment as the lowering checks them, and a kernel whose unrolled
+//! loops expand to more statements than the space allows, which NVRTC would take too long
+//! to compile), and after NVRTC a kernel that spills registers beyond the space's
+//! threshold. Each rejection is a typed reason whose
 //! [`RejectKind`] the tuner counts.
 
 use super::space::SearchSpace;
@@ -26,6 +28,8 @@ pub enum RejectKind {
     RegisterSpills,
     StackFrame,
     Registers,
+    /// Unrolled loops expanding to more statements than `max_unrolled_statements`.
+    Unrolled,
 }
 
 impl RejectKind {
@@ -39,6 +43,7 @@ impl RejectKind {
             RejectKind::RegisterSpills => "spills",
             RejectKind::StackFrame => "stack",
             RejectKind::Registers => "registers",
+            RejectKind::Unrolled => "unrolled",
         }
     }
 }
@@ -61,6 +66,12 @@ pub enum Rejection {
     },
     #[error("{count} virtual threads, more than {limit}")]
     VirtualThreads { count: i64, limit: i64 },
+    #[error("kernel {kernel} unrolls to {statements} statements, more than {limit}")]
+    Unrolled {
+        kernel: String,
+        statements: i64,
+        limit: i64,
+    },
     #[error("cannot be lowered: {0}")]
     Lowering(LowerError),
     /// After NVRTC, found by the worker (spills, registers per block).
@@ -74,6 +85,7 @@ impl Rejection {
             Rejection::ThreadsPerBlock { .. } => RejectKind::ThreadsPerBlock,
             Rejection::SharedMemory { .. } => RejectKind::SharedMemory,
             Rejection::VirtualThreads { .. } => RejectKind::VirtualThreads,
+            Rejection::Unrolled { .. } => RejectKind::Unrolled,
             Rejection::Lowering(_) => RejectKind::Lowering,
             Rejection::Build(BuildRejection::RegisterSpills { .. }) => RejectKind::RegisterSpills,
             Rejection::Build(BuildRejection::StackFrame { .. }) => RejectKind::StackFrame,
@@ -206,6 +218,16 @@ pub fn check_lowered(
                     bytes,
                     limit,
                 });
+            }
+            if let Some(limit) = space.max_unrolled_statements {
+                let statements = k.unrolled_statements();
+                if statements > limit {
+                    return Err(Rejection::Unrolled {
+                        kernel: k.name.clone(),
+                        statements,
+                        limit,
+                    });
+                }
             }
         }
     }

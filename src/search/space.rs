@@ -90,6 +90,9 @@ pub struct SearchSpace {
     pub max_spill_bytes: u32,
     /// After NVRTC: the largest stack frame a kernel may have (`None`: unchecked).
     pub max_stack_bytes: Option<u32>,
+    /// Before compiling: the most statements a CUDA kernel's unrolled loops may expand to
+    /// (`postprocess.max_unrolled_statements`; `None`: unchecked).
+    pub max_unrolled_statements: Option<i64>,
     /// Split-K: when and how a long reduction is spread over partial results.
     pub split_k: Option<SplitK>,
     /// Software pipelining of the shared fetch (`[pipeline]`); `None`: never.
@@ -294,6 +297,8 @@ struct Postprocess {
     max_spill_bytes: u32,
     #[serde(default)]
     max_stack_bytes: Option<u32>,
+    #[serde(default)]
+    max_unrolled_statements: Option<i64>,
 }
 
 const THREAD_TAGS: &[&str] = &[
@@ -572,6 +577,7 @@ impl SearchSpace {
             max_vector_extent,
             max_spill_bytes: f.postprocess.max_spill_bytes,
             max_stack_bytes: f.postprocess.max_stack_bytes,
+            max_unrolled_statements: f.postprocess.max_unrolled_statements,
             split_k,
             pipeline,
             search,
