@@ -167,4 +167,37 @@ mod tests {
         let relaxed = |x: VarId| (x.0 == 1).then(|| Interval::new(0, 3));
         assert!(offset_within(&e, &|x| x.0 == 0, &relaxed).is_none());
     }
+
+    /// A part with no fixed variable is bounded by its range, whatever operators it uses:
+    /// a block's rows of a fused index whose thread digit is `tid % 16` (tid relaxed over
+    /// the block) lie within `(b * 64) // 13 + [0, 5]`.
+    #[test]
+    fn a_part_over_relaxed_variables_alone_is_bounded_by_its_range() {
+        let relaxed = |x: VarId| (x.0 == 1).then(|| Interval::new(0, 63));
+        let fixed = |x: VarId| x.0 == 0;
+        let digit = fm(v(1), 16);
+        assert_eq!(
+            offset_within(&digit, &fixed, &relaxed),
+            Some((Expr::Int(0), 0, 15))
+        );
+        let row = fd(
+            Expr::add(
+                Expr::mul(v(0), Expr::Int(64)),
+                Expr::mul(digit, Expr::Int(4)),
+            ),
+            13,
+        );
+        let (base, lo, hi) = offset_within(&row, &fixed, &relaxed).unwrap();
+        for b in 0..5 {
+            let at = base.eval_int(&|_| b);
+            for t in 0..64 {
+                let value = row.eval_int(&|x| if x.0 == 0 { b } else { t });
+                assert!(
+                    (at + lo..=at + hi).contains(&value),
+                    "{value} outside {at} + [{lo}, {hi}]"
+                );
+            }
+        }
+        assert_eq!((lo, hi), (0, 5));
+    }
 }
