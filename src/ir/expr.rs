@@ -158,6 +158,16 @@ impl Expr {
     pub fn sub(a: Expr, b: Expr) -> Expr {
         Expr::bin(BinOp::Sub, a, b)
     }
+    /// The row-major position of `digits` (each an index and the extent it ranges over,
+    /// outermost first): `((i0 * e1 + i1) * e2 + i2) ...`; 0 for none.
+    pub fn row_major(digits: impl IntoIterator<Item = (Expr, i64)>) -> Expr {
+        digits
+            .into_iter()
+            .reduce(|(acc, _), (e, extent)| {
+                (Expr::add(Expr::mul(acc, Expr::Int(extent)), e), extent)
+            })
+            .map_or(Expr::Int(0), |(e, _)| e)
+    }
     pub fn and(a: Expr, b: Expr) -> Expr {
         Expr::bin(BinOp::And, a, b)
     }

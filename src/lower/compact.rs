@@ -181,16 +181,15 @@ fn per_copy(
     let (offset, extents) = boxed(accesses, &per_copy, &b.shape, &range);
     let (_, size) = strides(&extents, &b.align);
     let (_, all) = strides(whole, &b.align);
-    let count: i64 = vts.iter().map(|v| ranges[v]).product();
-    if size * count >= all {
+    let digits: Vec<(Expr, i64)> = vts
+        .iter()
+        .map(|v| ranges.get(v).map(|&n| (Expr::Var(*v), n)))
+        .collect::<Option<_>>()?;
+    let count: i64 = digits.iter().map(|(_, n)| n).product();
+    if size.checked_mul(count)? >= all {
         return None;
     }
-    let index = vts
-        .iter()
-        .map(|v| (Expr::Var(*v), ranges[v]))
-        .reduce(|(acc, _), (e, n)| (Expr::add(Expr::mul(acc, Expr::Int(n)), e), n))
-        .map(|(e, _)| e)?;
-    Some((offset, extents, (index, size)))
+    Some((offset, extents, (Expr::row_major(digits), size)))
 }
 
 /// The virtual-thread loop variables that every access of a buffer is under and some

@@ -81,15 +81,7 @@ pub fn singletons(permutation: &[i64]) -> Vec<Vec<i64>> {
 fn relaid(idx: &[Expr], groups: &[Vec<usize>], shape: &[i64]) -> Vec<Expr> {
     groups
         .iter()
-        .map(|g| {
-            g.iter()
-                .map(|&x| (idx[x].clone(), shape[x]))
-                .reduce(|(acc, _), (e, extent)| {
-                    (Expr::add(Expr::mul(acc, Expr::Int(extent)), e), extent)
-                })
-                .map(|(e, _)| e)
-                .unwrap_or(Expr::Int(0))
-        })
+        .map(|g| Expr::row_major(g.iter().map(|&x| (idx[x].clone(), shape[x]))))
         .collect()
 }
 
