@@ -5,8 +5,28 @@
 //! region analysis (`compute_at`) and buffer compaction (`lower`) bound them through it.
 
 use super::interval::Interval;
-use super::simplify::range_of;
+use super::simplify::{range_of, simplify, split_terms};
 use super::{BinOp, Expr, VarId};
+
+/// `e` as `base + [lo, hi]`, `base` over the fixed variables and the offset over the
+/// others (`range` gives every variable's range): the linear split where it separates them
+/// ([`split_terms`]), else [`offset_within`]; `None` where neither bounds it. The one step
+/// of region analysis (`compute_at`) and of buffer compaction per index.
+pub fn index_box(
+    e: &Expr,
+    is_fixed: &dyn Fn(VarId) -> bool,
+    range: &dyn Fn(VarId) -> Option<Interval>,
+) -> Option<(Expr, i64, i64)> {
+    let relaxed = |v: VarId| if is_fixed(v) { None } else { range(v) };
+    let (base, rest) = split_terms(e, is_fixed, range);
+    if rest.vars().iter().all(|v| !is_fixed(*v)) {
+        let r = range_of(&rest, &relaxed);
+        if r.is_bounded() {
+            return Some((base, r.min, r.max));
+        }
+    }
+    offset_within(e, is_fixed, &relaxed).map(|(base, lo, hi)| (simplify(&base, range), lo, hi))
+}
 
 /// `e` as `base + [lo, hi]`: `base` an expression of the fixed variables alone, the
 /// offset ranging over the relaxed ones, where the linear split cannot separate them

@@ -17,8 +17,8 @@
 use super::kernel::{Alloc, ForKind, KStmt, Kernel};
 use super::{Backend, LowerError, Result};
 use crate::ir::interval::Interval;
-use crate::ir::offset::offset_within;
-use crate::ir::simplify::{range_of, simplify, split_terms};
+use crate::ir::offset::index_box;
+use crate::ir::simplify::{range_of, simplify};
 use crate::ir::{BinOp, BufferId, DType, Expr, LoopKind, Program, Scope, ThreadTag, VarId};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -112,24 +112,12 @@ fn boxed(
     shape: &[i64],
     range: &dyn Fn(VarId) -> Option<Interval>,
 ) -> (Vec<Expr>, Vec<i64>) {
-    let relaxed = |v: VarId| if fixed.contains(&v) { None } else { range(v) };
     let rank = shape.len();
     let mut dims: Vec<Option<(Expr, i64, i64)>> = vec![None; rank];
     let mut fallback = vec![false; rank];
     for a in accesses {
         for (d, e) in a.indices.iter().enumerate() {
-            let (base, rest) = split_terms(e, &|v| fixed.contains(&v), range);
-            let r = range_of(&rest, &relaxed);
-            let clean = r.is_bounded() && rest.vars().iter().all(|v| !fixed.contains(v));
-            let region = if clean {
-                Some((base, r.min, r.max))
-            } else {
-                // A fixed variable under a floordiv/floormod with relaxed ones (the
-                // fused n*p*q axis of an implicit-GEMM conv, indexed per thread).
-                offset_within(e, &|v| fixed.contains(&v), &relaxed)
-                    .map(|(base, lo, hi)| (simplify(&base, range), lo, hi))
-            };
-            let Some((base, r_min, r_max)) = region else {
+            let Some((base, r_min, r_max)) = index_box(e, &|v| fixed.contains(&v), range) else {
                 fallback[d] = true;
                 continue;
             };

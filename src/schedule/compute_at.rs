@@ -26,7 +26,7 @@
 use super::error::{Result, ScheduleError};
 use super::util::*;
 use crate::ir::interval::Interval;
-use crate::ir::offset::offset_within;
+use crate::ir::offset::index_box;
 use crate::ir::simplify::{range_of, simplify, split_terms};
 use crate::ir::{
     BinOp, BlockId, BufferId, BufferKind, Expr, IterKind, LoopId, LoopKind, Node, Program, Scope,
@@ -88,13 +88,6 @@ fn region(
     let fixed = fixed_vars(p, target, scope);
     let ext = loop_ranges(p);
     let range = |v: VarId| ext.get(&v).map(|&x| Interval::new(0, x - 1));
-    let relaxed_range = |v: VarId| {
-        if fixed.contains(&v) {
-            Some(Interval::point(0))
-        } else {
-            range(v)
-        }
-    };
     let mut dims: Vec<Option<Dim>> = vec![None; rank];
     let mut constant: Vec<bool> = vec![false; rank];
     let mut per_access: Vec<Vec<Dim>> = Vec::new();
@@ -102,31 +95,20 @@ fn region(
         let idx = in_loop_vars(p, *b, idx);
         let mut row = Vec::new();
         for e in idx.iter() {
-            let (base, rest) = split_terms(e, &|v| fixed.contains(&v), &range);
-            let clean = rest.vars().iter().all(|v| !fixed.contains(v));
-            if clean {
-                let r = range_of(&rest, &relaxed_range);
-                row.push(Dim {
-                    base,
-                    lo: r.min,
-                    hi: r.max,
-                });
-            } else if let Some((base, lo, hi)) = offset_within(e, &|v| fixed.contains(&v), &range) {
-                // A fixed variable under a floordiv beside relaxed ones: the block's rows
-                // of a fused p*q axis.
-                row.push(Dim {
-                    base: simplify(&base, &range),
-                    lo,
-                    hi,
-                });
-            } else {
-                let r = range_of(e, &range);
-                row.push(Dim {
-                    base: Expr::Int(0),
-                    lo: r.min,
-                    hi: r.max,
-                });
-            }
+            // Where neither the linear split nor the floordiv bound (the block's rows of a
+            // fused p*q axis) separates the fixed part: the range over all loops.
+            let dim = match index_box(e, &|v| fixed.contains(&v), &range) {
+                Some((base, lo, hi)) => Dim { base, lo, hi },
+                None => {
+                    let r = range_of(e, &range);
+                    Dim {
+                        base: Expr::Int(0),
+                        lo: r.min,
+                        hi: r.max,
+                    }
+                }
+            };
+            row.push(dim);
         }
         per_access.push(row);
     }
