@@ -16,10 +16,11 @@
 //! (`tessel::search::RoundTimes`: serial phases in wall time, the per-candidate work of
 //! the parallel evaluation in time summed over threads).
 
-use std::sync::Arc;
 use std::time::Instant;
-use tessel::cost_model::{DeviceSpec, Model, ModelScorer, Scorer};
-use tessel::database::{canonical_program, Database, TargetKind};
+
+mod common;
+use common::cuda_scorer;
+use tessel::database::canonical_program;
 use tessel::search::{EvolutionarySearch, RoundTimes, SearchSpace, SearchStrategy, TargetLimits};
 use tessel::target::cuda::CudaLimits;
 
@@ -54,19 +55,6 @@ fn args() -> Args {
         }
     }
     out
-}
-
-/// The CUDA model stored in `db` for `arch` (or the database's only CUDA arch).
-fn cuda_scorer(db: &str, arch: Option<&str>) -> Arc<dyn Scorer> {
-    let db = Database::open(db).expect("open the database");
-    let arch = tessel::model_cmd::resolve_arch(&db, TargetKind::Cuda, arch).expect("one CUDA arch");
-    let stored = db
-        .load_model(TargetKind::Cuda, &arch)
-        .expect("read the model")
-        .expect("a CUDA model in the database: run tessel model train --target cuda");
-    let model = Model::from_stored(&stored, TargetKind::Cuda, &arch).expect("a usable model");
-    println!("cost model: {} for cuda {arch}", model.kind().name());
-    Arc::new(ModelScorer::new(model, DeviceSpec::cuda(&arch)))
 }
 
 fn main() {

@@ -15,14 +15,15 @@
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read};
-use std::sync::Arc;
-use tessel::cost_model::{DeviceSpec, Model, ModelScorer, Scorer};
-use tessel::database::{canonical_program, Database, TargetKind};
+use tessel::database::canonical_program;
 use tessel::lower::{lower, Backend};
 use tessel::search::{
     EvolutionarySearch, Proposal, RandomSearch, SearchSpace, SearchStrategy, TargetLimits,
 };
 use tessel::target::cuda::CudaLimits;
+
+mod common;
+use common::cuda_scorer;
 
 /// One replayed record: its workload and device, status, median seconds and unrolled
 /// statements.
@@ -169,14 +170,7 @@ fn statements(name: &str, p: &Proposal) {
 }
 
 fn propose(db: &str, workloads: &[String]) {
-    let db = Database::open(db).expect("open the database");
-    let arch = tessel::model_cmd::resolve_arch(&db, TargetKind::Cuda, None).expect("one CUDA arch");
-    let stored = db
-        .load_model(TargetKind::Cuda, &arch)
-        .expect("read the model")
-        .expect("a CUDA model: run tessel model train --target cuda");
-    let model = Model::from_stored(&stored, TargetKind::Cuda, &arch).expect("a usable model");
-    let scorer: Arc<dyn Scorer> = Arc::new(ModelScorer::new(model, DeviceSpec::cuda(&arch)));
+    let scorer = cuda_scorer(db, None);
     let target = TargetLimits::Cuda(CudaLimits::sm90_default());
     for spec in workloads {
         let w = tessel::workload::from_cli(spec, |_| Err(std::io::Error::other("no files")))
