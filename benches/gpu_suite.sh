@@ -8,6 +8,7 @@
 # OUT receives per workload: the tuner's report (.tune.txt, progress on .tune.err), the
 # best trace (.sched) and the peer comparison (.run.txt). The database is
 # $TESSEL_DB (default /tmp/tessel-suite.sqlite); OUT gets its best-only export.
+# TESSEL_NO_PEER=1 skips building the best afresh and timing the peer.
 set -u
 out=$1 secs=$2 trials=$3
 shift 3
@@ -22,6 +23,7 @@ for w in "$@"; do
     --seed "$seed" --db "$db" >"$out/$tag.tune.txt" 2>"$out/$tag.tune.err"
   grep -E '^(stopped|trials|time|failures|best) ' "$out/$tag.tune.txt"
   "$bin" best "$w" --target cuda --db "$db" --emit trace >"$out/$tag.sched" || continue
+  [[ ${TESSEL_NO_PEER:-0} == 1 ]] && continue
   # tessel's best, built and timed afresh (and against cuBLAS for the GEMMs).
   case $w in
     matmul* | batch_matmul* | dense_bias_relu*) cmp=--compare ;;

@@ -8,11 +8,15 @@
 #   e.g. benches/validation_run.sh /tmp/val 60 300 gemm 0 8
 #
 # Needs database/*.all.jsonl.gz, python3 (tomllib) and, for convs, PyTorch.
+#
+# TESSEL_SET=benches/training.toml tunes the training set instead (the records that ship
+# in database/); TESSEL_NO_PEER=1 skips timing the bests against the peers.
 set -u
 out=$1 secs=$2 trials=$3
 kind=${4:-gemm} first=${5:-0} count=${6:-1000}
 bin=${TESSEL_BIN:-./.gpu/tessel}
 db=${TESSEL_DB:-/tmp/tessel-validation.sqlite}
+set=${TESSEL_SET:-benches/validation.toml}
 mkdir -p "$out"
 if [[ ! -e $db ]]; then
   for f in database/*.all.jsonl.gz; do
@@ -20,10 +24,10 @@ if [[ ! -e $db ]]; then
   done
   "$bin" model train --db "$db" --target cuda >"$out/train.txt" 2>&1
 fi
-mapfile -t workloads < <(python3 - "$kind" "$first" "$count" <<'PY'
+mapfile -t workloads < <(python3 - "$kind" "$first" "$count" "$set" <<'PY'
 import sys, tomllib
 kind, first, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-with open("benches/validation.toml", "rb") as f:
+with open(sys.argv[4], "rb") as f:
     entries = tomllib.load(f)[kind]
 for e in entries[first:first + count]:
     print(e["workload"])

@@ -2,6 +2,11 @@
 """Draws tessel's validation set (benches/validation.toml): shapes nobody tuned for.
 
     python3 benches/validation_set.py [--seed S] > benches/validation.toml
+    python3 benches/validation_set.py --training > benches/training.toml
+
+`--training` draws the training set from the same distribution with another seed: the
+shapes whose tuned records ship in `database/` (what transfer and the cost model learn
+from), never the validation set's.
 
 24 GEMMs (f32), six per layout (nn, nt, tn, tt): every dimension uniform in 1..4096;
 a quarter of them (at least one per layout) have every dimension moved to the next
@@ -15,7 +20,11 @@ import random
 
 GEMMS = 24
 CONVS = 8
+# The training set draws twice the convs: they are the slowest to tune and the most varied.
+TRAINING_CONVS = 16
 LAYOUTS = ["nn", "nt", "tn", "tt"]
+VALIDATION_SEED = 20261123
+TRAINING_SEED = 20261125
 
 
 def is_prime(n):
@@ -39,7 +48,7 @@ def odd(rng, lo, hi):
     return rng.randrange(lo | 1, hi + 1, 2)
 
 
-def draw(seed):
+def draw(seed, conv_count=CONVS):
     rng = random.Random(seed)
     gemms = []
     for i in range(GEMMS):
@@ -51,7 +60,7 @@ def draw(seed):
             m, n, k = next_prime(m), next_prime(n), next_prime(k)
         gemms.append((f"matmul:m={m},n={n},k={k},layout={layout}", "prime" if prime else "uniform"))
     convs = []
-    for i in range(CONVS):
+    for i in range(conv_count):
         preset = "conv2d_nchw" if i % 2 == 0 else "conv2d_nhwc"
         stride = 1 + (i // 2) % 2
         batch = rng.randint(1, 16)
@@ -67,13 +76,21 @@ def draw(seed):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seed", type=int, default=20261123)
-    seed = ap.parse_args().seed
-    gemms, convs = draw(seed)
-    print(f"# tessel's validation set, drawn by `python3 benches/validation_set.py --seed {seed}`")
-    print("# (do not edit by hand: change the script or the seed and redraw). Each entry is a")
-    print("# workload spec for `tessel tune` / `tessel sample`; `kind` says how a GEMM was drawn.")
-    print("# The suite's workloads (benches/RESULTS.md) are tuned beside these.")
+    ap.add_argument("--seed", type=int)
+    ap.add_argument("--training", action="store_true", help="the training set's seed and header")
+    args = ap.parse_args()
+    seed = args.seed or (TRAINING_SEED if args.training else VALIDATION_SEED)
+    gemms, convs = draw(seed, TRAINING_CONVS if args.training else CONVS)
+    if args.training:
+        print(f"# tessel's training set, drawn by `python3 benches/validation_set.py --training`")
+        print("# (seed below; do not edit by hand). The same distribution as the validation set,")
+        print("# another seed: its tuned records ship in database/ for transfer and the cost model;")
+        print("# no shape here is in benches/validation.toml.")
+    else:
+        print(f"# tessel's validation set, drawn by `python3 benches/validation_set.py --seed {seed}`")
+        print("# (do not edit by hand: change the script or the seed and redraw). Each entry is a")
+        print("# workload spec for `tessel tune` / `tessel sample`; `kind` says how a GEMM was drawn.")
+        print("# The suite's workloads (benches/RESULTS.md) are tuned beside these.")
     print(f"seed = {seed}")
     for spec, kind in gemms:
         print(f'\n[[gemm]]\nworkload = "{spec}"\nkind = "{kind}"')

@@ -185,7 +185,7 @@ enum Command {
     Show {
         /// A preset (`matmul:1024x1024x1024`, `conv2d_nchw:n=1,c=64,...`) or a workload file.
         workload: String,
-        /// A trace file (`.sched`) to apply.
+        /// A trace file to apply (`.sched` text, or a record's JSON trace).
         #[arg(long)]
         schedule: Option<PathBuf>,
         /// What to print.
@@ -198,7 +198,7 @@ enum Command {
     Run {
         /// A preset (`matmul:1024x1024x1024`, `conv2d_nchw:n=1,c=64,...`) or a workload file.
         workload: String,
-        /// A trace file (`.sched`) to apply; without one, the unscheduled program runs.
+        /// A trace file to apply (`.sched` text, or a record's JSON trace); without one, the unscheduled program runs.
         #[arg(long)]
         schedule: Option<PathBuf>,
         /// Where to build and run it.
@@ -251,7 +251,7 @@ enum Command {
     Build {
         /// A preset (`matmul:1024x1024x1024`, `conv2d_nchw:n=1,c=64,...`) or a workload file.
         workload: String,
-        /// A trace file (`.sched`) to apply; without one, the unscheduled program.
+        /// A trace file to apply (`.sched` text, or a record's JSON trace); without one, the unscheduled program.
         #[arg(long)]
         schedule: Option<PathBuf>,
         /// Must be cuda (the CPU build has no register report).
@@ -354,7 +354,14 @@ fn load_workload(arg: &str) -> Result<Workload> {
 fn load_schedule(w: &Workload, path: &PathBuf) -> Result<Schedule> {
     let src =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let trace = text::parse(&src).map_err(|e| anyhow::anyhow!("{}:{e}", path.display()))?;
+    // A trace as the database stores it (`db export`'s `trace` field) is JSON; a schedule
+    // file is text.
+    let trace = if src.trim_start().starts_with('{') {
+        tessel::schedule::json::from_json(&src)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    } else {
+        text::parse(&src).map_err(|e| anyhow::anyhow!("{}:{e}", path.display()))
+    }?;
     match replay(&trace, w.to_program(), 0) {
         Ok(sch) => Ok(sch),
         Err(first) => {

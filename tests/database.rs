@@ -712,6 +712,52 @@ fn the_shipped_h100_records_answer_on_the_h100_and_h200_ones_fall_back() {
     }
 }
 
+/// The training set's records (`benches/training.toml`, tuned on the H100 on 2026-11-25)
+/// import and answer for every training workload, and no training workload is one of the
+/// validation set's (`benches/validation.toml`): transfer and the cost model learn from
+/// shapes the validation figures never include.
+#[test]
+fn the_shipped_training_records_cover_the_training_set_and_none_of_the_validation_set() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let specs = |file: &str| -> Vec<String> {
+        let text = std::fs::read_to_string(root.join("benches").join(file)).unwrap();
+        let doc: toml::Table = text.parse().unwrap();
+        ["gemm", "conv"]
+            .iter()
+            .flat_map(|kind| doc[*kind].as_array().unwrap().clone())
+            .map(|e| e["workload"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let training = specs("training.toml");
+    let validation: std::collections::HashSet<String> = specs("validation.toml")
+        .iter()
+        .map(|s| preset(s).unwrap().key())
+        .collect();
+    assert_eq!(training.len(), 40);
+    let mut db = Database::open_in_memory().unwrap();
+    import_shipped(&mut db, "h100-2026-11-25.best.jsonl", 28);
+    let h100 = TargetKey {
+        kind: TargetKind::Cuda,
+        arch: "sm_90a".into(),
+        device: "NVIDIA H100 80GB HBM3".into(),
+        toolchain: "nvrtc 13.0, driver 13.0".into(),
+    };
+    let mut answered = 0;
+    for spec in &training {
+        let w = preset(spec).unwrap();
+        assert!(
+            !validation.contains(&w.key()),
+            "{spec} is in the validation set"
+        );
+        if let Some(best) = db.best(&w, &h100).unwrap() {
+            assert!(!best.is_fallback(), "{spec}");
+            answered += 1;
+        }
+    }
+    // Every conv of the set and its first twelve GEMMs were tuned.
+    assert_eq!(answered, 28);
+}
+
 #[test]
 fn training_records_are_read_whole_or_since_a_record() {
     let mut db = Database::open_in_memory().unwrap();
