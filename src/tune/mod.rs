@@ -299,6 +299,7 @@ impl<'a> Tuner<'a> {
             self.model_policy,
             db,
             &session.report.target,
+            &[w.key()],
             &mut notes,
         )?;
         session.take_model(&learner)?;

@@ -63,8 +63,12 @@ impl ModelSource for StoredModels {
         data: &mut TrainingData,
         stop: &dyn Fn() -> bool,
     ) -> Result<LearnedModel, String> {
-        let missing: Vec<Record> = data
-            .records
+        let records: Vec<Record> = data
+            .training_indices()
+            .into_iter()
+            .map(|i| data.records[i].clone())
+            .collect();
+        let missing: Vec<Record> = records
             .iter()
             .filter(|r| !data.features.contains_key(&r.id))
             .cloned()
@@ -89,12 +93,11 @@ impl ModelSource for StoredModels {
         if stop() {
             return Err(ModelError::Stopped.to_string());
         }
-        let features = data
-            .records
+        let features = records
             .iter()
             .map(|r| data.features.get(&r.id).cloned().flatten())
             .collect();
-        let (set, _skipped) = TrainingSet::from_features(&data.records, features);
+        let (set, _skipped) = TrainingSet::from_features(&records, features);
         let model = Model::train_kind_until(&set, self.kind, stop).map_err(|e| e.to_string())?;
         Ok(learned(model, &data.target, set.len()))
     }

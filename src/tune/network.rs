@@ -164,11 +164,13 @@ impl Tuner<'_> {
             return Err(TuneError::Target("the network has no task".into()));
         };
         let mut notes = Vec::new();
+        let focus: Vec<String> = tasks.iter().map(|t| t.workload.key()).collect();
         let learner = Learner::start(
             self.models.clone(),
             self.model_policy,
             db,
             &target,
+            &focus,
             &mut notes,
         )?;
         let mut run = NetworkRun {
