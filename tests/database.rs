@@ -736,12 +736,7 @@ fn the_shipped_training_records_cover_the_training_set_and_none_of_the_validatio
     assert_eq!(training.len(), 40);
     let mut db = Database::open_in_memory().unwrap();
     import_shipped(&mut db, "h100-2026-11-25.best.jsonl", 28);
-    let h100 = TargetKey {
-        kind: TargetKind::Cuda,
-        arch: "sm_90a".into(),
-        device: "NVIDIA H100 80GB HBM3".into(),
-        toolchain: "nvrtc 13.0, driver 13.0".into(),
-    };
+    let h100 = h100();
     let mut answered = 0;
     for spec in &training {
         let w = preset(spec).unwrap();
