@@ -39,6 +39,14 @@ enum Emit {
 }
 
 #[derive(Copy, Clone, ValueEnum)]
+enum BuildEmit {
+    /// The CUDA C handed to NVRTC.
+    Cuda,
+    /// The PTX NVRTC makes of it for `--arch`.
+    Ptx,
+}
+
+#[derive(Copy, Clone, ValueEnum)]
 enum BestEmit {
     /// The schedule as a trace (a valid --schedule file).
     Trace,
@@ -260,6 +268,10 @@ enum Command {
         /// The CUDA architecture to compile for.
         #[arg(long, default_value = "sm_90a")]
         arch: String,
+        /// Also print what NVRTC receives (`cuda`) or produces (`ptx`) on stdout; the
+        /// register report then goes to stderr.
+        #[arg(long, value_enum)]
+        emit: Option<BuildEmit>,
     },
     /// Apply a schedule and check it against the unscheduled program with the reference
     /// interpreter on random inputs (no compiler, no device; use small shapes: it runs
@@ -722,6 +734,7 @@ fn run(cli: Cli) -> Result<()> {
             schedule,
             target,
             arch,
+            emit,
         } => {
             if matches!(target, TargetArg::Cpu) {
                 bail!("tessel build reports NVRTC's register and spill counts: use --target cuda (tessel run --target cpu builds with the C compiler)");
@@ -735,20 +748,33 @@ fn run(cli: Cli) -> Result<()> {
             let device = tessel::measure::Device::Cuda { arch: arch.clone() };
             let src = tessel::measure::session::source_for(&program, &device)
                 .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            match emit {
+                Some(BuildEmit::Cuda) => print!("{}", src.code),
+                Some(BuildEmit::Ptx) => print!(
+                    "{}",
+                    tessel::measure::cuda::compile_ptx(&src.code, &arch)
+                        .map_err(|f| anyhow::anyhow!("{f}"))?
+                ),
+                None => {}
+            }
             let cubin = tessel::measure::cuda::compile(&src.code, &arch)
                 .map_err(|e| anyhow::anyhow!("{:?}: {}", e.kind, e.message))?;
-            println!(
-                "built {} for {arch} with NVRTC in {:.0} ms ({} bytes of SASS)",
+            let mut report = format!(
+                "built {} for {arch} with NVRTC in {:.0} ms ({} bytes of SASS)\n",
                 workload,
                 cubin.info.compile_seconds * 1e3,
                 cubin.bytes.len()
             );
             let n = |v: Option<u32>| v.map_or_else(|| "?".to_string(), |x| x.to_string());
             for (k, launch) in cubin.kernels.iter().zip(&src.kernels) {
-                println!(
-                    "kernel {}: grid {:?} block {:?}, {} registers, {} bytes spill stores, {} bytes spill loads, {} bytes stack, {} bytes shared",
+                report += &format!(
+                    "kernel {}: grid {:?} block {:?}, {} registers, {} bytes spill stores, {} bytes spill loads, {} bytes stack, {} bytes shared\n",
                     k.name, launch.grid, launch.block, n(k.registers), n(k.spill_stores), n(k.spill_loads), n(k.stack_bytes), n(k.shared_bytes)
                 );
+            }
+            match emit {
+                Some(_) => eprint!("{report}"),
+                None => print!("{report}"),
             }
         }
         Command::Check {

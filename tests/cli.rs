@@ -192,3 +192,58 @@ fn cuda_without_a_driver_is_a_clear_error() {
         "{err}"
     );
 }
+
+/// `build --emit ptx` prints what NVRTC produced (the pipelined seed's `cp.async`) on
+/// stdout and the register report on stderr; `--emit cuda` what it was given.
+#[test]
+fn build_emits_the_ptx_and_the_cuda_nvrtc_sees() {
+    let sched = "examples/schedules/seed_pipelined_gemm.sched";
+    let (ok, ptx, report) = tessel(&[
+        "build",
+        "matmul:256x256x256",
+        "--schedule",
+        sched,
+        "--emit",
+        "ptx",
+    ]);
+    assert!(ok, "{report}");
+    assert!(ptx.contains(".entry") && ptx.contains("cp.async"), "{ptx}");
+    assert!(report.contains("registers"), "{report}");
+    let (ok, cuda, _) = tessel(&[
+        "build",
+        "matmul:256x256x256",
+        "--schedule",
+        sched,
+        "--emit",
+        "cuda",
+    ]);
+    assert!(ok);
+    assert!(
+        cuda.contains("__global__") && !cuda.contains("registers,"),
+        "{cuda}"
+    );
+}
+
+/// `--schedule` takes a record's JSON trace (what `db export` writes) as well as text.
+#[test]
+fn a_json_trace_is_a_schedule_file() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples/schedules/gemm_2_thread_tiling.sched"),
+    )
+    .unwrap();
+    let trace = tessel::schedule::text::parse(&text).unwrap();
+    let json = write_temp("trace.json", &tessel::schedule::json::to_json(&trace));
+    let (ok, from_json, err) = tessel(&["show", "matmul:256x256x256", "--schedule", &json]);
+    assert!(ok, "{err}");
+    let (_, from_text, _) = tessel(&[
+        "show",
+        "matmul:256x256x256",
+        "--schedule",
+        "examples/schedules/gemm_2_thread_tiling.sched",
+    ]);
+    assert_eq!(from_json, from_text);
+    let bad = write_temp("bad.json", "{\"format\": \"something else\"}");
+    let (ok, _, err) = tessel(&["show", "matmul:256x256x256", "--schedule", &bad]);
+    assert!(!ok && err.contains("bad.json"), "{err}");
+}
