@@ -204,6 +204,7 @@ fn a_model_trained_while_tuning_is_stored_with_the_features_it_computed() {
     let policy = ModelPolicy {
         min_records: 8,
         retrain_every: 8,
+        ..ModelPolicy::default()
     };
     let r = tuner(&mut db, StrategyKind::Evolutionary, 24, 8)
         .with_models(Arc::new(StoredModels::default()), policy)

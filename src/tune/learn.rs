@@ -52,6 +52,8 @@ pub struct TrainingData {
     /// trained on, the other workloads' sampled ([`TrainingData::training_indices`]).
     /// Empty: every record.
     pub focus: HashSet<String>,
+    /// How many of the other workloads' records a focused training samples.
+    pub focus_other_records: usize,
 }
 
 /// Records of other workloads a focused retraining samples (evenly, by record order).
@@ -70,18 +72,15 @@ impl TrainingData {
             features: HashMap::new(),
             computed: Vec::new(),
             focus: HashSet::new(),
+            focus_other_records: FOCUS_OTHER_RECORDS,
         }
     }
 
     /// The records a training uses: all of them without a focus; with one, every record
-    /// of the focused workloads and an even sample of [`FOCUS_OTHER_RECORDS`] of the
+    /// of the focused workloads and an even sample of `focus_other_records` of the
     /// others, so that the workloads being tuned weigh in the pairs and the training
     /// takes seconds.
     pub fn training_indices(&self) -> Vec<usize> {
-        self.training_indices_sampling(FOCUS_OTHER_RECORDS)
-    }
-
-    fn training_indices_sampling(&self, other_records: usize) -> Vec<usize> {
         if self.focus.is_empty() {
             return (0..self.records.len()).collect();
         }
@@ -90,7 +89,7 @@ impl TrainingData {
             .iter()
             .filter(|r| !self.focus.contains(&r.workload_key))
             .count();
-        let step = others.div_ceil(other_records.max(1)).max(1);
+        let step = others.div_ceil(self.focus_other_records.max(1)).max(1);
         let mut nth_other = 0;
         (0..self.records.len())
             .filter(|i| {
@@ -156,6 +155,9 @@ pub struct ModelPolicy {
     /// Retrain once this many new `ok` records were measured since the last training
     /// started.
     pub retrain_every: usize,
+    /// A retraining while a model is current takes every record of the workloads being
+    /// tuned and an even sample of this many of the others' ([`FOCUS_OTHER_RECORDS`]).
+    pub focus_other_records: usize,
 }
 
 impl Default for ModelPolicy {
@@ -166,6 +168,7 @@ impl Default for ModelPolicy {
         ModelPolicy {
             min_records: 256,
             retrain_every: 32,
+            focus_other_records: FOCUS_OTHER_RECORDS,
         }
     }
 }
@@ -196,8 +199,8 @@ pub(crate) struct Learner {
     training: Option<Training>,
     new_ok: usize,
     model: Option<ModelUse>,
-    /// The newest model trained on every record in this run, stored at the end (a
-    /// focused retraining's model serves this run only).
+    /// The newest model trained on every record in this run, stored at the end (the
+    /// model of a focused retraining that sampled the others serves this run only).
     trained: Option<LearnedModel>,
     /// The workloads this run tunes: retrainings while a model is current focus on them.
     focus: HashSet<String>,
@@ -224,8 +227,6 @@ type Trained = (Result<LearnedModel, String>, TrainingData);
 struct Training {
     thread: JoinHandle<Trained>,
     stop: Arc<AtomicBool>,
-    /// Trained with a focus: its model is not stored.
-    focused: bool,
 }
 
 impl Learner {
@@ -426,7 +427,7 @@ impl Learner {
             Some(_) => self.focus.clone(),
             None => HashSet::new(),
         };
-        let focused = !data.focus.is_empty();
+        data.focus_other_records = self.policy.focus_other_records;
         let file = file_path(db);
         if file.is_none() {
             data.read_new(db)?;
@@ -446,20 +447,18 @@ impl Learner {
             let model = source.train(&mut data, &|| stopped.load(Ordering::Relaxed));
             (model, data)
         });
-        self.training = Some(Training {
-            thread,
-            stop,
-            focused,
-        });
+        self.training = Some(Training { thread, stop });
         Ok(())
     }
 
     /// Waits for the training in flight; notes a failure.
+    /// A model trained on a sample (a focused retraining that left records out) serves
+    /// this run and is not kept to be stored.
     fn collect(&mut self, notes: &mut Vec<String>) -> Option<LearnedModel> {
-        let training = self.training.take()?;
-        let focused = training.focused;
-        let done = training.thread.join();
+        let done = self.training.take()?.thread.join();
+        let mut sampled = false;
         let done = done.map(|(model, data)| {
+            sampled = data.training_indices().len() < data.records.len();
             self.seen = data;
             model
         });
@@ -472,7 +471,7 @@ impl Learner {
                     trained_this_run: trained,
                     loaded: self.model.as_ref().is_some_and(|u| u.loaded),
                 });
-                if !focused {
+                if !sampled {
                     self.trained = Some(m.clone());
                 }
                 Some(m)
@@ -582,6 +581,7 @@ mod tests {
         let policy = ModelPolicy {
             min_records: 1,
             retrain_every: 64,
+            ..ModelPolicy::default()
         };
         let mut notes = Vec::new();
         let source: Arc<dyn ModelSource> = Arc::new(StoredModels::default());
@@ -606,7 +606,8 @@ mod tests {
         let db = fixture_db();
         let mut data = TrainingData::empty(&target());
         data.read_new(&db).unwrap();
-        let all = data.training_indices_sampling(10);
+        data.focus_other_records = 10;
+        let all = data.training_indices();
         assert_eq!(all.len(), data.records.len(), "no focus: every record");
         let focus = data.records[0].workload_key.clone();
         let mine = data
@@ -617,7 +618,7 @@ mod tests {
         let others = data.records.len() - mine;
         assert!(mine > 10 && others > 20, "{mine} {others}");
         data.focus = [focus.clone()].into_iter().collect();
-        let picked = data.training_indices_sampling(10);
+        let picked = data.training_indices();
         let picked_mine = picked
             .iter()
             .filter(|i| data.records[**i].workload_key == focus)
@@ -638,7 +639,7 @@ mod tests {
     }
 
     #[test]
-    fn a_retraining_while_a_model_is_current_is_focused_and_not_stored() {
+    fn a_retraining_while_a_model_is_current_samples_the_others_and_is_not_stored() {
         let mut db = db_with_a_model();
         let stored = |db: &Database| {
             db.load_model(target().kind, &target().arch)
@@ -652,25 +653,22 @@ mod tests {
         let focus = data.records[0].workload_key.clone();
         let mut notes = Vec::new();
         let source: Arc<dyn ModelSource> = Arc::new(StoredModels::default());
-        let mut l = Learner::start(
-            Some(source),
-            ModelPolicy::default(),
-            &db,
-            &target(),
-            &[focus],
-            &mut notes,
-        )
-        .unwrap();
+        let policy = ModelPolicy {
+            focus_other_records: 10,
+            ..ModelPolicy::default()
+        };
+        let mut l =
+            Learner::start(Some(source), policy, &db, &target(), &[focus], &mut notes).unwrap();
         l.train(&db).unwrap();
-        assert!(l.training.as_ref().unwrap().focused);
         while !l.training.as_ref().unwrap().thread.is_finished() {
             std::thread::sleep(Duration::from_millis(10));
         }
         let m = l.collect(&mut notes).expect("the focused model");
+        assert!(m.records < data.records.len(), "{} records", m.records);
         l.make_current(m);
         assert!(
             l.trained.is_none(),
-            "a focused model is not kept to be stored"
+            "a sampled model is not kept to be stored"
         );
         let used = l.finish(&mut db, &mut notes).expect("a model");
         assert_eq!(used.trained_this_run, 1, "{notes:?}");
