@@ -1022,6 +1022,12 @@ struct TuneArgs {
     /// (ranked by the cost model when there is one), or independent random samples.
     #[arg(long, value_enum, default_value = "evolutionary")]
     strategy: StrategyArg,
+    /// How the cost model is retrained while tuning (evolutionary search): on every
+    /// record of the workloads being tuned and a sample of 4,096 of the others' (focused,
+    /// a model within a round), or on every record (all: slower, every 64 new records,
+    /// what tessel did before 2026-11-25; stored for later runs).
+    #[arg(long, value_enum, default_value = "focused")]
+    retrain: RetrainArg,
     /// Write the whole tune report as JSON to FILE: per workload the strategy, the cost
     /// model used, and per round the candidates proposed, scored and measured, failures
     /// by kind, the best latency so far and the seconds of each stage.
@@ -1043,6 +1049,14 @@ enum StrategyArg {
     Evolutionary,
     /// Sample the design space afresh for every candidate.
     Random,
+}
+
+#[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
+enum RetrainArg {
+    /// The tuned workloads' records and a sample of the others'.
+    Focused,
+    /// Every record.
+    All,
 }
 
 /// `tessel tune`: one tuning run per workload, with a progress bar (a line per round when
@@ -1121,9 +1135,14 @@ fn configure_tuner<'a>(
 ) -> tessel::tune::Tuner<'a> {
     use tessel::search::StrategyKind;
     if strategy == StrategyKind::Evolutionary {
+        let mut policy = tessel::tune::ModelPolicy::default();
+        if args.retrain == RetrainArg::All {
+            policy.focus_other_records = usize::MAX;
+            policy.retrain_every = 64;
+        }
         tuner = tuner.with_models(
             std::sync::Arc::new(tessel::tune::StoredModels::default()),
-            tessel::tune::ModelPolicy::default(),
+            policy,
         );
     }
     if let Some(b) = args.batch {

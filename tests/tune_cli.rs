@@ -51,6 +51,8 @@ fn tune_then_best_on_the_cpu() {
         "3",
         "--time-limit",
         "0",
+        "--retrain",
+        "all",
     ]);
     assert!(ok, "second tune failed:\n{out}\n{err}");
     assert!(out.contains("stopped   time limit reached"), "{out}");
@@ -59,6 +61,16 @@ fn tune_then_best_on_the_cpu() {
     assert!(!ok);
     assert!(
         err.contains("no successful record for matmul:32x32x32"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_unknown_retraining_is_refused_naming_the_choices() {
+    let (ok, _, err) = tessel(&["tune", "matmul:16x16x16", "--retrain", "sometimes"]);
+    assert!(!ok);
+    assert!(
+        err.contains("--retrain") && err.contains("focused") && err.contains("all"),
         "{err}"
     );
 }
