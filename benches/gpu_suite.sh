@@ -8,7 +8,8 @@
 # OUT receives per workload: the tuner's report (.tune.txt, progress on .tune.err), the
 # best trace (.sched) and the peer comparison (.run.txt). The database is
 # $TESSEL_DB (default /tmp/tessel-suite.sqlite); OUT gets its best-only export.
-# TESSEL_NO_PEER=1 skips building the best afresh and timing the peer.
+# TESSEL_NO_PEER=1 skips building the best afresh and timing the peer; TESSEL_RETRAIN=all
+# retrains the cost model on every record (tessel tune --retrain).
 set -u
 out=$1 secs=$2 trials=$3
 shift 3
@@ -20,7 +21,7 @@ for w in "$@"; do
   tag=$(printf '%s' "$w" | tr ':,=' '___')
   echo "== $w ($(date -u +%H:%M:%S))"
   "$bin" tune "$w" --target cuda --trials "$trials" --time-limit "$secs" --batch "${TESSEL_BATCH:-32}" \
-    --seed "$seed" --db "$db" >"$out/$tag.tune.txt" 2>"$out/$tag.tune.err"
+    --seed "$seed" --db "$db" --retrain "${TESSEL_RETRAIN:-focused}" >"$out/$tag.tune.txt" 2>"$out/$tag.tune.err"
   grep -E '^(stopped|trials|time|failures|best) ' "$out/$tag.tune.txt"
   "$bin" best "$w" --target cuda --db "$db" --emit trace >"$out/$tag.sched" || continue
   [[ ${TESSEL_NO_PEER:-0} == 1 ]] && continue
