@@ -3,7 +3,7 @@
 //! (serial and GPU-semantics interpreters), the shared buffer has the permuted, padded
 //! shape, and what cannot be permuted is refused with the reason, the program untouched.
 
-use tessel::lower::{lower, Backend};
+use tessel::lower::{lower, Backend, Lowered};
 use tessel::schedule::layout::singletons;
 use tessel::schedule::{replay, text, Schedule};
 use tessel::workload;
@@ -34,21 +34,28 @@ bind(c_1, thread="threadIdx.x")
 b4 = decompose_reduction(b0, k0)
 "#;
 
-#[test]
-fn a_transposed_padded_shared_copy_computes_the_reference() {
-    let w = workload::preset(SPEC).unwrap();
+/// The schedule `trace` of `spec`, checked against the unscheduled program by the serial
+/// interpreter and, lowered for CUDA, by the GPU-semantics one; with its CUDA source.
+fn checked(spec: &str, trace: &str) -> (Schedule, Lowered, String) {
+    let w = workload::preset(spec).unwrap();
     let reference = w.to_program();
-    let t = text::parse(TRACE).unwrap_or_else(|e| panic!("{e}"));
+    let t = text::parse(trace).unwrap_or_else(|e| panic!("{e}"));
     let sch = replay(&t, w.to_program(), 0).unwrap_or_else(|e| panic!("{e}"));
-    let p = sch.program();
-    let b_shared = p.buffers.iter().find(|b| b.name == "B_shared").unwrap();
-    assert_eq!(b_shared.shape, vec![16, 24], "stored [k][n]");
-    let err = tessel::interp::check(&reference, p, 3).unwrap();
+    let err = tessel::interp::check(&reference, sch.program(), 3).unwrap();
     assert!(err < tessel::interp::TOLERANCE, "relative error {err}");
-    let lowered = lower(p, Backend::Cuda).unwrap();
+    let lowered = lower(sch.program(), Backend::Cuda).unwrap();
     let err = tessel::interp::check_lowered(&reference, &lowered, 4).unwrap();
     assert!(err < tessel::interp::TOLERANCE, "relative error {err}");
     let src = tessel::codegen::cuda::generate(&lowered).unwrap().code;
+    (sch, lowered, src)
+}
+
+#[test]
+fn a_transposed_padded_shared_copy_computes_the_reference() {
+    let (sch, _, src) = checked(SPEC, TRACE);
+    let p = sch.program();
+    let b_shared = p.buffers.iter().find(|b| b.name == "B_shared").unwrap();
+    assert_eq!(b_shared.shape, vec![16, 24], "stored [k][n]");
     // One block's tile: 8 rows of k, 12 columns of n, rows 33 apart (1 modulo 32).
     assert!(src.contains("B_shared[") && src.contains("* 33)"), "{src}");
     if std::env::var("TESSEL_NO_NVRTC").as_deref() != Ok("1") {
@@ -134,8 +141,6 @@ compute_inline(b4)
 
 #[test]
 fn an_accumulator_with_two_axes_fused_is_indexed_by_the_fused_loop() {
-    let w = workload::preset(CONV).unwrap();
-    let reference = w.to_program();
     let t = text::parse(ROWS_TRACE).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         text::print(&t),
@@ -144,7 +149,7 @@ fn an_accumulator_with_two_axes_fused_is_indexed_by_the_fused_loop() {
     );
     let json = tessel::schedule::json::to_json(&t);
     assert_eq!(tessel::schedule::json::from_json(&json).unwrap(), t);
-    let sch = replay(&t, w.to_program(), 0).unwrap_or_else(|e| panic!("{e}"));
+    let (sch, lowered, src) = checked(CONV, ROWS_TRACE);
     let p = sch.program();
     let acc = p
         .buffers
@@ -152,11 +157,6 @@ fn an_accumulator_with_two_axes_fused_is_indexed_by_the_fused_loop() {
         .find(|b| b.name == "conv2d_nchw_local")
         .unwrap();
     assert_eq!(acc.shape, vec![2, 16, 169], "p and q stored as one axis");
-    let err = tessel::interp::check(&reference, p, 3).unwrap();
-    assert!(err < tessel::interp::TOLERANCE, "relative error {err}");
-    let lowered = lower(p, Backend::Cuda).unwrap();
-    let err = tessel::interp::gpu::check_lowered(&reference, &lowered, 4).unwrap();
-    assert!(err < tessel::interp::TOLERANCE, "relative error {err}");
     // A thread's 2 x 4 outputs, though its 4 columns of the fused axis cross a row of 13
     // (without the layout: 2 x 2 rows x 13 columns).
     let k = &lowered.kernels[0];
@@ -164,7 +164,6 @@ fn an_accumulator_with_two_axes_fused_is_indexed_by_the_fused_loop() {
     // The block's 64 columns of the fused axis cover at most 6 rows of 13, plus the
     // window's 2: 8 of the padded image's 15 rows in shared memory (a few more as
     // allocated, the fetch's last thread row being padded), not all 15 (4 x 15 x 15).
-    let src = tessel::codegen::cuda::generate(&lowered).unwrap().code;
     let shared: usize = src
         .split("float pad_temp_shared[")
         .nth(1)
