@@ -45,7 +45,7 @@ fn standardized(xs: &[f64]) -> Vec<f64> {
     xs.iter().map(|x| (x - mean) / sd.max(1e-12)).collect()
 }
 
-/// The first `k` of `held` with labels relative to the best among them.
+/// The samples `first` with labels relative to the best among them.
 fn relabeled(set: &TrainingSet, first: &[usize]) -> TrainingSet {
     let mut s = set.subset(first);
     let best = s

@@ -1051,7 +1051,7 @@ enum StrategyArg {
     Random,
 }
 
-#[derive(Copy, Clone, PartialEq, Eq, ValueEnum)]
+#[derive(Copy, Clone, ValueEnum)]
 enum RetrainArg {
     /// The tuned workloads' records and a sample of the others'.
     Focused,
@@ -1135,11 +1135,10 @@ fn configure_tuner<'a>(
 ) -> tessel::tune::Tuner<'a> {
     use tessel::search::StrategyKind;
     if strategy == StrategyKind::Evolutionary {
-        let mut policy = tessel::tune::ModelPolicy::default();
-        if args.retrain == RetrainArg::All {
-            policy.focus_other_records = usize::MAX;
-            policy.retrain_every = 64;
-        }
+        let policy = match args.retrain {
+            RetrainArg::Focused => tessel::tune::ModelPolicy::default(),
+            RetrainArg::All => tessel::tune::ModelPolicy::every_record(),
+        };
         tuner = tuner.with_models(
             std::sync::Arc::new(tessel::tune::StoredModels::default()),
             policy,

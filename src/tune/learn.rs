@@ -160,6 +160,18 @@ pub struct ModelPolicy {
     pub focus_other_records: usize,
 }
 
+impl ModelPolicy {
+    /// Retraining on every record, every 64 new ones, each model stored: what tessel did
+    /// before focused retraining (`tessel tune --retrain all`).
+    pub fn every_record() -> Self {
+        ModelPolicy {
+            retrain_every: 64,
+            focus_other_records: usize::MAX,
+            ..ModelPolicy::default()
+        }
+    }
+}
+
 impl Default for ModelPolicy {
     /// 256 records before a first model; retrain every 32 new ones (after each round of
     /// 64 candidates that measured half of them: a focused retraining takes seconds), one
