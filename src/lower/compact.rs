@@ -105,13 +105,16 @@ type Copy = (Expr, i64);
 
 /// The box `accesses` cover with `fixed` variables symbolic and the rest relaxed: per
 /// dimension the offset subtracted from the index and the extent kept (the whole of
-/// `shape` where no box is found or the box is not smaller).
+/// `shape` where no box is found or the box is not smaller), and which dimensions are kept
+/// whole. A compacted dimension holds every access over the whole range of its loops and
+/// threads, guards ignored (the box is their union); a whole one only those whose range
+/// lies in the shape (see [`within`]).
 fn boxed(
     accesses: &[&Access],
     fixed: &BTreeSet<VarId>,
     shape: &[i64],
     range: &dyn Fn(VarId) -> Option<Interval>,
-) -> (Vec<Expr>, Vec<i64>) {
+) -> Region {
     let rank = shape.len();
     let mut dims: Vec<Option<(Expr, i64, i64)>> = vec![None; rank];
     let mut fallback = vec![false; rank];
@@ -133,24 +136,40 @@ fn boxed(
     }
     let mut offset = Vec::new();
     let mut extents = Vec::new();
+    let mut kept = Vec::new();
     for d in 0..rank {
         match (&dims[d], fallback[d]) {
             (Some((base, lo, hi)), false) if hi - lo < shape[d] => {
                 offset.push(simplify(&Expr::add(base.clone(), Expr::Int(*lo)), range));
                 extents.push(hi - lo + 1);
+                kept.push(false);
             }
             _ => {
                 offset.push(Expr::Int(0));
                 extents.push(shape[d]);
+                kept.push(true);
             }
         }
     }
-    (offset, extents)
+    Region {
+        offset,
+        extents,
+        kept,
+    }
+}
+
+/// A buffer's allocation as [`boxed`] finds it: per dimension the offset subtracted from
+/// the index, the extent, and whether the dimension is kept whole.
+struct Region {
+    offset: Vec<Expr>,
+    extents: Vec<i64>,
+    kept: Vec<bool>,
 }
 
 /// The box of each virtual-thread copy of a local buffer (`boxed` with the vthread loop
 /// variables fixed) and the copy's number and size, where the copies side by side take
-/// less than `whole` (the extents of the one box over all of them).
+/// less than `whole` (the extents of the one box over all of them); the dimensions kept
+/// whole, as [`boxed`] says.
 fn per_copy(
     p: &Program,
     accesses: &[&Access],
@@ -158,7 +177,7 @@ fn per_copy(
     b: &crate::ir::Buffer,
     whole: &[i64],
     ranges: &BTreeMap<VarId, i64>,
-) -> Option<(Vec<Expr>, Vec<i64>, Copy)> {
+) -> Option<(Region, Copy)> {
     let vts = vthread_vars(p, accesses);
     if vts.is_empty() {
         return None;
@@ -166,8 +185,8 @@ fn per_copy(
     let range = |v: VarId| ranges.get(&v).map(|&x| Interval::new(0, x - 1));
     let mut per_copy = fixed.clone();
     per_copy.extend(vts.iter().copied());
-    let (offset, extents) = boxed(accesses, &per_copy, &b.shape, &range);
-    let (_, size) = strides(&extents, &b.align);
+    let region = boxed(accesses, &per_copy, &b.shape, &range);
+    let (_, size) = strides(&region.extents, &b.align);
     let (_, all) = strides(whole, &b.align);
     let digits: Vec<(Expr, i64)> = vts
         .iter()
@@ -177,7 +196,7 @@ fn per_copy(
     if size.checked_mul(count)? >= all {
         return None;
     }
-    Some((offset, extents, (Expr::row_major(digits), size)))
+    Some((region, (Expr::row_major(digits), size)))
 }
 
 /// The virtual-thread loop variables that every access of a buffer is under and some
@@ -222,13 +241,26 @@ fn strides(extents: &[i64], align: &[crate::ir::StorageAlign]) -> (Vec<i64>, i64
     (st, size.max(1))
 }
 
-/// Compacts the kernel's shared and local buffers and flattens every access.
+/// Whether an access lies inside a dimension kept whole at every iteration of its loops
+/// and threads: its index's range over all of them is within the extent.
+fn within(index: &Expr, extent: i64, range: &dyn Fn(VarId) -> Option<Interval>) -> bool {
+    let r = range_of(index, range);
+    r.is_bounded() && r.min >= 0 && r.max < extent
+}
+
+/// An access of a compacted buffer proven to lie inside its allocation at every iteration
+/// of its loops and threads, whatever guards it is under: the buffer and its flat index.
+pub(super) type Proven = (BufferId, Expr);
+
+/// Compacts the kernel's shared and local buffers and flattens every access. Returns the
+/// accesses proven inside their allocations.
 pub(super) fn compact(
     p: &Program,
     k: &mut Kernel,
     backend: Backend,
     ranges: &BTreeMap<VarId, i64>,
-) -> Result<()> {
+) -> Result<Vec<Proven>> {
+    let mut kept_whole: BTreeMap<BufferId, Vec<bool>> = BTreeMap::new();
     let mut accesses = Vec::new();
     collect(&k.body, &mut Vec::new(), &mut accesses);
     let mut layouts: BTreeMap<BufferId, Layout> = BTreeMap::new();
@@ -268,13 +300,19 @@ pub(super) fn compact(
         // has a vthread level) lie a thread row apart: one box per copy, the copies side
         // by side, where that is smaller than the one box over them all.
         let copies = match (backend, b.scope) {
-            (Backend::Cuda, Scope::Local) => per_copy(p, &acc, &fixed, b, &plain.1, ranges),
+            (Backend::Cuda, Scope::Local) => per_copy(p, &acc, &fixed, b, &plain.extents, ranges),
             _ => None,
         };
-        let (offset, extents, copy) = match copies {
-            Some((offset, extents, copy)) => (offset, extents, Some(copy)),
-            None => (plain.0, plain.1, None),
+        let (region, copy) = match copies {
+            Some((region, copy)) => (region, Some(copy)),
+            None => (plain, None),
         };
+        let Region {
+            offset,
+            extents,
+            kept,
+        } = region;
+        kept_whole.insert(buf, kept);
         let (st, mut size) = strides(&extents, &b.align);
         if let Some((index, copy_size)) = &copy {
             let count = range_of(index, &range).max + 1;
@@ -320,8 +358,20 @@ pub(super) fn compact(
         }
         vec![simplify(&sum, &range)]
     };
+    let proven = accesses
+        .iter()
+        .filter(|a| {
+            kept_whole.get(&a.buffer).is_some_and(|kept| {
+                kept.iter()
+                    .zip(&a.indices)
+                    .zip(&p.buffer(a.buffer).shape)
+                    .all(|((whole, e), n)| !whole || within(e, *n, &range))
+            })
+        })
+        .map(|a| (a.buffer, flat(a.buffer, &a.indices).remove(0)))
+        .collect();
     rewrite(&mut k.body, &flat);
-    Ok(())
+    Ok(proven)
 }
 
 fn rewrite_expr(e: &Expr, flat: &dyn Fn(BufferId, &[Expr]) -> Vec<Expr>) -> Expr {

@@ -10,6 +10,8 @@
 //! 4. Shared and local buffers are compacted to the region one thread block (shared) or
 //!    one thread (local) touches, relaxing the loops below their allocation point and the
 //!    thread indices that share them; `storage_align` pads strides; indices are flattened.
+//!    The guard of an imperfect tile is lifted off the updates of a thread's accumulators
+//!    where every read is proven inside its allocation (`unguard.rs`).
 //! 5. CUDA: `__syncthreads()` is inserted where shared memory written by some threads is
 //!    read by others, and before it is overwritten in the next iteration; vectorized loops
 //!    are checked to be contiguous and aligned, or rejected.
@@ -21,6 +23,7 @@ mod barrier;
 mod compact;
 pub mod kernel;
 mod pipeline;
+mod unguard;
 mod vector_copy;
 mod vthread;
 
@@ -215,6 +218,9 @@ struct Builder<'a> {
     nest_totals: BTreeMap<LoopId, i64>,
     /// The software-pipelined loops of this kernel (CUDA).
     pipelines: Vec<pipeline::Pipelined>,
+    /// Guards that mask only iterations past a spatial extent around stores into a
+    /// thread's registers (`unguard.rs` may lift them).
+    output_masks: Vec<Expr>,
 }
 
 fn dim_index(d: Dim3) -> usize {
@@ -413,13 +419,45 @@ impl Builder<'_> {
         let mut out = vec![KStmt::Comment(blk.name.clone())];
         match blk.predicate.as_ref().map(|e| self.simp(&sub(e))) {
             Some(c) if c.as_int() == Some(0) => {}
-            Some(c) if c.as_int().is_none() => out.push(KStmt::If {
-                cond: c,
-                then: stmts,
-            }),
+            Some(c) if c.as_int().is_none() => {
+                if self.masks_outputs_only(b) {
+                    self.output_masks.push(c.clone());
+                }
+                out.push(KStmt::If {
+                    cond: c,
+                    then: stmts,
+                })
+            }
             _ => out.extend(stmts),
         }
         Ok(out)
+    }
+
+    /// Whether block `b` writes a thread's registers (a local buffer) under a predicate
+    /// over the loops of its spatial iteration variables alone: a masked iteration is
+    /// then one of an output past the extent (split and fuse map loops to coordinates one
+    /// to one), never a reduction step of a valid output.
+    fn masks_outputs_only(&self, b: BlockId) -> bool {
+        let blk = self.prog.block(b);
+        let Some(pred) = &blk.predicate else {
+            return false;
+        };
+        if self.prog.buffer(blk.body.buffer).scope != Scope::Local {
+            return false;
+        }
+        let mut spatial = std::collections::BTreeSet::new();
+        let mut reduce = std::collections::BTreeSet::new();
+        for (iv, e) in blk.iter_vars.iter().zip(&blk.bindings) {
+            let set = if iv.kind == IterKind::Reduce {
+                &mut reduce
+            } else {
+                &mut spatial
+            };
+            set.extend(e.vars());
+        }
+        pred.vars()
+            .iter()
+            .all(|v| spatial.contains(v) && !reduce.contains(v))
     }
 }
 
@@ -499,6 +537,7 @@ fn build_kernel(
         subst: BTreeMap::new(),
         nest_totals: BTreeMap::new(),
         pipelines: Vec::new(),
+        output_masks: Vec::new(),
     };
     for t in &trees {
         b.collect_dims(t)?;
@@ -507,6 +546,7 @@ fn build_kernel(
     let thread_vars: Vec<(VarId, ThreadTag)> = b.thread_var.iter().map(|(t, v)| (*v, *t)).collect();
     let (grid, block, ranges) = (b.grid, b.block, b.ranges.clone());
     let pipelines = std::mem::take(&mut b.pipelines);
+    let output_masks = std::mem::take(&mut b.output_masks);
     let params: Vec<_> = prog
         .params
         .iter()
@@ -522,7 +562,8 @@ fn build_kernel(
         thread_vars,
         body,
     };
-    compact::compact(prog, &mut kernel, backend, &ranges)?;
+    let proven = compact::compact(prog, &mut kernel, backend, &ranges)?;
+    unguard::unguard(&mut kernel.body, &kernel.allocs, &proven, &output_masks);
     if backend == Backend::Cuda {
         barrier::insert_barriers(prog, &mut kernel)?;
         compact::check_vectors(prog, &kernel, &ranges)?;

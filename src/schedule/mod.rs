@@ -26,4 +26,4 @@ pub use replay::{replay, replay_fitted, ReplayError};
 pub use state::{AnnArg, BlockRv, ExprRv, IntArg, LoopRv, Schedule, Target};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
