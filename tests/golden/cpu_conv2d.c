@@ -25,12 +25,14 @@ void conv2d_nchw_kernel(float* restrict data, float* restrict weight, float* res
       float conv2d_nchw_local[32];
       #pragma GCC unroll 4
       for (int ff_1_init = 0; ff_1_init < 4; ++ff_1_init) {
+        #pragma GCC unroll 64
+        for (int xx_1_init = 0; xx_1_init < 8 / TESSEL_VLANES * TESSEL_VLANES; xx_1_init += TESSEL_VLANES) {
+          tessel_vstore(&conv2d_nchw_local[((ff_1_init * 8) + xx_1_init)], tessel_vsplat(0.0f));
+        }
         #pragma omp simd
-        for (int xx_1_init = 0; xx_1_init < 8; ++xx_1_init) {
+        for (int xx_1_init = 8 / TESSEL_VLANES * TESSEL_VLANES; xx_1_init < 8; ++xx_1_init) {
           // block conv2d_nchw_init
-          if (((xx_0 * 8) + xx_1_init) < 14) {
-            conv2d_nchw_local[((ff_1_init * 8) + xx_1_init)] = 0.0f;
-          }
+          conv2d_nchw_local[((ff_1_init * 8) + xx_1_init)] = 0.0f;
         }
       }
       for (int rc = 0; rc < 16; ++rc) {
