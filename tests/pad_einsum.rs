@@ -147,7 +147,7 @@ fn padding_that_changes_nothing_leaves_the_program_as_it_is() {
 
 #[test]
 fn what_cannot_be_padded_exactly_is_refused_with_the_reason() {
-    // A convolution reads its input at `p + r`: not an einsum.
+    // A convolution reads its input at `p + r`: its window axes cannot be padded.
     let w = workload::preset("conv2d_nchw:n=1,c=3,h=7,w=7,k=5,r=3,s=3,stride=1,pad=0").unwrap();
     let mut sch = Schedule::new(w.to_program(), 0);
     let name = {
@@ -163,7 +163,7 @@ fn what_cannot_be_padded_exactly_is_refused_with_the_reason() {
     let pad = vec![IntArg::Lit(2); 7];
     let e = sch.pad_einsum(b, &pad).unwrap_err().to_string();
     assert!(e.contains("pad_einsum of block"), "{e}");
-    assert!(e.contains("not its iteration variables"), "{e}");
+    assert!(e.contains("inside an index expression"), "{e}");
     // A factor that does not use the padded reduction variable would add non-zero terms.
     let src = "input A: f32[20, 19]\ninput s: f32[20]\nC[i, j] = sum(A[i, k] * s[j], k)\n";
     let w = workload::parse(src).unwrap();
@@ -190,4 +190,71 @@ fn what_cannot_be_padded_exactly_is_refused_with_the_reason() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("one factor >= 1 per iteration variable"), "{e}");
+}
+
+/// A convolution's batch and channel axes (read as whole indices) pad exactly, its window
+/// axes are refused by name; `paddable` says which is which; the padded program computes
+/// the reference, NCHW and NHWC, stride 1 and 2.
+#[test]
+fn a_convolution_pads_its_batch_and_channel_axes() {
+    for spec in [
+        "conv2d_nchw:n=3,c=5,h=9,w=8,k=7,r=3,s=3,stride=1,pad=1",
+        "conv2d_nhwc:n=2,c=13,h=9,w=9,k=11,r=3,s=2,stride=2,pad=1",
+    ] {
+        let w = workload::preset(spec).unwrap();
+        let program = w.to_program();
+        let mut sch = Schedule::new(program.clone(), 0);
+        let name = {
+            let p = sch.program();
+            let b = p
+                .blocks_in_order()
+                .into_iter()
+                .find(|b| p.block(*b).is_reduction())
+                .unwrap();
+            p.block(b).name.clone()
+        };
+        let b = main_block(&mut sch, &name);
+        let (paddable, window) = {
+            let p = sch.program();
+            let id = sch.block_id(b).unwrap();
+            let ivs: Vec<String> = p
+                .block(id)
+                .iter_vars
+                .iter()
+                .map(|iv| p.var_name(iv.var).to_string())
+                .collect();
+            let ok = tessel::schedule::pad_einsum::paddable(p, id).unwrap();
+            (ok, ivs)
+        };
+        // n, k, c (whole indices) yes; p, q, r, s (in `p * stride + r`) no.
+        assert_eq!(
+            paddable.iter().filter(|x| **x).count(),
+            3,
+            "{spec}: {window:?}"
+        );
+        let pad: Vec<IntArg> = paddable
+            .iter()
+            .map(|ok| IntArg::Lit(if *ok { 4 } else { 1 }))
+            .collect();
+        sch.pad_einsum(b, &pad).unwrap();
+        let err = tessel::interp::check(&program, sch.program(), 5).unwrap();
+        assert!(
+            err < tessel::interp::TOLERANCE,
+            "{spec}: relative error {err}"
+        );
+        let again = replay(sch.trace(), program.clone(), 0).unwrap();
+        assert_eq!(
+            tessel::ir::printer::print_program(again.program()),
+            tessel::ir::printer::print_program(sch.program())
+        );
+        // A window axis is refused by name.
+        let mut sch = Schedule::new(program, 0);
+        let b = main_block(&mut sch, &name);
+        let pad: Vec<IntArg> = paddable
+            .iter()
+            .map(|ok| IntArg::Lit(if *ok { 1 } else { 4 }))
+            .collect();
+        let e = sch.pad_einsum(b, &pad).unwrap_err().to_string();
+        assert!(e.contains("inside an index expression"), "{spec}: {e}");
+    }
 }

@@ -3,7 +3,10 @@
 //! the same name).
 //!
 //! The block must be an einsum: a reduction `C[s..] = C[s..] + X[..] * Y[..] * ...` whose
-//! indices are its iteration variables, alone in a perfect nest of its own loops. Each
+//! store indices are its iteration variables, alone in a perfect nest of its own loops.
+//! A factor may read at index expressions (a convolution's data at `p * stride + r`); a
+//! variable used in such an expression cannot be padded ([`paddable`]), one read only as
+//! a whole index (a conv's `n`, `k`, `c`) can. Each
 //! iteration variable `v` of extent `e` with padding `p` gets the extent `ceil(e / p) * p`.
 //! Every input read along a padded variable is read through a new stage `X_pad`
 //! (`if_then_else(in bounds, X[..], 0)`, over the padded shape), and when a spatial
@@ -39,13 +42,53 @@ struct Einsum {
     loops: Vec<LoopId>,
     /// Loop position -> iteration variable index.
     iter_of_loop: Vec<usize>,
-    factors: Vec<(BufferId, Vec<VarId>)>,
+    factors: Vec<(BufferId, Vec<Expr>)>,
 }
 
-/// Checks that `b` is an einsum `pad_einsum` can pad (see the module doc), naming what it
-/// is not.
+impl Einsum {
+    /// The variables some factor reads inside an index expression (not as a whole index).
+    fn in_expressions(&self) -> Vec<VarId> {
+        let mut vs = Vec::new();
+        for e in self.factors.iter().flat_map(|(_, idx)| idx) {
+            if !matches!(e, Expr::Var(_)) {
+                vs.extend(e.vars());
+            }
+        }
+        vs
+    }
+}
+
+/// Checks that `b` is an einsum whose factors read at iteration variables alone (a GEMM,
+/// not a convolution), naming what it is not.
 pub fn check_einsum(p: &Program, b: BlockId) -> Result<()> {
-    einsum(p, b).map(|_| ())
+    let es = einsum(p, b)?;
+    match es
+        .factors
+        .iter()
+        .find(|(_, idx)| idx.iter().any(|e| !matches!(e, Expr::Var(_))))
+    {
+        Some((buf, _)) => Err(refuse(
+            p,
+            b,
+            format!(
+                "it reads {} at indices that are not its iteration variables",
+                p.buffer(*buf).name
+            ),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Which iteration variables of einsum `b` (in order) `pad_einsum` may pad: those no
+/// factor reads inside an index expression; an error naming why `b` is no einsum.
+pub fn paddable(p: &Program, b: BlockId) -> Result<Vec<bool>> {
+    let es = einsum(p, b)?;
+    let fixed = es.in_expressions();
+    Ok(p.block(b)
+        .iter_vars
+        .iter()
+        .map(|iv| !fixed.contains(&iv.var))
+        .collect())
 }
 
 fn einsum(p: &Program, b: BlockId) -> Result<Einsum> {
@@ -135,20 +178,10 @@ fn einsum(p: &Program, b: BlockId) -> Result<Einsum> {
     })?;
     let mut factors = Vec::new();
     for (buf, idx) in loads {
-        let vars = as_vars(&idx).ok_or_else(|| {
-            refuse(
-                p,
-                b,
-                format!(
-                    "it reads {} at indices that are not its iteration variables",
-                    p.buffer(buf).name
-                ),
-            )
-        })?;
         if buf == out {
             return Err(refuse(p, b, "it reads its output in the product"));
         }
-        factors.push((buf, vars));
+        factors.push((buf, idx));
     }
     Ok(Einsum {
         loops,
@@ -197,6 +230,17 @@ pub fn pad_einsum(p: &mut Program, b: BlockId, padding: &[i64]) -> Result<()> {
     if padded.is_empty() {
         return Ok(());
     }
+    let fixed = es.in_expressions();
+    if let Some(v) = padded.keys().find(|v| fixed.contains(v)) {
+        return Err(refuse(
+            p,
+            b,
+            format!(
+                "it reads the padded variable {} inside an index expression",
+                p.var_name(*v)
+            ),
+        ));
+    }
     for iv in blk
         .iter_vars
         .iter()
@@ -205,7 +249,11 @@ pub fn pad_einsum(p: &mut Program, b: BlockId, padding: &[i64]) -> Result<()> {
         if !padded.contains_key(&iv.var) {
             continue;
         }
-        if let Some((buf, _)) = es.factors.iter().find(|(_, vs)| !vs.contains(&iv.var)) {
+        if let Some((buf, _)) = es
+            .factors
+            .iter()
+            .find(|(_, idx)| !idx.contains(&Expr::Var(iv.var)))
+        {
             return Err(refuse(
                 p,
                 b,
@@ -227,16 +275,26 @@ pub fn pad_einsum(p: &mut Program, b: BlockId, padding: &[i64]) -> Result<()> {
     let mut value = blk.body.value.clone();
     let mut pads: Vec<Node> = Vec::new();
     let mut done: BTreeMap<BufferId, BufferId> = BTreeMap::new();
-    for (buf, vars) in &es.factors {
-        if !vars.iter().any(|v| padded.contains_key(v)) {
+    for (buf, idx) in &es.factors {
+        let whole = |e: &Expr| match e {
+            Expr::Var(v) => Some(*v),
+            _ => None,
+        };
+        if !idx
+            .iter()
+            .filter_map(whole)
+            .any(|v| padded.contains_key(&v))
+        {
             continue;
         }
+        // A dimension read at a padded variable grows; one read at an expression (of
+        // unpadded variables only) keeps its extent.
         let shape: Vec<i64> = p
             .buffer(*buf)
             .shape
             .iter()
-            .zip(vars)
-            .map(|(e, v)| new_extent(v, *e))
+            .zip(idx)
+            .map(|(n, e)| whole(e).map_or(*n, |v| new_extent(&v, *n)))
             .collect();
         if let Some(prev) = done.get(buf) {
             if p.buffer(*prev).shape != shape {

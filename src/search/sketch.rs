@@ -15,9 +15,10 @@
 //!    are `compute_inline`d into it.
 //!
 //!    **1b. Padding** (spaces with `tiling.pad_multiples`): an einsum main block (a GEMM,
-//!    batched GEMM, dense layer) has each iteration variable padded to a sampled
-//!    multiple by `pad_einsum` ([`pad`]); its zero-filling input stages count as padding
-//!    below, its copy back to the original shape as an epilogue.
+//!    batched GEMM, dense layer; a convolution's batch and channel axes) has each
+//!    iteration variable it may pad padded to a sampled multiple by `pad_einsum`
+//!    ([`pad`]); its zero-filling input stages count as padding below, its copy back to
+//!    the original shape as an epilogue.
 //! 2. **Split-K** (the split-K sketch): the first reduction axis is split by a sampled
 //!    count and `rfactor`ed; the rf block is the main block below, and the original
 //!    block, now the sum of the partial results, is scheduled on its own at the end.
@@ -676,11 +677,12 @@ fn transposed_lengths(
 }
 
 /// The padding rule (spaces with `tiling.pad_multiples`): where the main block is an
-/// einsum ([`pad_einsum::check_einsum`]), each iteration variable is padded to a multiple
-/// drawn from [`pad_choices`] (`sample_categorical`, a decision of the trace; a literal
-/// where there is one choice) by `pad_einsum`. Returns the main block's rv when the rule
-/// applied, and leaves the trace untouched when it did not (a convolution, or extents with
-/// nothing to pad).
+/// einsum ([`pad_einsum::paddable`]), each iteration variable it may pad is padded to a
+/// multiple drawn from [`pad_choices`] (`sample_categorical`, a decision of the trace; a
+/// literal where there is one choice) by `pad_einsum`. A convolution's n, k and c may be
+/// padded, not its window axes (read at `p * stride + r`), which keep `sample_tile`.
+/// Returns the main block's rv when the rule applied, and leaves the trace untouched when
+/// it did not (extents with nothing to pad).
 fn pad(
     space: &SearchSpace,
     sch: &mut Schedule,
@@ -695,15 +697,18 @@ fn pad(
         let [b] = p.find_block(main)[..] else {
             return Ok(None);
         };
-        if pad_einsum::check_einsum(p, b).is_err() {
+        let Ok(paddable) = pad_einsum::paddable(p, b) else {
             return Ok(None);
-        }
+        };
         let ivs = &p.block(b).iter_vars;
         let first_reduce = ivs.iter().position(|iv| iv.kind == IterKind::Reduce);
         let choices: Vec<Vec<i64>> = ivs
             .iter()
             .enumerate()
             .map(|(i, iv)| {
+                if !paddable[i] {
+                    return vec![1];
+                }
                 let mut c = pad_choices(space, iv.extent);
                 // The split-K sketch keeps paddings of its reduction that a count divides.
                 if kind == SketchKind::SplitK && Some(i) == first_reduce {
