@@ -15,7 +15,8 @@
 //!    are `compute_inline`d into it.
 //!
 //!    **1b. Padding** (spaces with `tiling.pad_multiples`): an einsum main block (a GEMM,
-//!    batched GEMM, dense layer; a convolution's batch and channel axes) has each
+//!    batched GEMM, dense layer; with `tiling.pad_convolutions` a convolution's batch
+//!    and channel axes) has each
 //!    iteration variable it may pad padded to a sampled multiple by `pad_einsum`
 //!    ([`pad`]); its zero-filling input stages count as padding below, its copy back to
 //!    the original shape as an epilogue.
@@ -679,8 +680,9 @@ fn transposed_lengths(
 /// The padding rule (spaces with `tiling.pad_multiples`): where the main block is an
 /// einsum ([`pad_einsum::paddable`]), each iteration variable it may pad is padded to a
 /// multiple drawn from [`pad_choices`] (`sample_categorical`, a decision of the trace; a
-/// literal where there is one choice) by `pad_einsum`. A convolution's n, k and c may be
-/// padded, not its window axes (read at `p * stride + r`), which keep `sample_tile`.
+/// literal where there is one choice) by `pad_einsum`. With `tiling.pad_convolutions`, a
+/// convolution's n, k and c may be padded, not its window axes (read at
+/// `p * stride + r`), which keep `sample_tile`.
 /// Returns the main block's rv when the rule applied, and leaves the trace untouched when
 /// it did not (extents with nothing to pad).
 fn pad(
@@ -700,6 +702,9 @@ fn pad(
         let Ok(paddable) = pad_einsum::paddable(p, b) else {
             return Ok(None);
         };
+        if !space.pad_convolutions && paddable.contains(&false) {
+            return Ok(None);
+        }
         let ivs = &p.block(b).iter_vars;
         let first_reduce = ivs.iter().position(|iv| iv.kind == IterKind::Reduce);
         let choices: Vec<Vec<i64>> = ivs

@@ -61,6 +61,9 @@ pub struct SearchSpace {
     /// (`tiling.pad_multiples`, a decision per axis, waste bounded by `max_waste`) so
     /// that tiles divide the padded extents; empty: never.
     pub pad_multiples: Vec<i64>,
+    /// Whether a convolution's batch and channel axes are padded too
+    /// (`tiling.pad_convolutions`; its window axes never are).
+    pub pad_convolutions: bool,
     /// The probability that a sample fuses the spatial axes that the same inputs read (a
     /// conv's n, p, q) into one before tiling (`tiling.implicit_gemm`; 0: never).
     pub implicit_gemm: f64,
@@ -232,6 +235,8 @@ struct Tiling {
     max_waste: f64,
     #[serde(default)]
     pad_multiples: Vec<i64>,
+    #[serde(default)]
+    pad_convolutions: bool,
     #[serde(default)]
     implicit_gemm: f64,
     #[serde(default)]
@@ -561,6 +566,7 @@ impl SearchSpace {
             max_innermost_factor: f.tiling.max_innermost_factor,
             max_waste: f.tiling.max_waste,
             pad_multiples: f.tiling.pad_multiples,
+            pad_convolutions: f.tiling.pad_convolutions,
             implicit_gemm: f.tiling.implicit_gemm,
             implicit_gemm_rows: f.tiling.implicit_gemm_rows,
             min_threads_per_block: t.min_threads_per_block,
