@@ -218,9 +218,10 @@ struct Builder<'a> {
     nest_totals: BTreeMap<LoopId, i64>,
     /// The software-pipelined loops of this kernel (CUDA).
     pipelines: Vec<pipeline::Pipelined>,
-    /// Guards that mask only iterations past a spatial extent around stores into a
-    /// thread's registers (`unguard.rs` may lift them).
-    output_masks: Vec<Expr>,
+    /// Guards around stores into a thread's registers that mask iterations past a
+    /// spatial extent, each with what is left of it without those conjuncts (`None`:
+    /// nothing); `unguard.rs` may narrow them to that.
+    output_masks: Vec<unguard::OutputMask>,
 }
 
 fn dim_index(d: Dim3) -> usize {
@@ -420,8 +421,12 @@ impl Builder<'_> {
         match blk.predicate.as_ref().map(|e| self.simp(&sub(e))) {
             Some(c) if c.as_int() == Some(0) => {}
             Some(c) if c.as_int().is_none() => {
-                if self.masks_outputs_only(b) {
-                    self.output_masks.push(c.clone());
+                if let Some(rest) = self.beyond_output_masks(b) {
+                    let rest = rest.map(|r| self.simp(&sub(&r)));
+                    self.output_masks.push(unguard::OutputMask {
+                        guard: c.clone(),
+                        rest,
+                    });
                 }
                 out.push(KStmt::If {
                     cond: c,
@@ -433,17 +438,17 @@ impl Builder<'_> {
         Ok(out)
     }
 
-    /// Whether block `b` writes a thread's registers (a local buffer) under a predicate
-    /// over the loops of its spatial iteration variables alone: a masked iteration is
-    /// then one of an output past the extent (split and fuse map loops to coordinates one
-    /// to one), never a reduction step of a valid output.
-    fn masks_outputs_only(&self, b: BlockId) -> bool {
+    /// For block `b` writing a thread's registers (a local buffer) under a predicate some
+    /// of whose conjuncts are over the loops of its spatial iteration variables alone
+    /// (they mask outputs past the extent: split and fuse map loops to coordinates one to
+    /// one, so such a conjunct never masks a reduction step of a valid output): the
+    /// conjunction of the other conjuncts (`None` where there are none). `None` where the
+    /// block is not such a block.
+    fn beyond_output_masks(&self, b: BlockId) -> Option<Option<Expr>> {
         let blk = self.prog.block(b);
-        let Some(pred) = &blk.predicate else {
-            return false;
-        };
+        let pred = blk.predicate.as_ref()?;
         if self.prog.buffer(blk.body.buffer).scope != Scope::Local {
-            return false;
+            return None;
         }
         let mut spatial = std::collections::BTreeSet::new();
         let mut reduce = std::collections::BTreeSet::new();
@@ -455,9 +460,29 @@ impl Builder<'_> {
             };
             set.extend(e.vars());
         }
-        pred.vars()
-            .iter()
-            .all(|v| spatial.contains(v) && !reduce.contains(v))
+        let masks_outputs = |c: &Expr| {
+            c.vars()
+                .iter()
+                .all(|v| spatial.contains(v) && !reduce.contains(v))
+        };
+        let (masks, rest): (Vec<Expr>, Vec<Expr>) =
+            conjuncts(pred).into_iter().partition(|c| masks_outputs(c));
+        if masks.is_empty() {
+            return None;
+        }
+        Some(rest.into_iter().reduce(Expr::and))
+    }
+}
+
+/// The conjuncts of `e` (`a && b && ...`), `e` itself when it is no conjunction.
+fn conjuncts(e: &Expr) -> Vec<Expr> {
+    match e {
+        Expr::Bin(BinOp::And, a, b) => {
+            let mut out = conjuncts(a);
+            out.extend(conjuncts(b));
+            out
+        }
+        other => vec![other.clone()],
     }
 }
 

@@ -10,13 +10,15 @@
 //! `ncu`) the best kernel of a conv with 83 x 83 outputs issued 7 instructions per FMA
 //! for that reason, where cuDNN's issues 1.5.
 //!
-//! The guard is dropped where lowering marked it as masking only outputs past a spatial
-//! extent (the block's predicate is over the loops of its spatial iteration variables
-//! alone: never a reduction step of a valid output) and it holds only stores into a thread's
-//! accumulators (a local buffer, each store either its initial value, a constant, or an
-//! update that reads the element it writes), where every access the stores make is
-//! proven to lie inside its allocation at every iteration, guards ignored
-//! ([`super::compact::compact`]'s proven accesses). A masked iteration then computes an
+//! Where a guard holds only stores into a thread's accumulators (a local buffer, each
+//! store either its initial value, a constant, or an update that reads the element it
+//! writes) and every access the stores make is proven to lie inside its allocation at
+//! every iteration, guards ignored ([`super::compact::compact`]'s proven accesses), the
+//! guard's conjuncts that mask outputs past a spatial extent (over the loops of the
+//! block's spatial iteration variables alone: never a reduction step of a valid output)
+//! are dropped. A conjunct over the reduction (an imperfect tile of the reduction axis)
+//! stays: it would add to valid outputs; it is invariant over the register tile's loops,
+//! so the compiler can branch once around them. A masked iteration then computes an
 //! accumulator element of an output past the extent: no valid output shares that element
 //! (the accumulator is indexed by the output's coordinates), the element is never read
 //! by a valid one, and the write-back, which stores to the global output, keeps its
@@ -28,13 +30,21 @@ use super::kernel::{Alloc, KStmt};
 use crate::ir::{BufferId, Expr, Scope};
 use std::collections::BTreeSet;
 
-/// Lifts the guards among `output_masks` off accumulator updates in `body` (see the
-/// module documentation); `proven`: the accesses that lie inside their allocations.
+/// A guard lowering found masking outputs past a spatial extent, and what is left of it
+/// without the conjuncts that do (a reduction's own bound; `None`: nothing).
+pub(super) struct OutputMask {
+    pub guard: Expr,
+    pub rest: Option<Expr>,
+}
+
+/// Narrows the guards among `output_masks` around accumulator updates in `body` to what
+/// is left of them without their output masks (see the module documentation); `proven`:
+/// the accesses that lie inside their allocations.
 pub(super) fn unguard(
     body: &mut Vec<KStmt>,
     allocs: &[Alloc],
     proven: &[Proven],
-    output_masks: &[Expr],
+    output_masks: &[OutputMask],
 ) {
     let registers: BTreeSet<BufferId> = allocs
         .iter()
@@ -52,7 +62,7 @@ pub(super) fn unguard(
 struct Ctx<'a> {
     registers: BTreeSet<BufferId>,
     proven: &'a [Proven],
-    output_masks: &'a [Expr],
+    output_masks: &'a [OutputMask],
 }
 
 impl Ctx<'_> {
@@ -107,11 +117,18 @@ fn walk(body: &mut Vec<KStmt>, ctx: &Ctx) {
         match &mut s {
             KStmt::For { body, .. } => walk(body, ctx),
             KStmt::If { cond, then } => {
-                if ctx.output_masks.contains(cond) && ctx.accumulates_only(then) {
-                    out.append(then);
-                    continue;
+                let mask = ctx.output_masks.iter().find(|m| m.guard == *cond);
+                if let Some(m) = mask.filter(|_| ctx.accumulates_only(then)) {
+                    match &m.rest {
+                        None => {
+                            out.append(then);
+                            continue;
+                        }
+                        Some(rest) => *cond = rest.clone(),
+                    }
+                } else {
+                    walk(then, ctx);
                 }
-                walk(then, ctx);
             }
             _ => {}
         }
@@ -195,6 +212,32 @@ mod tests {
         out
     }
 
+    /// The conditions of the `if`s directly around stores into `buffer`.
+    fn guards(l: &Lowered, buffer: BufferId) -> Vec<crate::ir::Expr> {
+        fn walk(body: &[KStmt], buffer: BufferId, out: &mut Vec<crate::ir::Expr>) {
+            for s in body {
+                match s {
+                    KStmt::For { body, .. } => walk(body, buffer, out),
+                    KStmt::If { cond, then } => {
+                        if then
+                            .iter()
+                            .any(|t| matches!(t, KStmt::Store { buffer: b, .. } if *b == buffer))
+                        {
+                            out.push(cond.clone());
+                        }
+                        walk(then, buffer, out);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for k in &l.kernels {
+            walk(&k.body, buffer, &mut out);
+        }
+        out
+    }
+
     fn buffer(l: &Lowered, name: &str, scope: Scope) -> BufferId {
         let p = &l.program;
         (0..p.buffers.len() as u32)
@@ -224,13 +267,25 @@ mod tests {
     }
 
     /// A reduction step past the extent (k = 18 in steps of 4) would add to a valid
-    /// output: its guard stays, and so does the output mask it is joined with.
+    /// output: that conjunct of the update's guard stays, the output mask it is joined
+    /// with goes.
     #[test]
     fn an_imperfect_reduction_tile_keeps_the_guard_of_the_update() {
         let sch = tiled(30, 18, 4, 4, true);
         let lowered = lower(sch.program(), Backend::Cuda).unwrap();
         let acc = buffer(&lowered, "C", Scope::Local);
         assert_eq!(guarded(&lowered, acc), vec![false, true], "init, update");
+        let conds = guards(&lowered, acc);
+        assert_eq!(conds.len(), 1, "{conds:?}");
+        let names: Vec<&str> = conds[0]
+            .vars()
+            .iter()
+            .map(|v| lowered.program.var_name(*v))
+            .collect();
+        assert!(
+            names.iter().all(|n| n.starts_with('k')),
+            "the update's guard is over the reduction loops alone: {names:?}"
+        );
         let err = crate::interp::check_lowered(&matmul(30, 8, 18), &lowered, 5).unwrap();
         assert!(err < 1e-5, "relative error {err}");
     }
