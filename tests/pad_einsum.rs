@@ -130,6 +130,17 @@ fn the_trace_replays_to_the_same_program_and_round_trips() {
     );
 }
 
+/// The name of the program's (first) reduction block: a conv's main block.
+fn reduction_block(sch: &Schedule) -> String {
+    let p = sch.program();
+    let b = p
+        .blocks_in_order()
+        .into_iter()
+        .find(|b| p.block(*b).is_reduction())
+        .unwrap();
+    p.block(b).name.clone()
+}
+
 fn main_block(sch: &mut Schedule, name: &str) -> tessel::schedule::BlockRv {
     sch.get_block(name).unwrap()
 }
@@ -150,15 +161,7 @@ fn what_cannot_be_padded_exactly_is_refused_with_the_reason() {
     // A convolution reads its input at `p + r`: its window axes cannot be padded.
     let w = workload::preset("conv2d_nchw:n=1,c=3,h=7,w=7,k=5,r=3,s=3,stride=1,pad=0").unwrap();
     let mut sch = Schedule::new(w.to_program(), 0);
-    let name = {
-        let p = sch.program();
-        let b = p
-            .blocks_in_order()
-            .into_iter()
-            .find(|b| p.block(*b).is_reduction())
-            .unwrap();
-        p.block(b).name.clone()
-    };
+    let name = reduction_block(&sch);
     let b = main_block(&mut sch, &name);
     let pad = vec![IntArg::Lit(2); 7];
     let e = sch.pad_einsum(b, &pad).unwrap_err().to_string();
@@ -204,15 +207,7 @@ fn a_convolution_pads_its_batch_and_channel_axes() {
         let w = workload::preset(spec).unwrap();
         let program = w.to_program();
         let mut sch = Schedule::new(program.clone(), 0);
-        let name = {
-            let p = sch.program();
-            let b = p
-                .blocks_in_order()
-                .into_iter()
-                .find(|b| p.block(*b).is_reduction())
-                .unwrap();
-            p.block(b).name.clone()
-        };
+        let name = reduction_block(&sch);
         let b = main_block(&mut sch, &name);
         let (paddable, window) = {
             let p = sch.program();

@@ -156,7 +156,7 @@ fn reads_element(e: &Expr, buffer: BufferId, indices: &[Expr]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use crate::ir::{BufferId, Scope};
+    use crate::ir::{BufferId, Expr, Scope};
     use crate::lower::{lower, Backend, KStmt, Lowered};
     use crate::schedule::tests::matmul;
     use crate::schedule::{IntArg, Schedule};
@@ -193,49 +193,34 @@ mod tests {
         sch
     }
 
-    /// Whether the stores into `buffer` lie under an `if` (all of them, or none).
-    fn guarded(l: &Lowered, buffer: BufferId) -> Vec<bool> {
-        fn walk(body: &[KStmt], under: bool, buffer: BufferId, out: &mut Vec<bool>) {
+    /// For each store into `buffer`, in order, the condition of the innermost `if` it lies
+    /// under (`None`: none).
+    fn guards(l: &Lowered, buffer: BufferId) -> Vec<Option<Expr>> {
+        fn walk(
+            body: &[KStmt],
+            under: Option<&Expr>,
+            buffer: BufferId,
+            out: &mut Vec<Option<Expr>>,
+        ) {
             for s in body {
                 match s {
                     KStmt::For { body, .. } => walk(body, under, buffer, out),
-                    KStmt::If { then, .. } => walk(then, true, buffer, out),
-                    KStmt::Store { buffer: b, .. } if *b == buffer => out.push(under),
+                    KStmt::If { cond, then } => walk(then, Some(cond), buffer, out),
+                    KStmt::Store { buffer: b, .. } if *b == buffer => out.push(under.cloned()),
                     _ => {}
                 }
             }
         }
         let mut out = Vec::new();
         for k in &l.kernels {
-            walk(&k.body, false, buffer, &mut out);
+            walk(&k.body, None, buffer, &mut out);
         }
         out
     }
 
-    /// The conditions of the `if`s directly around stores into `buffer`.
-    fn guards(l: &Lowered, buffer: BufferId) -> Vec<crate::ir::Expr> {
-        fn walk(body: &[KStmt], buffer: BufferId, out: &mut Vec<crate::ir::Expr>) {
-            for s in body {
-                match s {
-                    KStmt::For { body, .. } => walk(body, buffer, out),
-                    KStmt::If { cond, then } => {
-                        if then
-                            .iter()
-                            .any(|t| matches!(t, KStmt::Store { buffer: b, .. } if *b == buffer))
-                        {
-                            out.push(cond.clone());
-                        }
-                        walk(then, buffer, out);
-                    }
-                    _ => {}
-                }
-            }
-        }
-        let mut out = Vec::new();
-        for k in &l.kernels {
-            walk(&k.body, buffer, &mut out);
-        }
-        out
+    /// Whether each store into `buffer` lies under an `if`.
+    fn guarded(l: &Lowered, buffer: BufferId) -> Vec<bool> {
+        guards(l, buffer).iter().map(Option::is_some).collect()
     }
 
     fn buffer(l: &Lowered, name: &str, scope: Scope) -> BufferId {
@@ -275,9 +260,10 @@ mod tests {
         let lowered = lower(sch.program(), Backend::Cuda).unwrap();
         let acc = buffer(&lowered, "C", Scope::Local);
         assert_eq!(guarded(&lowered, acc), vec![false, true], "init, update");
-        let conds = guards(&lowered, acc);
-        assert_eq!(conds.len(), 1, "{conds:?}");
-        let names: Vec<&str> = conds[0]
+        let update = guards(&lowered, acc)[1]
+            .clone()
+            .expect("the update's guard");
+        let names: Vec<&str> = update
             .vars()
             .iter()
             .map(|v| lowered.program.var_name(*v))
