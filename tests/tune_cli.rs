@@ -119,7 +119,15 @@ fn report_json_has_the_documented_keys_and_stage_times_within_the_elapsed_time()
         for key in ["propose", "compile", "check_time", "record", "learn"] {
             sum += s[key].as_f64().unwrap_or_else(|| panic!("no {key} in {s}"));
         }
+        // The timed runs are part of checking and timing, and every round timed some.
+        let timed = r["timed_run_seconds"].as_f64().expect("timed_run_seconds");
+        let check = s["check_time"].as_f64().expect("check_time");
+        assert!(
+            timed > 0.0 && timed <= check,
+            "timed runs {timed} s, checking {check} s"
+        );
     }
+    assert!(w["timed_run_seconds"].as_f64().expect("total timed runs") > 0.0);
     assert!(
         sum > 0.0 && sum <= elapsed,
         "stages {sum} s, elapsed {elapsed} s"

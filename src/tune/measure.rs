@@ -61,6 +61,9 @@ pub(crate) struct Measured {
     pub compile: Duration,
     /// Checking and timing the candidates.
     pub check_time: Duration,
+    /// Of `check_time`, the timed runs of the candidates measured (the kernels' own time
+    /// between CUDA events, summed).
+    pub timed_runs: Duration,
 }
 
 /// Measures a job in the worker. Every candidate gets an outcome: a kernel that crashes
@@ -75,10 +78,16 @@ pub(crate) fn measure(measurer: &mut Measurer, job: &Job) -> Result<Measured, Me
         .iter()
         .filter(|o| matches!(o, Ok(m) if m.runs.len() < job.timing.min_runs))
         .count();
+    let timed_runs = outcomes
+        .iter()
+        .filter_map(|o| o.as_ref().ok())
+        .flat_map(|m| &m.runs)
+        .sum::<f64>();
     Ok(Measured {
         outcomes,
         given_up,
         compile,
         check_time: total - compile,
+        timed_runs: Duration::from_secs_f64(timed_runs.max(0.0)),
     })
 }

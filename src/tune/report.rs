@@ -108,6 +108,9 @@ pub struct RoundStats {
     /// slower than the best known (see `Tuner::with_give_up_factor`).
     pub given_up: usize,
     pub seconds: StageSeconds,
+    /// Of `seconds.check_time`, the candidates' timed runs (their kernels' own time,
+    /// summed); the rest is warm-up, cache flushes, the checking run and the comparison.
+    pub timed_run_seconds: f64,
     /// Proposing this round's batch that ran while the previous batch was measured.
     pub overlapped_propose_seconds: f64,
 }
@@ -162,6 +165,8 @@ pub struct TuneReport {
     pub duplicates: usize,
     /// Candidates timed by the probe runs alone (far slower than the best).
     pub given_up: usize,
+    /// The candidates' timed runs, summed over the rounds (part of checking and timing).
+    pub timed_run_seconds: f64,
     /// Candidates skipped because the database already had them.
     pub already_measured: usize,
     /// Records of this workload on this target fed to the strategy at the start.
@@ -236,6 +241,7 @@ impl TuneReport {
             "closing_seconds": self.closing.as_secs_f64(),
             "stage_seconds": self.stage_seconds,
             "overlapped_propose_seconds": self.overlapped_propose_seconds,
+            "timed_run_seconds": self.timed_run_seconds,
             "compile_seconds_summed": self.compile_seconds,
             "flops": self.flops,
             "best_seconds": self.best.as_ref().map(|b| b.median_seconds),
