@@ -21,7 +21,7 @@ use crate::target::cuda::{cuda_driver_available, CudaDeviceInfo};
 use cudarc::driver::sys::{self, CUresult};
 use cudarc::driver::{
     result, CudaContext, CudaEvent, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtr,
-    DriverError, LaunchConfig, PushKernelArg,
+    DriverError, LaunchConfig, PinnedHostSlice, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 use std::sync::Arc;
@@ -41,6 +41,10 @@ pub struct CudaRunner {
     workspaces: Vec<DeviceBuffer>,
     flush: Option<DeviceBuffer>,
     flush_round: u32,
+    /// Page-locked host memory outputs are downloaded through (grown to the largest):
+    /// a large conv's 190 MB output was copied into freshly allocated pageable memory
+    /// for every candidate checked.
+    staging: Option<PinnedHostSlice<u8>>,
     kernel_timeout: Duration,
     poisoned: Option<String>,
     info: CudaDeviceInfo,
@@ -140,6 +144,7 @@ impl Drop for CudaRunner {
             std::mem::forget(std::mem::take(&mut self.params));
             std::mem::forget(std::mem::take(&mut self.workspaces));
             std::mem::forget(self.flush.take());
+            std::mem::forget(self.staging.take());
             std::mem::forget(self.stream.clone());
             std::mem::forget(self.ctx.clone());
         }
@@ -173,6 +178,7 @@ impl CudaRunner {
             workspaces: Vec::new(),
             flush: None,
             flush_round: 0,
+            staging: None,
             kernel_timeout: Duration::from_secs(60),
             poisoned: None,
             info,
@@ -699,17 +705,35 @@ impl CudaRunner {
     }
 
     fn download(&mut self, i: usize) -> Result<Vec<f32>, Failure> {
-        let buf = &self.params[i];
-        let mut bytes = vec![0u8; buf.numel * buf.dtype.map_or(1, |d| d.bytes())];
-        // SAFETY: the buffer holds at least `bytes.len()` bytes; `bytes` outlives the copy,
-        // which is waited for below.
-        let copied =
-            unsafe { result::memcpy_dtoh_async(&mut bytes, buf.ptr, self.stream.cu_stream()) }
-                .map_err(during(format!("downloading {}", buf.name)));
-        let dtype = buf.dtype.unwrap_or(DType::F32);
+        let n = self.params[i].numel * self.params[i].dtype.map_or(1, |d| d.bytes());
+        if self.staging.as_ref().is_none_or(|s| s.len() < n) {
+            self.staging = None;
+            // SAFETY: the memory is written by the copy below before it is read. Flags 0:
+            // cached page-locked memory (write-combined memory is slow to read back).
+            let fresh = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(n.max(1), 0) }.map_err(
+                during(format!("allocating {n} bytes of page-locked memory")),
+            );
+            self.staging = Some(fresh.map_err(|e| self.fail(e))?);
+        }
+        let ptr = self
+            .staging
+            .as_mut()
+            .expect("allocated above")
+            .as_mut_ptr()
+            .map_err(during("waiting for the page-locked memory".to_string()));
+        let ptr = ptr.map_err(|e| self.fail(e))?;
+        let (src, dtype) = (
+            self.params[i].ptr,
+            self.params[i].dtype.unwrap_or(DType::F32),
+        );
+        // SAFETY: the staging memory holds at least `n` bytes and nothing else uses it;
+        // the copy into it is waited for below, before it is read.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(ptr, n) };
+        let copied = unsafe { result::memcpy_dtoh_async(bytes, src, self.stream.cu_stream()) }
+            .map_err(during(format!("downloading {}", self.params[i].name)));
         copied.map_err(|e| self.fail(e))?;
         self.sync().map_err(|e| self.fail_at_sync(e))?;
-        Ok(decode(dtype, &bytes))
+        Ok(decode(dtype, bytes))
     }
 
     fn program(&self, handle: ProgramHandle) -> Result<&Program, Failure> {
