@@ -44,7 +44,7 @@ pub struct CudaRunner {
     /// Page-locked host memory outputs are downloaded through (grown to the largest):
     /// a large conv's 190 MB output was copied into freshly allocated pageable memory
     /// for every candidate checked.
-    staging: Option<PinnedHostSlice<u8>>,
+    staging: Option<Box<PinnedHostSlice<u8>>>,
     kernel_timeout: Duration,
     poisoned: Option<String>,
     info: CudaDeviceInfo,
@@ -713,7 +713,7 @@ impl CudaRunner {
             let fresh = unsafe { self.ctx.alloc_pinned_with_flags::<u8>(n.max(1), 0) }.map_err(
                 during(format!("allocating {n} bytes of page-locked memory")),
             );
-            self.staging = Some(fresh.map_err(|e| self.fail(e))?);
+            self.staging = Some(Box::new(fresh.map_err(|e| self.fail(e))?));
         }
         let ptr = self
             .staging
