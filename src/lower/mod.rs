@@ -424,6 +424,7 @@ impl Builder<'_> {
                 if let Some(rest) = self.beyond_output_masks(b) {
                     let rest = rest.map(|r| self.simp(&sub(&r)));
                     self.output_masks.push(unguard::OutputMask {
+                        block: blk.name.clone(),
                         guard: c.clone(),
                         rest,
                     });

@@ -30,9 +30,11 @@ use super::kernel::{Alloc, KStmt};
 use crate::ir::{BufferId, Expr, Scope};
 use std::collections::BTreeSet;
 
-/// A guard lowering found masking outputs past a spatial extent, and what is left of it
-/// without the conjuncts that do (a reduction's own bound; `None`: nothing).
+/// A guard lowering found masking outputs past a spatial extent around the stores of
+/// `block` (the block whose comment precedes the guard), and what is left of it without
+/// the conjuncts that do (a reduction's own bound; `None`: nothing).
 pub(super) struct OutputMask {
+    pub block: String,
     pub guard: Expr,
     pub rest: Option<Expr>,
 }
@@ -112,12 +114,19 @@ impl Ctx<'_> {
 }
 
 fn walk(body: &mut Vec<KStmt>, ctx: &Ctx) {
-    let mut out = Vec::with_capacity(body.len());
+    let mut out: Vec<KStmt> = Vec::with_capacity(body.len());
     for mut s in body.drain(..) {
+        let block = match out.last() {
+            Some(KStmt::Comment(name)) => Some(name.clone()),
+            _ => None,
+        };
         match &mut s {
             KStmt::For { body, .. } => walk(body, ctx),
             KStmt::If { cond, then } => {
-                let mask = ctx.output_masks.iter().find(|m| m.guard == *cond);
+                let mask = ctx
+                    .output_masks
+                    .iter()
+                    .find(|m| Some(&m.block) == block.as_ref() && m.guard == *cond);
                 if let Some(m) = mask.filter(|_| ctx.accumulates_only(then)) {
                     match &m.rest {
                         None => {
