@@ -294,6 +294,19 @@ impl Expr {
         out
     }
 
+    /// The conjuncts of a condition (`a && b && c` -> `[a, b, c]`; itself when it is no
+    /// conjunction).
+    pub fn conjuncts(&self) -> Vec<Expr> {
+        match self {
+            Expr::Bin(BinOp::And, a, b) => {
+                let mut out = a.conjuncts();
+                out.extend(b.conjuncts());
+                out
+            }
+            other => vec![other.clone()],
+        }
+    }
+
     /// All loads in the expression, in evaluation order.
     pub fn loads(&self) -> Vec<(BufferId, Vec<Expr>)> {
         let mut out = Vec::new();

@@ -467,23 +467,11 @@ impl Builder<'_> {
                 .all(|v| spatial.contains(v) && !reduce.contains(v))
         };
         let (masks, rest): (Vec<Expr>, Vec<Expr>) =
-            conjuncts(pred).into_iter().partition(|c| masks_outputs(c));
+            pred.conjuncts().into_iter().partition(|c| masks_outputs(c));
         if masks.is_empty() {
             return None;
         }
         Some(rest.into_iter().reduce(Expr::and))
-    }
-}
-
-/// The conjuncts of `e` (`a && b && ...`), `e` itself when it is no conjunction.
-fn conjuncts(e: &Expr) -> Vec<Expr> {
-    match e {
-        Expr::Bin(BinOp::And, a, b) => {
-            let mut out = conjuncts(a);
-            out.extend(conjuncts(b));
-            out
-        }
-        other => vec![other.clone()],
     }
 }
 

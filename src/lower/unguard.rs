@@ -74,13 +74,7 @@ impl Ctx<'_> {
 
     /// Every load of `e` is proven inside its allocation.
     fn reads_proven(&self, e: &Expr) -> bool {
-        let mut ok = true;
-        e.visit(&mut |x| {
-            if let Expr::Load(b, idx) = x {
-                ok &= self.is_proven(*b, idx);
-            }
-        });
-        ok
+        e.loads().iter().all(|(b, idx)| self.is_proven(*b, idx))
     }
 
     /// Whether `stmts` are stores into accumulators alone (and comments): each into a
@@ -100,7 +94,9 @@ impl Ctx<'_> {
                         && self.is_proven(*buffer, indices)
                         && indices.iter().all(|i| self.reads_proven(i))
                         && self.reads_proven(value);
-                    let accumulates = !has_load(value) || reads_element(value, *buffer, indices);
+                    let loads = value.loads();
+                    let accumulates = loads.is_empty()
+                        || loads.iter().any(|(b, idx)| b == buffer && idx == indices);
                     if !(proven && accumulates) {
                         return false;
                     }
@@ -144,23 +140,6 @@ fn walk(body: &mut Vec<KStmt>, ctx: &Ctx) {
         out.push(s);
     }
     *body = out;
-}
-
-fn has_load(e: &Expr) -> bool {
-    let mut found = false;
-    e.visit(&mut |x| found |= matches!(x, Expr::Load(..)));
-    found
-}
-
-/// `e` loads `buffer` at exactly `indices` (the element a store writes).
-fn reads_element(e: &Expr, buffer: BufferId, indices: &[Expr]) -> bool {
-    let mut found = false;
-    e.visit(&mut |x| {
-        if let Expr::Load(b, idx) = x {
-            found |= *b == buffer && idx.as_slice() == indices;
-        }
-    });
-    found
 }
 
 #[cfg(test)]
@@ -240,15 +219,25 @@ mod tests {
             .unwrap_or_else(|| panic!("no {scope:?} buffer {name}"))
     }
 
+    /// `tiled(30, k, 4, 4, staged)` lowered for CUDA and its accumulator, after checking
+    /// that the kernels (GPU semantics: every access checked against its allocation,
+    /// NaN-filled memory) compute the reference's answer.
+    fn lowered_and_checked(k: i64, staged: bool) -> (Lowered, BufferId) {
+        let sch = tiled(30, k, 4, 4, staged);
+        let lowered = lower(sch.program(), Backend::Cuda).unwrap();
+        let err = crate::interp::check_lowered(&matmul(30, 8, k), &lowered, 5).unwrap();
+        assert!(err < 1e-5, "relative error {err}");
+        let acc = buffer(&lowered, "C", Scope::Local);
+        (lowered, acc)
+    }
+
     /// An output tile past the extent (30 rows in 2 blocks of 4 x 4) is masked off the
     /// write-back alone: the accumulator's initialization and update run unguarded, their
     /// shared reads inside the allocations, and the kernel (GPU semantics, every access
     /// checked against its allocation, NaN-filled memory) matches the reference.
     #[test]
     fn an_imperfect_output_tile_accumulates_unguarded_and_writes_back_guarded() {
-        let sch = tiled(30, 16, 4, 4, true);
-        let lowered = lower(sch.program(), Backend::Cuda).unwrap();
-        let acc = buffer(&lowered, "C", Scope::Local);
+        let (lowered, acc) = lowered_and_checked(16, true);
         let out = buffer(&lowered, "C", Scope::Global);
         assert_eq!(
             guarded(&lowered, acc),
@@ -256,8 +245,6 @@ mod tests {
             "init and update"
         );
         assert_eq!(guarded(&lowered, out), vec![true], "write-back");
-        let err = crate::interp::check_lowered(&matmul(30, 8, 16), &lowered, 5).unwrap();
-        assert!(err < 1e-5, "relative error {err}");
     }
 
     /// A reduction step past the extent (k = 18 in steps of 4) would add to a valid
@@ -265,9 +252,7 @@ mod tests {
     /// with goes.
     #[test]
     fn an_imperfect_reduction_tile_keeps_the_guard_of_the_update() {
-        let sch = tiled(30, 18, 4, 4, true);
-        let lowered = lower(sch.program(), Backend::Cuda).unwrap();
-        let acc = buffer(&lowered, "C", Scope::Local);
+        let (lowered, acc) = lowered_and_checked(18, true);
         assert_eq!(guarded(&lowered, acc), vec![false, true], "init, update");
         let update = guards(&lowered, acc)[1]
             .clone()
@@ -281,19 +266,13 @@ mod tests {
             names.iter().all(|n| n.starts_with('k')),
             "the update's guard is over the reduction loops alone: {names:?}"
         );
-        let err = crate::interp::check_lowered(&matmul(30, 8, 18), &lowered, 5).unwrap();
-        assert!(err < 1e-5, "relative error {err}");
     }
 
     /// Reads of the global inputs themselves cannot be proven inside them (a masked row
     /// lies past A): the update keeps its guard.
     #[test]
     fn an_update_reading_global_memory_keeps_its_guard() {
-        let sch = tiled(30, 16, 4, 4, false);
-        let lowered = lower(sch.program(), Backend::Cuda).unwrap();
-        let acc = buffer(&lowered, "C", Scope::Local);
+        let (lowered, acc) = lowered_and_checked(16, false);
         assert_eq!(guarded(&lowered, acc), vec![false, true], "init, update");
-        let err = crate::interp::check_lowered(&matmul(30, 8, 16), &lowered, 5).unwrap();
-        assert!(err < 1e-5, "relative error {err}");
     }
 }

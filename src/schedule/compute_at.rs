@@ -297,17 +297,6 @@ fn box_is_exact(
     })
 }
 
-/// The conjuncts of a predicate.
-fn conjuncts(e: &Expr, out: &mut Vec<Expr>) {
-    match e {
-        Expr::Bin(BinOp::And, a, b) => {
-            conjuncts(a, out);
-            conjuncts(b, out);
-        }
-        other => out.push(other.clone()),
-    }
-}
-
 /// Rebuilds the loops of consumer `b` as copies of the loops that the store indices of its
 /// producer `w` use and that one iteration of `target` relaxes (nest order), each
 /// dimension's iteration variable bound to the producer's index over the copies (`dims`:
@@ -374,8 +363,7 @@ fn rebuild_exact(
     let bindings: Vec<Expr> = bindings.iter().map(|e| simplify(e, &range)).collect();
     let mut guards = Vec::new();
     if let Some(pred) = &p.block(w).predicate {
-        let mut parts = Vec::new();
-        conjuncts(pred, &mut parts);
+        let parts = pred.conjuncts();
         let known = |v: &VarId| fixed.contains(v) || map.contains_key(v);
         guards.extend(
             parts

@@ -7,9 +7,7 @@
 
 use super::error::{Result, ScheduleError};
 use super::util::*;
-use crate::ir::{
-    BinOp, Block, BlockId, Expr, IterKind, IterVar, LoopId, Node, Program, Store, VarId,
-};
+use crate::ir::{Block, BlockId, Expr, IterKind, IterVar, LoopId, Node, Program, Store, VarId};
 use std::collections::BTreeMap;
 
 /// Splits block `b` into `<name>_init` (placed before `target`) and `<name>_update`.
@@ -90,7 +88,7 @@ pub fn decompose_reduction(p: &mut Program, b: BlockId, target: LoopId) -> Resul
         .map(|l| p.lp(*l).var)
         .collect();
     let mut init_pred: Vec<Expr> = Vec::new();
-    for c in blk.predicate.iter().flat_map(conjuncts) {
+    for c in blk.predicate.iter().flat_map(Expr::conjuncts) {
         let uses_dropped = dropped.iter().any(|v| c.uses_var(*v));
         let uses_copied = copied.iter().any(|l| c.uses_var(p.lp(*l).var));
         match (uses_dropped, uses_copied) {
@@ -167,16 +165,4 @@ pub fn decompose_reduction(p: &mut Program, b: BlockId, target: LoopId) -> Resul
     ub.init = None;
     ub.name = update_name;
     Ok(ib)
-}
-
-/// The conjuncts of a predicate (`a and b and c` -> `[a, b, c]`).
-fn conjuncts(e: &Expr) -> Vec<Expr> {
-    match e {
-        Expr::Bin(BinOp::And, a, b) => {
-            let mut v = conjuncts(a);
-            v.extend(conjuncts(b));
-            v
-        }
-        other => vec![other.clone()],
-    }
 }
