@@ -1,0 +1,92 @@
+#!/usr/bin/env python3
+"""Hand-picked fp32 GEMM schedules in the CUDA sketch's own structure, to measure the
+ceiling of the space against cublasLt (benches/gemm_ceiling.sh times them).
+
+Every schedule is what the plain CUDA sketch builds (search_spaces/cuda.toml: a local
+accumulator, A and B staged in shared memory at the outer reduction loop, A stored
+reduction-major with its rows padded by `storage_align`, cooperative vectorized fetches,
+software pipelining, auto-unroll), with the decisions written out instead of sampled,
+and the thread level split in two (warp rows and lanes) so that the lanes of a warp can be
+arranged 2 x 16 (as the sketch's fused binding does) or 4 x 8 (as CUTLASS's SIMT GEMMs
+do). Each variant is a classic register-tiled SGEMM: 8 x 8 or 16 x 8 outputs per thread
+in 4 x 4 pieces (vthreads), LDS.128 from shared memory on both operands.
+
+    benches/gemm_ceiling.py OUT N...   writes OUT/<N>_<variant>.sched for matmul:NxNxN
+"""
+import os
+import sys
+
+
+def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512):
+    """mi, nj: factors of i and j, [blocks, vthreads, warps, lanes, serial, inner];
+    kk: factors of the reduction, [outer (pipelined), middle, inner]."""
+    threads = mi[2] * mi[3] * nj[2] * nj[3]
+    lines = [
+        'b0 = get_block("t2")',
+        'b1 = cache_write(b0, write_index=0, scope="local")',
+        "i0, i1, r0 = get_loops(b0)",
+        f"i0_0, i0_1, i0_2, i0_3, i0_4, i0_5 = split(i0, factors={mi})",
+        f"i1_0, i1_1, i1_2, i1_3, i1_4, i1_5 = split(i1, factors={nj})",
+        f"r0_0, r0_1, r0_2 = split(r0, factors={kk})",
+        "reorder(i0_0, i1_0, i0_1, i1_1, i0_2, i1_2, i0_3, i1_3, r0_0, r0_1, i0_4, i1_4, r0_2, i0_5, i1_5)",
+        "bx = fuse(i0_0, i1_0)",
+        'bind(bx, thread="blockIdx.x")',
+        "vx = fuse(i0_1, i1_1)",
+        'bind(vx, thread="vthread.x")',
+        "tx = fuse(i0_2, i1_2, i0_3, i1_3)",
+        'bind(tx, thread="threadIdx.x")',
+        "reverse_compute_at(b1, tx)",
+        'b2 = cache_read(b0, read_index=0, scope="shared")',
+        "compute_at(b2, r0_0)",
+        "transform_layout(b2, buffer_index=0, permutation=[1, 0])",
+        f"storage_align(b2, buffer_index=0, axis=0, factor=32, offset={offset})",
+        "_, _, _, _, a0, a1 = get_loops(b2)",
+        "af = fuse(a0, a1)",
+        f"_, at, av = split(af, factors=[None, {threads}, {vector}])",
+        'bind(at, thread="threadIdx.x")',
+        "vectorize(av)",
+        'b3 = cache_read(b0, read_index=1, scope="shared")',
+        "compute_at(b3, r0_0)",
+        "_, _, _, _, c0, c1 = get_loops(b3)",
+        "bf = fuse(c0, c1)",
+        f"_, bt, bv = split(bf, factors=[None, {threads}, {vector}])",
+        'bind(bt, thread="threadIdx.x")',
+        "vectorize(bv)",
+    ]
+    if stages > 1:
+        lines.append(f'annotate(r0_0, key="software_pipeline_stage", value=[0, 0, {stages - 1}])')
+    for loop in ["i0_4", "i1_4", "r0_2", "i0_5", "i1_5"]:
+        lines.append(f'annotate({loop}, key="pragma_auto_unroll_max_step", value={unroll})')
+    lines.append("b4 = decompose_reduction(b0, r0_0)")
+    return "\n".join(lines) + "\n"
+
+
+def variants(n):
+    """name -> (i factors, j factors, reduction factors, stages)."""
+    lanes_2x16 = ([n // 128, 2, 8, 2, 1, 4], [n // 128, 2, 1, 16, 1, 4])
+    lanes_4x8 = ([n // 128, 2, 4, 4, 1, 4], [n // 128, 2, 2, 8, 1, 4])
+    tall_4x8 = ([n // 256, 4, 4, 4, 1, 4], [n // 128, 2, 2, 8, 1, 4])
+    out = {}
+    for k, kk in [(8, [n // 8, 1, 8]), (16, [n // 16, 1, 16]), (32, [n // 32, 2, 16])]:
+        for stages in (2, 3):
+            out[f"128x128_lanes2x16_k{k}_s{stages}"] = (*lanes_2x16, kk, stages)
+            out[f"128x128_lanes4x8_k{k}_s{stages}"] = (*lanes_4x8, kk, stages)
+            out[f"256x128_lanes4x8_k{k}_s{stages}"] = (*tall_4x8, kk, stages)
+    return out
+
+
+def main():
+    if len(sys.argv) < 3:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    for n in map(int, sys.argv[2:]):
+        if n % 256:
+            sys.exit(f"N = {n}: the variants tile by 256")
+        for name, (mi, nj, kk, stages) in variants(n).items():
+            with open(os.path.join(out, f"{n}_{name}.sched"), "w") as f:
+                f.write(schedule(mi, nj, kk, stages))
+
+
+if __name__ == "__main__":
+    main()
