@@ -557,39 +557,114 @@ fn seed_schedules_match_the_reference_on_the_gpu() {
 
 #[test]
 fn half_precision_seed_schedules_match_the_reference_on_the_gpu() {
-    // f16 storage (raw 16 bits, `cvt` at loads and stores) against the naive f16 kernel,
-    // within the f16 tolerance; the vectorized fetches run as element copies.
+    // f16 and bf16 storage (raw 16 bits, converted at loads and stores) against the naive
+    // kernel of the same dtype, within the dtype's tolerance; the vectorized fetches run
+    // as element copies.
     if !gpu_enabled() {
         return;
     }
     let arch = device_arch();
-    let spec = "matmul:1024x1024x1024,dtype=f16";
-    let names = ["gemm_3_vthread", "gemm_4_vectorize", "seed_efficient_gemm"];
-    let mut sources = Vec::new();
-    let mut w = None;
-    for name in names {
-        let (wl, src) = seed_source(name, spec, &arch);
-        assert!(src.code.contains("tessel_f2h"), "{name}");
-        sources.push(src);
-        w = Some(wl);
+    for (dtype, convert) in [(DType::F16, "tessel_f2h"), (DType::BF16, "tessel_f2bf")] {
+        let spec = format!("matmul:1024x1024x1024,dtype={}", dtype.short());
+        let names = ["gemm_3_vthread", "gemm_4_vectorize", "seed_efficient_gemm"];
+        let mut sources = Vec::new();
+        let mut w = None;
+        for name in names {
+            let (wl, src) = seed_source(name, &spec, &arch);
+            assert!(src.code.contains(convert), "{name}");
+            sources.push(src);
+            w = Some(wl);
+        }
+        let (outcomes, _) = measure_sources(&w.unwrap(), sources, &arch, false);
+        for (name, o) in names.iter().zip(&outcomes) {
+            match o {
+                Ok(r) => {
+                    println!(
+                        "{spec} {name}: rel error {:.2e}, median {:.3} ms",
+                        r.rel_error,
+                        r.median_seconds * 1e3
+                    );
+                    assert!(r.rel_error < tessel::interp::tolerance(dtype));
+                }
+                Err(f) => panic!("{spec} {name}: {f}"),
+            }
+        }
     }
-    let w = w.unwrap();
-    let device = tessel::measure::Device::Cuda { arch };
-    let mut job = tessel::measure::session::job(&w, sources, device, false, 7).unwrap();
+}
+
+/// Checks and times `sources` of workload `w` in the measuring worker, quickly, with the
+/// library peer where `with_peer`.
+fn measure_sources(
+    w: &tessel::workload::Workload,
+    sources: Vec<Source>,
+    arch: &str,
+    with_peer: bool,
+) -> (
+    Vec<tessel::measure::Outcome>,
+    Option<tessel::measure::PeerMeasured>,
+) {
+    let device = tessel::measure::Device::Cuda { arch: arch.into() };
+    let mut job = tessel::measure::session::job(w, sources, device, with_peer, 7).unwrap();
     job.timing = quick_timing();
     let mut m = tessel::measure::worker::Measurer::new(tessel_bin());
-    let (outcomes, _) = m.measure(&job).expect("the worker runs");
-    for (name, o) in names.iter().zip(&outcomes) {
-        match o {
-            Ok(r) => {
-                println!(
-                    "{spec} {name}: rel error {:.2e}, median {:.3} ms",
-                    r.rel_error,
-                    r.median_seconds * 1e3
-                );
-                assert!(r.rel_error < tessel::interp::TOLERANCE_F16);
+    m.measure(&job).expect("the worker runs")
+}
+
+#[test]
+fn half_precision_accumulated_in_f32_matches_the_reference_on_the_gpu() {
+    // Samples of the CUDA space for f16/bf16 operands summed in f32 (`acc=f32`): the
+    // operands stay 16-bit in global and shared memory, the accumulator is f32, the
+    // output is rounded once; checked against the naive kernel of the same workload, as
+    // is cublasLt of the same precision (the peer).
+    if !gpu_enabled() {
+        return;
+    }
+    let arch = device_arch();
+    let space = tessel::search::SearchSpace::cuda_default();
+    let target = tessel::search::TargetLimits::Cuda(CudaLimits::sm90_default());
+    for (spec, dtype) in [
+        ("matmul:1024x1024x1024,dtype=bf16,acc=f32", DType::BF16),
+        (
+            "matmul:m=1000,n=520,k=300,layout=nt,dtype=f16,acc=f32",
+            DType::F16,
+        ),
+    ] {
+        let w = tessel::workload::preset(spec).unwrap();
+        let program = tessel::database::canonical_program(&w).unwrap();
+        let mut search =
+            tessel::search::RandomSearch::new(space.clone(), target.clone(), program, 5);
+        let mut sources = Vec::new();
+        for _ in 0..64 {
+            if sources.len() == 4 {
+                break;
             }
-            Err(f) => panic!("{spec} {name}: {f}"),
+            let Ok(sch) = search.sample() else { continue };
+            if let Ok(v) = tessel::search::postproc::verify(sch.program(), &space, &target) {
+                sources.push(v.source);
+            }
+        }
+        assert_eq!(sources.len(), 4, "{spec}: too few verified samples");
+        let (outcomes, peer) = measure_sources(&w, sources, &arch, true);
+        let peer = peer.unwrap_or_else(|| panic!("{spec}: no cublasLt peer"));
+        println!(
+            "{spec} {}: rel error {:.2e}, median {:.3} ms",
+            peer.name,
+            peer.rel_error,
+            peer.median_seconds * 1e3
+        );
+        assert!(peer.rel_error < tessel::interp::tolerance(dtype));
+        for (i, o) in outcomes.iter().enumerate() {
+            match o {
+                Ok(r) => {
+                    println!(
+                        "{spec} sample {i}: rel error {:.2e}, median {:.3} ms",
+                        r.rel_error,
+                        r.median_seconds * 1e3
+                    );
+                    assert!(r.rel_error < tessel::interp::tolerance(dtype));
+                }
+                Err(f) => panic!("{spec} sample {i}: {f}"),
+            }
         }
     }
 }

@@ -9,6 +9,7 @@
 mod golden_util;
 
 use golden_util::check_golden;
+use tessel::ir::DType;
 use tessel::measure::{session, worker::Measurer, Device, TimingConfig};
 use tessel::schedule::{replay, text};
 use tessel::workload;
@@ -139,6 +140,74 @@ fn naive_cpu_kernels_of_every_preset_compute_the_reference() {
         for o in measure_cpu(spec, vec![w.to_program()]) {
             o.unwrap_or_else(|f| panic!("{spec}: {f}"));
         }
+    }
+}
+
+#[test]
+fn bfloat16_buffers_are_stored_as_16_bits_on_cuda_and_refused_on_the_cpu() {
+    // bf16 values live as the upper 16 bits of a float32: widened by a shift at every
+    // load, rounded to nearest even at every store; the vectorized fetches fall back to
+    // element copies, as for f16.
+    let p = scheduled("gemm_4_vectorize", "matmul:1024x1024x1024,dtype=bf16");
+    let device = Device::Cuda {
+        arch: "sm_90a".into(),
+    };
+    let src = session::source_for(&p, &device).unwrap();
+    assert!(
+        src.code.contains("unsigned short* __restrict__ A"),
+        "{}",
+        src.code
+    );
+    assert!(src.code.contains("tessel_bf2f(A_shared["), "{}", src.code);
+    assert!(src.code.contains("= tessel_f2bf("));
+    assert!(
+        !src.code.contains("tessel_h2f"),
+        "f16 helpers in a bf16 kernel"
+    );
+    assert!(
+        !src.code.contains("float4"),
+        "a float4 copy of a bf16 buffer"
+    );
+    if nvrtc_required() {
+        let cubin = tessel::measure::cuda::compile(&src.code, "sm_90a").unwrap();
+        assert!(!cubin.bytes.is_empty());
+    }
+    let w = workload::preset("matmul:16x16x16,dtype=bf16").unwrap();
+    let err = session::source_for(&w.to_program(), &Device::Cpu).unwrap_err();
+    assert!(err.to_string().contains("bfloat16"), "{err}");
+    // A measuring job checks at the tolerance of its output's dtype.
+    for (spec, tolerance) in [
+        ("matmul:16x16x16", tessel::interp::TOLERANCE),
+        ("matmul:16x16x16,dtype=f16", tessel::interp::TOLERANCE_F16),
+        (
+            "matmul:16x16x16,dtype=bf16,acc=f32",
+            tessel::interp::TOLERANCE_BF16,
+        ),
+    ] {
+        let w = workload::preset(spec).unwrap();
+        let job = session::job(&w, Vec::new(), device.clone(), false, 1).unwrap();
+        assert_eq!(job.tolerance, tolerance, "{spec}");
+    }
+    // cublasLt of the same precision is the peer of a 16-bit GEMM accumulated in f32; there
+    // is none for one accumulated in its own dtype.
+    for (spec, peer) in [
+        (
+            "matmul:m=16,n=8,k=4,layout=nt,dtype=bf16,acc=f32",
+            Some((DType::BF16, true, false)),
+        ),
+        (
+            "dense_bias_relu:m=4,n=8,k=4,dtype=f16,acc=f32",
+            Some((DType::F16, true, true)),
+        ),
+        ("matmul:16x16x16", Some((DType::F32, false, false))),
+        ("matmul:16x16x16,dtype=f16", None),
+    ] {
+        let w = workload::preset(spec).unwrap();
+        let job = session::job(&w, Vec::new(), device.clone(), true, 1).unwrap();
+        let got = job
+            .peer
+            .map(|tessel::measure::Peer::Gemm(g)| (g.dtype, g.trans_b, g.bias_relu.is_some()));
+        assert_eq!(got, peer, "{spec}");
     }
 }
 

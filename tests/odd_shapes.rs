@@ -136,6 +136,29 @@ fn explore(spec: &str, space: &SearchSpace, target: &TargetLimits, seed: u64) ->
 }
 
 #[test]
+fn cuda_half_precision_accumulated_in_f32_verifies_computes_the_reference_and_compiles() {
+    // f16/bf16 operands summed in f32 (`acc=f32`): the reduction reads the operands
+    // through casts, which `pad_einsum` looks through; the f32 accumulator's rounding to
+    // the dtype is an epilogue of the write-back. Checked against the unscheduled program
+    // within the dtype's tolerance.
+    let space = SearchSpace::cuda_default();
+    let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+    for (i, spec) in [
+        "matmul:m=37,n=29,k=19,layout=nt,dtype=bf16,acc=f32",
+        "matmul:m=23,n=41,k=13,dtype=f16,acc=f32",
+        "conv2d_nhwc:n=2,c=5,h=6,w=5,k=7,r=3,s=3,stride=1,pad=1,dtype=bf16,acc=f32",
+    ]
+    .iter()
+    .enumerate()
+    {
+        let t = explore(spec, &space, &target, 400 + i as u64);
+        if spec.starts_with("matmul") {
+            assert!(t.padded > 0, "{spec}: no sample padded through the casts");
+        }
+    }
+}
+
+#[test]
 fn cuda_odd_shapes_verify_compute_the_reference_and_compile() {
     let space = SearchSpace::cuda_default();
     let target = TargetLimits::Cuda(CudaLimits::sm90_default());

@@ -48,9 +48,9 @@ pub(super) fn ctype(d: DType, dialect: Dialect) -> Result<&'static str> {
         DType::Bool => Ok("bool"),
         // Half-precision storage on CUDA: the raw 16 bits (NVRTC has no `cuda_fp16.h`
         // here), converted to and from f32 at each load and store (`HALF` in cuda.rs).
-        DType::F16 if dialect == Dialect::Cuda => Ok("unsigned short"),
-        DType::F16 => Err(CodegenError::Unsupported {
-            what: "float16".into(),
+        DType::F16 | DType::BF16 if dialect == Dialect::Cuda => Ok("unsigned short"),
+        DType::F16 | DType::BF16 => Err(CodegenError::Unsupported {
+            what: d.name().into(),
             backend: if dialect == Dialect::Cuda {
                 "cuda"
             } else {
@@ -130,6 +130,7 @@ impl<'a> Printer<'a> {
                 let load = format!("{}[{}]", ident(&self.p.buffer(*b).name), self.expr(&idx[0]));
                 match self.p.buffer(*b).dtype {
                     DType::F16 => format!("tessel_h2f({load})"),
+                    DType::BF16 => format!("tessel_bf2f({load})"),
                     _ => load,
                 }
             }
@@ -180,6 +181,9 @@ impl<'a> Printer<'a> {
             // A value rounded to half precision, computed on as f32.
             Expr::Cast(DType::F16, a) if self.dialect == Dialect::Cuda => {
                 format!("tessel_h2f(tessel_f2h({}))", self.expr(a))
+            }
+            Expr::Cast(DType::BF16, a) if self.dialect == Dialect::Cuda => {
+                format!("tessel_bf2f(tessel_f2bf({}))", self.expr(a))
             }
             Expr::Cast(t, a) => format!(
                 "(({}){})",
@@ -285,8 +289,10 @@ impl<'a> Printer<'a> {
                         self.expr(&indices[0])
                     );
                     let mut rhs = self.expr(value);
-                    if self.p.buffer(*buffer).dtype == DType::F16 {
-                        rhs = format!("tessel_f2h({rhs})");
+                    match self.p.buffer(*buffer).dtype {
+                        DType::F16 => rhs = format!("tessel_f2h({rhs})"),
+                        DType::BF16 => rhs = format!("tessel_f2bf({rhs})"),
+                        _ => {}
                     }
                     self.line(depth, &format!("{lhs} = {rhs};"));
                 }

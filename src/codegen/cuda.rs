@@ -107,6 +107,14 @@ __device__ __forceinline__ float tessel_h2f(unsigned short h) { float f; asm(\"c
 __device__ __forceinline__ unsigned short tessel_f2h(float f) { unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }
 ";
 
+/// bfloat16 storage: the upper 16 bits of a float32; rounded to nearest even on the way
+/// in (a NaN stays a quiet NaN), as the interpreter rounds. Printed only for programs
+/// with a bfloat16 buffer.
+const BFLOAT16: &str = "\
+__device__ __forceinline__ float tessel_bf2f(unsigned short h) { return __uint_as_float(((unsigned int)h) << 16); }
+__device__ __forceinline__ unsigned short tessel_f2bf(float f) { unsigned int u = __float_as_uint(f); if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+";
+
 /// Whether a statement list issues a `cp.async`.
 fn copies_async(body: &[KStmt]) -> bool {
     body.iter().any(|s| match s {
@@ -121,6 +129,9 @@ pub fn generate(l: &Lowered) -> Result<Source> {
     let mut code = String::from(PRELUDE);
     if l.program.buffers.iter().any(|b| b.dtype == DType::F16) {
         code.push_str(HALF);
+    }
+    if l.program.buffers.iter().any(|b| b.dtype == DType::BF16) {
+        code.push_str(BFLOAT16);
     }
     if l.kernels.iter().any(|k| copies_async(&k.body)) {
         code.push_str(CP_ASYNC);

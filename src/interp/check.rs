@@ -21,12 +21,17 @@ pub const TOLERANCE: f64 = 1e-4;
 /// bits; schedules reorder its roundings).
 pub const TOLERANCE_F16: f64 = 1e-2;
 
+/// The relative error below which a `bf16` output passes: the `f16` tolerance scaled by
+/// the coarser rounding (8 significant bits against 11).
+pub const TOLERANCE_BF16: f64 = 8e-2;
+
 /// The tolerance for an output of type `dtype`: integer and boolean outputs must match
 /// exactly.
 pub fn tolerance(dtype: DType) -> f64 {
     match dtype {
         DType::F32 => TOLERANCE,
         DType::F16 => TOLERANCE_F16,
+        DType::BF16 => TOLERANCE_BF16,
         DType::I32 | DType::Bool => f64::MIN_POSITIVE,
     }
 }
@@ -128,6 +133,7 @@ fn sample(rng: &mut ChaCha8Rng, dtype: DType) -> f32 {
         let v = match dtype {
             DType::F32 => rng.gen_range(-1.0f32..=1.0),
             DType::F16 => f16::from_f32(rng.gen_range(-1.0f32..=1.0)).to_f32(),
+            DType::BF16 => half::bf16::from_f32(rng.gen_range(-1.0f32..=1.0)).to_f32(),
             DType::I32 => rng.gen_range(-4i32..=4) as f32,
             DType::Bool => return rng.gen_range(0..=1) as f32,
         };

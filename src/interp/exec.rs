@@ -302,6 +302,7 @@ fn ev_f(e: &FExpr, env: &[i64], bufs: &Bufs) -> Eval<f32> {
         FExpr::FromInt(i) => Ok(ev_i(i, env, bufs)? as f32),
         FExpr::FromBool(b) => Ok(if ev_b(b, env, bufs)? { 1.0 } else { 0.0 }),
         FExpr::ToF16(a) => Ok(f16::from_f32(ev_f(a, env, bufs)?).to_f32()),
+        FExpr::ToBF16(a) => Ok(half::bf16::from_f32(ev_f(a, env, bufs)?).to_f32()),
     }
 }
 

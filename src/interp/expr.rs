@@ -155,6 +155,8 @@ pub(super) enum FExpr {
     FromBool(Box<BExpr>),
     /// Rounds to the nearest `f16` (kept as `f32`).
     ToF16(Box<FExpr>),
+    /// Rounds to the nearest `bf16` (kept as `f32`).
+    ToBF16(Box<FExpr>),
 }
 
 /// A boolean-valued expression.
@@ -285,6 +287,10 @@ fn cast(dtype: DType, t: Typed) -> Typed {
             Typed::F(f) => Typed::F(FExpr::ToF16(Box::new(f))),
             other => other,
         },
+        (DType::BF16, t) => match cast(DType::F32, t) {
+            Typed::F(f) => Typed::F(FExpr::ToBF16(Box::new(f))),
+            other => other,
+        },
         (DType::I32, Typed::I(i)) => Typed::I(IExpr::Wrap32(Box::new(i))),
         (DType::I32, Typed::F(f)) => Typed::I(IExpr::FromFloat(Box::new(f))),
         (DType::I32, Typed::B(b)) => Typed::I(IExpr::FromBool(Box::new(b))),
@@ -308,7 +314,7 @@ pub(super) fn expr<S: Scope>(s: &S, e: &Expr, depth: usize) -> Result<Typed, S::
             let (acc, dtype) = access(s, *b, idx, d)?;
             let acc = Box::new(acc);
             Ok(match dtype {
-                DType::F32 | DType::F16 => Typed::F(FExpr::Load(acc)),
+                DType::F32 | DType::F16 | DType::BF16 => Typed::F(FExpr::Load(acc)),
                 DType::I32 => Typed::I(IExpr::Load(acc)),
                 DType::Bool => Typed::B(BExpr::Load(acc)),
             })

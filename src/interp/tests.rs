@@ -332,6 +332,29 @@ fn never_written_intermediate_reads_nan_and_check_reports_it() {
 }
 
 #[test]
+fn bf16_stores_and_casts_round_to_bf16() {
+    // Half a bf16 ulp at 1.0 (8 significant bits): every sum below is a tie, to even.
+    let eps = 2f32.powi(-8);
+    let p = elementwise(3, DType::BF16, move |a| {
+        Expr::add(a, Expr::Float(eps as f64))
+    });
+    let mut params = vec![arr(&[1.0, 1.0 + 2f32.powi(-7), 3.0e38]), nan(&[3])];
+    run(&p, &mut params).unwrap();
+    // 1 + 2^-8 rounds to 1; (1 + 2^-7) + 2^-8 up to 1 + 2^-6; a large value keeps
+    // float32's range (an f16 would overflow).
+    assert_eq!(params[1][0], 1.0);
+    assert_eq!(params[1][1], 1.0 + 2f32.powi(-6));
+    assert!((params[1][2] / 3.0e38 - 1.0).abs() < 2f32.powi(-8));
+    // An explicit cast rounds inside an f32 computation.
+    let p = elementwise(1, DType::F32, move |a| {
+        Expr::Cast(DType::BF16, Box::new(Expr::add(a, Expr::Float(eps as f64))))
+    });
+    let mut params = vec![arr(&[1.0]), nan(&[1])];
+    run(&p, &mut params).unwrap();
+    assert_eq!(params[1], arr(&[1.0]));
+}
+
+#[test]
 fn f16_stores_and_casts_round_to_f16() {
     // Half an f16 ulp at 1.0: every sum below is a tie, rounded to even.
     let eps = 2f32.powi(-11);

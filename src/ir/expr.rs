@@ -9,6 +9,8 @@ use std::fmt;
 pub enum DType {
     F32,
     F16,
+    /// bfloat16: float32's exponent, 8 significant bits.
+    BF16,
     I32,
     Bool,
 }
@@ -19,6 +21,7 @@ impl DType {
         match self {
             DType::F32 => "float32",
             DType::F16 => "float16",
+            DType::BF16 => "bfloat16",
             DType::I32 => "int32",
             DType::Bool => "bool",
         }
@@ -28,18 +31,23 @@ impl DType {
         match self {
             DType::F32 => "f32",
             DType::F16 => "f16",
+            DType::BF16 => "bf16",
             DType::I32 => "i32",
             DType::Bool => "bool",
         }
     }
     pub fn is_float(self) -> bool {
-        matches!(self, DType::F32 | DType::F16)
+        matches!(self, DType::F32 | DType::F16 | DType::BF16)
+    }
+    /// A 16-bit float (`f16`, `bf16`): stored as 16 bits, computed in float32.
+    pub fn is_half(self) -> bool {
+        matches!(self, DType::F16 | DType::BF16)
     }
     /// Size of one element in bytes.
     pub fn bytes(self) -> usize {
         match self {
             DType::F32 | DType::I32 => 4,
-            DType::F16 => 2,
+            DType::F16 | DType::BF16 => 2,
             DType::Bool => 1,
         }
     }

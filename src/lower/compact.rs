@@ -557,7 +557,7 @@ fn vector_store(
     } = vector_body(body, var)?;
     // Half-precision lanes are emitted as an unrolled loop of element copies (there is
     // no half vector type without `cuda_fp16.h`).
-    if p.buffer(buffer).dtype == DType::F16 {
+    if p.buffer(buffer).dtype.is_half() {
         return Ok(());
     }
     if p.buffer(buffer).dtype != DType::F32 {

@@ -201,12 +201,13 @@ impl Default for TimingConfig {
 /// A library routine timed on the same inputs, for comparison.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum Peer {
-    /// A row-major fp32 GEMM (cublasLt on CUDA, ndarray's `dot` on the CPU).
+    /// A row-major GEMM (cublasLt on CUDA; ndarray's `dot` on the CPU, fp32 only).
     Gemm(GemmPeer),
 }
 
-/// `C[b] = op(A[b]) @ op(B[b])` in row-major fp32, optionally followed by `relu(C + bias)`
-/// (a dense layer). `a`, `b`, `c` and the bias index the params.
+/// `C[b] = op(A[b]) @ op(B[b])` in row-major storage of `dtype` (f32: strict fp32; f16 and
+/// bf16: accumulated in f32, `acc=f32`), optionally followed by `relu(C + bias)` (a dense
+/// layer). `a`, `b`, `c` and the bias index the params.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GemmPeer {
     pub batch: i64,
@@ -225,6 +226,13 @@ pub struct GemmPeer {
     /// The bias parameter of a `relu(A @ B^T + bias)` epilogue (length `n`).
     #[serde(default)]
     pub bias_relu: Option<usize>,
+    /// The storage type of every operand; anything but f32 accumulates in f32.
+    #[serde(default = "float32")]
+    pub dtype: DType,
+}
+
+fn float32() -> DType {
+    DType::F32
 }
 
 impl GemmPeer {
@@ -241,6 +249,7 @@ impl GemmPeer {
             trans_a: false,
             trans_b: false,
             bias_relu: None,
+            dtype: DType::F32,
         }
     }
 

@@ -4,7 +4,7 @@
 use super::worker::param_specs;
 use super::{Device, Failure, FailureKind, GemmPeer, Job, Peer, TimingConfig};
 use crate::codegen::{self, Source};
-use crate::ir::{IterKind, LoopKind, Node, Program};
+use crate::ir::{DType, IterKind, LoopKind, Node, Program};
 use crate::lower::{lower, Backend};
 use crate::schedule::{IntArg, Schedule};
 use crate::workload::{self, Workload};
@@ -87,9 +87,10 @@ pub fn reference_source(program: &Program, device: &Device) -> Result<Source, Fa
 }
 
 /// The library GEMM a user would otherwise call, when the workload is a (batched)
-/// row-major matmul in any layout or a dense layer with bias and relu: recognised by
-/// comparing workload keys with the preset of the same shape, so a workload written by
-/// hand is recognised too.
+/// row-major matmul in any layout or a dense layer with bias and relu, in f32 or in f16 /
+/// bf16 accumulated in f32 (`acc=f32`; cuBLAS has no bf16 accumulation, and its f16 one is
+/// not offered): recognised by comparing workload keys with the preset of the same shape,
+/// so a workload written by hand is recognised too.
 pub fn gemm_peer(w: &Workload) -> Option<Peer> {
     let p = w.to_program();
     let shapes: Vec<Vec<i64>> = p
@@ -97,7 +98,15 @@ pub fn gemm_peer(w: &Workload) -> Option<Peer> {
         .iter()
         .map(|b| p.buffer(*b).shape.clone())
         .collect();
-    let same = |spec: String| workload::preset(&spec).is_ok_and(|x| x.key() == w.key());
+    let dtype = p.buffer(*p.params.first()?).dtype;
+    let suffix = match dtype {
+        DType::F32 => String::new(),
+        DType::F16 | DType::BF16 => format!(",dtype={},acc=f32", dtype.short()),
+        DType::I32 | DType::Bool => return None,
+    };
+    let same = |spec: String| {
+        workload::preset(&format!("{spec}{suffix}")).is_ok_and(|x| x.key() == w.key())
+    };
     let peer = match shapes.as_slice() {
         [a, b, c] if a.len() == 2 && b.len() == 2 && c.len() == 2 => {
             let (m, n) = (c[0], c[1]);
@@ -136,7 +145,7 @@ pub fn gemm_peer(w: &Workload) -> Option<Peer> {
         }
         _ => return None,
     };
-    Some(Peer::Gemm(peer))
+    Some(Peer::Gemm(GemmPeer { dtype, ..peer }))
 }
 
 /// A job measuring `candidates` of workload `w` on `device`.
@@ -149,6 +158,15 @@ pub fn job(
 ) -> Result<Job, Failure> {
     let program = w.to_program();
     let reference = reference_source(&program, &device)?;
+    // The outputs' precision sets the tolerance (a 16-bit output is rounded coarsely, and
+    // a schedule reorders its roundings); the loosest where outputs differ.
+    let tolerance = program
+        .params
+        .iter()
+        .map(|b| program.buffer(*b))
+        .filter(|b| b.kind == crate::ir::BufferKind::Output)
+        .map(|b| crate::interp::tolerance(b.dtype))
+        .fold(crate::interp::TOLERANCE, f64::max);
     Ok(Job {
         params: param_specs(&program),
         reference,
@@ -156,7 +174,7 @@ pub fn job(
         seed,
         timing: TimingConfig::default(),
         peer: if with_peer { gemm_peer(w) } else { None },
-        tolerance: crate::interp::TOLERANCE,
+        tolerance,
         timeout_seconds: 60.0,
         build_limits: None,
         compile_timeout_seconds: Some(60.0),

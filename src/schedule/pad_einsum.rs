@@ -190,13 +190,16 @@ fn einsum(p: &Program, b: BlockId) -> Result<Einsum> {
     })
 }
 
-/// The loads of a product tree (`a * b * c`); `None` when it holds anything else.
+/// The loads of a product tree (`a * b * c`, a factor possibly cast to another float
+/// type: a half-precision operand accumulated in f32; a zero stays zero); `None` when it
+/// holds anything else.
 fn product_loads(e: &Expr, out: &mut Vec<(BufferId, Vec<Expr>)>) -> Option<()> {
     match e {
         Expr::Bin(BinOp::Mul, a, c) => {
             product_loads(a, out)?;
             product_loads(c, out)
         }
+        Expr::Cast(t, a) if t.is_float() && matches!(**a, Expr::Load(..)) => product_loads(a, out),
         Expr::Load(buf, idx) => {
             out.push((*buf, idx.clone()));
             Some(())

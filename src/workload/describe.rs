@@ -57,10 +57,12 @@ fn candidates(w: &Workload) -> Vec<String> {
     let Some(first) = w.tensors.first() else {
         return Vec::new();
     };
-    let dtype = if first.dtype == DType::F32 {
-        String::new()
-    } else {
-        format!(",dtype={}", first.dtype.short())
+    // A 16-bit workload with an f32 stage accumulates in f32 (`acc=f32`).
+    let acc32 = first.dtype.is_half() && w.tensors.iter().any(|t| t.dtype == DType::F32);
+    let dtype = match (first.dtype, acc32) {
+        (DType::F32, _) => String::new(),
+        (d, false) => format!(",dtype={}", d.short()),
+        (d, true) => format!(",dtype={},acc=f32", d.short()),
     };
     let mut out = Vec::new();
     match inputs.as_slice() {
@@ -150,6 +152,8 @@ mod tests {
             "matmul:1024x512x256",
             "matmul:64x32x16,layout=nt",
             "matmul:64x32x16,layout=tn,dtype=f16",
+            "matmul:64x32x16,layout=nt,dtype=bf16,acc=f32",
+            "conv2d_relu_nchw:n=1,c=3,h=8,w=8,k=4,r=3,s=3,pad=1,dtype=f16,acc=f32",
             "batch_matmul:b=4,m=64,n=32,k=16",
             "dense_bias_relu:m=8,n=16,k=32",
             "conv2d_nchw:n=1,c=64,h=56,w=56,k=64,r=3,s=3,pad=1",

@@ -134,6 +134,7 @@ pub(crate) fn dtype_of(name: &str) -> Option<DType> {
     match name {
         "f32" => Some(DType::F32),
         "f16" => Some(DType::F16),
+        "bf16" => Some(DType::BF16),
         "i32" => Some(DType::I32),
         _ => None,
     }
@@ -210,9 +211,9 @@ impl Parser {
                     self.i += 1;
                     Ok((d, pos))
                 }
-                None => self.err("a dtype (f32, f16 or i32)"),
+                None => self.err("a dtype (f32, f16, bf16 or i32)"),
             },
-            _ => self.err("a dtype (f32, f16 or i32)"),
+            _ => self.err("a dtype (f32, f16, bf16 or i32)"),
         }
     }
     fn end(&mut self, what: &str) -> Result<()> {

@@ -36,6 +36,7 @@ fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
         ("pad", Some("0")),
         ("dilation", Some("1")),
         ("dtype", Some("f32")),
+        ("acc", Some("same")),
     ];
     match preset {
         "matmul" => &[
@@ -44,6 +45,7 @@ fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
             ("k", None),
             ("layout", Some("nn")),
             ("dtype", Some("f32")),
+            ("acc", Some("same")),
         ],
         "batch_matmul" => &[
             ("b", None),
@@ -51,6 +53,7 @@ fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
             ("n", None),
             ("k", None),
             ("dtype", Some("f32")),
+            ("acc", Some("same")),
         ],
         "depthwise_conv2d_nchw" => &[
             ("n", None),
@@ -63,12 +66,14 @@ fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
             ("pad", Some("0")),
             ("dilation", Some("1")),
             ("dtype", Some("f32")),
+            ("acc", Some("same")),
         ],
         "dense_bias_relu" => &[
             ("m", None),
             ("n", None),
             ("k", None),
             ("dtype", Some("f32")),
+            ("acc", Some("same")),
         ],
         "concat_conv2d_relu_nchw" => &[
             ("n", None),
@@ -83,6 +88,7 @@ fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
             ("pad", Some("0")),
             ("dilation", Some("1")),
             ("dtype", Some("f32")),
+            ("acc", Some("same")),
         ],
         _ => CONV,
     }
@@ -145,7 +151,54 @@ impl Args<'_> {
         }
     }
     fn dtype(&self) -> Result<String> {
-        self.choice("dtype", &["f32", "f16"])
+        self.choice("dtype", &["f32", "f16", "bf16"])
+    }
+    /// Whether the reduction accumulates in f32 where the dtype is narrower (`acc=f32`);
+    /// `acc=same` (the default) or the dtype's own name accumulates in the dtype.
+    fn acc32(&self, dtype: &str) -> Result<bool> {
+        let acc = self.choice("acc", &["same", "f32", "f16", "bf16"])?;
+        if acc != "same" && acc != "f32" && acc != dtype {
+            return Err(at(
+                self.raw("acc").1,
+                format!("acc={acc} with dtype={dtype}: accumulate in f32 or in the dtype itself"),
+            ));
+        }
+        Ok(acc == "f32" && dtype != "f32")
+    }
+}
+
+/// A reduction stage `out[index] = sum(a * b, axes)` (`index` with its extents where they
+/// are not inferred, `plain` without).
+struct Reduction<'a> {
+    out: &'a str,
+    index: String,
+    plain: &'a str,
+    a: String,
+    b: String,
+    axes: &'a str,
+}
+
+impl Reduction<'_> {
+    /// Its text. With `acc32`, `out_acc` sums the operands cast to f32 and `out` rounds it
+    /// to `dt`: the accumulator of a half-precision workload is f32, as in cuBLAS's
+    /// `CUBLAS_COMPUTE_32F`, and only the result is stored narrow.
+    fn text(&self, dt: &str, acc32: bool) -> String {
+        let Reduction {
+            out,
+            index,
+            plain,
+            a,
+            b,
+            axes,
+        } = self;
+        if acc32 {
+            format!(
+                "{out}_acc[{index}]: f32 = sum(cast(f32, {a}) * cast(f32, {b}), {axes})\n\
+                 {out}[{plain}]: {dt} = cast({dt}, {out}_acc[{plain}])\n"
+            )
+        } else {
+            format!("{out}[{index}] = sum({a} * {b}, {axes})\n")
+        }
     }
 }
 
@@ -253,17 +306,34 @@ pub fn preset(spec: &str) -> Result<Workload> {
                 a.int("k", 1)?,
                 a.dtype()?,
             );
+            let acc32 = a.acc32(&dt)?;
             format!(
-                "input A: {dt}[{b}, {m}, {k}]\ninput B: {dt}[{b}, {k}, {n}]\n\
-                 C[b, i, j] = sum(A[b, i, k] * B[b, k, j], k)\n"
+                "input A: {dt}[{b}, {m}, {k}]\ninput B: {dt}[{b}, {k}, {n}]\n{}",
+                Reduction {
+                    out: "C",
+                    index: "b, i, j".into(),
+                    plain: "b, i, j",
+                    a: "A[b, i, k]".into(),
+                    b: "B[b, k, j]".into(),
+                    axes: "k",
+                }
+                .text(&dt, acc32)
             )
         }
         "dense_bias_relu" => {
             let (m, n, k, dt) = (a.int("m", 1)?, a.int("n", 1)?, a.int("k", 1)?, a.dtype()?);
+            let dense = Reduction {
+                out: "T_dense",
+                index: "i, j".into(),
+                plain: "i, j",
+                a: "X[i, k]".into(),
+                b: "W[j, k]".into(),
+                axes: "k",
+            }
+            .text(&dt, a.acc32(&dt)?);
             format!(
                 "input X: {dt}[{m}, {k}]\ninput W: {dt}[{n}, {k}]\ninput bias: {dt}[{n}]\n\
-                 T_dense[i, j] = sum(X[i, k] * W[j, k], k)\n\
-                 T_add[i, j] = T_dense[i, j] + bias[j]\n\
+                 {dense}T_add[i, j] = T_dense[i, j] + bias[j]\n\
                  T_relu[i, j] = relu(T_add[i, j])\n"
             )
         }
@@ -286,8 +356,17 @@ fn matmul(a: &Args) -> Result<String> {
     } else {
         (format!("{k}, {n}"), "k, j")
     };
+    let c = Reduction {
+        out: "C",
+        index: "i, j".into(),
+        plain: "i, j",
+        a: format!("A[{aidx}]"),
+        b: format!("B[{bidx}]"),
+        axes: "k",
+    }
+    .text(&dt, a.acc32(&dt)?);
     Ok(format!(
-        "input A: {dt}[{ashape}]\ninput B: {dt}[{bshape}]\nC[i, j] = sum(A[{aidx}] * B[{bidx}], k)\n"
+        "input A: {dt}[{ashape}]\ninput B: {dt}[{bshape}]\n{c}"
     ))
 }
 
@@ -331,6 +410,7 @@ fn out_extent(
 /// The conv2d family: optional concat, padding, the convolution, optional relu.
 fn conv(a: &Args, preset: &str) -> Result<String> {
     let dt = a.dtype()?;
+    let acc32 = a.acc32(&dt)?;
     let n = a.int("n", 1)?;
     let (c, concat) = if preset == "concat_conv2d_relu_nchw" {
         let (c1, c2) = (a.int("c1", 1)?, a.int("c2", 1)?);
@@ -386,23 +466,41 @@ fn conv(a: &Args, preset: &str) -> Result<String> {
         window("xx", stride, "rx", dil),
     );
     let out = if nhwc {
-        t += &format!(
-            "conv2d_nhwc[nn, yy: {oh}, xx: {ow}, ff] = sum({src}[nn, {y}, {x}, rc] * weight[ry, rx, rc, ff], ry, rx, rc)\n"
-        );
+        t += &Reduction {
+            out: "conv2d_nhwc",
+            index: format!("nn, yy: {oh}, xx: {ow}, ff"),
+            plain: "nn, yy, xx, ff",
+            a: format!("{src}[nn, {y}, {x}, rc]"),
+            b: "weight[ry, rx, rc, ff]".into(),
+            axes: "ry, rx, rc",
+        }
+        .text(&dt, acc32);
         "conv2d_nhwc"
     } else if depthwise {
         let (y, x) = (
             window("i", stride, "di", dil),
             window("j", stride, "dj", dil),
         );
-        t += &format!(
-            "depthwise_conv2d_nchw[b, c, i: {oh}, j: {ow}] = sum({src}[b, c, {y}, {x}] * weight[c, 0, di, dj], di, dj)\n"
-        );
+        t += &Reduction {
+            out: "depthwise_conv2d_nchw",
+            index: format!("b, c, i: {oh}, j: {ow}"),
+            plain: "b, c, i, j",
+            a: format!("{src}[b, c, {y}, {x}]"),
+            b: "weight[c, 0, di, dj]".into(),
+            axes: "di, dj",
+        }
+        .text(&dt, acc32);
         "depthwise_conv2d_nchw"
     } else {
-        t += &format!(
-            "conv2d_nchw[nn, ff, yy: {oh}, xx: {ow}] = sum({src}[nn, rc, {y}, {x}] * weight[ff, rc, ry, rx], rc, ry, rx)\n"
-        );
+        t += &Reduction {
+            out: "conv2d_nchw",
+            index: format!("nn, ff, yy: {oh}, xx: {ow}"),
+            plain: "nn, ff, yy, xx",
+            a: format!("{src}[nn, rc, {y}, {x}]"),
+            b: "weight[ff, rc, ry, rx]".into(),
+            axes: "rc, ry, rx",
+        }
+        .text(&dt, acc32);
         "conv2d_nchw"
     };
     if preset.contains("relu") {

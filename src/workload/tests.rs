@@ -1,7 +1,7 @@
 //! Unit tests of the workload language: parsing, errors, text forms, presets, lowering.
 
 use super::*;
-use crate::ir::{BinOp, BufferKind, Expr, IterKind, Node, Program};
+use crate::ir::{BinOp, BufferKind, DType, Expr, IterKind, Node, Program};
 
 const MATMUL: &str = "# matmul
 input A: f32[1024, 1024]
@@ -152,7 +152,7 @@ fn syntax_errors_point_at_line_and_column() {
         ("input A: f32[4]\nB[i] = A[i j]\n", "2:12: expected ']' or ',' after index, found 'j'"),
         ("input A: f32[4]\nB[i] = A[i] +\n", "2:14: expected an expression, found end of line"),
         ("input A: f32[4]\nB[i] = (A[i]\n", "2:13: expected ')' to close '(', found end of line"),
-        ("input A: f33[4]\n", "1:10: expected a dtype (f32, f16 or i32), found 'f33'"),
+        ("input A: f33[4]\n", "1:10: expected a dtype (f32, f16, bf16 or i32), found 'f33'"),
         ("input A f32[4]\n", "1:9: expected ':' after input name 'A', found 'f32'"),
         ("input A: f32[4, ]\n", "1:17: expected an integer extent, found ']'"),
         ("input A: f32[4]\nB[i] A[i]\n", "2:6: expected '=' after the stage's axes, found 'A'"),
@@ -247,7 +247,7 @@ fn preset_errors() {
     );
     preset_err(
         "matmul:m=4,n=4,k=4,q=2",
-        "1:20: unknown key 'q' for preset 'matmul' (known: m, n, k, layout, dtype)",
+        "1:20: unknown key 'q' for preset 'matmul' (known: m, n, k, layout, dtype, acc)",
     );
     preset_err("matmul:0x4x4", "1:8: key 'm' must be positive, found 0");
     preset_err(
@@ -287,6 +287,81 @@ fn preset_errors() {
         "conv2d_nchw:n=1,c=3,h=4,w=4,k=2,r=3,s=3,pad=-1",
         "1:45: key 'pad' must be at least 0, found -1",
     );
+    preset_err(
+        "matmul:m=4,n=4,k=4,dtype=bf16,acc=f16",
+        "1:35: acc=f16 with dtype=bf16: accumulate in f32 or in the dtype itself",
+    );
+    preset_err(
+        "matmul:m=4,n=4,k=4,dtype=f8",
+        "1:26: value of 'dtype' must be one of f32, f16, bf16, found 'f8'",
+    );
+}
+
+#[test]
+fn half_precision_presets_accumulate_in_f32_when_asked() {
+    // acc=f32: the reduction sums the operands cast to f32 into an f32 stage, and the
+    // output of the dtype is its rounding; the default accumulates in the dtype.
+    let w = preset("matmul:m=2,n=3,k=4,dtype=bf16,acc=f32").unwrap();
+    let names: Vec<&str> = w.tensors().iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["A", "B", "C_acc", "C"]);
+    assert_eq!(w.tensor("A").unwrap().dtype, DType::BF16);
+    assert_eq!(w.tensor("C_acc").unwrap().dtype, DType::F32);
+    assert_eq!(w.tensor("C").unwrap().dtype, DType::BF16);
+    let text = w.to_text();
+    assert!(
+        text.contains("sum(cast(f32, A[i, k]) * cast(f32, B[k, j]), k: 4)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("C[i: 2, j: 3]: bf16 = cast(bf16, C_acc[i, j])"),
+        "{text}"
+    );
+    let same = preset("matmul:m=2,n=3,k=4,dtype=bf16").unwrap();
+    assert_eq!(
+        same.key(),
+        preset("matmul:m=2,n=3,k=4,dtype=bf16,acc=bf16")
+            .unwrap()
+            .key()
+    );
+    assert_ne!(same.key(), w.key());
+    assert_eq!(same.tensor("C").unwrap().dtype, DType::BF16);
+    // For f32 the key changes nothing.
+    assert_eq!(
+        preset("matmul:m=2,n=3,k=4,acc=f32").unwrap().key(),
+        preset("matmul:m=2,n=3,k=4").unwrap().key()
+    );
+    // Every preset with a reduction takes it.
+    for (spec, acc, out) in [
+        (
+            "conv2d_relu_nchw:n=1,c=3,h=5,w=5,k=2,r=3,s=3,pad=1,dtype=f16,acc=f32",
+            "conv2d_nchw_acc",
+            "T_relu",
+        ),
+        (
+            "conv2d_nhwc:n=1,c=3,h=5,w=5,k=2,r=3,s=3,dtype=bf16,acc=f32",
+            "conv2d_nhwc_acc",
+            "conv2d_nhwc",
+        ),
+        (
+            "depthwise_conv2d_nchw:n=1,c=3,h=5,w=5,r=3,s=3,dtype=f16,acc=f32",
+            "depthwise_conv2d_nchw_acc",
+            "depthwise_conv2d_nchw",
+        ),
+        (
+            "dense_bias_relu:m=2,n=3,k=4,dtype=bf16,acc=f32",
+            "T_dense_acc",
+            "T_relu",
+        ),
+        (
+            "batch_matmul:b=2,m=2,n=3,k=4,dtype=f16,acc=f32",
+            "C_acc",
+            "C",
+        ),
+    ] {
+        let w = preset(spec).unwrap();
+        assert_eq!(w.tensor(acc).unwrap().dtype, DType::F32, "{spec}");
+        assert_ne!(w.tensor(out).unwrap().dtype, DType::F32, "{spec}");
+    }
 }
 
 #[test]

@@ -249,6 +249,7 @@ impl Thread<'_> {
             FExpr::FromInt(i) => Ok(self.ev_i(i)? as f32),
             FExpr::FromBool(b) => Ok(if self.ev_b(b)? { 1.0 } else { 0.0 }),
             FExpr::ToF16(a) => Ok(f16::from_f32(self.ev_f(a)?).to_f32()),
+            FExpr::ToBF16(a) => Ok(half::bf16::from_f32(self.ev_f(a)?).to_f32()),
         }
     }
 

@@ -1,6 +1,9 @@
 //! The GEMM peer as a user gets it at its best: cublasLt in strict fp32 (no TF32), with a
 //! 32 MiB workspace, asked for its heuristic's top candidates; the runner times each and
 //! keeps the fastest (PyTorch's cuBLAS path also runs through cublasLt with a workspace).
+//! f16 and bf16 operands are multiplied the same way, accumulated in f32
+//! (`CUBLAS_COMPUTE_32F`, as PyTorch does for half matmuls; cublasLt may use its tensor
+//! cores there).
 //!
 //! Row-major `C[m, n] = op(A) @ op(B)` is column-major `C^T = op(B)^T @ op(A)^T`, so
 //! cublasLt's first operand is the B buffer and its second the A buffer; a stored
@@ -8,6 +11,7 @@
 //! dense layer's `relu(. + bias)` is cublasLt's `RELU_BIAS` epilogue, its bias running
 //! along the rows of `C^T` (length n).
 
+use crate::ir::DType;
 use crate::measure::GemmPeer;
 use cudarc::cublaslt::sys as lt;
 use cudarc::driver::sys::CUdeviceptr;
@@ -104,12 +108,18 @@ impl LtGemm {
             // Column-major shapes (rows, cols) of the stored buffers.
             let first = if g.trans_b { (k, n) } else { (n, k) };
             let second = if g.trans_a { (m, k) } else { (k, m) };
+            let storage = match g.dtype {
+                DType::F32 => lt::cudaDataType::CUDA_R_32F,
+                DType::F16 => lt::cudaDataType::CUDA_R_16F,
+                DType::BF16 => lt::cudaDataType::CUDA_R_16BF,
+                other => return Err(format!("no cublasLt GEMM of {other}")),
+            };
             for (i, (rows, cols)) in [first, second, (n, m)].into_iter().enumerate() {
                 check(
                     "matrix layout",
                     lt::cublasLtMatrixLayoutCreate(
                         &mut plan.layouts[i],
-                        lt::cudaDataType::CUDA_R_32F,
+                        storage,
                         rows,
                         cols,
                         rows as i64,

@@ -154,6 +154,7 @@ impl Drop for CudaRunner {
 /// NaN (or a sentinel) bit patterns written into outputs before each run.
 const POISON_F32: u32 = 0x7fc0_0000;
 const POISON_F16: u16 = 0x7e00;
+const POISON_BF16: u16 = 0x7fc0;
 const POISON_I32: u32 = 0x8000_0000;
 
 impl CudaRunner {
@@ -411,7 +412,8 @@ impl CudaRunner {
         self.time_work(Work::Kernels(handle), cfg)
     }
 
-    /// Times the GEMM peer on the prepared buffers in strict fp32 (no TF32): cublasLt's
+    /// Times the GEMM peer on the prepared buffers in its precision (strict fp32, no TF32,
+    /// for f32; f32 accumulation for f16 and bf16): cublasLt's
     /// heuristic candidates are each timed briefly, the fastest is timed exactly as
     /// [`CudaRunner::time`] times a program; returns its run times and its output `C`
     /// (poisoned before the run, like any output).
@@ -489,10 +491,10 @@ impl CudaRunner {
                     self.params.len()
                 ))
             })?;
-            if buf.dtype != Some(DType::F32) || buf.numel as i128 != numel {
+            if buf.dtype != Some(g.dtype) || buf.numel as i128 != numel {
                 return Err(fail(format!(
-                    "GEMM peer {what} = {} must be float32 with {numel} elements, it is {:?} with {}",
-                    buf.name, buf.dtype, buf.numel
+                    "GEMM peer {what} = {} must be {} with {numel} elements, it is {:?} with {}",
+                    buf.name, g.dtype, buf.dtype, buf.numel
                 )));
             }
         }
@@ -796,6 +798,7 @@ fn poison_buffer(buf: &DeviceBuffer, stream: &CudaStream) -> Result<(), CudaErro
             Some(DType::F32) => sys::cuMemsetD32Async(buf.ptr, POISON_F32, buf.numel, s),
             Some(DType::I32) => sys::cuMemsetD32Async(buf.ptr, POISON_I32, buf.numel, s),
             Some(DType::F16) => sys::cuMemsetD16Async(buf.ptr, POISON_F16, buf.numel, s),
+            Some(DType::BF16) => sys::cuMemsetD16Async(buf.ptr, POISON_BF16, buf.numel, s),
             // Bool, and workspaces (raw bytes): all ones, which reads as NaN in f32 and f16.
             Some(DType::Bool) | None => sys::cuMemsetD8Async(buf.ptr, 0xff, buf.mem.len(), s),
         }
@@ -811,6 +814,10 @@ fn encode(dtype: DType, values: &[f32]) -> Vec<u8> {
         DType::F16 => values
             .iter()
             .flat_map(|v| half::f16::from_f32(*v).to_bits().to_ne_bytes())
+            .collect(),
+        DType::BF16 => values
+            .iter()
+            .flat_map(|v| half::bf16::from_f32(*v).to_bits().to_ne_bytes())
             .collect(),
         DType::I32 => values
             .iter()
@@ -830,6 +837,10 @@ fn decode(dtype: DType, bytes: &[u8]) -> Vec<f32> {
         DType::F16 => bytes
             .chunks_exact(2)
             .map(|c| half::f16::from_bits(u16::from_ne_bytes([c[0], c[1]])).to_f32())
+            .collect(),
+        DType::BF16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_bits(u16::from_ne_bytes([c[0], c[1]])).to_f32())
             .collect(),
         DType::I32 => bytes
             .chunks_exact(4)
@@ -852,7 +863,7 @@ mod tests {
     #[test]
     fn encode_and_decode_round_trip() {
         let v = [1.0f32, -2.5, 3.0, 0.0];
-        for dtype in [DType::F32, DType::F16, DType::I32] {
+        for dtype in [DType::F32, DType::F16, DType::BF16, DType::I32] {
             let want: Vec<f32> = if dtype == DType::I32 {
                 v.iter().map(|x| (*x as i32) as f32).collect()
             } else {
@@ -870,6 +881,7 @@ mod tests {
     fn poison_patterns_are_nan() {
         assert!(f32::from_bits(POISON_F32).is_nan());
         assert!(half::f16::from_bits(POISON_F16).is_nan());
+        assert!(half::bf16::from_bits(POISON_BF16).is_nan());
         assert!(f32::from_bits(u32::MAX).is_nan());
     }
 }
