@@ -672,7 +672,14 @@ fn measure_peer(
     check_tolerance(rel_error, job.tolerance)?;
     let (median_seconds, min_seconds, max_seconds) = checked_stats(&runs)?;
     Ok(PeerMeasured {
-        name: runner.peer_name().to_string(),
+        name: match g.dtype {
+            crate::ir::DType::F32 => runner.peer_name().to_string(),
+            d => format!(
+                "{}, {} with f32 accumulation",
+                runner.peer_name(),
+                d.short()
+            ),
+        },
         median_seconds,
         min_seconds,
         max_seconds,
