@@ -630,9 +630,8 @@ fn half_precision_accumulated_in_f32_matches_the_reference_on_the_gpu() {
         ),
     ] {
         let w = tessel::workload::preset(spec).unwrap();
-        let program = tessel::database::canonical_program(&w).unwrap();
         let mut search =
-            tessel::search::RandomSearch::new(space.clone(), target.clone(), program, 5);
+            tessel::search::RandomSearch::new(space.clone(), target.clone(), w.to_program(), 5);
         let mut sources = Vec::new();
         for _ in 0..64 {
             if sources.len() == 4 {
