@@ -3,7 +3,7 @@
 use super::{CodegenError, Result};
 use crate::ir::interval::Interval;
 use crate::ir::simplify::range_of;
-use crate::ir::{BinOp, DType, Expr, Program, UnOp, VarId};
+use crate::ir::{BinOp, BufferId, DType, Expr, Program, UnOp, VarId};
 use crate::lower::{ForKind, KStmt, Kernel};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -193,6 +193,35 @@ impl<'a> Printer<'a> {
         }
     }
 
+    /// The right-hand side of a store of `value` into `buffer`. A 16-bit buffer stores its
+    /// raw bits: converted from f32 (rounded), except where the value is an element of a
+    /// buffer of the same dtype, possibly zero-filled (a cache stage's copy), which is
+    /// copied as it is, without the round trip through f32.
+    fn stored(&self, buffer: BufferId, value: &Expr) -> String {
+        let dtype = self.p.buffer(buffer).dtype;
+        if !dtype.is_half() {
+            return self.expr(value);
+        }
+        let raw = |e: &Expr| match e {
+            Expr::Load(b, idx) if self.p.buffer(*b).dtype == dtype => Some(format!(
+                "{}[{}]",
+                ident(&self.p.buffer(*b).name),
+                self.expr(&idx[0])
+            )),
+            _ => None,
+        };
+        match crate::lower::zero_filled(value) {
+            (load, None) => raw(load),
+            (load, Some(c)) => {
+                raw(load).map(|l| format!("({} ? {l} : (unsigned short)0)", self.expr(c)))
+            }
+        }
+        .unwrap_or_else(|| match dtype {
+            DType::F16 => format!("tessel_f2h({})", self.expr(value)),
+            _ => format!("tessel_f2bf({})", self.expr(value)),
+        })
+    }
+
     fn line(&mut self, depth: usize, s: &str) {
         for _ in 0..depth {
             self.out.push_str("  ");
@@ -288,12 +317,7 @@ impl<'a> Printer<'a> {
                         ident(&self.p.buffer(*buffer).name),
                         self.expr(&indices[0])
                     );
-                    let mut rhs = self.expr(value);
-                    match self.p.buffer(*buffer).dtype {
-                        DType::F16 => rhs = format!("tessel_f2h({rhs})"),
-                        DType::BF16 => rhs = format!("tessel_f2bf({rhs})"),
-                        _ => {}
-                    }
+                    let rhs = self.stored(*buffer, value);
                     self.line(depth, &format!("{lhs} = {rhs};"));
                 }
                 KStmt::For {

@@ -30,7 +30,9 @@ mod vthread;
 pub(crate) use compact::contiguous as kernel_contiguous;
 pub(crate) use compact::{vector_body as kernel_vector_body, VectorStore};
 pub use kernel::{cp_async_lanes, Alloc, ForKind, KStmt, Kernel, Lowered};
-pub(crate) use vector_copy::{at_lane as kernel_at_lane, vector_copy as kernel_vector_copy};
+pub(crate) use vector_copy::{
+    at_lane as kernel_at_lane, vector_copy as kernel_vector_copy, zero_filled,
+};
 
 use crate::ir::interval::Interval;
 use crate::ir::simplify::simplify;
