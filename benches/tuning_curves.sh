@@ -9,6 +9,8 @@
 #   benches/tuning_curves.sh OUT TRIALS "STRATEGY..." WORKLOAD...
 #   e.g. benches/tuning_curves.sh /tmp/curves 200 "evolutionary random" matmul:1024x1024x1024
 #
+# TESSEL_SPACE=FILE tunes in that space instead of the default (`tessel tune --space`).
+#
 # Needs database/*.all.jsonl.gz (the shipped records) and python3 (sqlite3 module).
 set -u
 out=$1 trials=$2 strategies=$3
@@ -46,7 +48,7 @@ PY
     [[ $s == evolutionary ]] && "$bin" model train --db "$db" --target cuda >"$out/$tag.$s.train.txt" 2>&1
     echo "== $w $s ($(date -u +%H:%M:%S))"
     "$bin" tune "$w" --target cuda --strategy "$s" --trials "$trials" --seed "$seed" --db "$db" \
-      --time-limit "${TESSEL_TIME_LIMIT:-600}" \
+      --time-limit "${TESSEL_TIME_LIMIT:-600}" ${TESSEL_SPACE:+--space "$TESSEL_SPACE"} \
       --report-json "$out/$tag.$s.json" >"$out/$tag.$s.tune.txt" 2>"$out/$tag.$s.tune.err"
     grep -E '^(stopped|trials|time|best) ' "$out/$tag.$s.tune.txt"
     # The best within the first 100 measured candidates (records in the order they were
