@@ -576,18 +576,28 @@ fn half_precision_seed_schedules_match_the_reference_on_the_gpu() {
             w = Some(wl);
         }
         let (outcomes, _) = measure_sources(&w.unwrap(), sources, &arch, false);
-        for (name, o) in names.iter().zip(&outcomes) {
-            match o {
-                Ok(r) => {
-                    println!(
-                        "{spec} {name}: rel error {:.2e}, median {:.3} ms",
-                        r.rel_error,
-                        r.median_seconds * 1e3
-                    );
-                    assert!(r.rel_error < tessel::interp::tolerance(dtype));
-                }
-                Err(f) => panic!("{spec} {name}: {f}"),
+        let labels = names.iter().map(|n| format!("{spec} {n}"));
+        assert_within(labels, &outcomes, tessel::interp::tolerance(dtype));
+    }
+}
+
+/// Every outcome measured, within `tolerance` of the reference (printed with its label).
+fn assert_within(
+    labels: impl Iterator<Item = String>,
+    outcomes: &[tessel::measure::Outcome],
+    tolerance: f64,
+) {
+    for (label, o) in labels.zip(outcomes) {
+        match o {
+            Ok(r) => {
+                println!(
+                    "{label}: rel error {:.2e}, median {:.3} ms",
+                    r.rel_error,
+                    r.median_seconds * 1e3
+                );
+                assert!(r.rel_error < tolerance, "{label}");
             }
+            Err(f) => panic!("{label}: {f}"),
         }
     }
 }
@@ -652,19 +662,8 @@ fn half_precision_accumulated_in_f32_matches_the_reference_on_the_gpu() {
             peer.median_seconds * 1e3
         );
         assert!(peer.rel_error < tessel::interp::tolerance(dtype));
-        for (i, o) in outcomes.iter().enumerate() {
-            match o {
-                Ok(r) => {
-                    println!(
-                        "{spec} sample {i}: rel error {:.2e}, median {:.3} ms",
-                        r.rel_error,
-                        r.median_seconds * 1e3
-                    );
-                    assert!(r.rel_error < tessel::interp::tolerance(dtype));
-                }
-                Err(f) => panic!("{spec} sample {i}: {f}"),
-            }
-        }
+        let labels = (0..outcomes.len()).map(|i| format!("{spec} sample {i}"));
+        assert_within(labels, &outcomes, tessel::interp::tolerance(dtype));
     }
 }
 

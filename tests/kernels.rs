@@ -144,49 +144,51 @@ fn naive_cpu_kernels_of_every_preset_compute_the_reference() {
 }
 
 #[test]
-fn bfloat16_buffers_are_stored_as_16_bits_on_cuda_and_refused_on_the_cpu() {
-    // bf16 values live as the upper 16 bits of a float32: widened by a shift at every
-    // load, rounded to nearest even at every store; the vectorized fetches fall back to
-    // element copies, as for f16.
-    let p = scheduled("gemm_4_vectorize", "matmul:1024x1024x1024,dtype=bf16");
+fn sixteen_bit_buffers_are_stored_as_16_bits_on_cuda_and_refused_on_the_cpu() {
+    // f16 and bf16 values live as their raw 16 bits: widened to f32 at every load
+    // (libdevice for f16, a shift for bf16) and rounded to nearest even at every store; the
+    // cache stages copy raw bits; the vectorized fetches fall back to element copies (the
+    // float2/float4 paths are float32 only), so the seed schedule compiles as it is.
+    for (dtype, widen, round, other) in [
+        (DType::F16, "tessel_h2f", "tessel_f2h", "tessel_bf2f"),
+        (DType::BF16, "tessel_bf2f", "tessel_f2bf", "tessel_h2f"),
+    ] {
+        let spec = format!("matmul:1024x1024x1024,dtype={}", dtype.short());
+        let p = scheduled("gemm_4_vectorize", &spec);
+        let device = Device::Cuda {
+            arch: "sm_90a".into(),
+        };
+        let code = session::source_for(&p, &device).unwrap().code;
+        assert!(code.contains("unsigned short* __restrict__ A"), "{code}");
+        // The compute widens what it reads and rounds what it accumulates; the copies
+        // into the cache stages do neither.
+        assert!(code.contains(&format!("{widen}(A_shared_local[")), "{code}");
+        assert!(code.contains(&format!("= {round}(")), "{code}");
+        assert!(!code.contains(&format!("{round}({widen}(A")), "{code}");
+        assert!(!code.contains(other), "{other} in a {dtype} kernel");
+        assert!(
+            !code.contains("float4"),
+            "a float4 copy of a {dtype} buffer"
+        );
+        if dtype == DType::F16 {
+            assert!(code.contains("__nv_float2half_rn"), "{code}");
+        }
+        if nvrtc_required() {
+            let cubin = tessel::measure::cuda::compile(&code, "sm_90a").unwrap();
+            assert!(!cubin.bytes.is_empty());
+        }
+        // The C backend has no 16-bit float type: refused, naming it.
+        let w = workload::preset(&format!("matmul:16x16x16,dtype={}", dtype.short())).unwrap();
+        let err = session::source_for(&w.to_program(), &Device::Cpu).unwrap_err();
+        assert!(err.to_string().contains(dtype.name()), "{err}");
+    }
+}
+
+#[test]
+fn a_job_checks_at_its_output_precision_against_a_peer_of_that_precision() {
     let device = Device::Cuda {
         arch: "sm_90a".into(),
     };
-    let src = session::source_for(&p, &device).unwrap();
-    assert!(
-        src.code.contains("unsigned short* __restrict__ A"),
-        "{}",
-        src.code
-    );
-    // The cache stages copy raw bits; the compute widens what it reads and rounds what
-    // it accumulates.
-    assert!(
-        src.code.contains("tessel_bf2f(A_shared_local["),
-        "{}",
-        src.code
-    );
-    assert!(src.code.contains("= tessel_f2bf("));
-    assert!(
-        !src.code.contains("tessel_f2bf(tessel_bf2f(A"),
-        "{}",
-        src.code
-    );
-    assert!(
-        !src.code.contains("tessel_h2f"),
-        "f16 helpers in a bf16 kernel"
-    );
-    assert!(
-        !src.code.contains("float4"),
-        "a float4 copy of a bf16 buffer"
-    );
-    if nvrtc_required() {
-        let cubin = tessel::measure::cuda::compile(&src.code, "sm_90a").unwrap();
-        assert!(!cubin.bytes.is_empty());
-    }
-    let w = workload::preset("matmul:16x16x16,dtype=bf16").unwrap();
-    let err = session::source_for(&w.to_program(), &Device::Cpu).unwrap_err();
-    assert!(err.to_string().contains("bfloat16"), "{err}");
-    // A measuring job checks at the tolerance of its output's dtype.
     for (spec, tolerance) in [
         ("matmul:16x16x16", tessel::interp::TOLERANCE),
         ("matmul:16x16x16,dtype=f16", tessel::interp::TOLERANCE_F16),
@@ -220,45 +222,4 @@ fn bfloat16_buffers_are_stored_as_16_bits_on_cuda_and_refused_on_the_cpu() {
             .map(|tessel::measure::Peer::Gemm(g)| (g.dtype, g.trans_b, g.bias_relu.is_some()));
         assert_eq!(got, peer, "{spec}");
     }
-}
-
-#[test]
-fn half_precision_buffers_are_stored_as_16_bits_on_cuda_and_refused_on_the_cpu() {
-    // f16 values live as their raw 16 bits, converted by libdevice at every load and store;
-    // the vectorized fetches fall back to element copies (the float2/float4 paths are
-    // float32 only), so the seed schedule compiles as it is.
-    let p = scheduled("gemm_4_vectorize", "matmul:1024x1024x1024,dtype=f16");
-    let device = Device::Cuda {
-        arch: "sm_90a".into(),
-    };
-    let src = session::source_for(&p, &device).unwrap();
-    assert!(
-        src.code.contains("unsigned short* __restrict__ A"),
-        "{}",
-        src.code
-    );
-    assert!(src.code.contains("__nv_float2half_rn"));
-    assert!(
-        src.code.contains("tessel_h2f(A_shared_local["),
-        "{}",
-        src.code
-    );
-    assert!(src.code.contains("= tessel_f2h("));
-    assert!(
-        !src.code.contains("tessel_f2h(tessel_h2f(A"),
-        "{}",
-        src.code
-    );
-    assert!(
-        !src.code.contains("float4"),
-        "a float4 copy of a half buffer"
-    );
-    if nvrtc_required() {
-        let cubin = tessel::measure::cuda::compile(&src.code, "sm_90a").unwrap();
-        assert!(!cubin.bytes.is_empty());
-    }
-    // The C backend has no half type: refused, naming it.
-    let w = workload::preset("matmul:16x16x16,dtype=f16").unwrap();
-    let err = session::source_for(&w.to_program(), &Device::Cpu).unwrap_err();
-    assert!(err.to_string().contains("float16"), "{err}");
 }
