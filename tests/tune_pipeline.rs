@@ -179,7 +179,7 @@ fn without_a_model_the_tuner_says_so_once() {
     assert_eq!(r.model, None);
     assert_eq!(heard.len(), 1, "{heard:?}");
     assert!(heard[0].starts_with("no cost model for cpu/"), "{heard:?}");
-    assert!(heard[0].ends_with("proposing without one"), "{heard:?}");
+    assert!(heard[0].contains("proposing without one"), "{heard:?}");
     assert_eq!(r.notes, heard);
     assert!(r.round_stats.iter().all(|s| s.scored == 0));
 }

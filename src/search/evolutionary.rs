@@ -858,6 +858,10 @@ impl SearchStrategy for EvolutionarySearch {
         self.scorer.is_some()
     }
 
+    fn ranks_with_a_model(&self) -> bool {
+        true
+    }
+
     fn mutator_stats(&self) -> Vec<(&'static str, usize, usize)> {
         self.stats.rows()
     }

@@ -82,6 +82,11 @@ pub trait SearchStrategy {
     fn uses_model(&self) -> bool {
         false
     }
+    /// Whether the strategy ranks its proposals with a model when it is given one (the
+    /// tuner trains a model of the run's own records only for such a strategy).
+    fn ranks_with_a_model(&self) -> bool {
+        false
+    }
     /// Per mutator: (name, mutants tried, mutants that replayed and passed the
     /// postprocessors), for the report. Empty for strategies that do not mutate.
     fn mutator_stats(&self) -> Vec<(&'static str, usize, usize)> {

@@ -158,6 +158,14 @@ pub struct ModelPolicy {
     /// A retraining while a model is current takes every record of the workloads being
     /// tuned and an even sample of this many of the others' ([`FOCUS_OTHER_RECORDS`]).
     pub focus_other_records: usize,
+    /// With no model loaded and fewer than `min_records` records in the database, a
+    /// first model is trained on the records there are once this run measured this many
+    /// `ok` ones, and retrained after as many more: a model of the run's own
+    /// measurements, as MetaSchedule's starts from its first batch. Its training is
+    /// waited for (a few dozen records train in well under a second), it ranks the next
+    /// round, and it is not stored: a later run of another workload is better served by
+    /// no model than by one that knows a few dozen records of one shape.
+    pub run_records: usize,
 }
 
 impl ModelPolicy {
@@ -173,14 +181,16 @@ impl ModelPolicy {
 }
 
 impl Default for ModelPolicy {
-    /// 256 records before a first model; retrain every 32 new ones (after each round of
-    /// 64 candidates that measured half of them: a focused retraining takes seconds), one
-    /// training at a time.
+    /// 256 records before a first model stored for later runs; retrain every 32 new ones
+    /// (after each round of 64 candidates that measured half of them: a focused
+    /// retraining takes seconds), one training at a time; below 256 records, a model of
+    /// the run's own records every 16 new ones.
     fn default() -> Self {
         ModelPolicy {
             min_records: 256,
             retrain_every: 32,
             focus_other_records: FOCUS_OTHER_RECORDS,
+            run_records: 16,
         }
     }
 }
@@ -293,9 +303,10 @@ impl Learner {
                     l.train(db)?;
                 } else {
                     notes.push(format!(
-                        "no cost model for {what} ({have} records, {} needed to train one): \
-                         proposing without one",
-                        l.policy.min_records
+                        "no cost model for {what} ({have} records, {} needed for one to \
+                         keep): proposing without one (a search that ranks gets a model of \
+                         this run's own records once it has measured {})",
+                        l.policy.min_records, l.policy.run_records
                     ));
                 }
             }
@@ -350,18 +361,38 @@ impl Learner {
                 self.install_current(strategy);
             }
         }
-        if self.source.is_none()
-            || self.training.is_some()
-            || self.new_ok < self.policy.retrain_every
-        {
+        if self.source.is_none() || self.training.is_some() {
             return Ok(());
         }
-        if self.model.is_some()
-            || db.count_ok_records(self.target.kind, &self.target.arch)? >= self.policy.min_records
-        {
-            self.train(db)?;
+        let of_the_run = self.of_the_run(db)?;
+        if of_the_run && !strategy.ranks_with_a_model() {
+            return Ok(());
+        }
+        let every = match of_the_run {
+            true => self.policy.run_records,
+            false => self.policy.retrain_every,
+        };
+        if self.new_ok < every {
+            return Ok(());
+        }
+        self.train(db)?;
+        if of_the_run {
+            // A few dozen records: waited for, so that it ranks the next round.
+            if let Some(m) = self.collect(notes) {
+                self.make_current(m);
+                self.install_current(strategy);
+            }
         }
         Ok(())
+    }
+
+    /// Whether the next model is one of the run's own records ([`ModelPolicy::run_records`]):
+    /// none was loaded and the database holds fewer than `min_records`.
+    fn of_the_run(&self, db: &Database) -> Result<bool, TuneError> {
+        if self.model.as_ref().is_some_and(|m| m.loaded) {
+            return Ok(false);
+        }
+        Ok(db.count_ok_records(self.target.kind, &self.target.arch)? < self.policy.min_records)
     }
 
     /// At the end of the run (measurement is over): takes the model of a training that
@@ -464,13 +495,15 @@ impl Learner {
     }
 
     /// Waits for the training in flight; notes a failure.
-    /// A model trained on a sample (a focused retraining that left records out) serves
-    /// this run and is not kept to be stored.
+    /// A model trained on a sample (a focused retraining that left records out), or on
+    /// fewer than `min_records` records (a model of the run's own), serves this run and
+    /// is not kept to be stored.
     fn collect(&mut self, notes: &mut Vec<String>) -> Option<LearnedModel> {
         let done = self.training.take()?.thread.join();
-        let mut sampled = false;
+        let mut kept = false;
         let done = done.map(|(model, data)| {
-            sampled = data.training_indices().len() < data.records.len();
+            let sampled = data.training_indices().len() < data.records.len();
+            kept = !sampled && data.records.len() >= self.policy.min_records;
             self.seen = data;
             model
         });
@@ -483,7 +516,7 @@ impl Learner {
                     trained_this_run: trained,
                     loaded: self.model.as_ref().is_some_and(|u| u.loaded),
                 });
-                if !sampled {
+                if kept {
                     self.trained = Some(m.clone());
                 }
                 Some(m)
@@ -685,5 +718,79 @@ mod tests {
         let used = l.finish(&mut db, &mut notes).expect("a model");
         assert_eq!(used.trained_this_run, 1, "{notes:?}");
         assert_eq!(stored(&db), before, "the stored model is the loaded one");
+    }
+    /// Measured results of `n` random candidates of `spec` (the fixture's first
+    /// workload), ok, the first the fastest.
+    fn results_of(spec: &str, n: usize) -> Vec<MeasuredResult> {
+        use crate::search::{RandomSearch, SearchSpace, SearchStrategy, TargetLimits};
+        let w =
+            crate::workload::from_cli(spec, |_| Err(std::io::Error::other("no files"))).unwrap();
+        let program = crate::database::canonical_program(&w).unwrap();
+        let limits = TargetLimits::Cuda(crate::target::cuda::CudaLimits::sm90_default());
+        let mut search = RandomSearch::new(SearchSpace::cuda_default(), limits, program, 9);
+        let proposal = search.propose(n, &mut |_| false);
+        assert_eq!(proposal.candidates.len(), n);
+        proposal
+            .candidates
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| MeasuredResult {
+                ir_hash: c.ir_hash.clone(),
+                trace: c.trace,
+                median_seconds: Some(1e-3 * (i + 1) as f64),
+            })
+            .collect()
+    }
+
+    /// A strategy over the fixture's first workload.
+    fn strategy(kind: crate::search::StrategyKind) -> Box<dyn SearchStrategy + Send> {
+        use crate::search::{SearchSpace, TargetLimits};
+        let w = crate::workload::from_cli("matmul:64x64x64", |_| {
+            Err(std::io::Error::other("no files"))
+        })
+        .unwrap();
+        let program = crate::database::canonical_program(&w).unwrap();
+        let limits = TargetLimits::Cuda(crate::target::cuda::CudaLimits::sm90_default());
+        kind.build(SearchSpace::cuda_default(), limits, program, 1)
+    }
+
+    #[test]
+    fn with_few_records_a_model_of_the_runs_own_ranks_the_next_round_and_is_not_stored() {
+        use crate::search::StrategyKind;
+        let mut db = fixture_db();
+        let have = db.count_ok_records(target().kind, &target().arch).unwrap();
+        let policy = ModelPolicy::default();
+        assert!(have < policy.min_records, "{have} records");
+        let source: Arc<dyn ModelSource> = Arc::new(StoredModels::default());
+        let mut notes = Vec::new();
+        let mut l = Learner::start(Some(source), policy, &db, &target(), &[], &mut notes).unwrap();
+        assert_eq!(l.generation(), 0, "{notes:?}");
+        assert!(notes[0].contains("once it has measured 16"), "{notes:?}");
+        let mut evo = strategy(StrategyKind::Evolutionary);
+        let mut random = strategy(StrategyKind::Random);
+        let results = results_of("matmul:64x64x64", policy.run_records);
+        // One short of `run_records`: no training yet.
+        l.after_round(&db, &mut *evo, &results[1..], &mut notes)
+            .unwrap();
+        assert!(l.training.is_none() && l.generation() == 0);
+        // A strategy that ranks nothing gets no model of the run.
+        l.after_round(&db, &mut *random, &results, &mut notes)
+            .unwrap();
+        assert!(l.training.is_none() && l.generation() == 0);
+        // `run_records` new ok results: trained, waited for, handed to the strategy.
+        l.after_round(&db, &mut *evo, &results[..1], &mut notes)
+            .unwrap();
+        assert_eq!(l.generation(), 1, "{notes:?}");
+        assert!(evo.uses_model(), "the next round is ranked by it");
+        assert!(l.training.is_none(), "waited for");
+        let used = l.finish(&mut db, &mut notes).expect("the run's model");
+        assert_eq!(used.trained_this_run, 1);
+        assert!(!used.loaded);
+        assert!(
+            db.load_model(target().kind, &target().arch)
+                .unwrap()
+                .is_none(),
+            "a model of {have} records is not stored"
+        );
     }
 }
