@@ -124,6 +124,26 @@ fn cpu_kernels_are_pinned_and_compute_the_reference() {
     }
 }
 
+/// Rows of 12, 24 and 28 lanes, vectorized: on AVX-512 (16 lanes) and AVX2 (8) each
+/// leaves at least half a vector after the whole ones, which runs as one half-width
+/// vector step (28 on AVX-512: one vector, one half vector, 4 scalar lanes).
+#[test]
+fn vector_rows_with_half_a_vector_left_compute_the_reference() {
+    let trace = "b0 = get_block(\"C\")\ni, j, k = get_loops(b0)\nreorder(i, k, j)\nvectorize(j)\nb1 = decompose_reduction(b0, k)\n";
+    for spec in ["matmul:8x12x5", "matmul:8x24x5", "matmul:3x28x7"] {
+        let w = workload::preset(spec).unwrap();
+        let p = replay(&text::parse(trace).unwrap(), w.to_program(), 0)
+            .unwrap()
+            .into_program();
+        let src = session::source_for(&p, &Device::Cpu).unwrap();
+        assert!(src.code.contains("tessel_hstore(&C["), "{}", src.code);
+        for o in measure_cpu(spec, vec![p]) {
+            let m = o.unwrap_or_else(|f| panic!("{spec}: {f}"));
+            assert!(m.rel_error < 1e-4, "{spec}: {}", m.rel_error);
+        }
+    }
+}
+
 #[test]
 fn naive_cpu_kernels_of_every_preset_compute_the_reference() {
     for spec in [

@@ -347,31 +347,41 @@ impl<'a> Printer<'a> {
                         }
                     }
                     if *kind == ForKind::Vectorized && self.dialect == Dialect::C {
-                        if let Some((guard, line)) =
-                            super::c_vector::vector_statement(self, *var, body)
-                        {
-                            // Whole vectors, then the lanes that do not fill one.
-                            let whole = format!("{extent} / TESSEL_VLANES * TESSEL_VLANES");
+                        use super::c_vector::{vector_statement, Width};
+                        if let (Some(whole), Some(half)) = (
+                            vector_statement(self, *var, body, Width::Whole),
+                            vector_statement(self, *var, body, Width::Half),
+                        ) {
+                            // Whole vectors, a half vector where half of one is left,
+                            // then the lanes that do not fill one.
+                            let end_v = format!("{extent} / TESSEL_VLANES * TESSEL_VLANES");
+                            let end_h = format!("{extent} / TESSEL_HLANES * TESSEL_HLANES");
                             self.line(depth, "#pragma GCC unroll 64");
-                            self.line(
-                                depth,
-                                &format!(
-                                    "for (int {v} = 0; {v} < {whole}; {v} += TESSEL_VLANES) {{"
-                                ),
-                            );
-                            match guard {
-                                Some(g) => {
-                                    self.line(depth + 1, &format!("if {} {{", paren(&g)));
-                                    self.line(depth + 2, &line);
-                                    self.line(depth + 1, "}");
+                            let steps = [
+                                (String::from("0"), &end_v, "TESSEL_VLANES", whole),
+                                (end_v.clone(), &end_h, "TESSEL_HLANES", half),
+                            ];
+                            for (from, to, step, (guard, line)) in steps {
+                                self.line(
+                                    depth,
+                                    &format!(
+                                        "for (int {v} = {from}; {v} < {to}; {v} += {step}) {{"
+                                    ),
+                                );
+                                match guard {
+                                    Some(g) => {
+                                        self.line(depth + 1, &format!("if {} {{", paren(&g)));
+                                        self.line(depth + 2, &line);
+                                        self.line(depth + 1, "}");
+                                    }
+                                    None => self.line(depth + 1, &line),
                                 }
-                                None => self.line(depth + 1, &line),
+                                self.line(depth, "}");
                             }
-                            self.line(depth, "}");
                             self.line(depth, "#pragma omp simd");
                             self.line(
                                 depth,
-                                &format!("for (int {v} = {whole}; {v} < {extent}; ++{v}) {{"),
+                                &format!("for (int {v} = {end_h}; {v} < {extent}; ++{v}) {{"),
                             );
                             self.stmts(body, depth + 1, allocs_at);
                             self.line(depth, "}");

@@ -4,8 +4,11 @@
 //! `tessel_vf` (`TESSEL_VLANES` floats, from the ISA the kernel is compiled for) per
 //! step: unaligned loads and stores through `memcpy`, lane-invariant subexpressions left
 //! scalar (the compiler broadcasts them), `a * b + c` contracted to an FMA under
-//! `-ffp-contract=fast`. The lanes that do not fill a whole vector run in a scalar loop
-//! after it, which the compiler removes when the extent is a multiple of the width.
+//! `-ffp-contract=fast`. The lanes that do not fill a whole vector run as one step of a
+//! half-width vector (`tessel_hf`, `TESSEL_HLANES` floats) where at least half a vector
+//! is left, the rest in a scalar loop; the compiler removes the steps that the constant
+//! extent leaves empty. (A conv's 56 output columns on a 16-lane AVX-512 machine: three
+//! vectors and one half vector, where the rest of 8 ran as scalar FMAs.)
 //!
 //! A loop this printer does not take (a lane-dependent guard, a non-contiguous or
 //! non-float access, an operation without a vector form: min, max, select, casts, math
@@ -26,11 +29,38 @@ pub(super) const PRELUDE: &str = "\
 #else
 #define TESSEL_VLANES 1
 #endif
+#if TESSEL_VLANES >= 4
+#define TESSEL_HLANES (TESSEL_VLANES / 2)
+#else
+#define TESSEL_HLANES TESSEL_VLANES
+#endif
 typedef float tessel_vf __attribute__((vector_size(TESSEL_VLANES * 4)));
+typedef float tessel_hf __attribute__((vector_size(TESSEL_HLANES * 4)));
 static inline tessel_vf tessel_vload(const float *p) { tessel_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }
 static inline void tessel_vstore(float *p, tessel_vf v) { __builtin_memcpy(p, &v, sizeof v); }
 static inline tessel_vf tessel_vsplat(float x) { return ((tessel_vf){0} + 1.0f) * x; }
+static inline tessel_hf tessel_hload(const float *p) { tessel_hf v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void tessel_hstore(float *p, tessel_hf v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline tessel_hf tessel_hsplat(float x) { return ((tessel_hf){0} + 1.0f) * x; }
 ";
+
+/// The width of one vector step: a whole `tessel_vf`, or the half-width `tessel_hf` of
+/// the lanes left after the whole vectors.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Width {
+    Whole,
+    Half,
+}
+
+impl Width {
+    /// The helpers' prefix: `tessel_v` (`tessel_vload`, ...) or `tessel_h`.
+    fn prefix(self) -> &'static str {
+        match self {
+            Width::Whole => "tessel_v",
+            Width::Half => "tessel_h",
+        }
+    }
+}
 
 /// An expression printed for one vector step: its text and whether it is a vector (else
 /// a lane-invariant scalar).
@@ -40,12 +70,13 @@ struct VExpr {
 }
 
 /// The vector statement for the body of vectorized loop `var` (its single store, perhaps
-/// under a lane-invariant guard): `Some((guard, statement))`, or `None` when the loop is
-/// to stay scalar.
+/// under a lane-invariant guard), one step of `width`: `Some((guard, statement))`, or
+/// `None` when the loop is to stay scalar.
 pub(super) fn vector_statement(
     pr: &Printer,
     var: VarId,
     body: &[KStmt],
+    width: Width,
 ) -> Option<(Option<String>, String)> {
     let crate::lower::VectorStore {
         guard,
@@ -70,21 +101,22 @@ pub(super) fn vector_statement(
     if hazard {
         return None;
     }
-    let v = vexpr(pr, value, var)?;
+    let v = vexpr(pr, value, var, width)?;
+    let w = width.prefix();
     let rhs = if v.vector {
         v.text
     } else {
-        format!("tessel_vsplat({})", v.text)
+        format!("{w}splat({})", v.text)
     };
     let stmt = format!(
-        "tessel_vstore(&{}[{}], {rhs});",
+        "{w}store(&{}[{}], {rhs});",
         ident(&pr.p.buffer(buffer).name),
         pr.expr(&indices[0])
     );
     Some((guard.map(|g| pr.expr(g)), stmt))
 }
 
-fn vexpr(pr: &Printer, e: &Expr, var: VarId) -> Option<VExpr> {
+fn vexpr(pr: &Printer, e: &Expr, var: VarId, width: Width) -> Option<VExpr> {
     if !e.uses_var(var) {
         return Some(VExpr {
             text: pr.expr(e),
@@ -100,7 +132,8 @@ fn vexpr(pr: &Printer, e: &Expr, var: VarId) -> Option<VExpr> {
             }
             Some(VExpr {
                 text: format!(
-                    "tessel_vload(&{}[{}])",
+                    "{}load(&{}[{}])",
+                    width.prefix(),
                     ident(&pr.p.buffer(*b).name),
                     pr.expr(&idx[0])
                 ),
@@ -108,7 +141,7 @@ fn vexpr(pr: &Printer, e: &Expr, var: VarId) -> Option<VExpr> {
             })
         }
         Expr::Bin(op @ (BinOp::Add | BinOp::Sub | BinOp::Mul | BinOp::Div), a, b) => {
-            let (x, y) = (vexpr(pr, a, var)?, vexpr(pr, b, var)?);
+            let (x, y) = (vexpr(pr, a, var, width)?, vexpr(pr, b, var, width)?);
             // Scalar operands of a vector operation must be floats to be broadcast.
             let float_ok = |v: &VExpr, e: &Expr| v.vector || pr.is_float(e);
             if !float_ok(&x, a) || !float_ok(&y, b) {
@@ -126,7 +159,7 @@ fn vexpr(pr: &Printer, e: &Expr, var: VarId) -> Option<VExpr> {
             })
         }
         Expr::Un(UnOp::Neg, a) => {
-            let x = vexpr(pr, a, var)?;
+            let x = vexpr(pr, a, var, width)?;
             Some(VExpr {
                 text: format!("(-{})", x.text),
                 vector: x.vector,

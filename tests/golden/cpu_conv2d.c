@@ -13,10 +13,19 @@ static inline int max(int a, int b) { return a > b ? a : b; }
 #else
 #define TESSEL_VLANES 1
 #endif
+#if TESSEL_VLANES >= 4
+#define TESSEL_HLANES (TESSEL_VLANES / 2)
+#else
+#define TESSEL_HLANES TESSEL_VLANES
+#endif
 typedef float tessel_vf __attribute__((vector_size(TESSEL_VLANES * 4)));
+typedef float tessel_hf __attribute__((vector_size(TESSEL_HLANES * 4)));
 static inline tessel_vf tessel_vload(const float *p) { tessel_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }
 static inline void tessel_vstore(float *p, tessel_vf v) { __builtin_memcpy(p, &v, sizeof v); }
 static inline tessel_vf tessel_vsplat(float x) { return ((tessel_vf){0} + 1.0f) * x; }
+static inline tessel_hf tessel_hload(const float *p) { tessel_hf v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void tessel_hstore(float *p, tessel_hf v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline tessel_hf tessel_hsplat(float x) { return ((tessel_hf){0} + 1.0f) * x; }
 
 void conv2d_nchw_kernel(float* restrict data, float* restrict weight, float* restrict conv2d_nchw) {
   #pragma omp parallel for
@@ -29,8 +38,11 @@ void conv2d_nchw_kernel(float* restrict data, float* restrict weight, float* res
         for (int xx_1_init = 0; xx_1_init < 8 / TESSEL_VLANES * TESSEL_VLANES; xx_1_init += TESSEL_VLANES) {
           tessel_vstore(&conv2d_nchw_local[((ff_1_init * 8) + xx_1_init)], tessel_vsplat(0.0f));
         }
+        for (int xx_1_init = 8 / TESSEL_VLANES * TESSEL_VLANES; xx_1_init < 8 / TESSEL_HLANES * TESSEL_HLANES; xx_1_init += TESSEL_HLANES) {
+          tessel_hstore(&conv2d_nchw_local[((ff_1_init * 8) + xx_1_init)], tessel_hsplat(0.0f));
+        }
         #pragma omp simd
-        for (int xx_1_init = 8 / TESSEL_VLANES * TESSEL_VLANES; xx_1_init < 8; ++xx_1_init) {
+        for (int xx_1_init = 8 / TESSEL_HLANES * TESSEL_HLANES; xx_1_init < 8; ++xx_1_init) {
           // block conv2d_nchw_init
           conv2d_nchw_local[((ff_1_init * 8) + xx_1_init)] = 0.0f;
         }

@@ -13,10 +13,19 @@ static inline int max(int a, int b) { return a > b ? a : b; }
 #else
 #define TESSEL_VLANES 1
 #endif
+#if TESSEL_VLANES >= 4
+#define TESSEL_HLANES (TESSEL_VLANES / 2)
+#else
+#define TESSEL_HLANES TESSEL_VLANES
+#endif
 typedef float tessel_vf __attribute__((vector_size(TESSEL_VLANES * 4)));
+typedef float tessel_hf __attribute__((vector_size(TESSEL_HLANES * 4)));
 static inline tessel_vf tessel_vload(const float *p) { tessel_vf v; __builtin_memcpy(&v, p, sizeof v); return v; }
 static inline void tessel_vstore(float *p, tessel_vf v) { __builtin_memcpy(p, &v, sizeof v); }
 static inline tessel_vf tessel_vsplat(float x) { return ((tessel_vf){0} + 1.0f) * x; }
+static inline tessel_hf tessel_hload(const float *p) { tessel_hf v; __builtin_memcpy(&v, p, sizeof v); return v; }
+static inline void tessel_hstore(float *p, tessel_hf v) { __builtin_memcpy(p, &v, sizeof v); }
+static inline tessel_hf tessel_hsplat(float x) { return ((tessel_hf){0} + 1.0f) * x; }
 
 void matmul_kernel(float* restrict A, float* restrict B, float* restrict C) {
   #pragma omp parallel for
@@ -30,8 +39,11 @@ void matmul_kernel(float* restrict A, float* restrict B, float* restrict C) {
           for (int j_2_init = 0; j_2_init < 16 / TESSEL_VLANES * TESSEL_VLANES; j_2_init += TESSEL_VLANES) {
             tessel_vstore(&C_local[((i_2_init * 16) + j_2_init)], tessel_vsplat(0.0f));
           }
+          for (int j_2_init = 16 / TESSEL_VLANES * TESSEL_VLANES; j_2_init < 16 / TESSEL_HLANES * TESSEL_HLANES; j_2_init += TESSEL_HLANES) {
+            tessel_hstore(&C_local[((i_2_init * 16) + j_2_init)], tessel_hsplat(0.0f));
+          }
           #pragma omp simd
-          for (int j_2_init = 16 / TESSEL_VLANES * TESSEL_VLANES; j_2_init < 16; ++j_2_init) {
+          for (int j_2_init = 16 / TESSEL_HLANES * TESSEL_HLANES; j_2_init < 16; ++j_2_init) {
             // block C_init
             C_local[((i_2_init * 16) + j_2_init)] = 0.0f;
           }
@@ -44,8 +56,11 @@ void matmul_kernel(float* restrict A, float* restrict B, float* restrict C) {
               for (int j_2 = 0; j_2 < 16 / TESSEL_VLANES * TESSEL_VLANES; j_2 += TESSEL_VLANES) {
                 tessel_vstore(&C_local[((i_2 * 16) + j_2)], (tessel_vload(&C_local[((i_2 * 16) + j_2)]) + (A[((((((i_0_j_0_fused / 3) * 4096) + (i_1 * 512)) + (i_2 * 128)) + (k_0 * 64)) + k_1)] * tessel_vload(&B[(((((k_0 * 12288) + (k_1 * 192)) + ((i_0_j_0_fused % 3) * 64)) + (j_1 * 16)) + j_2)]))));
               }
+              for (int j_2 = 16 / TESSEL_VLANES * TESSEL_VLANES; j_2 < 16 / TESSEL_HLANES * TESSEL_HLANES; j_2 += TESSEL_HLANES) {
+                tessel_hstore(&C_local[((i_2 * 16) + j_2)], (tessel_hload(&C_local[((i_2 * 16) + j_2)]) + (A[((((((i_0_j_0_fused / 3) * 4096) + (i_1 * 512)) + (i_2 * 128)) + (k_0 * 64)) + k_1)] * tessel_hload(&B[(((((k_0 * 12288) + (k_1 * 192)) + ((i_0_j_0_fused % 3) * 64)) + (j_1 * 16)) + j_2)]))));
+              }
               #pragma omp simd
-              for (int j_2 = 16 / TESSEL_VLANES * TESSEL_VLANES; j_2 < 16; ++j_2) {
+              for (int j_2 = 16 / TESSEL_HLANES * TESSEL_HLANES; j_2 < 16; ++j_2) {
                 // block C_update
                 C_local[((i_2 * 16) + j_2)] = (C_local[((i_2 * 16) + j_2)] + (A[((((((i_0_j_0_fused / 3) * 4096) + (i_1 * 512)) + (i_2 * 128)) + (k_0 * 64)) + k_1)] * B[(((((k_0 * 12288) + (k_1 * 192)) + ((i_0_j_0_fused % 3) * 64)) + (j_1 * 16)) + j_2)]));
               }
@@ -57,8 +72,11 @@ void matmul_kernel(float* restrict A, float* restrict B, float* restrict C) {
           for (int ax1 = 0; ax1 < 16 / TESSEL_VLANES * TESSEL_VLANES; ax1 += TESSEL_VLANES) {
             tessel_vstore(&C[(((((((i_0_j_0_fused / 3) * 6144) + (i_1 * 768)) + (ax0 * 192)) + ((i_0_j_0_fused % 3) * 64)) + (j_1 * 16)) + ax1)], tessel_vload(&C_local[((ax0 * 16) + ax1)]));
           }
+          for (int ax1 = 16 / TESSEL_VLANES * TESSEL_VLANES; ax1 < 16 / TESSEL_HLANES * TESSEL_HLANES; ax1 += TESSEL_HLANES) {
+            tessel_hstore(&C[(((((((i_0_j_0_fused / 3) * 6144) + (i_1 * 768)) + (ax0 * 192)) + ((i_0_j_0_fused % 3) * 64)) + (j_1 * 16)) + ax1)], tessel_hload(&C_local[((ax0 * 16) + ax1)]));
+          }
           #pragma omp simd
-          for (int ax1 = 16 / TESSEL_VLANES * TESSEL_VLANES; ax1 < 16; ++ax1) {
+          for (int ax1 = 16 / TESSEL_HLANES * TESSEL_HLANES; ax1 < 16; ++ax1) {
             // block C_local
             C[(((((((i_0_j_0_fused / 3) * 6144) + (i_1 * 768)) + (ax0 * 192)) + ((i_0_j_0_fused % 3) * 64)) + (j_1 * 16)) + ax1)] = C_local[((ax0 * 16) + ax1)];
           }
