@@ -32,6 +32,21 @@ T_add[i, j] = T_dense[i, j] + bias[j]
 weight = 1
 "#;
 
+/// Two GEMMs of other shapes and a conv.
+const KIN: &str = r#"name = "kin"
+[[task]]
+workload = "matmul:m=8,n=8,k=8"
+weight = 1
+
+[[task]]
+workload = "matmul:m=16,n=8,k=24"
+weight = 1
+
+[[task]]
+workload = "conv2d_nchw:n=1,c=2,h=4,w=4,k=2,r=3,s=3,pad=1"
+weight = 1
+"#;
+
 /// Quick timing: the tests check the loop, not the kernels.
 fn quick() -> TimingConfig {
     TimingConfig {
@@ -260,4 +275,21 @@ fn two_shards_merged_cover_the_network_and_report_writes_the_page() {
     ] {
         assert!(out_dir.join(f).exists(), "{f} missing:\n{table}");
     }
+}
+
+#[test]
+fn a_best_found_during_the_run_seeds_the_other_tasks_it_fits() {
+    let net = Network::parse(KIN, "kin.toml").unwrap();
+    let mut db = Database::open_in_memory().unwrap();
+    let report = tuner(&mut db, 6)
+        .with_strategy(StrategyKind::Evolutionary)
+        .tune_network(&net.tasks, |_, _| {})
+        .unwrap();
+    // A fresh database seeds nothing at the start: every seed came from the run.
+    let seeds: Vec<usize> = report.tasks.iter().map(|t| t.report.seed_traces).collect();
+    assert!(seeds[0] >= 1 && seeds[1] >= 1, "{seeds:?}");
+    assert_eq!(
+        seeds[2], 0,
+        "a GEMM's trace does not replay on a conv: {seeds:?}"
+    );
 }

@@ -121,6 +121,26 @@ pub(super) struct NetworkRun<'t> {
     pub start: Instant,
 }
 
+/// A new best of task `from`, found in this run, seeds the other open tasks' searches
+/// where it replays once fitted to their loops (a GEMM's on another GEMM, not on a conv):
+/// the database's bests seed each task when it opens, this one only now exists.
+fn transfer_best(run: &mut NetworkRun, from: usize) {
+    let Some(best) = run.sessions[from]
+        .report
+        .best
+        .as_ref()
+        .filter(|b| b.this_run)
+    else {
+        return;
+    };
+    let trace = best.trace.clone();
+    for (j, s) in run.sessions.iter_mut().enumerate() {
+        if j != from && run.histories[j].open {
+            s.seed(&trace);
+        }
+    }
+}
+
 /// The task groups the scheduler's estimate from similar tasks uses: workloads whose
 /// canonical text is equal once the numbers (shapes) are taken out.
 fn group_of(task: &Task) -> String {
@@ -304,6 +324,11 @@ impl Tuner<'_> {
         let trials = s.report.trials - before;
         run.total += trials;
         let best = s.report.best.as_ref().map(|b| b.median_seconds);
+        let before_best = run.histories[i].curve.last().copied().flatten();
+        if best.is_some_and(|b| before_best.is_none_or(|p| b < p)) {
+            transfer_best(run, i);
+        }
+        let s = &run.sessions[i];
         run.histories[i].curve.push(best);
         run.closed[i] = exhausted.or_else(|| self.task_stop(s));
         if run.closed[i].is_some() {

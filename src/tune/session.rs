@@ -10,8 +10,10 @@ use super::record::Recorder;
 use super::report::{RoundStats, StopReason, TuneReport};
 use super::{best_in_db, empty_report, has_design_space, TuneError, Tuner};
 use crate::database::{Database, TargetKey};
+use crate::ir::Program;
 use crate::measure::worker::Measurer;
 use crate::measure::{Job, TimingConfig};
+use crate::schedule::Trace;
 use crate::search::Proposal;
 use crate::workload::Workload;
 use std::time::{Duration, Instant};
@@ -55,6 +57,10 @@ pub(crate) struct Session<'w> {
     /// The strategy, what it must not propose again and the job template; `None` while
     /// lent to a measurement worker.
     proposer: Option<Proposer>,
+    /// The canonical program the candidates schedule (other tasks' traces are fitted to it).
+    program: Program,
+    /// Other tasks' traces that came while the proposer was lent, handed over on its return.
+    seeds_waiting: Vec<Trace>,
     pub report: TuneReport,
     /// The batch proposed while the last one was measured.
     pending: Option<Proposed>,
@@ -114,6 +120,8 @@ impl Tuner<'_> {
             key,
             give_up_factor: self.give_up_factor,
             proposer: Some(Proposer::new(strategy, known, template)),
+            program,
+            seeds_waiting: Vec::new(),
             report,
             pending: None,
             stale_rounds: 0,
@@ -213,9 +221,29 @@ impl Session<'_> {
         proposed: Proposed,
     ) -> Result<Option<Prepared>, TuneError> {
         self.proposer = Some(lent.proposer);
+        let waiting = std::mem::take(&mut self.seeds_waiting);
+        if let Some(p) = self.proposer.as_mut() {
+            p.strategy.seed_traces(&waiting);
+        }
         let mut round = self.next_round();
         round.seconds.propose = proposed.took.as_secs_f64();
         self.accept(db, learner, proposed.proposal, lent.n, round, lent.start)
+    }
+
+    /// Seeds the strategy with another task's trace found during this run, fitted to this
+    /// workload's loops (as [`super::warm_start`] does with the database's at the start);
+    /// whether it replayed here. A trace for a strategy out on a worker waits for its return.
+    pub fn seed(&mut self, trace: &Trace) -> bool {
+        let fitted = super::warm_start::fit(vec![trace.clone()], &self.program);
+        if fitted.is_empty() {
+            return false;
+        }
+        self.report.seed_traces += fitted.len();
+        match self.proposer.as_mut() {
+            Some(p) => p.strategy.seed_traces(&fitted),
+            None => self.seeds_waiting.extend(fitted),
+        }
+        true
     }
 
     fn next_round(&self) -> RoundStats {
