@@ -368,9 +368,10 @@ impl Learner {
         if of_the_run && !strategy.ranks_with_a_model() {
             return Ok(());
         }
-        let every = match of_the_run {
-            true => self.policy.run_records,
-            false => self.policy.retrain_every,
+        let every = if of_the_run {
+            self.policy.run_records
+        } else {
+            self.policy.retrain_every
         };
         if self.new_ok < every {
             return Ok(());
@@ -719,14 +720,23 @@ mod tests {
         assert_eq!(used.trained_this_run, 1, "{notes:?}");
         assert_eq!(stored(&db), before, "the stored model is the loaded one");
     }
-    /// Measured results of `n` random candidates of `spec` (the fixture's first
-    /// workload), ok, the first the fastest.
-    fn results_of(spec: &str, n: usize) -> Vec<MeasuredResult> {
-        use crate::search::{RandomSearch, SearchSpace, SearchStrategy, TargetLimits};
-        let w =
-            crate::workload::from_cli(spec, |_| Err(std::io::Error::other("no files"))).unwrap();
-        let program = crate::database::canonical_program(&w).unwrap();
-        let limits = TargetLimits::Cuda(crate::target::cuda::CudaLimits::sm90_default());
+
+    /// The canonical program of the fixture's first workload and the H100 limits.
+    fn first_workload() -> (crate::ir::Program, crate::search::TargetLimits) {
+        let w = crate::workload::from_cli("matmul:64x64x64", |_| {
+            Err(std::io::Error::other("no files"))
+        })
+        .unwrap();
+        let limits =
+            crate::search::TargetLimits::Cuda(crate::target::cuda::CudaLimits::sm90_default());
+        (crate::database::canonical_program(&w).unwrap(), limits)
+    }
+
+    /// Measured results of `n` random candidates of the fixture's first workload, ok, the
+    /// first the fastest.
+    fn results_of(n: usize) -> Vec<MeasuredResult> {
+        use crate::search::{RandomSearch, SearchSpace};
+        let (program, limits) = first_workload();
         let mut search = RandomSearch::new(SearchSpace::cuda_default(), limits, program, 9);
         let proposal = search.propose(n, &mut |_| false);
         assert_eq!(proposal.candidates.len(), n);
@@ -744,14 +754,13 @@ mod tests {
 
     /// A strategy over the fixture's first workload.
     fn strategy(kind: crate::search::StrategyKind) -> Box<dyn SearchStrategy + Send> {
-        use crate::search::{SearchSpace, TargetLimits};
-        let w = crate::workload::from_cli("matmul:64x64x64", |_| {
-            Err(std::io::Error::other("no files"))
-        })
-        .unwrap();
-        let program = crate::database::canonical_program(&w).unwrap();
-        let limits = TargetLimits::Cuda(crate::target::cuda::CudaLimits::sm90_default());
-        kind.build(SearchSpace::cuda_default(), limits, program, 1)
+        let (program, limits) = first_workload();
+        kind.build(
+            crate::search::SearchSpace::cuda_default(),
+            limits,
+            program,
+            1,
+        )
     }
 
     #[test]
@@ -768,7 +777,7 @@ mod tests {
         assert!(notes[0].contains("once it has measured 16"), "{notes:?}");
         let mut evo = strategy(StrategyKind::Evolutionary);
         let mut random = strategy(StrategyKind::Random);
-        let results = results_of("matmul:64x64x64", policy.run_records);
+        let results = results_of(policy.run_records);
         // One short of `run_records`: no training yet.
         l.after_round(&db, &mut *evo, &results[1..], &mut notes)
             .unwrap();

@@ -325,14 +325,13 @@ impl Tuner<'_> {
         run.total += trials;
         let best = s.report.best.as_ref().map(|b| b.median_seconds);
         let before_best = run.histories[i].curve.last().copied().flatten();
-        if best.is_some_and(|b| before_best.is_none_or(|p| b < p)) {
-            transfer_best(run, i);
-        }
-        let s = &run.sessions[i];
         run.histories[i].curve.push(best);
         run.closed[i] = exhausted.or_else(|| self.task_stop(s));
         if run.closed[i].is_some() {
             run.histories[i].open = false;
+        }
+        if best.is_some_and(|b| before_best.is_none_or(|p| b < p)) {
+            transfer_best(run, i);
         }
         if exhausted.is_some() {
             // Nothing was measured: no round to show.

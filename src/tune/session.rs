@@ -220,30 +220,26 @@ impl Session<'_> {
         lent: Lent,
         proposed: Proposed,
     ) -> Result<Option<Prepared>, TuneError> {
-        self.proposer = Some(lent.proposer);
-        let waiting = std::mem::take(&mut self.seeds_waiting);
-        if let Some(p) = self.proposer.as_mut() {
-            p.strategy.seed_traces(&waiting);
-        }
+        let mut proposer = lent.proposer;
+        proposer
+            .strategy
+            .seed_traces(&std::mem::take(&mut self.seeds_waiting));
+        self.proposer = Some(proposer);
         let mut round = self.next_round();
         round.seconds.propose = proposed.took.as_secs_f64();
         self.accept(db, learner, proposed.proposal, lent.n, round, lent.start)
     }
 
     /// Seeds the strategy with another task's trace found during this run, fitted to this
-    /// workload's loops (as [`super::warm_start`] does with the database's at the start);
-    /// whether it replayed here. A trace for a strategy out on a worker waits for its return.
-    pub fn seed(&mut self, trace: &Trace) -> bool {
+    /// workload's loops (as [`super::warm_start`] does with the database's at the start),
+    /// where it replays here. A trace for a strategy out on a worker waits for its return.
+    pub fn seed(&mut self, trace: &Trace) {
         let fitted = super::warm_start::fit(vec![trace.clone()], &self.program);
-        if fitted.is_empty() {
-            return false;
-        }
         self.report.seed_traces += fitted.len();
         match self.proposer.as_mut() {
             Some(p) => p.strategy.seed_traces(&fitted),
             None => self.seeds_waiting.extend(fitted),
         }
-        true
     }
 
     fn next_round(&self) -> RoundStats {
