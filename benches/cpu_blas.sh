@@ -7,6 +7,10 @@
 # measurements: the machine may be shared. Writes OUT/table.md.
 #
 #   benches/cpu_blas.sh OUT [TRIALS] [WORKLOAD...]
+#
+# PASSES=N (default 0) then runs every best and its peer N more times, alternating, and
+# prints each pass's medians and ratio: on a shared machine one pair of runs can land in
+# different minutes' load.
 set -u
 out=$1
 trials=${2:-128}
@@ -80,3 +84,23 @@ for w in workloads:
     ratio = f"{blas / t:.2f}x" if t and blas else "-"
     print(f"| {w} | {g(t)} | {g(nd)} | {g(blas)} | {g(torch)} | {ratio} | {', '.join(loads)} |")
 PY
+passes=${PASSES:-0}
+for ((pass = 1; pass <= passes; pass++)); do
+  for w in "${workloads[@]}"; do
+    tag=$(printf '%s' "$w" | tr ':,=' '___')
+    ours=$("$bin" run "$w" --schedule "$out/$tag.trace" --threads "$threads" 2>&1 |
+      sed -n 's/^latency *median \([0-9.]*\) \(us\|ms\|s\) .*/\1 \2/p')
+    peer=$(python3 "$here/cpu_peers.py" "$w" "$threads" 2>&1 |
+      awk '$1 == "peer" && $3 ~ /^[0-9.]+$/ { print $3; exit }')
+    python3 - "$pass" "$w" "$ours" "$peer" <<'PY'
+import sys
+p, w, ours, peer = sys.argv[1:5]
+if not ours or not peer:
+    print(f"pass {p} {w}: no figure (tessel: {ours!r}, peer: {peer!r})")
+else:
+    v, unit = ours.split()
+    t = float(v) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[unit]
+    print(f"pass {p} {w}: tessel {t * 1e3:.3f} ms, peer {float(peer) * 1e3:.3f} ms, tessel / peer {float(peer) / t:.2f}x")
+PY
+  done
+done
