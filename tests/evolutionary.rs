@@ -78,14 +78,17 @@ fn samples(
 }
 
 /// Per mutator kind: mutants tried and accepted; each accepted mutant differs from its
-/// parent in exactly one decision and computes the reference's answer.
+/// parent in exactly one decision; the first accepted mutant of each parent computes the
+/// reference's answer.
 fn check_mutators(spec: &str, space: &SearchSpace, target: &TargetLimits, expect: &[MutatorKind]) {
     let p = program(spec);
     let parents = samples(space, target, &p, 2);
     let mut rng = ChaCha8Rng::seed_from_u64(5);
     for kind in expect {
-        let (mut tried, mut accepted, mut interp_checked) = (0, 0, 0);
+        let (mut tried, mut accepted) = (0, 0);
         for parent in &parents {
+            // The first accepted mutant of each parent (so of each sketch) is run.
+            let mut interp_checked = 0;
             for _ in 0..4 {
                 let Some(mutant) = mutate_kind(parent, *kind, &mut rng) else {
                     break;
@@ -159,12 +162,19 @@ fn mutators_keep_cpu_traces_valid() {
     let (space, target) = cpu();
     let space = small(space, 8, 1);
     use MutatorKind::*;
-    check_mutators("matmul:32x32x64", &space, &target, &[TileSize, Unroll]);
+    // The compute location: the plain sketch's write-back (parallel loop or outer tile),
+    // the register-tile sketch's packed panel (per column tile or per reduction block).
+    check_mutators(
+        "matmul:32x32x64",
+        &space,
+        &target,
+        &[TileSize, Unroll, ComputeLocation],
+    );
     check_mutators(
         "conv2d_nchw:n=1,c=4,h=8,w=8,k=8,r=3,s=3,stride=1,pad=1",
         &space,
         &target,
-        &[TileSize, Unroll],
+        &[TileSize, Unroll, ComputeLocation],
     );
 }
 

@@ -301,3 +301,40 @@ fn a_kernel_unrolling_to_more_statements_than_the_limit_is_rejected_before_compi
     );
     assert!(e.to_string().contains("matmul_kernel unrolls to"), "{e}");
 }
+
+/// `postprocess.max_local_bytes`: a CPU kernel whose local arrays (here the accumulator of
+/// the whole parallel block, the write-back placed at the parallel loop) exceed the limit
+/// is rejected before compiling, naming the kernel, the bytes and the key; at exactly its
+/// bytes it passes.
+#[test]
+fn a_cpu_kernel_with_more_local_array_bytes_than_the_limit_is_rejected_before_compiling() {
+    use tessel::search::postproc::{verify, RejectKind, Rejection};
+    let text = "b0 = get_block(\"C\")\n\
+                b1 = cache_write(b0, write_index=0, scope=\"local\")\n\
+                i, j, k = get_loops(b0)\n\
+                i_0, i_1 = split(i, factors=[None, 32])\n\
+                reorder(i_0, i_1, j, k)\n\
+                parallel(i_0)\n\
+                reverse_compute_at(b1, i_0)\n";
+    let trace = tessel::schedule::text::parse(text).unwrap();
+    let w = tessel::workload::preset("matmul:64x64x64").unwrap();
+    let sch = tessel::schedule::replay(&trace, w.to_program(), 0).unwrap();
+    let target = TargetLimits::Cpu;
+    let mut space = SearchSpace::cpu_default();
+    // The accumulator of one i_0 iteration: 32 x 64 floats.
+    let bytes = 32 * 64 * 4;
+    space.max_local_bytes = Some(bytes);
+    assert!(verify(sch.program(), &space, &target).is_ok());
+    space.max_local_bytes = Some(bytes - 1);
+    let e = verify(sch.program(), &space, &target).unwrap_err();
+    assert_eq!(e.kind(), RejectKind::StackFrame);
+    assert!(
+        matches!(&e, Rejection::LocalArrays { bytes: b, .. } if *b == bytes),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("8192 bytes of local arrays")
+            && e.to_string().contains("postprocess.max_local_bytes"),
+        "{e}"
+    );
+}

@@ -38,6 +38,7 @@ pub enum InstKind {
     SamplePerfectTile,
     SampleTile,
     SampleCategorical,
+    SampleComputeLocation,
 }
 
 /// The kind of value a random variable stands for.
@@ -61,7 +62,7 @@ pub struct Signature {
 }
 
 impl InstKind {
-    pub const ALL: [InstKind; 26] = [
+    pub const ALL: [InstKind; 27] = [
         InstKind::GetBlock,
         InstKind::GetLoops,
         InstKind::GetConsumers,
@@ -88,6 +89,7 @@ impl InstKind {
         InstKind::SamplePerfectTile,
         InstKind::SampleTile,
         InstKind::SampleCategorical,
+        InstKind::SampleComputeLocation,
     ];
 
     pub fn signature(self) -> Signature {
@@ -165,6 +167,12 @@ impl InstKind {
                 &["candidates", "probs"],
                 Some(K::Expr),
             ),
+            SampleComputeLocation => (
+                "sample_compute_location",
+                Some(&["block", "locations"]),
+                &[],
+                Some(K::Loop),
+            ),
         };
         Signature {
             name,
@@ -186,7 +194,10 @@ impl InstKind {
     pub fn is_sampling(self) -> bool {
         matches!(
             self,
-            InstKind::SamplePerfectTile | InstKind::SampleTile | InstKind::SampleCategorical
+            InstKind::SamplePerfectTile
+                | InstKind::SampleTile
+                | InstKind::SampleCategorical
+                | InstKind::SampleComputeLocation
         )
     }
 }
@@ -220,7 +231,8 @@ pub enum Operand {
 pub enum Decision {
     /// `sample_perfect_tile` and `sample_tile`: the tile sizes, outermost first.
     Tile(Vec<i64>),
-    /// `sample_categorical`: the index of the chosen candidate.
+    /// `sample_categorical`: the index of the chosen candidate; `sample_compute_location`:
+    /// the index of the chosen loop among its locations.
     Categorical(usize),
 }
 

@@ -10,12 +10,18 @@
 //! computation): a tile decision that does not fit a loop of this program is replaced by
 //! the nearest one that does ([`sampling::fit_tile`]), so the inner tiles of a good
 //! schedule carry over to shapes whose extents differ.
+//!
+//! A block placed at a loop `sample_compute_location` chose sits under more or fewer
+//! loops when the decision changes (a mutated location): `get_loops` of that block
+//! matches the trace's outputs to the loops it finds innermost first, the block's own
+//! loops being innermost.
 
 use super::error::ScheduleError;
 use super::inst::{Decision, InstKind, Instruction, Operand, Trace};
 use super::sampling;
 use super::state::{AnnArg, BlockRv, ExprRv, IntArg, LoopRv, Schedule, Target};
 use crate::ir::Program;
+use std::collections::HashSet;
 use thiserror::Error;
 
 /// A trace that does not replay: which instruction, and why.
@@ -36,6 +42,11 @@ struct Replayer {
     map: Vec<Option<u32>>,
     /// Whether tile decisions that do not fit are fitted rather than refused.
     fit: bool,
+    /// Trace rvs of the loops `sample_compute_location` returned, and of the blocks
+    /// placed at one of them: such a block's loops depend on the decision
+    /// ([`Replayer::loops_found`]).
+    sampled_locations: HashSet<u32>,
+    relocated: HashSet<u32>,
 }
 
 fn bad(what: &'static str, reason: impl Into<String>) -> ScheduleError {
@@ -110,6 +121,36 @@ impl Replayer {
                 format!("{} needs {} inputs", inst.kind.name(), i + 1),
             )
         })
+    }
+
+    /// Notes, before `inst` runs, what a sampled compute location affects.
+    fn track_locations(&mut self, inst: &Instruction) {
+        match (inst.kind, inst.inputs.as_slice()) {
+            (InstKind::SampleComputeLocation, _) => {
+                self.sampled_locations.extend(inst.outputs.iter().copied());
+            }
+            (
+                InstKind::ComputeAt | InstKind::ReverseComputeAt,
+                [Operand::Rv(b), Operand::Rv(l)],
+            ) if self.sampled_locations.contains(l) => {
+                self.relocated.insert(*b);
+            }
+            _ => {}
+        }
+    }
+
+    /// For `get_loops` of a block placed at a sampled compute location, the number of
+    /// loops it sits under now: with another decision than the trace was made with, more
+    /// or fewer than the trace lists. `None` for any other instruction.
+    fn loops_found(&self, inst: &Instruction) -> Option<usize> {
+        match (inst.kind, inst.inputs.first()) {
+            (InstKind::GetLoops, Some(Operand::Rv(b))) if self.relocated.contains(b) => {
+                let block = self.block(&Operand::Rv(*b)).ok()?;
+                let id = self.sch.block_id(block).ok()?;
+                Some(super::get::get_loops(self.sch.program(), id).len())
+            }
+            _ => None,
+        }
     }
 
     /// Runs one instruction; returns the new rv indices of its outputs.
@@ -406,6 +447,25 @@ impl Replayer {
                 };
                 vec![self.sch.sample_categorical(&c, &p, decision)?.0]
             }
+            SampleComputeLocation => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                let Operand::List(ls) = Self::input(inst, 1)? else {
+                    return Err(bad("locations", "expected a list of loops"));
+                };
+                let locations: Vec<LoopRv> =
+                    ls.iter().map(|o| self.lp(o)).collect::<Result<_, _>>()?;
+                let decision = match &inst.decision {
+                    Some(Decision::Categorical(i)) => Some(*i),
+                    None => None,
+                    Some(other) => {
+                        return Err(bad(
+                            "decision",
+                            format!("{other:?} for sample_compute_location"),
+                        ))
+                    }
+                };
+                vec![self.sch.sample_compute_location(b, &locations, decision)?.0]
+            }
         };
         Ok(outs)
     }
@@ -431,6 +491,8 @@ fn run(trace: &Trace, prog: Program, seed: u64, fit: bool) -> Result<Schedule, R
         sch,
         map: vec![None; trace.rvs.len()],
         fit,
+        sampled_locations: HashSet::new(),
+        relocated: HashSet::new(),
     };
     for (index, inst) in trace.insts.iter().enumerate() {
         let err = |source| ReplayError {
@@ -438,7 +500,8 @@ fn run(trace: &Trace, prog: Program, seed: u64, fit: bool) -> Result<Schedule, R
             name: inst.kind.name(),
             source,
         };
-        let names: Vec<String> = inst
+        r.track_locations(inst);
+        let mut names: Vec<String> = inst
             .outputs
             .iter()
             .map(|o| {
@@ -448,6 +511,21 @@ fn run(trace: &Trace, prog: Program, seed: u64, fit: bool) -> Result<Schedule, R
                     .map_or_else(|| "_".into(), |r| r.name.clone())
             })
             .collect();
+        // The loops of a block at a sampled location: its own loops are the innermost,
+        // the ones above them depend on the location. The trace's outputs are matched
+        // innermost first; loops it does not list are unnamed, and a listed loop that no
+        // longer exists stays undefined (an error where a later instruction uses it).
+        let found = r.loops_found(inst);
+        if let Some(n) = found {
+            let listed = names.len();
+            names = if n >= listed {
+                std::iter::repeat_n("_".to_string(), n - listed)
+                    .chain(names)
+                    .collect()
+            } else {
+                names.split_off(listed - n)
+            };
+        }
         r.sch.next_names = Some(names);
         let outs = r.step(inst).map_err(err)?;
         r.sch.next_names = None;
@@ -455,7 +533,8 @@ fn run(trace: &Trace, prog: Program, seed: u64, fit: bool) -> Result<Schedule, R
             inst.kind,
             InstKind::GetLoops | InstKind::GetConsumers | InstKind::GetProducers
         );
-        if outs.len() != inst.outputs.len()
+        if found.is_none()
+            && outs.len() != inst.outputs.len()
             && !(fixed_arity && inst.outputs.is_empty() && outs.is_empty())
         {
             return Err(err(ScheduleError::OutputCount {
@@ -464,7 +543,7 @@ fn run(trace: &Trace, prog: Program, seed: u64, fit: bool) -> Result<Schedule, R
                 actual: outs.len(),
             }));
         }
-        for (o, n) in inst.outputs.iter().zip(outs) {
+        for (o, n) in inst.outputs.iter().rev().zip(outs.into_iter().rev()) {
             if let Some(slot) = r.map.get_mut(*o as usize) {
                 *slot = Some(n);
             }

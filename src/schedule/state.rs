@@ -882,6 +882,54 @@ impl Schedule {
         );
         Ok(ExprRv(ids[0]))
     }
+
+    /// `sample_compute_location(block, locations)`: one of `locations`, the loops a sketch
+    /// rule may `compute_at` (`reverse_compute_at`) `block` at, drawn uniformly; the rule
+    /// then places the block at the loop returned, so where it goes is a decision of the
+    /// trace. With `decision` (an index into `locations`), checks and uses it instead.
+    pub fn sample_compute_location(
+        &mut self,
+        block: BlockRv,
+        locations: &[LoopRv],
+        decision: Option<usize>,
+    ) -> Result<LoopRv> {
+        let b = self.block_id(block)?;
+        if locations.is_empty() {
+            return Err(ScheduleError::InvalidArgument {
+                what: "sample_compute_location",
+                reason: format!("no locations for block {}", self.prog.block(b).name),
+            });
+        }
+        let loops = locations
+            .iter()
+            .map(|l| self.loop_id(*l))
+            .collect::<Result<Vec<_>>>()?;
+        let index = match decision {
+            Some(i) if i < loops.len() => i,
+            Some(i) => {
+                return Err(ScheduleError::InvalidDecision {
+                    instruction: format!(
+                        "sample_compute_location of block {}",
+                        self.prog.block(b).name
+                    ),
+                    decision: i.to_string(),
+                    reason: format!("there are {} locations", loops.len()),
+                })
+            }
+            None => sampling::sample_index(&mut self.rng, &vec![1.0; loops.len()])?,
+        };
+        let ids = self.record(
+            InstKind::SampleComputeLocation,
+            vec![
+                Operand::Rv(block.0),
+                Operand::List(locations.iter().map(|l| Operand::Rv(l.0)).collect()),
+            ],
+            vec![],
+            Some(Decision::Categorical(index)),
+            vec![RvValue::Loop(loops[index])],
+        );
+        Ok(LoopRv(ids[0]))
+    }
 }
 
 #[cfg(test)]

@@ -503,3 +503,91 @@ fn write_back_of_an_aligned_fused_tile_keeps_its_box() {
     let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda).unwrap();
     crate::interp::check_lowered(&reference, &lowered, 5).unwrap();
 }
+
+/// A matmul tiled `i0 j0 | i1 j1 | k | j2`, its accumulator's write-back at the location
+/// `decision` picks among `[i0 j0 fused, j1]`, the write-back's innermost loop unrolled.
+fn write_back_at(decision: usize) -> Schedule {
+    let mut sch = Schedule::new(matmul(16, 16, 8), 0);
+    let c = sch.get_block("C").unwrap();
+    let wb = sch.cache_write(c, 0, "local").unwrap();
+    let l = sch.get_loops(c).unwrap();
+    let i = sch.split(l[0], &[None, Some(4.into())]).unwrap();
+    let j = sch
+        .split(l[1], &[None, Some(2.into()), Some(2.into())])
+        .unwrap();
+    sch.reorder(&[i[0], j[0], i[1], j[1], l[2], j[2]]).unwrap();
+    let outer = sch.fuse(&[i[0], j[0]]).unwrap();
+    let at = sch
+        .sample_compute_location(wb, &[outer, j[1]], Some(decision))
+        .unwrap();
+    sch.reverse_compute_at(wb, at).unwrap();
+    let wl = sch.get_loops(wb).unwrap();
+    sch.unroll(*wl.last().unwrap()).unwrap();
+    sch
+}
+
+#[test]
+fn a_sampled_compute_location_is_a_decision_that_replay_can_change() {
+    let reference = matmul(16, 16, 8);
+    let outer = write_back_at(0);
+    let inner = write_back_at(1);
+    // At the fused outer loop the write-back covers the block's 4 x 4 tile (two loops of
+    // its own); at j1, the 2 outputs of j2 (one loop).
+    let serial_points = |sch: &Schedule| {
+        let p = sch.program();
+        let wb = p.find_block("C_local")[0];
+        p.ancestors(Node::Block(wb))
+            .iter()
+            .map(|l| p.lp(*l).extent)
+            .product::<i64>()
+    };
+    assert_eq!(sch_loops(&outer), 3);
+    assert_eq!(sch_loops(&inner), 4);
+    // Either way every output is written once.
+    assert_eq!(serial_points(&outer), 256);
+    assert_eq!(serial_points(&inner), 256);
+    for sch in [&outer, &inner] {
+        crate::interp::check(&reference, sch.program(), 3)
+            .unwrap_or_else(|e| panic!("{e}\n{}", print_program(sch.program())));
+    }
+    // The other decision replayed on the trace gives the other schedule, although the
+    // write-back then sits under another number of loops (its `get_loops` is matched
+    // innermost first: the unrolled loop is still its own innermost).
+    let with_location = |sch: &Schedule, decision: usize| {
+        let trace = sch
+            .trace()
+            .with_decision(location_inst(sch), Decision::Categorical(decision));
+        crate::schedule::replay(&trace, reference.clone(), 0)
+    };
+    let print_of = |sch: &Schedule| print_program(sch.program());
+    assert_eq!(
+        print_of(&with_location(&outer, 1).unwrap()),
+        print_of(&inner)
+    );
+    assert_eq!(
+        print_of(&with_location(&inner, 0).unwrap()),
+        print_of(&outer)
+    );
+    // A decision beyond the locations is refused, naming the block.
+    let e = with_location(&outer, 2).unwrap_err().to_string();
+    assert!(
+        e.contains("sample_compute_location of block C_local")
+            && e.contains("there are 2 locations"),
+        "{e}"
+    );
+}
+
+/// The loops around the write-back `C_local`.
+fn sch_loops(sch: &Schedule) -> usize {
+    let p = sch.program();
+    p.ancestors(Node::Block(p.find_block("C_local")[0])).len()
+}
+
+/// The index of the trace's `sample_compute_location`.
+fn location_inst(sch: &Schedule) -> usize {
+    sch.trace()
+        .insts
+        .iter()
+        .position(|i| i.kind == InstKind::SampleComputeLocation)
+        .expect("a sample_compute_location")
+}

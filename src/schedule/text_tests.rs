@@ -21,7 +21,8 @@ f = fuse(i_0, j_0)
 bind(f, thread="blockIdx.x")
 t = fuse(i_1, j_1)
 bind(t, thread="threadIdx.x")
-reverse_compute_at(b1, t)
+at = sample_compute_location(b1, [f, t], decision=1)
+reverse_compute_at(b1, at)
 compute_at(b2, k_0)
 compute_at(b3, k_0)
 ax0, ax1 = get_loops(b2)
@@ -422,6 +423,22 @@ fn structure_errors() {
     check(
         "v = sample_categorical(candidates=[1, 2.0], probs=[0.5, 0.5])",
         "3:39: expected an integer in 'candidates', found a float",
+    );
+    check(
+        "l = sample_compute_location(b0, [i, b0])",
+        "3:37: 'b0' is a block, sample_compute_location expects a loop",
+    );
+    check(
+        "l = sample_compute_location(b0, [])",
+        "3:33: sample_compute_location needs at least one loop",
+    );
+    check(
+        "l = sample_compute_location(b0, i)",
+        "3:33: sample_compute_location expects a list of loops, found 'i' (a loop)",
+    );
+    check(
+        "l = sample_compute_location(b0, [i, j], decision=2)",
+        "3:50: decision 2 is out of range for 2 locations",
     );
     check(
         "bind(i, thread=1)",

@@ -6,7 +6,8 @@
 //!
 //! 1. **Inputs**: as many positional inputs as [`Signature::positional`] names (fuse and
 //!    reorder: at least one); an input named `block` is a block rv, `loop` a loop rv,
-//!    `target` a block or loop rv, every input of fuse and reorder a loop rv.
+//!    `target` a block or loop rv, `locations` a non-empty list of loop rvs, every input
+//!    of fuse and reorder a loop rv.
 //! 2. **Attributes**: exactly the names of [`Signature::attrs`], in that order; their
 //!    values have the expected shape (strings for `name`, `thread`, `key`, `scope`; a
 //!    non-empty list of `None`, integers, rvs and products for `factors`, of integers, rvs
@@ -17,12 +18,13 @@
 //!    `value` anything). Every rv inside an attribute is an expr rv; a product has at
 //!    least two factors, each an integer or an rv; floats are finite.
 //! 3. **Decision**: only on sampling instructions; `sample_perfect_tile` and `sample_tile` take `n`
-//!    positive tile sizes, `sample_categorical` an index into its candidates.
+//!    positive tile sizes, `sample_categorical` an index into its candidates,
+//!    `sample_compute_location` an index into its locations.
 //! 4. **Outputs**: the count the instruction defines (none for instructions without an
-//!    output kind; one for get_block, fuse, cache_read, cache_write, decompose_reduction, rfactor,
-//!    sample_categorical; one per factor for split; `n` for sample_perfect_tile and
-//!    sample_tile; any for
-//!    get_loops, get_consumers, get_producers); the outputs are the next rvs in order of
+//!    output kind; one for get_block, fuse, cache_read, cache_write, decompose_reduction,
+//!    rfactor, sample_categorical, sample_compute_location; one per factor for split; `n`
+//!    for sample_perfect_tile and sample_tile; any for get_loops, get_consumers,
+//!    get_producers); the outputs are the next rvs in order of
 //!    definition, of the instruction's output kind, named by an identifier that is new
 //!    (or `_`, which may repeat).
 //!
@@ -205,6 +207,10 @@ impl Checker {
             }
         };
         for (index, (op, role)) in inst.inputs.iter().zip(roles).enumerate() {
+            if role == "locations" {
+                self.check_locations(rvs, name, index, op)?;
+                continue;
+            }
             let (allowed, want): (&[RvKind], &str) = match role {
                 "block" => (&[RvKind::Block], "a block"),
                 "loop" => (&[RvKind::Loop], "a loop"),
@@ -231,6 +237,43 @@ impl Checker {
                     let msg = format!("{name} expects {want}, found {}", describe(rvs, other));
                     return Err((site(), msg));
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// The `locations` input of `sample_compute_location`: a non-empty list of loop rvs.
+    fn check_locations(
+        &self,
+        rvs: &[RvInfo],
+        name: &str,
+        index: usize,
+        op: &Operand,
+    ) -> std::result::Result<(), Problem> {
+        let site = |path: Vec<usize>| Site::Input { index, path };
+        let Operand::List(items) = op else {
+            let msg = format!(
+                "{name} expects a list of loops, found {}",
+                describe(rvs, op)
+            );
+            return Err((site(Vec::new()), msg));
+        };
+        if items.is_empty() {
+            return Err((site(Vec::new()), format!("{name} needs at least one loop")));
+        }
+        for (i, item) in items.iter().enumerate() {
+            let Operand::Rv(r) = item else {
+                let msg = format!("{name} expects a loop, found {}", describe(rvs, item));
+                return Err((site(vec![i]), msg));
+            };
+            let info = self.rv(rvs, *r).map_err(|m| (site(vec![i]), m))?;
+            if info.kind != RvKind::Loop {
+                let msg = format!(
+                    "'{}' is {}, {name} expects a loop",
+                    info.name,
+                    kind_article(info.kind)
+                );
+                return Err((site(vec![i]), msg));
             }
         }
         Ok(())
@@ -566,6 +609,22 @@ fn check_decision(inst: &Instruction) -> std::result::Result<(), String> {
         }
         (InstKind::SampleCategorical, Some(_)) => {
             Err(format!("the decision of {name} is a candidate index"))
+        }
+        (InstKind::SampleComputeLocation, Some(Decision::Categorical(i))) => {
+            let n = match inst.inputs.get(1) {
+                Some(Operand::List(l)) => l.len(),
+                _ => 0,
+            };
+            if *i >= n {
+                return Err(format!(
+                    "decision {i} is out of range for {}",
+                    plural(n, "location")
+                ));
+            }
+            Ok(())
+        }
+        (InstKind::SampleComputeLocation, Some(_)) => {
+            Err(format!("the decision of {name} is a location index"))
         }
         (_, Some(_)) => Err(format!(
             "{name} is not a sampling instruction and takes no decision"

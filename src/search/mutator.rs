@@ -14,9 +14,11 @@
 //! * **Pipeline stages** (the `sample_categorical` read by a `software_pipeline_stage`
 //!   annotation): another stage count of the shared fetch's software pipeline.
 //!
-//! Compute-at locations are not decisions of this project's traces: the sketch places
-//! every `compute_at` and `reverse_compute_at` at a fixed tile level, so there is no
-//! compute-at mutator. Changing a location would need a sampling instruction for it.
+//! * **Compute location** (`sample_compute_location`): another of the loops a sketch rule
+//!   offered for a stage (the CPU's accumulator write-back at one of two tile levels, the
+//!   register-tile sketch's packed panel per column tile or per reduction block). The
+//!   stage's loops change with it; replay matches the trace's `get_loops` of it innermost
+//!   first.
 //!
 //! A new split-K count changes the extent of the loop whose tile sizes are decided after
 //! it, so those decisions no longer fit: [`replay_mutant`] drops a decision that replay
@@ -42,15 +44,17 @@ pub enum MutatorKind {
     VectorLength,
     SplitK,
     PipelineStages,
+    ComputeLocation,
 }
 
 impl MutatorKind {
-    pub const ALL: [MutatorKind; 5] = [
+    pub const ALL: [MutatorKind; 6] = [
         MutatorKind::TileSize,
         MutatorKind::Unroll,
         MutatorKind::VectorLength,
         MutatorKind::SplitK,
         MutatorKind::PipelineStages,
+        MutatorKind::ComputeLocation,
     ];
 
     /// A short name for reports.
@@ -61,6 +65,7 @@ impl MutatorKind {
             MutatorKind::VectorLength => "vector_length",
             MutatorKind::SplitK => "split_k",
             MutatorKind::PipelineStages => "pipeline_stages",
+            MutatorKind::ComputeLocation => "compute_location",
         }
     }
 }
@@ -91,6 +96,9 @@ pub fn sites(trace: &Trace) -> Vec<Site> {
                     (candidate_count(trace, i) > 1)
                         .then(|| categorical_use(trace, i))
                         .flatten()
+                }
+                (InstKind::SampleComputeLocation, Some(Decision::Categorical(_))) => {
+                    (candidate_count(trace, i) > 1).then_some(MutatorKind::ComputeLocation)
                 }
                 _ => None,
             }?;
@@ -228,8 +236,15 @@ fn max_innermost(trace: &Trace, inst: usize) -> i64 {
     }
 }
 
+/// The number of choices of the `sample_categorical` (its candidates) or
+/// `sample_compute_location` (its locations) at `inst`.
 fn candidate_count(trace: &Trace, inst: usize) -> usize {
-    match trace.insts[inst].attr("candidates") {
+    let i = &trace.insts[inst];
+    let list = match i.kind {
+        InstKind::SampleComputeLocation => i.inputs.get(1),
+        _ => i.attr("candidates"),
+    };
+    match list {
         Some(Operand::List(c)) => c.len(),
         _ => 0,
     }

@@ -1,5 +1,6 @@
 //! Postprocessors: reject a candidate that cannot run on the target before anything is
-//! compiled (threads per block, shared memory with the opt-in limit, virtual threads,
+//! compiled (threads per block, shared memory with the opt-in limit, virtual threads, a
+//! CPU kernel's local arrays on the stack,
 //! vector width and alignment as the lowering checks them, and a kernel whose unrolled
 //! loops expand to more statements than the space allows, which NVRTC would take too long
 //! to compile), and after NVRTC a kernel that spills registers beyond the space's
@@ -72,6 +73,12 @@ pub enum Rejection {
         statements: i64,
         limit: i64,
     },
+    #[error("kernel {kernel} declares {bytes} bytes of local arrays, more than the {limit} a thread's stack is given (`postprocess.max_local_bytes`)")]
+    LocalArrays {
+        kernel: String,
+        bytes: i64,
+        limit: i64,
+    },
     #[error("cannot be lowered: {0}")]
     Lowering(LowerError),
     /// After NVRTC, found by the worker (spills, registers per block).
@@ -86,6 +93,7 @@ impl Rejection {
             Rejection::SharedMemory { .. } => RejectKind::SharedMemory,
             Rejection::VirtualThreads { .. } => RejectKind::VirtualThreads,
             Rejection::Unrolled { .. } => RejectKind::Unrolled,
+            Rejection::LocalArrays { .. } => RejectKind::StackFrame,
             Rejection::Lowering(_) => RejectKind::Lowering,
             Rejection::Build(BuildRejection::RegisterSpills { .. }) => RejectKind::RegisterSpills,
             Rejection::Build(BuildRejection::StackFrame { .. }) => RejectKind::StackFrame,
@@ -183,12 +191,25 @@ pub fn check_program(
     Ok(())
 }
 
-/// The limits [`check`] tests after lowering: threads and shared memory per CUDA block.
+/// The limits [`check`] tests after lowering: threads and shared memory per CUDA block,
+/// the local arrays of a CPU kernel.
 pub fn check_lowered(
     lowered: &Lowered,
     space: &SearchSpace,
     target: &TargetLimits,
 ) -> Result<(), Rejection> {
+    if let (TargetLimits::Cpu, Some(limit)) = (target, space.max_local_bytes) {
+        for k in &lowered.kernels {
+            let bytes = k.local_bytes(&lowered.program);
+            if bytes > limit {
+                return Err(Rejection::LocalArrays {
+                    kernel: k.name.clone(),
+                    bytes,
+                    limit,
+                });
+            }
+        }
+    }
     if let TargetLimits::Cuda(limits) = target {
         let max = space
             .max_threads_per_block

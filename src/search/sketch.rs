@@ -38,7 +38,10 @@
 //! 5. **Binding**: the loops of each leading S level are fused and bound (blockIdx,
 //!    vthread, threadIdx on CUDA; `parallel` on the CPU).
 //! 6. **Write-back placement**: `reverse_compute_at` at the last loop of the last S level
-//!    before the first R level (the thread on CUDA, the serial outer tile on the CPU).
+//!    before the first R level (the thread on CUDA, the serial outer tile on the CPU), or
+//!    where the space offers several levels (`cache_write.levels`: on the CPU the
+//!    parallel loop too, MetaSchedule's CPU write-cache levels) at one of them by
+//!    `sample_compute_location`, a decision of the trace ([`write_back_location`]).
 //!    Then the accumulator of a sample that fused p, q alone is stored with their two
 //!    axes as one (`transform_layout`), so it is indexed by the fused loop.
 //! 7. **Cache read + cooperative fetch** (CUDA): every global input is staged in shared
@@ -370,11 +373,11 @@ pub fn apply_sketch(
         levels[li] = vec![fused];
     }
     // 6. Write-back placement.
-    let wb_level = (0..first_r).rev().find(|l| !levels[*l].is_empty());
-    if let (Some(wb), Some(l)) = (write_back, wb_level) {
-        let lp = *levels[l].last().expect("a non-empty level");
-        sch.reverse_compute_at(wb, lp)
-            .map_err(at("reverse_compute_at"))?;
+    if let Some(wb) = write_back {
+        if let Some(lp) = write_back_location(space, sch, wb, &levels, first_r)? {
+            sch.reverse_compute_at(wb, lp)
+                .map_err(at("reverse_compute_at"))?;
+        }
     }
     //    The accumulator of an implicit-GEMM sample that fused the window axes alone is
     //    stored with them as one axis (once placed: `reverse_compute_at` reads it at its
@@ -1095,6 +1098,35 @@ fn joint_spatial_tiles(
         }
     }
     vec![None; axes.len()]
+}
+
+/// The loop the write-back `wb` goes to: the last loop of the last non-empty S level
+/// before the first R level, or, where the space offers several (`cache_write.levels`),
+/// the last loop of one of them by `sample_compute_location`, a decision of the trace.
+/// `None` when no level has a loop.
+fn write_back_location(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    wb: BlockRv,
+    levels: &[Vec<LoopRv>],
+    first_r: usize,
+) -> Result<Option<LoopRv>, SketchError> {
+    let last_of = |l: usize| levels.get(l).and_then(|lv| lv.last().copied());
+    let offered: Vec<LoopRv> = space
+        .write_back_levels
+        .iter()
+        .filter_map(|l| last_of(*l))
+        .collect();
+    if offered.len() > 1 {
+        return sch
+            .sample_compute_location(wb, &offered, None)
+            .map(Some)
+            .map_err(at("write-back location"));
+    }
+    Ok(offered
+        .first()
+        .copied()
+        .or_else(|| (0..first_r).rev().find_map(last_of)))
 }
 
 /// Samples `n` tile sizes of `lp` (with `hint`, checks and uses those): `sample_tile` when

@@ -85,6 +85,11 @@ pub struct SearchSpace {
     pub vector_transposed: bool,
     /// `Some(scope)` when the output is accumulated in a cache.
     pub cache_write: Option<String>,
+    /// The levels (indices into `levels`, S levels before the first R level) at whose
+    /// last loop the cache's write-back may be placed (`cache_write.levels`); more than
+    /// one makes the placement a decision (`sample_compute_location`). Empty: the last S
+    /// level before the first R level.
+    pub write_back_levels: Vec<usize>,
     pub unroll_max_steps: Vec<i64>,
     pub inline_padding: bool,
     pub inline_epilogue: bool,
@@ -93,6 +98,10 @@ pub struct SearchSpace {
     pub max_spill_bytes: u32,
     /// After NVRTC: the largest stack frame a kernel may have (`None`: unchecked).
     pub max_stack_bytes: Option<u32>,
+    /// CPU: the most bytes of local arrays (accumulators, packed panels) a kernel may
+    /// declare, which live on a thread's stack (`postprocess.max_local_bytes`; `None`:
+    /// unchecked).
+    pub max_local_bytes: Option<i64>,
     /// Before compiling: the most statements a CUDA kernel's unrolled loops may expand to
     /// (`postprocess.max_unrolled_statements`; `None`: unchecked).
     pub max_unrolled_statements: Option<i64>,
@@ -131,6 +140,19 @@ pub struct RegisterTile {
     pub min_accumulators: i64,
     /// Reduction steps a panel should hold where the reduction allows (soft).
     pub min_panel_depth: i64,
+    /// Where the packed panel may be copied (`panel_at`); more than one makes it a
+    /// decision of the trace (`sample_compute_location`).
+    pub panel_at: Vec<PanelAt>,
+}
+
+/// A loop of the register-tile sketch the packed panel may be copied at.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum PanelAt {
+    /// Each N1 iteration: a Kc x NR panel, read by the M1 row tiles from L1.
+    ColumnTile,
+    /// Each K0 iteration (the last reduction block loop): a Kc x N1*NR panel, the
+    /// GotoBLAS packing of the B block, read from L2.
+    ReductionBlock,
 }
 
 /// The evolutionary search's parameters (`[search]`), MetaSchedule's defaults in the
@@ -213,6 +235,8 @@ struct RegisterTileFile {
     max_panel_elements: i64,
     min_accumulators: i64,
     min_panel_depth: i64,
+    #[serde(default)]
+    panel_at: Vec<String>,
 }
 
 #[derive(Deserialize)]
@@ -268,6 +292,8 @@ struct CacheRead {
 struct CacheWrite {
     enabled: bool,
     scope: String,
+    #[serde(default)]
+    levels: Vec<usize>,
 }
 
 #[derive(Deserialize)]
@@ -303,7 +329,43 @@ struct Postprocess {
     #[serde(default)]
     max_stack_bytes: Option<u32>,
     #[serde(default)]
+    max_local_bytes: Option<i64>,
+    #[serde(default)]
     max_unrolled_statements: Option<i64>,
+}
+
+/// Checks `cache_write.levels`: S levels before the first R level, and on a GPU space not
+/// above the level bound to `threadIdx` (an accumulator in registers belongs to one
+/// thread). Sorted, without repeats.
+fn write_back_levels(
+    levels: &[Level],
+    bindings: &[Binding],
+    given: &[usize],
+) -> Result<Vec<usize>, String> {
+    let first_r = levels
+        .iter()
+        .position(|l| *l == Level::Reduce)
+        .unwrap_or(levels.len());
+    let thread_level = bindings
+        .iter()
+        .position(|b| matches!(b, Binding::Thread(t) if t.starts_with("threadIdx")));
+    let mut out = given.to_vec();
+    out.sort_unstable();
+    out.dedup();
+    for l in &out {
+        if *l >= first_r {
+            return Err(format!(
+                "level {l} is not an S level before the first R level (level {first_r})"
+            ));
+        }
+        if thread_level.is_some_and(|t| *l < t) {
+            return Err(format!(
+                "level {l} is above the level bound to threadIdx: each thread's accumulator \
+                 must be written back inside it"
+            ));
+        }
+    }
+    Ok(out)
 }
 
 const THREAD_TAGS: &[&str] = &[
@@ -546,6 +608,18 @@ impl SearchSpace {
                         "the max_* bounds must be at least 1, reserved_registers at least 0".into(),
                     ));
                 }
+                let panel_at = r
+                    .panel_at
+                    .iter()
+                    .map(|p| match p.as_str() {
+                        "column_tile" => Ok(PanelAt::ColumnTile),
+                        "reduction_block" => Ok(PanelAt::ReductionBlock),
+                        other => Err(invalid(
+                            "register_tile.panel_at",
+                            format!("`{other}` is neither `column_tile` nor `reduction_block`"),
+                        )),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
                 Some(RegisterTile {
                     probability: r.probability,
                     reserved_registers: r.reserved_registers,
@@ -555,11 +629,24 @@ impl SearchSpace {
                     max_panel_elements: r.max_panel_elements,
                     min_accumulators: r.min_accumulators.max(1),
                     min_panel_depth: r.min_panel_depth.max(1),
+                    panel_at: if panel_at.is_empty() {
+                        vec![PanelAt::ColumnTile]
+                    } else {
+                        panel_at
+                    },
                 })
             }
             None => None,
         };
         let search = search_params(f.search, &invalid)?;
+        let write_back_levels = write_back_levels(&levels, &bindings, &f.cache_write.levels)
+            .map_err(|reason| invalid("cache_write.levels", reason))?;
+        if let Some(b) = f.postprocess.max_local_bytes.filter(|b| *b < 1) {
+            return Err(invalid(
+                "postprocess.max_local_bytes",
+                format!("{b} is not a positive number of bytes"),
+            ));
+        }
         Ok(SearchSpace {
             levels,
             bindings,
@@ -577,12 +664,14 @@ impl SearchSpace {
             reduction_major: f.cache_read.reduction_major,
             vector_transposed: f.cache_read.vector_transposed,
             cache_write: f.cache_write.enabled.then_some(f.cache_write.scope),
+            write_back_levels,
             unroll_max_steps: f.unroll.max_steps,
             inline_padding: f.inline.padding,
             inline_epilogue: f.inline.epilogue,
             max_vector_extent,
             max_spill_bytes: f.postprocess.max_spill_bytes,
             max_stack_bytes: f.postprocess.max_stack_bytes,
+            max_local_bytes: f.postprocess.max_local_bytes,
             max_unrolled_statements: f.postprocess.max_unrolled_statements,
             split_k,
             pipeline,
@@ -727,5 +816,44 @@ mod tests {
         let bad = CPU_DEFAULT.replace("max_rows = 16", "max_rows = 0");
         let e = SearchSpace::parse(&bad, "f.toml").unwrap_err();
         assert!(e.to_string().contains("register_tile.max_rows"), "{e}");
+    }
+
+    #[test]
+    fn compute_locations_and_the_local_array_limit_are_parsed_and_checked() {
+        let cpu = SearchSpace::cpu_default();
+        assert_eq!(cpu.write_back_levels, vec![0, 1]);
+        let rule = cpu.register_tile.as_ref().expect("[register_tile]");
+        assert_eq!(
+            rule.panel_at,
+            vec![PanelAt::ColumnTile, PanelAt::ReductionBlock]
+        );
+        assert_eq!(cpu.max_local_bytes, Some(1 << 20));
+        // CUDA: the thread level alone, by default.
+        let cuda = SearchSpace::cuda_default();
+        assert!(cuda.write_back_levels.is_empty());
+        assert_eq!(cuda.max_local_bytes, None);
+        let err = |text: String| SearchSpace::parse(&text, "f.toml").unwrap_err().to_string();
+        assert_eq!(
+            err(CPU_DEFAULT.replace("levels = [0, 1]", "levels = [0, 2]")),
+            "f.toml: key `cache_write.levels`: level 2 is not an S level before the first R \
+             level (level 2)"
+        );
+        let cuda_levels = CUDA_DEFAULT.replace(
+            "scope = \"local\"\n",
+            "scope = \"local\"\nlevels = [1, 2]\n",
+        );
+        assert!(
+            err(cuda_levels).contains("level 1 is above the level bound to threadIdx"),
+            "the vthread level is refused"
+        );
+        assert_eq!(
+            err(CPU_DEFAULT.replace("\"reduction_block\"]", "\"k0\"]")),
+            "f.toml: key `register_tile.panel_at`: `k0` is neither `column_tile` nor \
+             `reduction_block`"
+        );
+        assert_eq!(
+            err(CPU_DEFAULT.replace("max_local_bytes = 1048576", "max_local_bytes = 0")),
+            "f.toml: key `postprocess.max_local_bytes`: 0 is not a positive number of bytes"
+        );
     }
 }

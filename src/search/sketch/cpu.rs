@@ -28,8 +28,10 @@
 //!    (one output block per iteration, accumulated over every K0 block).
 //! 5. Packing: the vector axis's operand (a GEMM's B) is copied at each N1 iteration
 //!    into a local panel, Kc x NR, contiguous (`cache_read` + `compute_at`), which the MR
-//!    rows of every M1 tile read from L1; an operand stored with the vector axis first (an
-//!    NT GEMM's `B[n, k]`) is packed transposed (`transform_layout`).
+//!    rows of every M1 tile read from L1, or (`panel_at`; where both are offered, a
+//!    `sample_compute_location` decision) at each K0 iteration into a Kc x N1*NR panel
+//!    read from L2, as GotoBLAS packs its B block; an operand stored with the vector axis
+//!    first (an NT GEMM's `B[n, k]`) is packed transposed (`transform_layout`).
 //! 6. The micro-kernel: the MR loop unrolled, the NR loop vectorized (the C back end
 //!    prints it as vector code with FMAs, the accumulators then held in registers across
 //!    the Kc loop); the panel copy, the write-back and the accumulator's initialisation
@@ -40,7 +42,7 @@
 use super::{at, attempt, fuse, loop_kinds, stages, standalone, SketchError};
 use crate::ir::{Expr, IterKind, Program};
 use crate::schedule::{sampling, BlockRv, IntArg, LoopRv, Schedule};
-use crate::search::space::{RegisterTile, SearchSpace};
+use crate::search::space::{PanelAt, RegisterTile, SearchSpace};
 
 /// Draws of the joint tile sizes before giving up on the bounds (free sampling then).
 const TRIES: usize = 256;
@@ -191,12 +193,14 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     sch.reverse_compute_at(wb, par)
         .map_err(at("reverse_compute_at"))?;
     vectorize_innermost(sch, wb)?;
-    // 5. The packed panel of the vector axis's operand, copied once per N1 tile.
+    // 5. The packed panel of the vector axis's operand, copied once per N1 tile or once
+    //    per K0 block.
     if let Some(read) = axes.packed_read {
         let panel = sch
             .cache_read(main, read, "local")
             .map_err(at("cache_read"))?;
-        sch.compute_at(panel, v[1]).map_err(at("compute_at"))?;
+        let location = panel_location(&rule, sch, panel, v[1], k_outer.last().copied())?;
+        sch.compute_at(panel, location).map_err(at("compute_at"))?;
         vector_axis_last(sch, main, panel)?;
         vectorize_innermost(sch, panel)?;
     }
@@ -219,6 +223,33 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         standalone(space, sch, name)?;
     }
     Ok(())
+}
+
+/// The loop the panel is copied at: the N1 loop `column_tile`, the last K0 loop
+/// `reduction_block` (where the space offers it and the workload has a reduction), by
+/// `sample_compute_location` where both are offered.
+fn panel_location(
+    rule: &RegisterTile,
+    sch: &mut Schedule,
+    panel: BlockRv,
+    column_tile: LoopRv,
+    reduction_block: Option<LoopRv>,
+) -> Result<LoopRv, SketchError> {
+    let offered: Vec<LoopRv> = rule
+        .panel_at
+        .iter()
+        .filter_map(|at| match at {
+            PanelAt::ColumnTile => Some(column_tile),
+            PanelAt::ReductionBlock => reduction_block,
+        })
+        .collect();
+    match offered.as_slice() {
+        [] => Ok(column_tile),
+        [one] => Ok(*one),
+        many => sch
+            .sample_compute_location(panel, many, None)
+            .map_err(at("panel location")),
+    }
 }
 
 /// Stores the panel `panel` writes with the axis the main block indexes by the vector
