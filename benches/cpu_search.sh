@@ -53,25 +53,45 @@ wait
 # Re-timing (RETIME=R, default 3 passes): a tune's best is the fastest of 64 noisy
 # measurements, and on a shared machine the noise is as large as the differences between
 # strategies. Each run's best schedule is run again by `tessel run` in R passes over all
-# the runs, strategies alternating, one run at a time (pinned to the first job's cores);
-# the table gives the median of those re-timed medians as well.
+# the runs, strategies alternating; with JOBS=1 one run at a time, with JOBS=N the passes'
+# runs are dealt to the N slots like the tunes (each pinned to its own cores). The table
+# gives the median of those re-timed medians as well.
 retime=${RETIME:-3}
-pin=()
-[[ $jobs -gt 1 ]] && pin=(taskset -c "0-$((per - 1))")
+for w in "$@"; do
+  tag=$(printf '%s' "$w" | tr ':,=' '___')
+  for seed in $seeds; do
+    for s in evolutionary random; do
+      db=$out/$tag.$s.$seed.sqlite
+      trace=$out/$tag.$s.$seed.trace
+      [[ -s $trace ]] || "$bin" best "$w" --target cpu --db "$db" --emit trace >"$trace" 2>/dev/null
+    done
+  done
+done
+runs=()
 for ((pass = 1; pass <= retime; pass++)); do
   for w in "$@"; do
     tag=$(printf '%s' "$w" | tr ':,=' '___')
     for seed in $seeds; do
       for s in evolutionary random; do
-        db=$out/$tag.$s.$seed.sqlite
-        trace=$out/$tag.$s.$seed.trace
-        [[ -s $trace ]] || "$bin" best "$w" --target cpu --db "$db" --emit trace >"$trace" 2>/dev/null
-        "${pin[@]}" "$bin" run "$w" --schedule "$trace" --target cpu ${threads[*]} 2>/dev/null |
-          grep -E '^latency' >>"$out/$tag.$s.$seed.retime"
+        runs+=("\"$bin\" run \"$w\" --schedule \"$out/$tag.$s.$seed.trace\" --target cpu \
+          ${threads[*]} 2>/dev/null | grep -E '^latency' >>\"$out/$tag.$s.$seed.retime\"")
       done
     done
   done
 done
+for ((slot = 0; slot < jobs; slot++)); do
+  (
+    cores=$((slot * per))-$((slot * per + per - 1))
+    for ((i = slot; i < ${#runs[@]}; i += jobs)); do
+      if [[ $jobs -gt 1 ]]; then
+        taskset -c "$cores" bash -c "${runs[i]}"
+      else
+        bash -c "${runs[i]}"
+      fi
+    done
+  ) &
+done
+wait
 rm -f "$out/all.sqlite"
 for db in "$out"/*.*.*.sqlite; do
   "$bin" db import "$db" --db "$out/all.sqlite" >/dev/null
