@@ -53,10 +53,11 @@ wait
 # Re-timing (RETIME=R, default 3 passes): a tune's best is the fastest of 64 noisy
 # measurements, and on a shared machine the noise is as large as the differences between
 # strategies. Each run's best schedule is run again by `tessel run` in R passes over all
-# the runs, strategies alternating; with JOBS=1 one run at a time, with JOBS=N the passes'
-# runs are dealt to the N slots like the tunes (each pinned to its own cores). The table
-# gives the median of those re-timed medians as well.
-retime=${RETIME:-3}
+# the runs, strategies alternating; RETIME_JOBS=N (default JOBS) deals the passes' runs to
+# N slots like the tunes (each pinned to its own cores; 1: one run at a time, the quietest,
+# as eight runs at once share the memory system). The table gives the median of those
+# re-timed medians as well.
+retime=${RETIME:-3} rjobs=${RETIME_JOBS:-$jobs}
 for w in "$@"; do
   tag=$(printf '%s' "$w" | tr ':,=' '___')
   for seed in $seeds; do
@@ -79,10 +80,10 @@ for ((pass = 1; pass <= retime; pass++)); do
     done
   done
 done
-for ((slot = 0; slot < jobs; slot++)); do
+for ((slot = 0; slot < rjobs; slot++)); do
   (
     cores=$((slot * per))-$((slot * per + per - 1))
-    for ((i = slot; i < ${#runs[@]}; i += jobs)); do
+    for ((i = slot; i < ${#runs[@]}; i += rjobs)); do
       if [[ $jobs -gt 1 ]]; then
         taskset -c "$cores" bash -c "${runs[i]}"
       else
