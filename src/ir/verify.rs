@@ -783,11 +783,12 @@ impl<'p> Verifier<'p> {
         }
         let mut iter_ok = vec![false; blk.iter_vars.len()];
         for (i, iv) in blk.iter_vars.iter().enumerate() {
-            let iter_var = var_name(p, iv.var);
+            // Named only in an error: verification runs after every primitive.
+            let iter_var = || var_name(p, iv.var);
             if iv.extent < 1 {
                 self.report(VerifyError::IterVarExtent {
                     block: name.clone(),
-                    iter_var: iter_var.clone(),
+                    iter_var: iter_var(),
                     extent: iv.extent,
                 });
             }
@@ -802,13 +803,13 @@ impl<'p> Verifier<'p> {
             if slot.is_some() {
                 self.report(VerifyError::DuplicateIterVar {
                     block: name.clone(),
-                    iter_var,
+                    iter_var: iter_var(),
                 });
                 continue;
             }
             if let Some(Owner::Loop(l)) = self.owner[iv.var.index()] {
                 self.report(VerifyError::DuplicateVar {
-                    var: iter_var.clone(),
+                    var: iter_var(),
                     id: iv.var,
                     first: self.loop_label(l),
                     second: format!("block \"{name}\""),
