@@ -570,7 +570,7 @@ impl<'p> Verifier<'p> {
                 v.check_loop(*l);
             }
         }
-        let mut names: HashMap<&str, BlockId> = HashMap::new();
+        let mut names: HashMap<&str, BlockId> = HashMap::with_capacity(order.len());
         let mut ancestors = Vec::new();
         for n in &order {
             if v.full() {
@@ -892,7 +892,11 @@ impl<'p> Verifier<'p> {
             if iv.kind == IterKind::Reduce {
                 for a in ancestors {
                     let lp = &p.loops[a.index()];
-                    if !binding.uses_var(lp.var) {
+                    // The loop's kind first: most loops are serial, and a search of the
+                    // binding for their variable would be wasted.
+                    if matches!(lp.kind, LoopKind::Serial | LoopKind::Unrolled)
+                        || !binding.uses_var(lp.var)
+                    {
                         continue;
                     }
                     let kind = match lp.kind {
