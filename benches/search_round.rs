@@ -29,6 +29,10 @@ const DEFAULT_WORKLOADS: &[&str] = &[
     "conv2d_nchw:n=1,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1",
     "matmul:1009x523x311",
 ];
+/// The `tessel` binary's allocator, so the rounds cost what they cost the tuner.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const ROUNDS: usize = 2;
 const BATCH: usize = 64;
 

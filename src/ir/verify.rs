@@ -493,6 +493,23 @@ fn for_each_load<'e>(e: &'e Expr, guarded: bool, f: &mut impl FnMut(BufferId, &'
     }
 }
 
+/// A load of a block: its buffer, its indices, and whether it is inside a branch of a
+/// `Select`.
+type Load<'e> = (BufferId, &'e [Expr], bool);
+
+/// Every load of a block's body store, then of its init, in program order.
+fn loads_of(blk: &Block) -> Vec<Load<'_>> {
+    let mut loads = Vec::new();
+    for store in std::iter::once(&blk.body).chain(&blk.init) {
+        for e in store.indices.iter().chain(std::iter::once(&store.value)) {
+            for_each_load(e, false, &mut |b, idx, guarded| {
+                loads.push((b, idx, guarded))
+            });
+        }
+    }
+    loads
+}
+
 /// The first variable of `e` for which `ok` is false.
 fn first_var_where(e: &Expr, ok: impl Fn(VarId) -> bool) -> Option<VarId> {
     let mut found = None;
@@ -570,7 +587,7 @@ impl<'p> Verifier<'p> {
                 v.check_loop(*l);
             }
         }
-        let mut names: HashMap<&str, BlockId> = HashMap::new();
+        let mut names: HashMap<&str, BlockId> = HashMap::with_capacity(order.len());
         let mut ancestors = Vec::new();
         for n in &order {
             if v.full() {
@@ -783,11 +800,12 @@ impl<'p> Verifier<'p> {
         }
         let mut iter_ok = vec![false; blk.iter_vars.len()];
         for (i, iv) in blk.iter_vars.iter().enumerate() {
-            let iter_var = var_name(p, iv.var);
+            // Named only in an error: verification runs after every primitive.
+            let iter_var = || var_name(p, iv.var);
             if iv.extent < 1 {
                 self.report(VerifyError::IterVarExtent {
                     block: name.clone(),
-                    iter_var: iter_var.clone(),
+                    iter_var: iter_var(),
                     extent: iv.extent,
                 });
             }
@@ -802,13 +820,13 @@ impl<'p> Verifier<'p> {
             if slot.is_some() {
                 self.report(VerifyError::DuplicateIterVar {
                     block: name.clone(),
-                    iter_var,
+                    iter_var: iter_var(),
                 });
                 continue;
             }
             if let Some(Owner::Loop(l)) = self.owner[iv.var.index()] {
                 self.report(VerifyError::DuplicateVar {
-                    var: iter_var.clone(),
+                    var: iter_var(),
                     id: iv.var,
                     first: self.loop_label(l),
                     second: format!("block \"{name}\""),
@@ -824,8 +842,9 @@ impl<'p> Verifier<'p> {
 
         self.check_bindings(blk, ancestors);
         self.check_stores(blk);
-        self.check_accesses(blk);
-        self.check_dataflow(blk);
+        let loads = loads_of(blk);
+        self.check_accesses(blk, &loads);
+        self.check_dataflow(blk, &loads);
 
         // Clear the scratch scopes for the next block.
         for a in ancestors {
@@ -891,7 +910,11 @@ impl<'p> Verifier<'p> {
             if iv.kind == IterKind::Reduce {
                 for a in ancestors {
                     let lp = &p.loops[a.index()];
-                    if !binding.uses_var(lp.var) {
+                    // The loop's kind first: most loops are serial, and a search of the
+                    // binding for their variable would be wasted.
+                    if matches!(lp.kind, LoopKind::Serial | LoopKind::Unrolled)
+                        || !binding.uses_var(lp.var)
+                    {
                         continue;
                     }
                     let kind = match lp.kind {
@@ -1005,7 +1028,7 @@ impl<'p> Verifier<'p> {
     }
 
     /// Invariant 7: every store and load of the block.
-    fn check_accesses(&mut self, blk: &Block) {
+    fn check_accesses(&mut self, blk: &Block, loads: &[Load<'_>]) {
         let mut stores: Vec<(StoreRole, &Store)> = vec![(StoreRole::Body, &blk.body)];
         if let Some(init) = &blk.init {
             stores.push((StoreRole::Init, init));
@@ -1022,15 +1045,7 @@ impl<'p> Verifier<'p> {
                 }
             }
         }
-        let mut loads: Vec<(BufferId, &[Expr], bool)> = Vec::new();
-        for (_, store) in &stores {
-            for e in store.indices.iter().chain(std::iter::once(&store.value)) {
-                for_each_load(e, false, &mut |b, idx, guarded| {
-                    loads.push((b, idx, guarded))
-                });
-            }
-        }
-        for (b, idx, guarded) in loads {
+        for &(b, idx, guarded) in loads {
             self.check_access(&blk.name, b, idx, guarded);
         }
     }
@@ -1091,7 +1106,7 @@ impl<'p> Verifier<'p> {
     }
 
     /// Invariant 10 (first part): reads of allocated buffers come after a write.
-    fn check_dataflow(&mut self, blk: &Block) {
+    fn check_dataflow(&mut self, blk: &Block, loads: &[Load<'_>]) {
         let p = self.p;
         if let Some(w) = blk
             .init
@@ -1100,15 +1115,7 @@ impl<'p> Verifier<'p> {
         {
             *w = true;
         }
-        let mut read: Vec<BufferId> = Vec::new();
-        let mut stores = vec![&blk.body];
-        stores.extend(blk.init.as_ref());
-        for store in stores {
-            for e in store.indices.iter().chain(std::iter::once(&store.value)) {
-                for_each_load(e, false, &mut |b, _, _| read.push(b));
-            }
-        }
-        for b in read {
+        for &(b, _, _) in loads {
             let i = b.index();
             let unwritten = self.allocated.get(i).copied().unwrap_or(false) && !self.written[i];
             if unwritten && !self.read_reported[i] {

@@ -20,6 +20,7 @@ use crate::ir::interval::Interval;
 use crate::ir::offset::index_box;
 use crate::ir::simplify::{range_of, simplify};
 use crate::ir::{BinOp, BufferId, DType, Expr, LoopKind, Program, Scope, ThreadTag, VarId};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 
 struct Access {
@@ -337,26 +338,23 @@ pub(super) fn compact(
             },
         );
     }
+    // The proof below and the rewrite flatten the same accesses, and a kernel repeats
+    // accesses (a reduction's load and store of its accumulator): each distinct one is
+    // flattened and simplified once.
+    let memo: RefCell<Flattened> = RefCell::default();
     let flat = |buf: BufferId, idx: &[Expr]| -> Vec<Expr> {
-        let l = &layouts[&buf];
-        let mut sum: Option<Expr> = None;
-        for (d, e) in idx.iter().enumerate() {
-            let local = Expr::sub(e.clone(), l.offset[d].clone());
-            let term = if l.strides[d] == 1 {
-                local
-            } else {
-                Expr::mul(local, Expr::Int(l.strides[d]))
-            };
-            sum = Some(match sum {
-                None => term,
-                Some(s) => Expr::add(s, term),
-            });
-        }
-        let mut sum = sum.unwrap_or(Expr::Int(0));
-        if let Some((index, size)) = &l.copy {
-            sum = Expr::add(Expr::mul(index.clone(), Expr::Int(*size)), sum);
-        }
-        vec![simplify(&sum, &range)]
+        let known = memo.borrow().get(&buf).and_then(|done| {
+            done.iter()
+                .find(|(i, _)| i.as_slice() == idx)
+                .map(|(_, f)| f.clone())
+        });
+        let f = known.unwrap_or_else(|| {
+            let f = flatten(&layouts[&buf], idx, &range);
+            let mut memo = memo.borrow_mut();
+            memo.entry(buf).or_default().push((idx.to_vec(), f.clone()));
+            f
+        });
+        vec![f]
     };
     let proven = accesses
         .iter()
@@ -372,6 +370,31 @@ pub(super) fn compact(
         .collect();
     rewrite(&mut k.body, &flat);
     Ok(proven)
+}
+
+/// Per buffer: the indices of each access flattened so far, and its flat index.
+type Flattened = BTreeMap<BufferId, Vec<(Vec<Expr>, Expr)>>;
+
+/// The flat index of an access of a buffer stored with layout `l`, simplified.
+fn flatten(l: &Layout, idx: &[Expr], range: &dyn Fn(VarId) -> Option<Interval>) -> Expr {
+    let mut sum: Option<Expr> = None;
+    for (d, e) in idx.iter().enumerate() {
+        let local = Expr::sub(e.clone(), l.offset[d].clone());
+        let term = if l.strides[d] == 1 {
+            local
+        } else {
+            Expr::mul(local, Expr::Int(l.strides[d]))
+        };
+        sum = Some(match sum {
+            None => term,
+            Some(s) => Expr::add(s, term),
+        });
+    }
+    let mut sum = sum.unwrap_or(Expr::Int(0));
+    if let Some((index, size)) = &l.copy {
+        sum = Expr::add(Expr::mul(index.clone(), Expr::Int(*size)), sum);
+    }
+    simplify(&sum, range)
 }
 
 fn rewrite_expr(e: &Expr, flat: &dyn Fn(BufferId, &[Expr]) -> Vec<Expr>) -> Expr {

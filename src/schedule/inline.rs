@@ -213,9 +213,10 @@ pub fn reverse_compute_inline(p: &mut Program, b: BlockId) -> Result<()> {
         other => other,
     });
     let new_indices: Vec<Expr> = cbody.indices.iter().map(&sub).collect();
+    let ranges = loop_ranges(p);
     for (iv, extent, bound) in guard {
         let old = p.block(prod).predicate.clone();
-        let pred = and_predicate(p, old, bound);
+        let pred = and_predicate(&ranges, old, bound);
         let pb = p.block_mut(prod);
         pb.iter_vars[iv].extent = extent;
         pb.predicate = pred;

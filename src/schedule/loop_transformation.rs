@@ -83,10 +83,11 @@ pub fn split(p: &mut Program, l: LoopId, factors: &[Option<i64>]) -> Result<Vec<
     substitute_bindings(p, &blocks, &map);
     // 4. Mask the extra iterations of an imperfect split.
     if product > extent {
-        let guard = simplify_loops(p, &Expr::bin(BinOp::Lt, sum, Expr::Int(extent)));
+        let ranges = loop_ranges(p);
+        let guard = simplify_over(&ranges, &Expr::bin(BinOp::Lt, sum, Expr::Int(extent)));
         for b in &blocks {
             let old = p.block(*b).predicate.clone();
-            let pred = and_predicate(p, old, guard.clone());
+            let pred = and_predicate(&ranges, old, guard.clone());
             p.block_mut(*b).predicate = pred;
         }
     }

@@ -487,6 +487,7 @@ fn run(trace: &Trace, prog: Program, seed: u64, fit: bool) -> Result<Schedule, R
     // program it leaves; the schedule handed out restores again.
     let mut sch = Schedule::new(prog, seed);
     sch.set_rollback(false);
+    sch.reserve(trace.insts.len(), trace.rvs.len());
     let mut r = Replayer {
         sch,
         map: vec![None; trace.rvs.len()],

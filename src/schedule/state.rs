@@ -121,6 +121,14 @@ impl Schedule {
         self.rollback = on;
     }
 
+    /// Makes room for `insts` more instructions and `rvs` more rvs (a replay knows its
+    /// trace's length).
+    pub(crate) fn reserve(&mut self, insts: usize, rvs: usize) {
+        self.trace.insts.reserve(insts);
+        self.trace.rvs.reserve(rvs);
+        self.values.reserve(rvs);
+    }
+
     /// Whether the failed primitives restore the program (see [`Schedule::set_rollback`]).
     pub(crate) fn rolls_back(&self) -> bool {
         self.rollback
@@ -275,7 +283,7 @@ impl Schedule {
         decision: Option<Decision>,
         outs: Vec<RvValue>,
     ) -> Vec<u32> {
-        let names = self.next_names.take();
+        let mut names = self.next_names.take().unwrap_or_default();
         let out_kind = kind.signature().output;
         // The names in use, gathered only when a default name is needed (replay gives
         // every name).
@@ -288,12 +296,12 @@ impl Schedule {
                 RvValue::Int(_) => RvKind::Expr,
             };
             debug_assert!(out_kind.is_none_or(|k| k == rk));
-            let name = match names.as_ref().and_then(|n| n.get(i)) {
+            let name = match names.get_mut(i).map(std::mem::take) {
                 Some(n) => {
                     if let Some(taken) = taken.as_mut() {
                         taken.insert(n.clone());
                     }
-                    n.clone()
+                    n
                 }
                 None => {
                     let taken = taken.get_or_insert_with(|| {

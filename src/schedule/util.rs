@@ -51,8 +51,13 @@ pub fn loop_ranges(p: &Program) -> BTreeMap<VarId, i64> {
 
 /// Simplifies an expression over the ranges of live loop variables.
 pub fn simplify_loops(p: &Program, e: &Expr) -> Expr {
-    let ext = loop_ranges(p);
-    simplify(e, &|v| ext.get(&v).map(|&x| Interval::new(0, x - 1)))
+    simplify_over(&loop_ranges(p), e)
+}
+
+/// Simplifies an expression over loop ranges gathered once by [`loop_ranges`] (a caller
+/// that simplifies many expressions of one program walks it once).
+pub fn simplify_over(ranges: &BTreeMap<VarId, i64>, e: &Expr) -> Expr {
+    simplify(e, &|v| ranges.get(&v).map(|&x| Interval::new(0, x - 1)))
 }
 
 /// Simplifies an expression in terms of a block's iteration variables.
@@ -66,19 +71,28 @@ pub fn simplify_iters(p: &Program, b: BlockId, e: &Expr) -> Expr {
     simplify(e, &|v| ext.get(&v).map(|&x| Interval::new(0, x - 1)))
 }
 
-/// Conjunction of an optional predicate with another condition, simplified over the live
-/// loops; `None` when it is always true.
-pub fn and_predicate(p: &Program, old: Option<Expr>, extra: Expr) -> Option<Expr> {
+/// Conjunction of an optional predicate with another condition, simplified over the loop
+/// ranges of [`loop_ranges`]; `None` when it is always true.
+pub fn and_predicate(
+    ranges: &BTreeMap<VarId, i64>,
+    old: Option<Expr>,
+    extra: Expr,
+) -> Option<Expr> {
     let e = match old {
         Some(o) => Expr::bin(BinOp::And, o, extra),
         None => extra,
     };
-    normalize_predicate(p, e)
+    normalize_predicate_over(ranges, e)
 }
 
 /// Simplifies a predicate over the live loops; `None` when it is always true.
 pub fn normalize_predicate(p: &Program, e: Expr) -> Option<Expr> {
-    let s = simplify_loops(p, &e);
+    normalize_predicate_over(&loop_ranges(p), e)
+}
+
+/// [`normalize_predicate`] over loop ranges gathered once by [`loop_ranges`].
+pub fn normalize_predicate_over(ranges: &BTreeMap<VarId, i64>, e: Expr) -> Option<Expr> {
+    let s = simplify_over(ranges, &e);
     match s.as_int() {
         Some(v) if v != 0 => None,
         _ => Some(s),
@@ -86,19 +100,21 @@ pub fn normalize_predicate(p: &Program, e: Expr) -> Option<Expr> {
 }
 
 /// Substitutes loop variables in the bindings and predicates of `blocks`, then simplifies.
+/// Only bindings and predicates change, so the loop ranges are gathered once.
 pub fn substitute_bindings(p: &mut Program, blocks: &[BlockId], map: &BTreeMap<VarId, Expr>) {
     let f = |v: VarId| map.get(&v).cloned();
+    let ranges = loop_ranges(p);
     for b in blocks {
-        let blk = p.block(*b).clone();
+        let blk = p.block(*b);
         let bindings: Vec<Expr> = blk
             .bindings
             .iter()
-            .map(|e| simplify_loops(p, &e.substitute(&f)))
+            .map(|e| simplify_over(&ranges, &e.substitute(&f)))
             .collect();
         let pred = blk
             .predicate
             .as_ref()
-            .and_then(|e| normalize_predicate(p, e.substitute(&f)));
+            .and_then(|e| normalize_predicate_over(&ranges, e.substitute(&f)));
         let blk = p.block_mut(*b);
         blk.bindings = bindings;
         blk.predicate = pred;

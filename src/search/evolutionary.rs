@@ -818,6 +818,8 @@ impl SearchStrategy for EvolutionarySearch {
         }
         out.exhausted = out.candidates.len() + out.rejected.len() < n;
         self.times.batch += picking.elapsed();
+        // Thousands of lowered programs: freed on every thread, not the caller's alone.
+        round.entries.into_par_iter().for_each(drop);
         self.times.total = start.elapsed();
         out
     }
