@@ -62,8 +62,14 @@ fn fixed_vars(p: &Program, target: LoopId, scope: Scope) -> HashSet<VarId> {
         .collect()
 }
 
-/// Rewrites `indices` (in `b`'s iteration variables) in terms of loop variables.
-fn in_loop_vars(p: &Program, b: BlockId, indices: &[Expr]) -> Vec<Expr> {
+/// Rewrites `indices` (in `b`'s iteration variables) in terms of loop variables,
+/// simplified over `ranges` (the program's [`loop_ranges`], gathered once by the caller).
+fn in_loop_vars(
+    p: &Program,
+    ranges: &BTreeMap<VarId, i64>,
+    b: BlockId,
+    indices: &[Expr],
+) -> Vec<Expr> {
     let blk = p.block(b);
     let map: BTreeMap<VarId, Expr> = blk
         .iter_vars
@@ -73,7 +79,7 @@ fn in_loop_vars(p: &Program, b: BlockId, indices: &[Expr]) -> Vec<Expr> {
         .collect();
     indices
         .iter()
-        .map(|e| simplify_loops(p, &e.substitute(&|v| map.get(&v).cloned())))
+        .map(|e| simplify_over(ranges, &e.substitute(&|v| map.get(&v).cloned())))
         .collect()
 }
 
@@ -92,7 +98,7 @@ fn region(
     let mut constant: Vec<bool> = vec![false; rank];
     let mut per_access: Vec<Vec<Dim>> = Vec::new();
     for (b, idx) in accesses {
-        let idx = in_loop_vars(p, *b, idx);
+        let idx = in_loop_vars(p, &ext, *b, idx);
         let mut row = Vec::new();
         for e in idx.iter() {
             // Where neither the linear split nor the floordiv bound (the block's rows of a
@@ -133,7 +139,7 @@ fn region(
         if constant[d] {
             let mut acc: Option<Interval> = None;
             for (b, idx) in accesses {
-                let e = &in_loop_vars(p, *b, idx)[d];
+                let e = &in_loop_vars(p, &ext, *b, idx)[d];
                 let r = range_of(e, &range);
                 acc = Some(acc.map_or(r, |a| a.union(r)));
             }
@@ -288,7 +294,7 @@ fn box_is_exact(
     let range = |v: VarId| ext.get(&v).map(|&x| Interval::new(0, x - 1));
     accesses.iter().all(|(b, idx)| {
         let mut seen: HashSet<VarId> = HashSet::new();
-        in_loop_vars(p, *b, idx).iter().all(|e| {
+        in_loop_vars(p, &ext, *b, idx).iter().all(|e| {
             let (_, rest) = split_terms(e, &|v| fixed.contains(&v), &range);
             rest.vars()
                 .into_iter()
@@ -313,7 +319,7 @@ fn rebuild_exact(
     scope: Scope,
 ) -> Node {
     let fixed = fixed_vars(p, target, scope);
-    let store = in_loop_vars(p, w, &p.block(w).body.indices.clone());
+    let store = in_loop_vars(p, &loop_ranges(p), w, &p.block(w).body.indices.clone());
     let used: HashSet<VarId> = store.iter().flat_map(|e| e.vars()).collect();
     let relaxed: Vec<LoopId> = p
         .ancestors(Node::Block(w))
