@@ -1212,6 +1212,14 @@ fn print_tune_report(spec: &str, w: &Workload, report: &tessel::tune::TuneReport
         st.learn,
         report.closing.as_secs_f64()
     );
+    if !report.mutators.is_empty() {
+        let uses: Vec<String> = report
+            .mutators
+            .iter()
+            .map(|m| format!("{} {}/{}", m.mutator, m.accepted, m.tried))
+            .collect();
+        println!("mutants   accepted/tried: {}", uses.join(", "));
+    }
     let fails: Vec<String> = report
         .failure_counts()
         .iter()

@@ -101,6 +101,22 @@ fn the_pipelined_loop_spends_the_trial_budget_and_records_everything_once() {
             r.elapsed
         );
         assert!(r.opening > Duration::ZERO);
+        // The report says how the mutators fared: random search mutates nothing.
+        match strategy {
+            StrategyKind::Random => assert!(r.mutators.is_empty()),
+            _ => {
+                assert!(r.mutators.iter().any(|m| m.mutator == "tile_size"));
+                assert!(r
+                    .mutators
+                    .iter()
+                    .all(|m| m.tried > 0 && m.accepted <= m.tried));
+            }
+        }
+        let json = r.to_json("matmul:16x16x16", "key");
+        assert_eq!(
+            json["mutators"].as_array().map(|m| m.len()),
+            Some(r.mutators.len())
+        );
     }
 }
 

@@ -40,7 +40,9 @@ pub use devices::Devices;
 pub use learn::{LearnedModel, ModelPolicy, ModelSource, TrainingData};
 pub use model_source::StoredModels;
 pub use network::{NetworkReport, NetworkRound, TaskOutcome};
-pub use report::{Best, ModelUse, RoundReport, RoundStats, StageSeconds, StopReason, TuneReport};
+pub use report::{
+    Best, ModelUse, MutatorUse, RoundReport, RoundStats, StageSeconds, StopReason, TuneReport,
+};
 pub use target::{target_key, TuneTarget};
 
 use crate::database::{self, Database};
@@ -468,6 +470,7 @@ fn empty_report(key: &database::TargetKey, strategy: &str, w: &Workload) -> Tune
         overlapped_propose_seconds: 0.0,
         compile_seconds: 0.0,
         round_stats: Vec::new(),
+        mutators: Vec::new(),
         notes: Vec::new(),
     }
 }

@@ -194,6 +194,35 @@ pub struct TuneReport {
     pub round_stats: Vec<RoundStats>,
     /// What the tuner said along the way (e.g. that it has no cost model).
     pub notes: Vec<String>,
+    /// Per mutator of the strategy, the mutants it made over the run and how many replayed
+    /// and passed the postprocessors (empty for a strategy that does not mutate).
+    pub mutators: Vec<MutatorUse>,
+}
+
+/// One mutator's use over a run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct MutatorUse {
+    pub mutator: &'static str,
+    pub tried: usize,
+    pub accepted: usize,
+}
+
+impl MutatorUse {
+    /// The strategy's per-mutator counts ([`SearchStrategy::mutator_stats`]), the mutators
+    /// it never tried left out.
+    ///
+    /// [`SearchStrategy::mutator_stats`]: crate::search::SearchStrategy::mutator_stats
+    pub fn from_stats(stats: Vec<(&'static str, usize, usize)>) -> Vec<MutatorUse> {
+        stats
+            .into_iter()
+            .filter(|(_, tried, _)| *tried > 0)
+            .map(|(mutator, tried, accepted)| MutatorUse {
+                mutator,
+                tried,
+                accepted,
+            })
+            .collect()
+    }
 }
 
 impl TuneReport {
@@ -247,6 +276,7 @@ impl TuneReport {
             "best_seconds": self.best.as_ref().map(|b| b.median_seconds),
             "best_trace": self.best.as_ref().map(|b| text::print(&b.trace)),
             "rounds": self.round_stats,
+            "mutators": self.mutators,
             "notes": self.notes,
         })
     }

@@ -7,7 +7,7 @@ use super::learn::Learner;
 use super::measure::{self, JobTemplate, Measured};
 use super::propose::{Proposed, Proposer};
 use super::record::Recorder;
-use super::report::{RoundStats, StopReason, TuneReport};
+use super::report::{MutatorUse, RoundStats, StopReason, TuneReport};
 use super::{best_in_db, empty_report, has_design_space, TuneError, Tuner};
 use crate::database::{Database, TargetKey};
 use crate::ir::Program;
@@ -333,6 +333,7 @@ impl Session<'_> {
         // 6. learn.
         let learning = Instant::now();
         learner.after_round(db, &mut *proposer.strategy, &results, notes)?;
+        self.report.mutators = MutatorUse::from_stats(proposer.strategy.mutator_stats());
         self.model_generation = learner.generation();
         round.seconds.learn = learning.elapsed().as_secs_f64();
         if round.best_seconds.is_some() && round.best_seconds != best_before {
