@@ -21,6 +21,26 @@ mkdir -p "$out"
 jobs=${JOBS:-1} per=${CORES_PER_JOB:-2}
 threads=()
 [[ $jobs -gt 1 ]] && threads=(--threads "$per")
+# deal N CMD...: runs the commands in N slots at once, command i in slot i mod N, each
+# slot's in order; with JOBS > 1 a slot is pinned (taskset) to its own CORES_PER_JOB cores.
+deal() {
+  local n=$1 slot i
+  shift
+  local todo=("$@")
+  for ((slot = 0; slot < n; slot++)); do
+    (
+      cores=$((slot * per))-$((slot * per + per - 1))
+      for ((i = slot; i < ${#todo[@]}; i += n)); do
+        if [[ $jobs -gt 1 ]]; then
+          taskset -c "$cores" bash -c "${todo[i]}"
+        else
+          bash -c "${todo[i]}"
+        fi
+      done
+    ) &
+  done
+  wait
+}
 cmds=()
 for w in "$@"; do
   tag=$(printf '%s' "$w" | tr ':,=' '___')
@@ -37,19 +57,7 @@ for w in "$@"; do
     done
   done
 done
-for ((slot = 0; slot < jobs; slot++)); do
-  (
-    cores=$((slot * per))-$((slot * per + per - 1))
-    for ((i = slot; i < ${#cmds[@]}; i += jobs)); do
-      if [[ $jobs -gt 1 ]]; then
-        taskset -c "$cores" bash -c "${cmds[i]}"
-      else
-        bash -c "${cmds[i]}"
-      fi
-    done
-  ) &
-done
-wait
+deal "$jobs" "${cmds[@]}"
 # Re-timing (RETIME=R, default 3 passes): a tune's best is the fastest of 64 noisy
 # measurements, and on a shared machine the noise is as large as the differences between
 # strategies. Each run's best schedule is run again by `tessel run` in R passes over all
@@ -80,19 +88,7 @@ for ((pass = 1; pass <= retime; pass++)); do
     done
   done
 done
-for ((slot = 0; slot < rjobs; slot++)); do
-  (
-    cores=$((slot * per))-$((slot * per + per - 1))
-    for ((i = slot; i < ${#runs[@]}; i += rjobs)); do
-      if [[ $jobs -gt 1 ]]; then
-        taskset -c "$cores" bash -c "${runs[i]}"
-      else
-        bash -c "${runs[i]}"
-      fi
-    done
-  ) &
-done
-wait
+deal "$rjobs" "${runs[@]}"
 rm -f "$out/all.sqlite"
 for db in "$out"/*.*.*.sqlite; do
   "$bin" db import "$db" --db "$out/all.sqlite" >/dev/null
