@@ -252,6 +252,23 @@ impl Instruction {
     pub fn attr(&self, name: &str) -> Option<&Operand> {
         self.attrs.iter().find(|(n, _)| n == name).map(|(_, v)| v)
     }
+
+    /// What a `Decision::Categorical` of this instruction indexes and how many there are:
+    /// ("candidate", the `candidates` of `sample_categorical`) or ("location", the
+    /// `locations` of `sample_compute_location`; 0 where the list is malformed). `None`
+    /// for other instructions.
+    pub fn choices(&self) -> Option<(&'static str, usize)> {
+        let (noun, list) = match self.kind {
+            InstKind::SampleCategorical => ("candidate", self.attr("candidates")),
+            InstKind::SampleComputeLocation => ("location", self.inputs.get(1)),
+            _ => return None,
+        };
+        let n = match list {
+            Some(Operand::List(items)) => items.len(),
+            _ => 0,
+        };
+        Some((noun, n))
+    }
 }
 
 /// A random variable of a trace: its kind and the name it prints as.

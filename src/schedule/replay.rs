@@ -123,6 +123,19 @@ impl Replayer {
         })
     }
 
+    /// The decision of a `sample_categorical` or `sample_compute_location`: an index, or
+    /// `None` to sample afresh.
+    fn index_decision(inst: &Instruction) -> Result<Option<usize>, ScheduleError> {
+        match &inst.decision {
+            Some(Decision::Categorical(i)) => Ok(Some(*i)),
+            None => Ok(None),
+            Some(other) => Err(bad(
+                "decision",
+                format!("{other:?} for {}", inst.kind.name()),
+            )),
+        }
+    }
+
     /// Notes, before `inst` runs, what a sampled compute location affects.
     fn track_locations(&mut self, inst: &Instruction) {
         match (inst.kind, inst.inputs.as_slice()) {
@@ -438,13 +451,7 @@ impl Replayer {
                 };
                 let c = ints(Self::attr(inst, "candidates")?)?;
                 let p = floats(Self::attr(inst, "probs")?)?;
-                let decision = match &inst.decision {
-                    Some(Decision::Categorical(i)) => Some(*i),
-                    None => None,
-                    Some(other) => {
-                        return Err(bad("decision", format!("{other:?} for sample_categorical")))
-                    }
-                };
+                let decision = Self::index_decision(inst)?;
                 vec![self.sch.sample_categorical(&c, &p, decision)?.0]
             }
             SampleComputeLocation => {
@@ -454,16 +461,7 @@ impl Replayer {
                 };
                 let locations: Vec<LoopRv> =
                     ls.iter().map(|o| self.lp(o)).collect::<Result<_, _>>()?;
-                let decision = match &inst.decision {
-                    Some(Decision::Categorical(i)) => Some(*i),
-                    None => None,
-                    Some(other) => {
-                        return Err(bad(
-                            "decision",
-                            format!("{other:?} for sample_compute_location"),
-                        ))
-                    }
-                };
+                let decision = Self::index_decision(inst)?;
                 vec![self.sch.sample_compute_location(b, &locations, decision)?.0]
             }
         };

@@ -223,15 +223,8 @@ impl Checker {
             };
             match op {
                 Operand::Rv(r) => {
-                    let info = self.rv(rvs, *r).map_err(|m| (site(), m))?;
-                    if !allowed.contains(&info.kind) {
-                        let msg = format!(
-                            "'{}' is {}, {name} expects {want}",
-                            info.name,
-                            kind_article(info.kind)
-                        );
-                        return Err((site(), msg));
-                    }
+                    self.rv_of_kind(rvs, *r, allowed, want, name)
+                        .map_err(|m| (site(), m))?;
                 }
                 other => {
                     let msg = format!("{name} expects {want}, found {}", describe(rvs, other));
@@ -266,17 +259,31 @@ impl Checker {
                 let msg = format!("{name} expects a loop, found {}", describe(rvs, item));
                 return Err((site(vec![i]), msg));
             };
-            let info = self.rv(rvs, *r).map_err(|m| (site(vec![i]), m))?;
-            if info.kind != RvKind::Loop {
-                let msg = format!(
-                    "'{}' is {}, {name} expects a loop",
-                    info.name,
-                    kind_article(info.kind)
-                );
-                return Err((site(vec![i]), msg));
-            }
+            self.rv_of_kind(rvs, *r, &[RvKind::Loop], "a loop", name)
+                .map_err(|m| (site(vec![i]), m))?;
         }
         Ok(())
+    }
+
+    /// Rv `r`, defined and usable, of one of the kinds `allowed` (`want` in words) as
+    /// instruction `name` expects.
+    fn rv_of_kind(
+        &self,
+        rvs: &[RvInfo],
+        r: u32,
+        allowed: &[RvKind],
+        want: &str,
+        name: &str,
+    ) -> std::result::Result<(), String> {
+        let info = self.rv(rvs, r)?;
+        if allowed.contains(&info.kind) {
+            return Ok(());
+        }
+        Err(format!(
+            "'{}' is {}, {name} expects {want}",
+            info.name,
+            kind_article(info.kind)
+        ))
     }
 
     /// Checks rv references, products and floats anywhere inside an attribute value.
@@ -594,37 +601,16 @@ fn check_decision(inst: &Instruction) -> std::result::Result<(), String> {
         (InstKind::SamplePerfectTile | InstKind::SampleTile, Some(_)) => {
             Err(format!("the decision of {name} is a list of tile sizes"))
         }
-        (InstKind::SampleCategorical, Some(Decision::Categorical(i))) => {
-            let n = match inst.attr("candidates") {
-                Some(Operand::List(c)) => c.len(),
-                _ => 0,
-            };
-            if *i >= n {
-                return Err(format!(
+        (InstKind::SampleCategorical | InstKind::SampleComputeLocation, Some(decision)) => {
+            let (noun, n) = inst.choices().unwrap_or(("choice", 0));
+            match decision {
+                Decision::Categorical(i) if *i >= n => Err(format!(
                     "decision {i} is out of range for {}",
-                    plural(n, "candidate")
-                ));
+                    plural(n, noun)
+                )),
+                Decision::Categorical(_) => Ok(()),
+                _ => Err(format!("the decision of {name} is a {noun} index")),
             }
-            Ok(())
-        }
-        (InstKind::SampleCategorical, Some(_)) => {
-            Err(format!("the decision of {name} is a candidate index"))
-        }
-        (InstKind::SampleComputeLocation, Some(Decision::Categorical(i))) => {
-            let n = match inst.inputs.get(1) {
-                Some(Operand::List(l)) => l.len(),
-                _ => 0,
-            };
-            if *i >= n {
-                return Err(format!(
-                    "decision {i} is out of range for {}",
-                    plural(n, "location")
-                ));
-            }
-            Ok(())
-        }
-        (InstKind::SampleComputeLocation, Some(_)) => {
-            Err(format!("the decision of {name} is a location index"))
         }
         (_, Some(_)) => Err(format!(
             "{name} is not a sampling instruction and takes no decision"

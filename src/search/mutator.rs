@@ -239,15 +239,7 @@ fn max_innermost(trace: &Trace, inst: usize) -> i64 {
 /// The number of choices of the `sample_categorical` (its candidates) or
 /// `sample_compute_location` (its locations) at `inst`.
 fn candidate_count(trace: &Trace, inst: usize) -> usize {
-    let i = &trace.insts[inst];
-    let list = match i.kind {
-        InstKind::SampleComputeLocation => i.inputs.get(1),
-        _ => i.attr("candidates"),
-    };
-    match list {
-        Some(Operand::List(c)) => c.len(),
-        _ => 0,
-    }
+    trace.insts[inst].choices().map_or(0, |(_, n)| n)
 }
 
 /// What the value of the `sample_categorical` at `inst` is used for: the auto-unroll

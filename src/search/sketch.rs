@@ -1117,16 +1117,29 @@ fn write_back_location(
         .iter()
         .filter_map(|l| last_of(*l))
         .collect();
-    if offered.len() > 1 {
-        return sch
-            .sample_compute_location(wb, &offered, None)
-            .map(Some)
-            .map_err(at("write-back location"));
+    match location(sch, wb, &offered, "write-back location")? {
+        Some(lp) => Ok(Some(lp)),
+        None => Ok((0..first_r).rev().find_map(last_of)),
     }
-    Ok(offered
-        .first()
-        .copied()
-        .or_else(|| (0..first_r).rev().find_map(last_of)))
+}
+
+/// The loop `block` goes to among `offered`: the only one, or one drawn by
+/// `sample_compute_location` (a decision of the trace) where there are several; `None`
+/// when none is offered.
+fn location(
+    sch: &mut Schedule,
+    block: BlockRv,
+    offered: &[LoopRv],
+    rule: &'static str,
+) -> Result<Option<LoopRv>, SketchError> {
+    match offered {
+        [] => Ok(None),
+        [one] => Ok(Some(*one)),
+        many => sch
+            .sample_compute_location(block, many, None)
+            .map(Some)
+            .map_err(at(rule)),
+    }
 }
 
 /// Samples `n` tile sizes of `lp` (with `hint`, checks and uses those): `sample_tile` when

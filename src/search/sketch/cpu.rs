@@ -39,7 +39,7 @@
 //!
 //! The old multi-level tiling stays the `plain` sketch: the search samples both.
 
-use super::{at, attempt, fuse, loop_kinds, stages, standalone, SketchError};
+use super::{at, attempt, fuse, location, loop_kinds, stages, standalone, SketchError};
 use crate::ir::{Expr, IterKind, Program};
 use crate::schedule::{sampling, BlockRv, IntArg, LoopRv, Schedule};
 use crate::search::space::{PanelAt, RegisterTile, SearchSpace};
@@ -243,13 +243,7 @@ fn panel_location(
             PanelAt::ReductionBlock => reduction_block,
         })
         .collect();
-    match offered.as_slice() {
-        [] => Ok(column_tile),
-        [one] => Ok(*one),
-        many => sch
-            .sample_compute_location(panel, many, None)
-            .map_err(at("panel location")),
-    }
+    Ok(location(sch, panel, &offered, "panel location")?.unwrap_or(column_tile))
 }
 
 /// Stores the panel `panel` writes with the axis the main block indexes by the vector
