@@ -67,6 +67,8 @@ pub(super) struct Printer<'a> {
     pub out: String,
     /// Loop variable extents in scope, for deciding when `/` and `%` are floor division.
     ranges: BTreeMap<VarId, i64>,
+    /// How the lanes hold the kernel's fragment buffers (tensor-core kernels).
+    pub fragments: BTreeMap<crate::ir::BufferId, crate::lower::tensorize::FragmentLayout>,
 }
 
 impl<'a> Printer<'a> {
@@ -86,6 +88,7 @@ impl<'a> Printer<'a> {
             dialect,
             out: String::new(),
             ranges,
+            fragments: crate::lower::tensorize::fragment_layouts(k),
         }
     }
 
@@ -222,7 +225,7 @@ impl<'a> Printer<'a> {
         })
     }
 
-    fn line(&mut self, depth: usize, s: &str) {
+    pub(super) fn line(&mut self, depth: usize, s: &str) {
         for _ in 0..depth {
             self.out.push_str("  ");
         }
@@ -240,6 +243,8 @@ impl<'a> Printer<'a> {
         for s in body {
             match s {
                 KStmt::Comment(c) => self.line(depth, &format!("// block {c}")),
+                // The CPU lowering refuses tensorized loops, so only CUDA kernels have these.
+                KStmt::Mma(m) => self.mma(m, depth),
                 KStmt::Sync => self.line(depth, "__syncthreads();"),
                 KStmt::CpAsync {
                     dst,
@@ -455,7 +460,7 @@ impl<'a> Printer<'a> {
     }
 }
 
-fn paren(s: &str) -> String {
+pub(super) fn paren(s: &str) -> String {
     if s.starts_with('(') && s.ends_with(')') {
         s.to_string()
     } else {

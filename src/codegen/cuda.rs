@@ -70,6 +70,12 @@ fn kernel(l: &Lowered, k: &Kernel, out: &mut String) -> Result<Launch> {
             Scope::Shared => {
                 let _ = writeln!(out, "  __shared__ __align__(16) {ty} {name}[{}];", a.size);
             }
+            Scope::Fragment => {
+                // A lane's registers of the warp's tiles (`cuda_mma.rs`).
+                let layout = crate::lower::tensorize::fragment_layouts(k)[&a.buffer];
+                let ty = if b.dtype == DType::F32 { "float" } else { "unsigned" };
+                let _ = writeln!(out, "  {ty} {name}[{}];", layout.lane_registers(a.size));
+            }
             _ => {
                 let _ = writeln!(out, "  __align__(16) {ty} {name}[{}];", a.size);
             }
@@ -140,6 +146,12 @@ pub fn generate(l: &Lowered) -> Result<Source> {
     }
     if l.kernels.iter().any(|k| copies_async(&k.body)) {
         code.push_str(CP_ASYNC);
+    }
+    if l.kernels
+        .iter()
+        .any(|k| !crate::lower::tensorize::fragment_layouts(k).is_empty())
+    {
+        code.push_str(super::cuda_mma::MMA);
     }
     let mut kernels = Vec::new();
     for k in &l.kernels {

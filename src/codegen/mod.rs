@@ -7,6 +7,7 @@ mod c_like;
 mod c_vector;
 pub mod cpu;
 pub mod cuda;
+mod cuda_mma;
 
 use thiserror::Error;
 

@@ -390,11 +390,13 @@ fn kernel_shape(l: &Lowered, k: &Kernel, counts: &KernelCounts, dev: &DeviceSpec
     let blocks = k.grid.iter().map(|g| *g as f64).product::<f64>();
     let threads = k.threads() as f64;
     let shared_bytes = k.shared_bytes(p) as f64;
-    let (mut local_elements, mut local_words) = (0i64, 0i64);
-    for a in k.allocs.iter().filter(|a| a.scope == Scope::Local) {
-        local_elements += a.size;
-        local_words += (a.size * p.buffer(a.buffer).dtype.bytes() as i64 + 3) / 4;
-    }
+    let local_elements: i64 = k
+        .allocs
+        .iter()
+        .filter(|a| a.scope == Scope::Local)
+        .map(|a| a.size)
+        .sum();
+    let local_words = k.register_words(p);
     let registers = (local_words + REGISTER_BASE).min(255) as f64;
     let (units, resident, per_unit) = if dev.is_gpu() {
         let warps_threads = (threads / 32.0).ceil().max(1.0) * 32.0;
@@ -532,11 +534,7 @@ fn register_features(
 
 /// 32-bit words of the kernel's local (register) arrays per thread.
 fn local_words(l: &Lowered, k: &Kernel) -> i64 {
-    k.allocs
-        .iter()
-        .filter(|a| a.scope == Scope::Local)
-        .map(|a| (a.size * l.program.buffer(a.buffer).dtype.bytes() as i64 + 3) / 4)
-        .sum()
+    k.register_words(&l.program)
 }
 
 fn ops_features(ops: &Ops, out: &mut Vec<f32>) {
@@ -575,7 +573,7 @@ fn sum_features(stores: &[Store], out: &mut Vec<f32>) {
         match a.scope {
             Scope::Global => transactions += a.warps * a.warp.lines,
             Scope::Shared => wavefronts += a.warps * a.lanes * a.bank_ways,
-            Scope::Local => {}
+            Scope::Local | Scope::Fragment => {}
         }
     }
     out.extend([log1p2(transactions), log1p2(wavefronts)]);

@@ -404,7 +404,9 @@ fn compile_kernel(
     let (mut shared_sizes, mut local_sizes) = (Vec::new(), Vec::new());
     let mut poison_at = Vec::new();
     for a in &k.allocs {
-        let per_block = if a.scope == Scope::Local {
+        // A warp's fragment is simulated as a thread's local array: each lane holds the
+        // whole logical tile and runs the warp's intrinsic on it (`interp/gpu` intrinsics).
+        let per_block = if matches!(a.scope, Scope::Local | Scope::Fragment) {
             a.size.checked_mul(threads)
         } else {
             Some(a.size)
@@ -417,7 +419,7 @@ fn compile_kernel(
                 declare(a.buffer, Mem::Shared, shared_sizes.len(), a.size)?;
                 shared_sizes.push(a.size as usize);
             }
-            Scope::Local => {
+            Scope::Local | Scope::Fragment => {
                 if let Some(v) = a.at {
                     poison_at.push((v, local_sizes.len()));
                 }
@@ -448,6 +450,11 @@ fn compile_kernel(
         kernel: &kernel,
         buf_index: &buf_index,
         bufs: &bufs,
+        lane: k
+            .thread_vars
+            .iter()
+            .find(|(_, t)| *t == ThreadTag::ThreadIdx(crate::ir::Dim3::X))
+            .map(|(v, _)| *v),
     };
     let body = stmts(&c, &k.body, &poison_at)?;
     let mut written = vec![0usize; globals.len()];
@@ -538,6 +545,9 @@ fn stmts(
             }
             KStmt::CommitGroup => out.push(CStmt::CommitGroup),
             KStmt::WaitGroup(n) => out.push(CStmt::WaitGroup((*n).max(0) as usize)),
+            // A warp's instruction: its logical meaning on this lane's copies of the warp's
+            // fragments (the store made by lane 0 alone).
+            KStmt::Mma(m) => out.extend(stmts(c, &m.logical(c.prog, c.lane), poison_at)?),
             KStmt::Comment(_) => {}
         }
     }

@@ -9,6 +9,7 @@ pub mod pipeline;
 pub mod printer;
 pub mod program;
 pub mod simplify;
+pub mod tensorize;
 pub mod verify;
 
 pub use expr::{BinOp, DType, Expr, UnOp};

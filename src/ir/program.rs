@@ -25,6 +25,11 @@ pub enum Scope {
     Global,
     Shared,
     Local,
+    /// A warp's tensor-core operand or accumulator tiles (`mma.sync` fragments), held in
+    /// the registers of its 32 lanes. Compacted like a local buffer (the warp's region);
+    /// every access goes through a tensorized loop nest (`schedule::tensorize`), whose
+    /// intrinsic knows which lane holds which element.
+    Fragment,
 }
 
 impl Scope {
@@ -33,6 +38,7 @@ impl Scope {
             Scope::Global => "global",
             Scope::Shared => "shared",
             Scope::Local => "local",
+            Scope::Fragment => "fragment",
         }
     }
     pub fn parse(s: &str) -> Option<Scope> {
@@ -40,6 +46,7 @@ impl Scope {
             "global" => Some(Scope::Global),
             "shared" => Some(Scope::Shared),
             "local" => Some(Scope::Local),
+            "fragment" => Some(Scope::Fragment),
             _ => None,
         }
     }

@@ -59,7 +59,12 @@ fn stmt_rw(p: &Program, s: &KStmt, rw: &mut Rw) {
                 expr_reads(p, v, rw);
             }
         }
-        KStmt::Sync | KStmt::Comment(_) | KStmt::CommitGroup | KStmt::WaitGroup(_) => {}
+        // Tensor-core instructions are made after barriers are placed (`tensorize.rs`).
+        KStmt::Sync
+        | KStmt::Comment(_)
+        | KStmt::CommitGroup
+        | KStmt::WaitGroup(_)
+        | KStmt::Mma(_) => {}
     }
 }
 

@@ -86,7 +86,12 @@ fn collect(body: &[KStmt], path: &mut Vec<VarId>, out: &mut Vec<Access>) {
                     collect_expr(v, path, out);
                 }
             }
-            KStmt::Sync | KStmt::Comment(_) | KStmt::CommitGroup | KStmt::WaitGroup(_) => {}
+            // Tensor-core instructions are made after compaction (`tensorize.rs`).
+            KStmt::Sync
+            | KStmt::Comment(_)
+            | KStmt::CommitGroup
+            | KStmt::WaitGroup(_)
+            | KStmt::Mma(_) => {}
         }
     }
 }
@@ -291,7 +296,8 @@ pub(super) fn compact(
         }
         let mut fixed: BTreeSet<VarId> = lca.iter().copied().collect();
         for (v, tag) in &k.thread_vars {
-            let keep = tag.is_block_idx() || (b.scope == Scope::Local && tag.is_thread_idx());
+            let keep = tag.is_block_idx()
+                || (matches!(b.scope, Scope::Local | Scope::Fragment) && tag.is_thread_idx());
             if keep {
                 fixed.insert(*v);
             }
@@ -437,7 +443,12 @@ fn rewrite(body: &mut [KStmt], flat: &dyn Fn(BufferId, &[Expr]) -> Vec<Expr>) {
                     *v = rewrite_expr(v, flat);
                 }
             }
-            KStmt::Sync | KStmt::Comment(_) | KStmt::CommitGroup | KStmt::WaitGroup(_) => {}
+            // Tensor-core instructions are made after compaction (`tensorize.rs`).
+            KStmt::Sync
+            | KStmt::Comment(_)
+            | KStmt::CommitGroup
+            | KStmt::WaitGroup(_)
+            | KStmt::Mma(_) => {}
         }
     }
 }

@@ -60,8 +60,164 @@ pub enum KStmt {
     /// `cp.async.wait_group n`: the thread waits until at most `n` of its committed
     /// groups are still in flight (the older ones have landed).
     WaitGroup(i64),
+    /// A warp-collective tensor-core instruction that replaced a tensorized loop nest
+    /// (`lower/tensorize.rs`, the last pass: the passes before it never see one); all 32
+    /// lanes of the warp execute it together.
+    Mma(Mma),
     /// A comment naming the block a store came from (for readers of the generated code).
     Comment(String),
+}
+
+/// A tile of a 2-D matrix in a buffer: the flat index of its first element and the
+/// distance between its rows (elements); its columns are consecutive.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tile {
+    pub buffer: BufferId,
+    pub base: Expr,
+    pub row_stride: i64,
+}
+
+impl Tile {
+    /// The flat index of element `(row, col)`.
+    pub fn at(&self, row: Expr, col: Expr) -> Expr {
+        Expr::add(
+            self.base.clone(),
+            Expr::add(Expr::mul(row, Expr::Int(self.row_stride)), col),
+        )
+    }
+}
+
+/// A tensor-core instruction (`mma.sync.m16n8k16` with its loads and stores) and the loop
+/// variables of the nest it replaced (rows, columns, and for `Sync` the reduction): the
+/// variables of a store's guard and of [`Mma::logical`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mma {
+    pub op: MmaOp,
+    pub vars: Vec<VarId>,
+}
+
+/// Fragment tiles (`Scope::Fragment`) are `rows x cols` tiles of a warp's fragment buffer,
+/// whose lanes hold them in the layout of the PTX ISA's mma fragments; `codegen/cuda.rs`
+/// knows which lane holds which element, the interpreter runs [`Mma::logical`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum MmaOp {
+    /// The 16 x 8 f32 accumulator tile `acc` set to zero.
+    Fill { acc: Tile },
+    /// `ldmatrix`: a 16 x 16 (operand A, rows m, columns k) or 16 x 8 (operand B, rows k,
+    /// columns n) fragment tile loaded from a shared 16-bit matrix. `transposed`: the
+    /// source's rows are the tile's columns (`src` row `c` holds tile column `c`).
+    Load {
+        operand: MmaOperand,
+        frag: Tile,
+        src: Tile,
+        transposed: bool,
+    },
+    /// `acc (16 x 8, f32) += a (16 x 16) * b (16 x 8)` on 16-bit operands.
+    Sync { acc: Tile, a: Tile, b: Tile },
+    /// The 16 x 8 accumulator tile stored to a global or shared matrix, converted to the
+    /// destination's dtype; element `(r, c)` only where `valid` holds with the rows and
+    /// columns variables (`vars[0]`, `vars[1]`) at `r` and `c` (an imperfect tile's guard).
+    Store {
+        dst: Tile,
+        acc: Tile,
+        valid: Option<Expr>,
+    },
+}
+
+/// Which operand of `mma.sync` a fragment is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum MmaOperand {
+    A,
+    B,
+}
+
+impl MmaOperand {
+    /// Rows and columns of one fragment tile of this operand (m16n8k16).
+    pub fn shape(self) -> (i64, i64) {
+        match self {
+            MmaOperand::A => (16, 16),
+            MmaOperand::B => (16, 8),
+        }
+    }
+}
+
+/// The rows and columns of a 16 x 8 accumulator tile.
+pub const ACC_SHAPE: (i64, i64) = (16, 8);
+
+impl Mma {
+    /// What the instruction computes, as scalar loops over its tile (the nest it replaced,
+    /// its indices rebuilt from the tiles): the interpreter runs this on each lane's copy
+    /// of the warp's fragments. A warp's store is one store, so it is made by the lane
+    /// `lane == 0` alone where a lane variable is given.
+    pub fn logical(&self, p: &Program, lane: Option<VarId>) -> Vec<KStmt> {
+        let v = |i: usize| Expr::Var(self.vars[i]);
+        let nest = |extents: &[i64], body: KStmt| -> KStmt {
+            extents
+                .iter()
+                .enumerate()
+                .rev()
+                .fold(body, |inner, (i, e)| KStmt::For {
+                    var: self.vars[i],
+                    extent: *e,
+                    kind: ForKind::Serial,
+                    body: vec![inner],
+                })
+        };
+        let load = |t: &Tile, r: Expr, c: Expr| Expr::Load(t.buffer, vec![t.at(r, c)]);
+        let store = |t: &Tile, value: Expr| KStmt::Store {
+            buffer: t.buffer,
+            indices: vec![t.at(v(0), v(1))],
+            value,
+        };
+        let stmt = match &self.op {
+            MmaOp::Fill { acc } => nest(&[16, 8], store(acc, Expr::Float(0.0))),
+            MmaOp::Load {
+                operand,
+                frag,
+                src,
+                transposed,
+            } => {
+                let (r, c) = operand.shape();
+                let value = if *transposed {
+                    load(src, v(1), v(0))
+                } else {
+                    load(src, v(0), v(1))
+                };
+                nest(&[r, c], store(frag, value))
+            }
+            MmaOp::Sync { acc, a, b } => {
+                let widen = |e: Expr| Expr::Cast(crate::ir::DType::F32, Box::new(e));
+                let value = Expr::add(
+                    load(acc, v(0), v(1)),
+                    Expr::mul(widen(load(a, v(0), v(2))), widen(load(b, v(2), v(1)))),
+                );
+                nest(&[16, 8, 16], store(acc, value))
+            }
+            MmaOp::Store { dst, acc, valid } => {
+                let dtype = p.buffer(dst.buffer).dtype;
+                let value = match dtype {
+                    crate::ir::DType::F32 => load(acc, v(0), v(1)),
+                    d => Expr::Cast(d, Box::new(load(acc, v(0), v(1)))),
+                };
+                let body = match valid {
+                    Some(c) => KStmt::If {
+                        cond: c.clone(),
+                        then: vec![store(dst, value)],
+                    },
+                    None => store(dst, value),
+                };
+                let all = nest(&[16, 8], body);
+                match lane {
+                    Some(l) => KStmt::If {
+                        cond: Expr::bin(crate::ir::BinOp::Eq, Expr::Var(l), Expr::Int(0)),
+                        then: vec![all],
+                    },
+                    None => all,
+                }
+            }
+        };
+        vec![stmt]
+    }
 }
 
 /// A buffer allocated inside the kernel, compacted to the region it is used in.
@@ -115,6 +271,21 @@ impl Kernel {
     /// Bytes of thread-local (`local` scope) arrays one thread allocates.
     pub fn local_bytes(&self, p: &Program) -> i64 {
         self.bytes_in(p, Scope::Local)
+    }
+    /// 32-bit registers one thread's local arrays and fragments take (a fragment's tiles
+    /// are spread over the 32 lanes of a warp).
+    pub fn register_words(&self, p: &Program) -> i64 {
+        self.allocs
+            .iter()
+            .map(|a| {
+                let bytes = a.size * p.buffer(a.buffer).dtype.bytes() as i64;
+                match a.scope {
+                    Scope::Local => (bytes + 3) / 4,
+                    Scope::Fragment => (bytes / 32 + 3) / 4,
+                    Scope::Global | Scope::Shared => 0,
+                }
+            })
+            .sum()
     }
     fn bytes_in(&self, p: &Program, scope: Scope) -> i64 {
         self.allocs

@@ -18,18 +18,22 @@
 //! 6. CUDA: loops annotated with `software_pipeline_stage` are software-pipelined: their
 //!    shared fetches multi-buffered and issued stages ahead with `cp.async`
 //!    (`pipeline.rs`).
+//! 7. CUDA: tensorized loop nests become tensor-core instructions (`tensorize.rs`).
 
 mod barrier;
 mod compact;
 pub mod kernel;
 mod pipeline;
+pub mod tensorize;
 mod unguard;
 mod vector_copy;
 mod vthread;
 
 pub(crate) use compact::contiguous as kernel_contiguous;
 pub(crate) use compact::{vector_body as kernel_vector_body, VectorStore};
-pub use kernel::{cp_async_lanes, Alloc, ForKind, KStmt, Kernel, Lowered};
+pub use kernel::{
+    cp_async_lanes, Alloc, ForKind, KStmt, Kernel, Lowered, Mma, MmaOp, MmaOperand, Tile, ACC_SHAPE,
+};
 pub(crate) use vector_copy::{
     at_lane as kernel_at_lane, vector_copy as kernel_vector_copy, zero_filled,
 };
@@ -76,6 +80,10 @@ pub enum LowerError {
     PipelinePlan(#[from] crate::ir::pipeline::PipelineError),
     #[error("cannot pipeline loop {name}: {reason}")]
     Pipeline { name: String, reason: String },
+    #[error("{0}")]
+    TensorizePlan(#[from] crate::ir::tensorize::TensorizeError),
+    #[error("cannot tensorize: {0}")]
+    Tensorize(String),
 }
 
 /// The result of lowering.
@@ -220,6 +228,9 @@ struct Builder<'a> {
     nest_totals: BTreeMap<LoopId, i64>,
     /// The software-pipelined loops of this kernel (CUDA).
     pipelines: Vec<pipeline::Pipelined>,
+    /// The tensorized nests of this kernel (CUDA): the outermost loop's variable and the
+    /// intrinsic that replaces the nest.
+    tensorized: Vec<(VarId, crate::ir::tensorize::Intrin)>,
     /// Guards around stores into a thread's registers that mask iterations past a
     /// spatial extent, each with what is left of it without those conjuncts (`None`:
     /// nothing); `unguard.rs` may narrow them to that.
@@ -336,6 +347,18 @@ impl Builder<'_> {
                                 self.pipelines
                                     .push(pipeline::Pipelined { var: lp.var, plan });
                             }
+                        }
+                        if let Some(intrin) = crate::ir::tensorize::annotated(self.prog, *id)? {
+                            if self.backend != Backend::Cuda {
+                                return Err(LowerError::Tensorize(format!(
+                                    "loop {} is tensorized with {}, a tensor-core intrinsic the {} backend has not",
+                                    self.prog.loop_name(*id),
+                                    intrin.name(),
+                                    "cpu"
+                                )));
+                            }
+                            crate::ir::tensorize::check(self.prog, *id, intrin)?;
+                            self.tensorized.push((lp.var, intrin));
                         }
                         let fk = match kind {
                             LoopKind::Serial | LoopKind::Thread(ThreadTag::VThread(_)) => {
@@ -553,6 +576,7 @@ fn build_kernel(
         subst: BTreeMap::new(),
         nest_totals: BTreeMap::new(),
         pipelines: Vec::new(),
+        tensorized: Vec::new(),
         output_masks: Vec::new(),
     };
     for t in &trees {
@@ -562,6 +586,7 @@ fn build_kernel(
     let thread_vars: Vec<(VarId, ThreadTag)> = b.thread_var.iter().map(|(t, v)| (*v, *t)).collect();
     let (grid, block, ranges) = (b.grid, b.block, b.ranges.clone());
     let pipelines = std::mem::take(&mut b.pipelines);
+    let tensorized = std::mem::take(&mut b.tensorized);
     let output_masks = std::mem::take(&mut b.output_masks);
     let params: Vec<_> = prog
         .params
@@ -584,6 +609,7 @@ fn build_kernel(
         barrier::insert_barriers(prog, &mut kernel)?;
         compact::check_vectors(prog, &kernel, &ranges)?;
         pipeline::apply(prog, &mut kernel, &pipelines, &ranges)?;
+        tensorize::apply(prog, &mut kernel, &tensorized, &ranges)?;
     }
     Ok(kernel)
 }

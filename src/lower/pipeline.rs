@@ -461,7 +461,12 @@ fn writes_of(s: &KStmt) -> BTreeSet<BufferId> {
             KStmt::CpAsync { dst, .. } => {
                 out.insert(*dst);
             }
-            KStmt::Sync | KStmt::Comment(_) | KStmt::CommitGroup | KStmt::WaitGroup(_) => {}
+            // Tensor-core instructions are made after pipelining (`tensorize.rs`).
+            KStmt::Sync
+            | KStmt::Comment(_)
+            | KStmt::CommitGroup
+            | KStmt::WaitGroup(_)
+            | KStmt::Mma(_) => {}
         }
     }
     let mut out = BTreeSet::new();

@@ -1,5 +1,5 @@
-//! `bind`, `vectorize`, `unroll`, `parallel`, `annotate`, `storage_align`: changing how a
-//! loop runs or how a buffer is laid out, never what is computed.
+//! `bind`, `vectorize`, `unroll`, `parallel`, `annotate`, `storage_align`, `tensorize`:
+//! changing how a loop runs or how a buffer is laid out, never what is computed.
 //!
 //! Invariant: a loop whose iterations accumulate into one element (it appears in the
 //! binding of a reduction iteration variable) is never made parallel, vectorized or bound
@@ -193,5 +193,20 @@ pub fn storage_align(
     let align = &mut p.buffer_mut(buf).align;
     align.retain(|x| x.axis != a.axis);
     align.push(a);
+    Ok(())
+}
+
+/// Marks the loop nest rooted at `l` to be replaced by a tensor-core intrinsic
+/// (`ir::tensorize`: the nest must match the intrinsic's description, else the error
+/// names the loop that does not).
+pub fn tensorize(p: &mut Program, l: LoopId, intrin: &str) -> Result<()> {
+    use crate::ir::tensorize::{check, Intrin, TensorizeError, KEY};
+    let i = Intrin::parse(intrin).ok_or_else(|| TensorizeError::Unknown {
+        name: intrin.into(),
+    })?;
+    check(p, l, i)?;
+    p.lp_mut(l)
+        .annotations
+        .insert(KEY.into(), AnnValue::Str(i.name().into()));
     Ok(())
 }

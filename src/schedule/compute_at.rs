@@ -54,7 +54,7 @@ fn fixed_vars(p: &Program, target: LoopId, scope: Scope) -> HashSet<VarId> {
                     Scope::Shared,
                     LoopKind::Thread(ThreadTag::ThreadIdx(_) | ThreadTag::VThread(_)),
                 ) => true,
-                (Scope::Global, _) | (Scope::Shared, _) | (Scope::Local, _) => false,
+                (Scope::Global | Scope::Shared | Scope::Local | Scope::Fragment, _) => false,
             };
             !relax
         })

@@ -134,6 +134,8 @@ pub enum ScheduleError {
     InvalidArgument { what: &'static str, reason: String },
     #[error("{0}")]
     Pipeline(#[from] crate::ir::pipeline::PipelineError),
+    #[error("{0}")]
+    Tensorize(#[from] crate::ir::tensorize::TensorizeError),
     #[error("decision {decision} of {instruction} is invalid: {reason}")]
     InvalidDecision {
         instruction: String,

@@ -35,6 +35,7 @@ pub enum InstKind {
     PadEinsum,
     TransformLayout,
     StorageAlign,
+    Tensorize,
     SamplePerfectTile,
     SampleTile,
     SampleCategorical,
@@ -62,7 +63,7 @@ pub struct Signature {
 }
 
 impl InstKind {
-    pub const ALL: [InstKind; 27] = [
+    pub const ALL: [InstKind; 28] = [
         InstKind::GetBlock,
         InstKind::GetLoops,
         InstKind::GetConsumers,
@@ -86,6 +87,7 @@ impl InstKind {
         InstKind::PadEinsum,
         InstKind::TransformLayout,
         InstKind::StorageAlign,
+        InstKind::Tensorize,
         InstKind::SamplePerfectTile,
         InstKind::SampleTile,
         InstKind::SampleCategorical,
@@ -149,6 +151,7 @@ impl InstKind {
                 &["buffer_index", "axis", "factor", "offset"],
                 None,
             ),
+            Tensorize => ("tensorize", Some(&["loop"]), &["intrin"], None),
             SamplePerfectTile => (
                 "sample_perfect_tile",
                 Some(&["loop"]),

@@ -239,6 +239,12 @@ impl Replayer {
                 self.sch.bind(l, &t)?;
                 vec![]
             }
+            Tensorize => {
+                let l = self.lp(Self::input(inst, 0)?)?;
+                let i = Self::string(inst, "intrin")?.to_string();
+                self.sch.tensorize(l, &i)?;
+                vec![]
+            }
             Vectorize | Unroll | Parallel => {
                 let l = self.lp(Self::input(inst, 0)?)?;
                 match inst.kind {

@@ -471,6 +471,21 @@ impl Schedule {
         Ok(())
     }
 
+    /// `tensorize(loop, intrin)`: the loop nest rooted at `loop` is to be replaced by a
+    /// tensor-core intrinsic (`ir::tensorize`).
+    pub fn tensorize(&mut self, lp: LoopRv, intrin: &str) -> Result<()> {
+        let l = self.loop_id(lp)?;
+        self.transact("tensorize", |p| annotation::tensorize(p, l, intrin))?;
+        self.record(
+            InstKind::Tensorize,
+            vec![Operand::Rv(lp.0)],
+            vec![("intrin", Operand::Str(intrin.into()))],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
     /// `unroll(loop)`.
     pub fn unroll(&mut self, lp: LoopRv) -> Result<()> {
         let l = self.loop_id(lp)?;

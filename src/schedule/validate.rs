@@ -495,8 +495,8 @@ fn check_attr_shape(
     };
     match (attr, value) {
         ("value", _) => Ok(()),
-        ("name" | "thread" | "key" | "scope", Operand::Str(_)) => Ok(()),
-        ("name" | "thread" | "key" | "scope", _) => bad("a string"),
+        ("name" | "thread" | "key" | "scope" | "intrin", Operand::Str(_)) => Ok(()),
+        ("name" | "thread" | "key" | "scope" | "intrin", _) => bad("a string"),
         ("n", Operand::Int(n)) if *n >= 1 => Ok(()),
         ("n", _) => bad("a positive integer"),
         ("factors", Operand::List(items)) if !items.is_empty() => check_items(

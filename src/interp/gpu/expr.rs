@@ -43,6 +43,9 @@ pub(super) struct KernelScope<'a> {
     /// Kernel buffer index of each program buffer, by `BufferId` index.
     pub buf_index: &'a [Option<u32>],
     pub bufs: &'a [KBuf],
+    /// The kernel's `threadIdx.x` variable: a warp's lane, which makes its tensor-core
+    /// stores alone.
+    pub lane: Option<VarId>,
 }
 
 impl Scope for KernelScope<'_> {

@@ -1,0 +1,181 @@
+//! CUDA C for the tensor-core instructions (`KStmt::Mma`): `ldmatrix`, `mma.sync` and the
+//! accumulator's fill and store, in the fragment layouts of the PTX ISA (m16n8k16).
+//!
+//! A fragment buffer is a per-lane array of 32-bit registers (`float` for accumulators,
+//! `unsigned` holding two 16-bit elements for operands), tile after tile in the order of
+//! the tiles' positions in the warp's buffer (`lower::tensorize::FragmentLayout`); every
+//! index is a constant once the loops around are unrolled, so the arrays stay in
+//! registers. With `g = lane / 4` and `t = lane % 4`, a lane holds:
+//!
+//! * accumulator (16 x 8, f32): `c0, c1` = row `g`, columns `2t, 2t+1`; `c2, c3` = row `g+8`;
+//! * A (16 x 16): `a0` = row `g`, columns `2t, 2t+1`; `a1` = row `g+8`; `a2`, `a3` the same
+//!   at columns `+8` (ldmatrix x4: lanes 0-15 give rows 0-15 at column 0, lanes 16-31 at
+//!   column 8);
+//! * B (16 x 8, rows k): `b0` = rows `2t, 2t+1` of column `g`; `b1` rows `+8` (ldmatrix x2
+//!   with `.trans` from rows of k, lanes 0-15 giving rows 0-15; without `.trans` from rows
+//!   of n, lanes 0-7 at column 0 and 8-15 at column 8).
+
+use super::c_like::{ident, paren, Printer};
+use crate::ir::{DType, Expr};
+use crate::lower::tensorize::FragmentLayout;
+use crate::lower::{Mma, MmaOp, MmaOperand, Tile};
+
+/// Printed for kernels with tensor-core instructions: the shared-memory address `ldmatrix`
+/// takes.
+pub(super) const MMA: &str = "\
+__device__ __forceinline__ unsigned tessel_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+";
+
+impl Printer<'_> {
+    /// The lane's array of fragment `t` and the index of its first register of tile `t`.
+    fn register(&self, t: &Tile) -> (String, String) {
+        let l: FragmentLayout = self.fragments[&t.buffer];
+        let base = paren(&self.expr(&t.base));
+        let s = l.row_length;
+        (
+            ident(&self.p.buffer(t.buffer).name),
+            format!(
+                "({base} / {s} / {} * {} + {base} % {s} / {}) * {}",
+                l.tile_rows,
+                s / l.tile_cols,
+                l.tile_cols,
+                l.registers
+            ),
+        )
+    }
+
+    /// The kernel's `threadIdx.x` variable: the lane (the lowering made sure the kernel
+    /// launches one warp in x).
+    fn lane_var(&self) -> crate::ir::VarId {
+        self.k
+            .thread_vars
+            .iter()
+            .find(|(_, t)| *t == crate::ir::ThreadTag::ThreadIdx(crate::ir::Dim3::X))
+            .map(|(v, _)| *v)
+            .expect("a tensorized kernel binds threadIdx.x (checked by the lowering)")
+    }
+
+    pub(super) fn mma(&mut self, m: &Mma, depth: usize) {
+        let regs = |(name, index): &(String, String), n: i64, from: i64| -> Vec<String> {
+            (from..from + n).map(|i| format!("{name}[{index} + {i}]")).collect()
+        };
+        let lane = "((int)threadIdx.x)";
+        let lines: Vec<String> = match &m.op {
+            MmaOp::Fill { acc } => {
+                let r = self.register(acc);
+                regs(&r, 4, 0)
+                    .into_iter()
+                    .map(|x| format!("{x} = 0.0f;"))
+                    .collect()
+            }
+            MmaOp::Load {
+                operand,
+                frag,
+                src,
+                transposed,
+            } => {
+                let r = self.register(frag);
+                // The source row and column each lane gives ldmatrix (see the module doc).
+                let (count, trans, row, col) = match (operand, transposed) {
+                    (MmaOperand::A, false) => (4, false, format!("{lane} % 16"), format!("{lane} / 16 * 8")),
+                    (MmaOperand::A, true) => (
+                        4,
+                        true,
+                        format!("{lane} % 8 + {lane} / 16 * 8"),
+                        format!("{lane} / 8 % 2 * 8"),
+                    ),
+                    (MmaOperand::B, false) => (2, true, format!("{lane} % 16"), "0".into()),
+                    (MmaOperand::B, true) => (2, false, format!("{lane} % 8"), format!("{lane} / 8 % 2 * 8")),
+                };
+                let addr = format!(
+                    "{} + {} + ({row}) * {} + {col}",
+                    ident(&self.p.buffer(src.buffer).name),
+                    paren(&self.expr(&src.base)),
+                    src.row_stride
+                );
+                let outs: Vec<String> = regs(&r, count, 0)
+                    .iter()
+                    .map(|x| format!("\"=r\"({x})"))
+                    .collect();
+                let places: Vec<String> = (0..count).map(|i| format!("%{i}")).collect();
+                vec![format!(
+                    "asm volatile(\"ldmatrix.sync.aligned.m8n8.x{count}{}.shared.b16 {{{}}}, [%{count}];\\n\" : {} : \"r\"(tessel_smem_addr({addr})));",
+                    if trans { ".trans" } else { "" },
+                    places.join(", "),
+                    outs.join(", ")
+                )]
+            }
+            MmaOp::Sync { acc, a, b } => {
+                let ty = match self.p.buffer(a.buffer).dtype {
+                    DType::BF16 => "bf16",
+                    _ => "f16",
+                };
+                let (c, x, y) = (self.register(acc), self.register(a), self.register(b));
+                let mut operands: Vec<String> = regs(&c, 4, 0)
+                    .iter()
+                    .map(|r| format!("\"+f\"({r})"))
+                    .collect();
+                let ins: Vec<String> = regs(&x, 4, 0)
+                    .into_iter()
+                    .chain(regs(&y, 2, 0))
+                    .map(|r| format!("\"r\"({r})"))
+                    .collect();
+                operands.truncate(4);
+                vec![format!(
+                    "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\\n\" : {} : {});",
+                    operands.join(", "),
+                    ins.join(", ")
+                )]
+            }
+            MmaOp::Store { dst, acc, valid } => {
+                let c = self.register(acc);
+                let name = ident(&self.p.buffer(dst.buffer).name);
+                let dtype = self.p.buffer(dst.buffer).dtype;
+                let lane_var = self.lane_var();
+                let mut out = Vec::new();
+                for (i, (dr, dc)) in [(0, 0), (0, 1), (8, 0), (8, 1)].into_iter().enumerate() {
+                    // Row g + dr, column 2t + dc of the tile, as expressions of the lane.
+                    let lane_e = Expr::Var(lane_var);
+                    let row = Expr::add(
+                        Expr::bin(crate::ir::BinOp::FloorDiv, lane_e.clone(), Expr::Int(4)),
+                        Expr::Int(dr),
+                    );
+                    let col = Expr::add(
+                        Expr::mul(
+                            Expr::bin(crate::ir::BinOp::FloorMod, lane_e, Expr::Int(4)),
+                            Expr::Int(2),
+                        ),
+                        Expr::Int(dc),
+                    );
+                    let index = self.expr(&dst.at(row.clone(), col.clone()));
+                    let value = regs(&c, 1, i as i64).remove(0);
+                    let value = match dtype {
+                        DType::F16 => format!("tessel_f2h({value})"),
+                        DType::BF16 => format!("tessel_f2bf({value})"),
+                        _ => value,
+                    };
+                    let store = format!("{name}[{index}] = {value};");
+                    out.push(match valid {
+                        Some(cond) => {
+                            let at = cond.substitute(&|v| {
+                                if v == m.vars[0] {
+                                    Some(row.clone())
+                                } else if v == m.vars[1] {
+                                    Some(col.clone())
+                                } else {
+                                    None
+                                }
+                            });
+                            format!("if {} {store}", paren(&self.expr(&at)))
+                        }
+                        None => store,
+                    });
+                }
+                out
+            }
+        };
+        for l in lines {
+            self.line(depth, &l);
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! Tensor-core intrinsics and the check that a loop nest matches one.
+//!
+//! `tensorize(loop, intrin)` marks `loop` with the annotation `tensorize = "<intrin>"`:
+//! the loop and the loops under it form one intrinsic's loop nest, whose one block computes
+//! exactly what the intrinsic computes. The IR keeps the scalar nest (the interpreter runs
+//! it, so a tensorized schedule is checked like any other); the CUDA lowering replaces it
+//! by the warp-collective instruction (`lower/tensorize.rs`). As in TensorIR, the nest
+//! must match the intrinsic's description; TensorIR's `blockize` has no counterpart here
+//! because a tessel block is a single statement: the annotated loop is the unit.
+//!
+//! The intrinsics are those of `mma.sync.m16n8k16` with 16-bit operands (f16 or bf16)
+//! accumulated in f32, on `fragment` buffers (a warp's tiles in its lanes' registers):
+//!
+//! | intrinsic    | loops (outermost first) | block                                          |
+//! | ------------ | ----------------------- | ---------------------------------------------- |
+//! | `mma_fill`   | rows 16, cols 8         | `acc[r, c] = 0` (acc: f32 fragment)            |
+//! | `mma_load_a` | rows 16 (m), cols 16 (k)| `a[r, c] = src[..]` (src: shared, same dtype)  |
+//! | `mma_load_b` | rows 16 (k), cols 8 (n) | `b[r, c] = src[..]`                            |
+//! | `mma_sync`   | i 16, j 8, k 16         | `acc[i, j] += f32(a[i, k]) * f32(b[k, j])`     |
+//! | `mma_store`  | rows 16, cols 8         | `dst[r, c] = acc[r, c]` (converted to dst's dtype; global or shared; may be guarded) |
+//!
+//! Each access must address its tile by the nest's loops one to one: a loop of the nest
+//! steps exactly one index of the access by 1 and no other, and the access uses no other
+//! loop of the nest. The strides are checked after compaction, by the lowering.
+
+use super::simplify::simplify;
+use super::{AnnValue, BinOp, BlockId, DType, Expr, LoopId, LoopKind, Node, Program, Scope, VarId};
+use thiserror::Error;
+
+/// The annotation key a tensorized loop carries; its value is the intrinsic's name.
+pub const KEY: &str = "tensorize";
+
+/// A tensor-core intrinsic a loop nest can be replaced by.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Intrin {
+    MmaFill,
+    MmaLoadA,
+    MmaLoadB,
+    MmaSync,
+    MmaStore,
+}
+
+impl Intrin {
+    pub const ALL: [Intrin; 5] = [
+        Intrin::MmaFill,
+        Intrin::MmaLoadA,
+        Intrin::MmaLoadB,
+        Intrin::MmaSync,
+        Intrin::MmaStore,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Intrin::MmaFill => "mma_fill",
+            Intrin::MmaLoadA => "mma_load_a",
+            Intrin::MmaLoadB => "mma_load_b",
+            Intrin::MmaSync => "mma_sync",
+            Intrin::MmaStore => "mma_store",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Intrin> {
+        Intrin::ALL.into_iter().find(|i| i.name() == s)
+    }
+
+    /// The extents of the intrinsic's loop nest, outermost first.
+    pub fn extents(self) -> &'static [i64] {
+        match self {
+            Intrin::MmaFill | Intrin::MmaLoadB | Intrin::MmaStore => &[16, 8],
+            Intrin::MmaLoadA => &[16, 16],
+            Intrin::MmaSync => &[16, 8, 16],
+        }
+    }
+}
+
+/// Why a loop cannot be tensorized.
+#[derive(Debug, Error, Clone, PartialEq)]
+pub enum TensorizeError {
+    #[error("unknown intrinsic {name:?} (known: mma_fill, mma_load_a, mma_load_b, mma_sync, mma_store)")]
+    Unknown { name: String },
+    #[error("loop {name}: cannot tensorize with {intrin}: {reason}")]
+    Mismatch {
+        name: String,
+        intrin: &'static str,
+        reason: String,
+    },
+}
+
+/// The loop nest an intrinsic replaces: its loops, outermost first, and its block.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Nest {
+    pub intrin: Intrin,
+    pub loops: Vec<LoopId>,
+    pub block: BlockId,
+}
+
+/// The intrinsic a loop is annotated with, if any (an unknown name is an error).
+pub fn annotated(p: &Program, l: LoopId) -> Result<Option<Intrin>, TensorizeError> {
+    match p.lp(l).annotations.get(KEY) {
+        None => Ok(None),
+        Some(AnnValue::Str(s)) => Intrin::parse(s)
+            .map(Some)
+            .ok_or_else(|| TensorizeError::Unknown { name: s.clone() }),
+        Some(other) => Err(TensorizeError::Unknown {
+            name: other.to_string(),
+        }),
+    }
+}
+
+/// Checks that the nest rooted at `l` matches `intrin` (see the module doc).
+pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeError> {
+    let fail = |at: LoopId, reason: String| TensorizeError::Mismatch {
+        name: p.loop_name(at).into(),
+        intrin: intrin.name(),
+        reason,
+    };
+    // 1. A perfect nest of serial loops of the intrinsic's extents around one block.
+    let extents = intrin.extents();
+    let mut loops = vec![l];
+    loop {
+        let at = *loops.last().unwrap();
+        let lp = p.lp(at);
+        if !matches!(lp.kind, LoopKind::Serial | LoopKind::Unrolled) {
+            return Err(fail(
+                at,
+                format!("it is {:?}; the nest must be serial", lp.kind).to_lowercase(),
+            ));
+        }
+        let want = extents[loops.len() - 1];
+        if lp.extent != want {
+            return Err(fail(
+                at,
+                format!("its extent is {}, the intrinsic's loop has {want}", lp.extent),
+            ));
+        }
+        if loops.len() == extents.len() {
+            break;
+        }
+        match lp.body.as_slice() {
+            [Node::Loop(c)] => loops.push(*c),
+            _ => {
+                return Err(fail(
+                    at,
+                    format!(
+                        "its body is not one loop (the intrinsic's nest has {} loops)",
+                        extents.len()
+                    ),
+                ))
+            }
+        }
+    }
+    let inner = *loops.last().unwrap();
+    let block = match p.lp(inner).body.as_slice() {
+        [Node::Block(b)] => *b,
+        _ => return Err(fail(inner, "its body is not one block".into())),
+    };
+    let blk = p.block(block);
+    if blk.init.is_some() {
+        return Err(fail(
+            l,
+            format!("block {} has an init (decompose_reduction first)", blk.name),
+        ));
+    }
+    if blk.predicate.is_some() && intrin != Intrin::MmaStore {
+        return Err(fail(
+            l,
+            format!(
+                "block {} is guarded (an imperfect tile); only mma_store may be",
+                blk.name
+            ),
+        ));
+    }
+    // 2. The block's store and loads in loop variables.
+    let vars: Vec<VarId> = loops.iter().map(|x| p.lp(*x).var).collect();
+    let bind = |e: &Expr| -> Expr {
+        let m: std::collections::BTreeMap<VarId, Expr> = blk
+            .iter_vars
+            .iter()
+            .zip(&blk.bindings)
+            .map(|(iv, b)| (iv.var, b.clone()))
+            .collect();
+        e.substitute(&|v| m.get(&v).cloned())
+    };
+    let access = |what: &str, buf, idx: &[Expr], uses: &[usize]| -> Result<(), TensorizeError> {
+        let name = &p.buffer(buf).name;
+        let idx: Vec<Expr> = idx.iter().map(bind).collect();
+        for (n, v) in vars.iter().enumerate() {
+            let steps: Vec<Option<i64>> = idx.iter().map(|e| step(e, *v)).collect();
+            let used = uses.contains(&n);
+            let ones = steps.iter().filter(|s| **s == Some(1)).count();
+            let zeros = steps.iter().filter(|s| **s == Some(0)).count();
+            let ok = if used {
+                ones == 1 && zeros == idx.len() - 1
+            } else {
+                zeros == idx.len()
+            };
+            if !ok {
+                return Err(fail(
+                    loops[n],
+                    format!(
+                        "the {what} {name} is {} by this loop",
+                        if used {
+                            "not indexed one to one"
+                        } else {
+                            "indexed"
+                        }
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    };
+    let scope_is = |what: &str, buf, scope: Scope, dtypes: &[DType]| {
+        let b = p.buffer(buf);
+        if b.scope != scope || !dtypes.contains(&b.dtype) {
+            return Err(fail(
+                l,
+                format!(
+                    "the {what} {} is {} {}, the intrinsic needs {} {}",
+                    b.name,
+                    b.scope.name(),
+                    b.dtype.name(),
+                    scope.name(),
+                    dtypes
+                        .iter()
+                        .map(|d| d.name())
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                ),
+            ));
+        }
+        Ok(())
+    };
+    const HALF: &[DType] = &[DType::F16, DType::BF16];
+    let dst = blk.body.buffer;
+    let didx = &blk.body.indices;
+    let value = &blk.body.value;
+    let shape = |reason: &str| fail(l, format!("block {}: {reason}", blk.name));
+    match intrin {
+        Intrin::MmaFill => {
+            scope_is("accumulator", dst, Scope::Fragment, &[DType::F32])?;
+            if !matches!(value, Expr::Float(z) if *z == 0.0) {
+                return Err(shape("it does not store zero"));
+            }
+            access("accumulator", dst, didx, &[0, 1])?;
+        }
+        Intrin::MmaLoadA | Intrin::MmaLoadB => {
+            scope_is("fragment", dst, Scope::Fragment, HALF)?;
+            let Expr::Load(src, sidx) = value else {
+                return Err(shape("it does not copy one element"));
+            };
+            scope_is("source", *src, Scope::Shared, &[p.buffer(dst).dtype])?;
+            access("fragment", dst, didx, &[0, 1])?;
+            access("source", *src, sidx, &[0, 1])?;
+        }
+        Intrin::MmaSync => {
+            scope_is("accumulator", dst, Scope::Fragment, &[DType::F32])?;
+            let product = match value {
+                Expr::Bin(BinOp::Add, x, y) => match (&**x, &**y) {
+                    (Expr::Load(b, i), prod) | (prod, Expr::Load(b, i))
+                        if *b == dst && i == didx =>
+                    {
+                        prod
+                    }
+                    _ => return Err(shape("it does not accumulate into its own element")),
+                },
+                _ => return Err(shape("it is not an accumulation `acc += a * b`")),
+            };
+            let Expr::Bin(BinOp::Mul, x, y) = product else {
+                return Err(shape("the accumulated value is not a product"));
+            };
+            let operand = |e: &Expr| match e {
+                Expr::Cast(DType::F32, inner) => match &**inner {
+                    Expr::Load(b, i) => Some((*b, i.clone())),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let (Some(x), Some(y)) = (operand(x), operand(y)) else {
+                return Err(shape(
+                    "the product's factors are not 16-bit fragment elements widened to f32",
+                ));
+            };
+            // Which factor is A (indexed by i and k) and which B (k and j).
+            let by_a = |b: &(crate::ir::BufferId, Vec<Expr>)| {
+                let i = b.1.iter().map(bind).collect::<Vec<_>>();
+                i.iter().any(|e| e.uses_var(vars[0]))
+            };
+            let (a, b) = if by_a(&x) { (x, y) } else { (y, x) };
+            scope_is("operand A", a.0, Scope::Fragment, HALF)?;
+            scope_is("operand B", b.0, Scope::Fragment, &[p.buffer(a.0).dtype])?;
+            access("accumulator", dst, didx, &[0, 1])?;
+            access("operand A", a.0, &a.1, &[0, 2])?;
+            access("operand B", b.0, &b.1, &[2, 1])?;
+        }
+        Intrin::MmaStore => {
+            let b = p.buffer(dst);
+            if !matches!(b.scope, Scope::Global | Scope::Shared)
+                || !matches!(b.dtype, DType::F32 | DType::F16 | DType::BF16)
+            {
+                return Err(shape(&format!(
+                    "the destination {} is {} {}, not a global or shared float buffer",
+                    b.name,
+                    b.scope.name(),
+                    b.dtype.name()
+                )));
+            }
+            let load = match value {
+                Expr::Cast(t, inner) if *t == b.dtype => &**inner,
+                e => e,
+            };
+            let Expr::Load(acc, aidx) = load else {
+                return Err(shape("it does not copy one accumulator element"));
+            };
+            scope_is("accumulator", *acc, Scope::Fragment, &[DType::F32])?;
+            access("destination", dst, didx, &[0, 1])?;
+            access("accumulator", *acc, aidx, &[0, 1])?;
+        }
+    }
+    Ok(Nest {
+        intrin,
+        loops,
+        block,
+    })
+}
+
+/// How much `e` grows when `v` grows by one, where that is a constant.
+pub fn step(e: &Expr, v: VarId) -> Option<i64> {
+    let next = e.substitute(&|x| (x == v).then(|| Expr::add(Expr::Var(v), Expr::Int(1))));
+    simplify(&Expr::sub(next, e.clone()), &|_| None).as_int()
+}

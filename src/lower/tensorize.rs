@@ -1,0 +1,487 @@
+//! Tensorized loop nests become tensor-core instructions (the last CUDA pass).
+//!
+//! A loop annotated `tensorize` (checked by `ir::tensorize`) was lowered like any other
+//! nest, so compaction, barriers and software pipelining saw its ordinary loads and
+//! stores. Here the nest is replaced by one [`KStmt::Mma`]: each access of its store is
+//! read as a tile (the flat index at the nest's origin and the step of each loop), and
+//! what the instruction needs is proven or the kernel is refused naming the loop:
+//!
+//! * fragment tiles run along their buffer's rows (the column loop steps by 1, the row
+//!   loop by the buffer's row length), start on a whole tile of the buffer, and every
+//!   tile of one fragment buffer has the same shape and row length, so a lane finds its
+//!   registers of a tile from the tile's position alone ([`FragmentLayout`]);
+//! * `ldmatrix` sources are shared, their rows 16-byte aligned;
+//! * the warp is whole: the kernel's `threadIdx.x` is the 32 lanes of a warp and no
+//!   condition around the instruction depends on the lane.
+
+use super::kernel::{KStmt, Kernel, Mma, MmaOp, MmaOperand, Tile, ACC_SHAPE};
+use super::{LowerError, Result};
+use crate::ir::interval::Interval;
+use crate::ir::simplify::simplify;
+use crate::ir::tensorize::{step, Intrin};
+use crate::ir::{BinOp, BufferId, Dim3, Expr, Program, Scope, ThreadTag, VarId};
+use std::collections::BTreeMap;
+
+/// How a warp's lanes hold a fragment buffer: the buffer is `rows x row_length` elements
+/// in tiles of `tile_rows x tile_cols`, numbered row-major, and each lane holds
+/// `registers` 32-bit registers of every tile, tile after tile.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct FragmentLayout {
+    pub row_length: i64,
+    pub tile_rows: i64,
+    pub tile_cols: i64,
+    pub registers: i64,
+}
+
+impl FragmentLayout {
+    fn of_accumulator(row_length: i64) -> Self {
+        FragmentLayout {
+            row_length,
+            tile_rows: ACC_SHAPE.0,
+            tile_cols: ACC_SHAPE.1,
+            registers: 4,
+        }
+    }
+    fn of_operand(o: MmaOperand, row_length: i64) -> Self {
+        let (tile_rows, tile_cols) = o.shape();
+        FragmentLayout {
+            row_length,
+            tile_rows,
+            tile_cols,
+            // 16-bit elements, two to a register: 256 / 32 / 2 = 4 for A, 2 for B.
+            registers: tile_rows * tile_cols / 64,
+        }
+    }
+    /// Registers one lane declares for a fragment buffer of `size` elements.
+    pub fn lane_registers(&self, size: i64) -> i64 {
+        size / (self.tile_rows * self.tile_cols) * self.registers
+    }
+}
+
+/// The fragment layouts of a lowered kernel's fragment buffers, from its instructions.
+pub fn fragment_layouts(k: &Kernel) -> BTreeMap<BufferId, FragmentLayout> {
+    let mut out = BTreeMap::new();
+    visit(&k.body, &mut |m| {
+        for (t, layout) in fragment_tiles(&m.op) {
+            out.insert(t.buffer, layout(t.row_stride));
+        }
+    });
+    out
+}
+
+fn visit(body: &[KStmt], f: &mut impl FnMut(&Mma)) {
+    for s in body {
+        match s {
+            KStmt::For { body, .. } | KStmt::If { then: body, .. } => visit(body, f),
+            KStmt::Mma(m) => f(m),
+            _ => {}
+        }
+    }
+}
+
+type LayoutOf = fn(i64) -> FragmentLayout;
+
+/// The fragment tiles an instruction touches, each with the layout its role implies.
+fn fragment_tiles(op: &MmaOp) -> Vec<(&Tile, LayoutOf)> {
+    let a: LayoutOf = |s| FragmentLayout::of_operand(MmaOperand::A, s);
+    let b: LayoutOf = |s| FragmentLayout::of_operand(MmaOperand::B, s);
+    let acc: LayoutOf = FragmentLayout::of_accumulator;
+    match op {
+        MmaOp::Fill { acc: t } | MmaOp::Store { acc: t, .. } => vec![(t, acc)],
+        MmaOp::Load {
+            operand, frag: t, ..
+        } => vec![(t, if *operand == MmaOperand::A { a } else { b })],
+        MmaOp::Sync {
+            acc: c,
+            a: x,
+            b: y,
+        } => vec![(c, acc), (x, a), (y, b)],
+    }
+}
+
+/// Replaces the tensorized nests of kernel `k` (`nests`: the variable of each nest's
+/// outermost loop and its intrinsic) by tensor-core instructions.
+pub(super) fn apply(
+    p: &Program,
+    k: &mut Kernel,
+    nests: &[(VarId, Intrin)],
+    ranges: &BTreeMap<VarId, i64>,
+) -> Result<()> {
+    if nests.is_empty() {
+        return Ok(());
+    }
+    let lane = k
+        .thread_vars
+        .iter()
+        .find(|(_, t)| *t == ThreadTag::ThreadIdx(Dim3::X))
+        .map(|(v, _)| *v);
+    if k.block[0] != 32 {
+        return Err(refuse(
+            p,
+            nests[0].0,
+            format!(
+                "a warp's instruction needs threadIdx.x to be the 32 lanes of a warp, the kernel launches {} threads in x",
+                k.block[0]
+            ),
+        ));
+    }
+    let t = Tensorizer {
+        p,
+        nests,
+        ranges,
+        lane,
+    };
+    let body = std::mem::take(&mut k.body);
+    k.body = t.stmts(body, false)?;
+    // Every fragment buffer: one layout, whole tiles, only touched by instructions.
+    let mut layouts: BTreeMap<BufferId, FragmentLayout> = BTreeMap::new();
+    let mut bad = None;
+    visit(&k.body, &mut |m| {
+        for (tile, layout) in fragment_tiles(&m.op) {
+            let l = layout(tile.row_stride);
+            if let Some(old) = layouts.insert(tile.buffer, l) {
+                if old != l && bad.is_none() {
+                    bad = Some((m.vars[0], tile.buffer, "tiles of two shapes or row lengths"));
+                }
+            }
+        }
+    });
+    if let Some((v, b, what)) = bad {
+        return Err(refuse(
+            p,
+            v,
+            format!("fragment {} is used in {what}", p.buffer(b).name),
+        ));
+    }
+    for a in k.allocs.iter().filter(|a| a.scope == Scope::Fragment) {
+        let name = &p.buffer(a.buffer).name;
+        let Some(l) = layouts.get(&a.buffer) else {
+            return Err(LowerError::Tensorize(format!(
+                "fragment {name} is not used by any tensorized loop"
+            )));
+        };
+        if l.row_length % l.tile_cols != 0 || a.size % (l.row_length * l.tile_rows) != 0 {
+            return Err(LowerError::Tensorize(format!(
+                "fragment {name} ({} elements, rows of {}) is not whole {} x {} tiles",
+                a.size, l.row_length, l.tile_rows, l.tile_cols
+            )));
+        }
+    }
+    if let Some(b) = fragment_access(p, &k.body) {
+        return Err(LowerError::Tensorize(format!(
+            "fragment {} is accessed outside a tensorized loop",
+            p.buffer(b).name
+        )));
+    }
+    Ok(())
+}
+
+fn refuse(p: &Program, var: VarId, reason: String) -> LowerError {
+    LowerError::Tensorize(format!("loop {}: {reason}", p.var_name(var)))
+}
+
+/// A fragment buffer a store or load outside the instructions touches.
+fn fragment_access(p: &Program, body: &[KStmt]) -> Option<BufferId> {
+    let frag = |b: BufferId| p.buffer(b).scope == Scope::Fragment;
+    let in_expr = |e: &Expr| {
+        let mut hit = None;
+        e.visit(&mut |x| {
+            if let Expr::Load(b, _) = x {
+                if frag(*b) {
+                    hit = Some(*b);
+                }
+            }
+        });
+        hit
+    };
+    for s in body {
+        let hit = match s {
+            KStmt::For { body, .. } => fragment_access(p, body),
+            KStmt::If { cond, then } => in_expr(cond).or_else(|| fragment_access(p, then)),
+            KStmt::Store {
+                buffer,
+                indices,
+                value,
+            } => (frag(*buffer).then_some(*buffer))
+                .or_else(|| indices.iter().find_map(in_expr))
+                .or_else(|| in_expr(value)),
+            _ => None,
+        };
+        if hit.is_some() {
+            return hit;
+        }
+    }
+    None
+}
+
+struct Tensorizer<'a> {
+    p: &'a Program,
+    nests: &'a [(VarId, Intrin)],
+    ranges: &'a BTreeMap<VarId, i64>,
+    lane: Option<VarId>,
+}
+
+impl Tensorizer<'_> {
+    fn stmts(&self, body: Vec<KStmt>, lane_guarded: bool) -> Result<Vec<KStmt>> {
+        body.into_iter()
+            .map(|s| self.stmt(s, lane_guarded))
+            .collect()
+    }
+
+    fn stmt(&self, s: KStmt, lane_guarded: bool) -> Result<KStmt> {
+        Ok(match s {
+            KStmt::For {
+                var,
+                extent,
+                kind,
+                body,
+            } => match self.nests.iter().find(|(v, _)| *v == var) {
+                Some((_, intrin)) => {
+                    if lane_guarded {
+                        return Err(refuse(
+                            self.p,
+                            var,
+                            "a condition around it depends on the lane, so part of a warp would run a warp's instruction".into(),
+                        ));
+                    }
+                    let for_loop = KStmt::For {
+                        var,
+                        extent,
+                        kind,
+                        body,
+                    };
+                    KStmt::Mma(self.instruction(&for_loop, *intrin)?)
+                }
+                None => KStmt::For {
+                    var,
+                    extent,
+                    kind,
+                    body: self.stmts(body, lane_guarded)?,
+                },
+            },
+            KStmt::If { cond, then } => {
+                let by_lane = self.lane.is_some_and(|l| cond.uses_var(l));
+                KStmt::If {
+                    then: self.stmts(then, lane_guarded || by_lane)?,
+                    cond,
+                }
+            }
+            other => other,
+        })
+    }
+
+    fn range(&self) -> impl Fn(VarId) -> Option<Interval> + '_ {
+        |v| self.ranges.get(&v).map(|&x| Interval::new(0, x - 1))
+    }
+
+    /// The instruction that replaces nest `s`.
+    fn instruction(&self, s: &KStmt, intrin: Intrin) -> Result<Mma> {
+        let (vars, guard, store) = nest(s);
+        let outer = vars[0];
+        let fail = |reason: String| refuse(self.p, outer, reason);
+        let n = intrin.extents().len();
+        let Some(KStmt::Store {
+            buffer,
+            indices,
+            value,
+        }) = store
+        else {
+            return Err(fail("the tensorized nest does not end in one store".into()));
+        };
+        if vars.len() != n {
+            return Err(fail(format!(
+                "the tensorized nest has {} loops, {} has {n}",
+                vars.len(),
+                intrin.name()
+            )));
+        }
+        if guard.is_some() && intrin != Intrin::MmaStore {
+            return Err(fail("the tensorized store is guarded".into()));
+        }
+        let (r, c) = (vars[0], vars[1]);
+        let tile = |buf: BufferId, idx: &Expr, row: VarId, col: VarId| -> Result<(Tile, bool)> {
+            let at0 = simplify(
+                &idx.substitute(&|v| vars.contains(&v).then_some(Expr::Int(0))),
+                &self.range(),
+            );
+            let (sr, sc) = (step(idx, row), step(idx, col));
+            let name = &self.p.buffer(buf).name;
+            let (row_stride, transposed) = match (sr, sc) {
+                (Some(sr), Some(1)) if sr > 0 => (sr, false),
+                (Some(1), Some(sc)) if sc > 0 => (sc, true),
+                _ => {
+                    return Err(fail(format!(
+                        "{name} is not read or written as a tile with consecutive rows or columns (steps {sr:?}, {sc:?})"
+                    )))
+                }
+            };
+            Ok((
+                Tile {
+                    buffer: buf,
+                    base: at0,
+                    row_stride,
+                },
+                transposed,
+            ))
+        };
+        let frag = |buf: BufferId, idx: &Expr, row: VarId, col: VarId, shape: (i64, i64)| {
+            let (t, transposed) = tile(buf, idx, row, col)?;
+            if transposed && shape.1 > 1 {
+                return Err(fail(format!(
+                    "fragment {} is addressed column-major",
+                    self.p.buffer(buf).name
+                )));
+            }
+            self.whole_tile(&t, shape).map_err(&fail)?;
+            Ok(t)
+        };
+        let load_of = |e: &Expr| -> Option<(BufferId, Expr)> {
+            let inner = match e {
+                Expr::Cast(_, x) => &**x,
+                x => x,
+            };
+            match inner {
+                Expr::Load(b, i) if i.len() == 1 => Some((*b, i[0].clone())),
+                _ => None,
+            }
+        };
+        let not_matched = || fail(format!("the store no longer matches {}", intrin.name()));
+        let op = match intrin {
+            Intrin::MmaFill => MmaOp::Fill {
+                acc: frag(buffer, &indices[0], r, c, ACC_SHAPE)?,
+            },
+            Intrin::MmaLoadA | Intrin::MmaLoadB => {
+                let operand = if intrin == Intrin::MmaLoadA {
+                    MmaOperand::A
+                } else {
+                    MmaOperand::B
+                };
+                let f = frag(buffer, &indices[0], r, c, operand.shape())?;
+                let (src, sidx) = load_of(&value).ok_or_else(not_matched)?;
+                let (s, transposed) = tile(src, &sidx, r, c)?;
+                self.ldmatrix_rows(&s).map_err(&fail)?;
+                MmaOp::Load {
+                    operand,
+                    frag: f,
+                    src: s,
+                    transposed,
+                }
+            }
+            Intrin::MmaSync => {
+                let k = vars[2];
+                let acc = frag(buffer, &indices[0], r, c, ACC_SHAPE)?;
+                let Expr::Bin(BinOp::Add, x, y) = &value else {
+                    return Err(not_matched());
+                };
+                let product = match (&**x, &**y) {
+                    (Expr::Load(..), p) | (p, Expr::Load(..)) => p,
+                    _ => return Err(not_matched()),
+                };
+                let Expr::Bin(BinOp::Mul, x, y) = product else {
+                    return Err(not_matched());
+                };
+                let (x, y) = (
+                    load_of(x).ok_or_else(not_matched)?,
+                    load_of(y).ok_or_else(not_matched)?,
+                );
+                let (a, b) = if x.1.uses_var(r) { (x, y) } else { (y, x) };
+                MmaOp::Sync {
+                    acc,
+                    a: frag(a.0, &a.1, r, k, MmaOperand::A.shape())?,
+                    b: frag(b.0, &b.1, k, c, MmaOperand::B.shape())?,
+                }
+            }
+            Intrin::MmaStore => {
+                let (d, transposed) = tile(buffer, &indices[0], r, c)?;
+                if transposed {
+                    return Err(fail(format!(
+                        "the destination {} is written column-major",
+                        self.p.buffer(buffer).name
+                    )));
+                }
+                let (acc, aidx) = load_of(&value).ok_or_else(not_matched)?;
+                MmaOp::Store {
+                    dst: d,
+                    acc: frag(acc, &aidx, r, c, ACC_SHAPE)?,
+                    valid: guard,
+                }
+            }
+        };
+        Ok(Mma { op, vars })
+    }
+
+    /// A fragment tile starts on a whole tile of its buffer: its row is a multiple of the
+    /// tile's rows, its column of the tile's columns, for every value of the variables.
+    fn whole_tile(&self, t: &Tile, (rows, cols): (i64, i64)) -> std::result::Result<(), String> {
+        let s = Expr::Int(t.row_stride);
+        let row = Expr::bin(BinOp::FloorDiv, t.base.clone(), s.clone());
+        let col = Expr::bin(BinOp::FloorMod, t.base.clone(), s);
+        let zero = |e: Expr, m: i64| simplify(&Expr::bin(BinOp::FloorMod, e, Expr::Int(m)), &self.range()) == Expr::Int(0);
+        if t.row_stride % cols != 0 || !zero(row, rows) || !zero(col, cols) {
+            return Err(format!(
+                "fragment {} is not addressed in whole {rows} x {cols} tiles (rows of {}, tile at {})",
+                self.p.buffer(t.buffer).name,
+                t.row_stride,
+                crate::ir::printer::expr_str(self.p, &t.base)
+            ));
+        }
+        Ok(())
+    }
+
+    /// `ldmatrix` reads rows of 16 bytes from shared memory, each 16-byte aligned.
+    fn ldmatrix_rows(&self, t: &Tile) -> std::result::Result<(), String> {
+        let b = self.p.buffer(t.buffer);
+        let per16 = 16 / b.dtype.bytes() as i64;
+        let aligned = simplify(
+            &Expr::bin(BinOp::FloorMod, t.base.clone(), Expr::Int(per16)),
+            &self.range(),
+        ) == Expr::Int(0);
+        if b.scope != Scope::Shared {
+            return Err(format!("ldmatrix reads shared memory, {} is {}", b.name, b.scope.name()));
+        }
+        if t.row_stride % per16 != 0 || !aligned {
+            return Err(format!(
+                "ldmatrix needs 16-byte aligned rows of {}: rows of {} elements, tile at {}",
+                b.name,
+                t.row_stride,
+                crate::ir::printer::expr_str(self.p, &t.base)
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The loop variables of a nest (outermost first), the guard around its store if any, and
+/// the store (comments skipped).
+fn nest(s: &KStmt) -> (Vec<VarId>, Option<Expr>, Option<KStmt>) {
+    let mut vars = Vec::new();
+    let mut guard = None;
+    let mut at = s;
+    loop {
+        match at {
+            KStmt::For { var, body, .. } => {
+                vars.push(*var);
+                match only(body) {
+                    Some(x) => at = x,
+                    None => return (vars, guard, None),
+                }
+            }
+            KStmt::If { cond, then } if guard.is_none() => {
+                guard = Some(cond.clone());
+                match only(then) {
+                    Some(x) => at = x,
+                    None => return (vars, guard, None),
+                }
+            }
+            KStmt::Store { .. } => return (vars, guard, Some(at.clone())),
+            _ => return (vars, guard, None),
+        }
+    }
+}
+
+/// The one statement of a body that is not a comment.
+fn only(body: &[KStmt]) -> Option<&KStmt> {
+    let mut real = body.iter().filter(|s| !matches!(s, KStmt::Comment(_)));
+    let first = real.next()?;
+    real.next().is_none().then_some(first)
+}
