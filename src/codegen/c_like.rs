@@ -266,10 +266,17 @@ impl<'a> Printer<'a> {
                     );
                     let line = match self.dialect {
                         Dialect::Cuda => {
-                            let bytes = lanes * 4;
+                            let dtype = self.p.buffer(*dst).dtype;
+                            let bytes = lanes * dtype.bytes() as i64;
                             let size = match valid {
                                 Some(c) => format!("{} ? {bytes} : 0", paren(&self.expr(c))),
                                 None => bytes.to_string(),
+                            };
+                            // 16-bit elements travel as raw bytes.
+                            let (d, s) = if dtype == DType::F32 {
+                                (d, s)
+                            } else {
+                                (format!("(float*)({d})"), format!("(const float*)({s})"))
                             };
                             format!("tessel_cp_async{bytes}({d}, {s}, {size});")
                         }
@@ -429,6 +436,10 @@ impl<'a> Printer<'a> {
         body: &[KStmt],
     ) -> Option<(Option<String>, Vec<String>)> {
         let copy = crate::lower::kernel_vector_copy(self.p, body, var, lanes, &self.ranges).ok()?;
+        // 16-bit vectors are copied asynchronously where pipelined, else element by element.
+        if self.p.buffer(copy.dst).dtype != DType::F32 {
+            return None;
+        }
         let ty = if lanes == 4 { "float4" } else { "float2" };
         let at = |e: &Expr, lane: i64| crate::lower::kernel_at_lane(e, var, lane, &self.ranges);
         let mut load = format!(

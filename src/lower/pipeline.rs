@@ -10,7 +10,7 @@
 //!    the alignment of vector copies), and iteration `j` uses copy `j mod S` (the offset
 //!    `(j mod S) * stage_size` added to its flat index: a leading axis of `S`).
 //! 2. **Asynchronous copies.** A fetch store that copies a global element (or a float2 /
-//!    float4 vector: 4, 8 or 16 bytes) into the buffer, possibly zero-padded
+//!    float4 vector, or 4, 8 or 16 bytes of 16-bit elements) into the buffer, possibly zero-padded
 //!    (`select(c, load, 0)`), becomes a [`KStmt::CpAsync`] (the padding its `valid`
 //!    operand); other fetch stores (a transposed store of one element) stay ordinary
 //!    stores into the multi-buffer, issued at the same stage.
@@ -40,8 +40,8 @@ pub(super) struct Pipelined {
     pub plan: Plan,
 }
 
-/// Elements a buffer copy is aligned to (16 bytes of float32).
-const STAGE_ALIGN: i64 = 4;
+/// Bytes every stage copy of a buffer is aligned to (the widest `cp.async`).
+const STAGE_ALIGN_BYTES: i64 = 16;
 
 /// Pipelines the loops `loops` of kernel `k`.
 pub(super) fn apply(
@@ -65,7 +65,8 @@ pub(super) fn apply(
                     name: p.var_name(l.var).into(),
                     reason: format!("{} is not allocated in shared memory", p.buffer(*buf).name),
                 })?;
-            let size = (alloc.size + STAGE_ALIGN - 1) / STAGE_ALIGN * STAGE_ALIGN;
+            let align = STAGE_ALIGN_BYTES / p.buffer(*buf).dtype.bytes() as i64;
+            let size = (alloc.size + align - 1) / align * align;
             alloc.size = size * l.plan.stages;
             stage_size.insert(*buf, size);
         }

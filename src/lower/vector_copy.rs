@@ -47,9 +47,6 @@ pub(crate) fn vector_copy<'a>(
     lanes: i64,
     ranges: &BTreeMap<VarId, i64>,
 ) -> Result<VectorCopy<'a>, String> {
-    if lanes != 2 && lanes != 4 {
-        return Err(format!("{lanes} lanes (float2 and float4 are supported)"));
-    }
     let VectorStore {
         guard,
         buffer,
@@ -63,10 +60,26 @@ pub(crate) fn vector_copy<'a>(
     let Expr::Load(src, sidx) = load else {
         return Err("its value is not one load".into());
     };
-    for b in [buffer, *src] {
-        if p.buffer(b).dtype != DType::F32 {
-            return Err(format!("{} is not float32", p.buffer(b).name));
-        }
+    // float2 / float4, or 4, 8 or 16 bytes of 16-bit elements copied as raw bits.
+    let dtype = p.buffer(buffer).dtype;
+    let bytes = lanes * dtype.bytes() as i64;
+    let supported = match dtype {
+        DType::F32 => lanes == 2 || lanes == 4,
+        DType::F16 | DType::BF16 => matches!(bytes, 4 | 8 | 16),
+        _ => false,
+    };
+    if !supported {
+        return Err(format!(
+            "{lanes} lanes of {} (float2, float4, or 4, 8, 16 bytes of 16-bit elements are supported)",
+            dtype.name()
+        ));
+    }
+    if p.buffer(*src).dtype != dtype {
+        return Err(format!(
+            "{} and {} differ in dtype",
+            p.buffer(buffer).name,
+            p.buffer(*src).name
+        ));
     }
     contiguous(&sidx[0], var, lanes, ranges)?;
     if let Some(c) = valid {
