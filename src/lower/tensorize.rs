@@ -414,8 +414,12 @@ impl Tensorizer<'_> {
     /// tile's rows, its column of the tile's columns, for every value of the variables.
     fn whole_tile(&self, t: &Tile, (rows, cols): (i64, i64)) -> std::result::Result<(), String> {
         let s = Expr::Int(t.row_stride);
-        let row = Expr::bin(BinOp::FloorDiv, t.base.clone(), s.clone());
-        let col = Expr::bin(BinOp::FloorMod, t.base.clone(), s);
+        // Loops of one iteration are at 0 (the simplifier keeps their variables).
+        let base = t
+            .base
+            .substitute(&|v| (self.ranges.get(&v) == Some(&1)).then_some(Expr::Int(0)));
+        let row = Expr::bin(BinOp::FloorDiv, base.clone(), s.clone());
+        let col = Expr::bin(BinOp::FloorMod, base, s);
         let zero = |e: Expr, m: i64| simplify(&Expr::bin(BinOp::FloorMod, e, Expr::Int(m)), &self.range()) == Expr::Int(0);
         if t.row_stride % cols != 0 || !zero(row, rows) || !zero(col, cols) {
             return Err(format!(

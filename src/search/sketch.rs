@@ -63,6 +63,7 @@
 //! bound on its own); what no candidate can survive is a [`SketchError`].
 
 mod cpu;
+mod tensor_core;
 
 use super::space::{Binding, Level, SearchSpace};
 use crate::ir::{BufferKind, Expr, IterKind, Program};
@@ -81,6 +82,8 @@ pub enum SketchError {
     SplitKNotApplicable,
     #[error("the register-tile sketch does not apply to this workload (see `[register_tile]`)")]
     RegisterTileNotApplicable,
+    #[error("the tensor-core sketch does not apply to this workload (see `[tensor_core]`)")]
+    TensorCoreNotApplicable,
     #[error("{rule}: {source}")]
     Schedule {
         rule: &'static str,
@@ -142,6 +145,9 @@ pub enum SketchKind {
     /// The CPU micro-kernel: register tile, packed panel, parallel blocks
     /// (`[register_tile]`, `sketch/cpu.rs`).
     RegisterTile,
+    /// A 16-bit GEMM on tensor cores: mma.sync tiles in warps' fragments
+    /// (`[tensor_core]`, `sketch/tensor_core.rs`).
+    TensorCore,
 }
 
 impl SketchKind {
@@ -151,6 +157,7 @@ impl SketchKind {
             SketchKind::Plain => "plain",
             SketchKind::SplitK => "split_k",
             SketchKind::RegisterTile => "register_tile",
+            SketchKind::TensorCore => "tensor_core",
         }
     }
 }
@@ -171,6 +178,9 @@ pub fn sketches(space: &SearchSpace, program: &Program) -> Result<Vec<SketchKind
     if cpu::applies(space, program, main) {
         out.push(SketchKind::RegisterTile);
     }
+    if tensor_core::applies(space, program, main) {
+        out.push(SketchKind::TensorCore);
+    }
     Ok(out)
 }
 
@@ -182,6 +192,14 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
     let kinds = sketches(space, sch.program())?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5b11_7c0f_0000_0001);
     let kind = match (&space.split_k, &space.register_tile) {
+        _ if kinds.contains(&SketchKind::TensorCore)
+            && space
+                .tensor_core
+                .as_ref()
+                .is_some_and(|t| rng.gen::<f64>() < t.probability) =>
+        {
+            SketchKind::TensorCore
+        }
         (Some(rule), _)
             if kinds.contains(&SketchKind::SplitK) && rng.gen::<f64>() < rule.probability =>
         {
@@ -227,6 +245,9 @@ pub fn apply_sketch(
     if kind == SketchKind::RegisterTile {
         return cpu::apply(space, sch, seed);
     }
+    if kind == SketchKind::TensorCore {
+        return tensor_core::apply(space, sch, seed);
+    }
     let st = stages(sch.program())?;
     // 1. Padding (on a space with a read cache, after the cache is placed: the padding
     //    goes into the cooperative fetch, as MetaSchedule does).
@@ -243,7 +264,7 @@ pub fn apply_sketch(
     // 2. Split-K: the main block becomes the rf block; the original one sums its
     //    partial results in a nest of its own.
     let split = match kind {
-        SketchKind::Plain | SketchKind::RegisterTile => None,
+        SketchKind::Plain | SketchKind::RegisterTile | SketchKind::TensorCore => None,
         SketchKind::SplitK => Some(split_k(space, sch, &st.main, padded)?),
     };
     // 3. Cache write and epilogues.

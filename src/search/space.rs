@@ -113,11 +113,32 @@ pub struct SearchSpace {
     pub search: SearchParams,
     /// The CPU register-tile sketch (`[register_tile]`), when the space has one.
     pub register_tile: Option<RegisterTile>,
+    /// The tensor-core sketch (`[tensor_core]`), when the space has one.
+    pub tensor_core: Option<TensorCore>,
     /// The vector unit the register tiles are sized for: float lanes per register and
     /// registers. The files hold no machine: AVX2 (8, 16) until
     /// [`with_vector_unit`](SearchSpace::with_vector_unit) sets the target's.
     pub vector_lanes: i64,
     pub vector_registers: i64,
+}
+
+/// The tensor-core sketch's bounds (`[tensor_core]`; see `search_spaces/cuda.toml` and
+/// `sketch/tensor_core.rs`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct TensorCore {
+    /// How often `sketch::apply` (random search) takes this sketch where it applies.
+    pub probability: f64,
+    /// Most warps of a block.
+    pub max_warps: i64,
+    /// Most mma tiles a warp holds along the rows (16 each) and the columns (8 each).
+    pub max_tiles_m: i64,
+    pub max_tiles_n: i64,
+    /// Most f32 accumulators of a lane (4 per 16 x 8 tile).
+    pub max_accumulators: i64,
+    /// Most reduction steps of 16 per shared stage.
+    pub max_reduction_steps: i64,
+    /// The multiples a GEMM's axes may be padded to (each a multiple of 32).
+    pub pad_multiples: Vec<i64>,
 }
 
 /// The CPU register-tile sketch's bounds (`[register_tile]`; see `search_spaces/cpu.toml`
@@ -209,6 +230,7 @@ struct File {
     split_k: Option<SplitKFile>,
     pipeline: Option<PipelineFile>,
     register_tile: Option<RegisterTileFile>,
+    tensor_core: Option<TensorCoreFile>,
     postprocess: Postprocess,
     search: SearchFile,
 }
@@ -237,6 +259,18 @@ struct RegisterTileFile {
     min_panel_depth: i64,
     #[serde(default)]
     panel_at: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TensorCoreFile {
+    probability: f64,
+    max_warps: i64,
+    max_tiles_m: i64,
+    max_tiles_n: i64,
+    max_accumulators: i64,
+    max_reduction_steps: i64,
+    pad_multiples: Vec<i64>,
 }
 
 #[derive(Deserialize)]
@@ -588,6 +622,45 @@ impl SearchSpace {
             }
             None => None,
         };
+        let tensor_core = match f.tensor_core {
+            Some(t) => {
+                if !(0.0..=1.0).contains(&t.probability) {
+                    return Err(invalid(
+                        "tensor_core.probability",
+                        format!("{} is not in [0, 1]", t.probability),
+                    ));
+                }
+                let bounds = [
+                    t.max_warps,
+                    t.max_tiles_m,
+                    t.max_tiles_n,
+                    t.max_accumulators,
+                    t.max_reduction_steps,
+                ];
+                if bounds.iter().any(|x| *x < 1) {
+                    return Err(invalid(
+                        "tensor_core.max_warps",
+                        "the max_* bounds must be at least 1".into(),
+                    ));
+                }
+                if t.pad_multiples.is_empty() || t.pad_multiples.iter().any(|m| *m < 32 || m % 32 != 0) {
+                    return Err(invalid(
+                        "tensor_core.pad_multiples",
+                        format!("{:?}: a non-empty list of multiples of 32", t.pad_multiples),
+                    ));
+                }
+                Some(TensorCore {
+                    probability: t.probability,
+                    max_warps: t.max_warps,
+                    max_tiles_m: t.max_tiles_m,
+                    max_tiles_n: t.max_tiles_n,
+                    max_accumulators: t.max_accumulators,
+                    max_reduction_steps: t.max_reduction_steps,
+                    pad_multiples: t.pad_multiples,
+                })
+            }
+            None => None,
+        };
         let register_tile = match f.register_tile {
             Some(r) => {
                 if !(0.0..=1.0).contains(&r.probability) {
@@ -677,6 +750,7 @@ impl SearchSpace {
             pipeline,
             search,
             register_tile,
+            tensor_core,
             vector_lanes: 8,
             vector_registers: 16,
         })

@@ -1,0 +1,452 @@
+//! The tensor-core sketch (`[tensor_core]` in `search_spaces/cuda.toml`): a GEMM whose
+//! 16-bit operands (f16, bf16) are accumulated in f32 runs on `mma.sync.m16n8k16`, in the
+//! structure of MetaSchedule's multi-level tiling with tensor cores and of
+//! `examples/schedules/tensor_core_gemm.sched`:
+//!
+//! 1. The GEMM's axes are padded (`pad_einsum`) to a sampled multiple of 32 each (the
+//!    multiples of `pad_multiples` that waste at most `max_waste`, and the extent itself
+//!    where 32 divides it), so that every tile below divides them; the zero-filled input
+//!    copies are inlined into the shared fetches, the copy back into the write-back.
+//! 2. `cache_write` of the main block into a `fragment` accumulator; epilogues (the cast
+//!    to the output's 16-bit dtype, bias, relu) inlined into its write-back.
+//! 3. Tiling (`sample_perfect_tile`, decisions of the trace): rows `i` into
+//!    `[blocks, warps, tiles] x 16`, columns `j` into `[blocks, warps, tiles] x 8`, the
+//!    reduction `k` into `[steps, per stage] x 16`, ordered
+//!    `bi bj | wi wj | k0 kk | ti tj | 16 8 16`. Drawn jointly so that a block has at most
+//!    `max_warps` warps and a lane at most `max_accumulators` f32 accumulators (4 per
+//!    16 x 8 tile); mutations keep only the per-axis bounds of the trace.
+//! 4. `bi bj` fused to `blockIdx.x`, `wi wj` to `threadIdx.y`: a block is warps in y and
+//!    the 32 lanes of a warp in x, which the fetches bind and the instructions imply.
+//! 5. The accumulator is written back per warp (`reverse_compute_at` at the warp loop).
+//! 6. A and B staged in shared memory at `k0` (16-byte vectors fetched by all the
+//!    block's threads; rows padded by 16 bytes against bank conflicts) and in fragments
+//!    at `kk` (an operand stored the other way round, `A[k, i]` or `B[j, k]`, is stored
+//!    transposed in its fragment, read by `ldmatrix .trans`); the fetch loop is
+//!    software-pipelined by the space's `[pipeline]` rule (a sampled stage count).
+//! 7. `decompose_reduction` at `k0`; the five nests tensorized (`mma_fill`,
+//!    `mma_load_a`, `mma_load_b`, `mma_sync`, `mma_store`), the loops around them
+//!    unrolled so that every fragment register is a constant index.
+
+use super::{at, attempt, stages, standalone, SketchError};
+use crate::ir::{BinOp, DType, Expr, IterKind, Program, VarId};
+use crate::schedule::{BlockRv, IntArg, LoopRv, Schedule};
+use crate::search::space::{SearchSpace, TensorCore};
+
+/// Draws of the joint tile sizes before giving up on the bounds (free sampling then).
+const TRIES: usize = 256;
+
+/// The padding every axis gets at least: two mma tiles of 16.
+const PAD_BASE: i64 = 32;
+
+/// A GEMM main block `C[i, j] += f32(A[..]) * f32(B[..])` on 16-bit operands.
+#[derive(Clone, Debug, PartialEq)]
+struct Gemm {
+    /// The read indices (`cache_read`) of A (indexed by i and k) and B (k and j).
+    a: i64,
+    b: i64,
+    /// A is read as `A[k, i]`; B as `B[j, k]`.
+    a_k_major: bool,
+    b_n_major: bool,
+}
+
+/// Whether the tensor-core sketch applies to `main` of `p` under `space`.
+pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> bool {
+    space.tensor_core.is_some() && space.is_gpu() && gemm(p, main).is_some()
+}
+
+fn gemm(p: &Program, main: crate::ir::BlockId) -> Option<Gemm> {
+    let blk = p.block(main);
+    let (spatial, reduce): (Vec<_>, Vec<_>) = blk
+        .iter_vars
+        .iter()
+        .partition(|iv| iv.kind == IterKind::Spatial);
+    let ([i, j], [k]) = (spatial.as_slice(), reduce.as_slice()) else {
+        return None;
+    };
+    let (i, j, k) = (i.var, j.var, k.var);
+    let out = blk.body.buffer;
+    if p.buffer(out).dtype != DType::F32 || blk.body.indices != [Expr::Var(i), Expr::Var(j)] {
+        return None;
+    }
+    let Expr::Bin(BinOp::Add, acc, prod) = &blk.body.value else {
+        return None;
+    };
+    if !matches!(&**acc, Expr::Load(b, idx) if *b == out && *idx == blk.body.indices) {
+        return None;
+    }
+    let Expr::Bin(BinOp::Mul, x, y) = &**prod else {
+        return None;
+    };
+    let operand = |e: &Expr| match e {
+        Expr::Cast(DType::F32, inner) => match &**inner {
+            Expr::Load(b, idx) if p.buffer(*b).dtype.is_half() => Some((*b, idx.clone())),
+            _ => None,
+        },
+        _ => None,
+    };
+    let (x, y) = (operand(x)?, operand(y)?);
+    if p.buffer(x.0).dtype != p.buffer(y.0).dtype {
+        return None;
+    }
+    let vars = |idx: &[Expr]| -> Option<(VarId, VarId)> {
+        match idx {
+            [Expr::Var(u), Expr::Var(v)] => Some((*u, *v)),
+            _ => None,
+        }
+    };
+    let (xu, xv) = vars(&x.1)?;
+    let (yu, yv) = vars(&y.1)?;
+    let ((a, a_idx), (b, b_idx)) = if xu == i || xv == i {
+        ((x.0, (xu, xv)), (y.0, (yu, yv)))
+    } else {
+        ((y.0, (yu, yv)), (x.0, (xu, xv)))
+    };
+    let a_k_major = match a_idx {
+        (u, v) if u == i && v == k => false,
+        (u, v) if u == k && v == i => true,
+        _ => return None,
+    };
+    let b_n_major = match b_idx {
+        (u, v) if u == k && v == j => false,
+        (u, v) if u == j && v == k => true,
+        _ => return None,
+    };
+    let reads: Vec<_> = p.block_reads(main).into_iter().map(|(buf, _)| buf).collect();
+    let index = |buf| reads.iter().position(|r| *r == buf).map(|n| n as i64);
+    Some(Gemm {
+        a: index(a)?,
+        b: index(b)?,
+        a_k_major,
+        b_n_major,
+    })
+}
+
+/// Builds one sample of the tensor-core sketch (see the module doc).
+pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), SketchError> {
+    let rule = space
+        .tensor_core
+        .clone()
+        .ok_or(SketchError::TensorCoreNotApplicable)?;
+    // 1. Padding.
+    let st = stages(sch.program())?;
+    pad(&rule, space.max_waste, sch, &st.main)?;
+    let st = stages(sch.program())?;
+    let main = sch.get_block(&st.main).map_err(at("main block"))?;
+    let g = {
+        let id = sch.block_id(main).map_err(at("main block"))?;
+        gemm(sch.program(), id).ok_or(SketchError::TensorCoreNotApplicable)?
+    };
+    // 2. Accumulator and epilogues.
+    let wb = sch
+        .cache_write(main, 0, "fragment")
+        .map_err(at("cache_write"))?;
+    let mut leftovers = Vec::new();
+    for name in &st.epilogues {
+        let b = sch.get_block(name).map_err(at("epilogue"))?;
+        if attempt(sch, |s| s.reverse_compute_inline(b)).is_err() {
+            leftovers.push(name.clone());
+        }
+    }
+    // 3. Tiling.
+    let loops = sch.get_loops(main).map_err(at("tiling"))?;
+    let [i, j, k] = loops[..] else {
+        return Err(SketchError::TensorCoreNotApplicable);
+    };
+    let split = |sch: &mut Schedule, l: LoopRv, inner: i64| -> Result<(LoopRv, LoopRv), SketchError> {
+        let parts = sch
+            .split(l, &[None, Some(IntArg::Lit(inner))])
+            .map_err(at("tiling"))?;
+        Ok((parts[0], parts[1]))
+    };
+    let (io, i16) = split(sch, i, 16)?;
+    let (jo, j8) = split(sch, j, 8)?;
+    let (ko, k16) = split(sch, k, 16)?;
+    let extent = |sch: &Schedule, l: LoopRv| -> Result<i64, SketchError> {
+        let id = sch.loop_id(l).map_err(at("tiling"))?;
+        Ok(sch.program().lp(id).extent)
+    };
+    let (mi, nj, kk) = (extent(sch, io)?, extent(sch, jo)?, extent(sch, ko)?);
+    let hint = draw_tiles(&rule, mi, nj, kk, seed);
+    let tiles = |sch: &mut Schedule, l: LoopRv, n: i64, max: i64, h: Option<Vec<i64>>| {
+        let f = sch
+            .sample_perfect_tile(l, n, max, h)
+            .map_err(at("tiling"))?;
+        let args: Vec<Option<IntArg>> = f.iter().map(|r| Some(IntArg::Rv(*r))).collect();
+        let parts = sch.split(l, &args).map_err(at("tiling"))?;
+        Ok::<_, SketchError>((parts, f))
+    };
+    let (ip, i_f) = tiles(sch, io, 3, rule.max_tiles_m, hint.as_ref().map(|h| h.0.clone()))?;
+    let (jp, j_f) = tiles(sch, jo, 3, rule.max_tiles_n, hint.as_ref().map(|h| h.1.clone()))?;
+    let (kp, _) = tiles(
+        sch,
+        ko,
+        2,
+        rule.max_reduction_steps,
+        hint.as_ref().map(|h| h.2.clone()),
+    )?;
+    sch.reorder(&[
+        ip[0], jp[0], ip[1], jp[1], kp[0], kp[1], ip[2], jp[2], i16, j8, k16,
+    ])
+    .map_err(at("tiling"))?;
+    // 4. Binding.
+    let bx = sch.fuse(&[ip[0], jp[0]]).map_err(at("binding"))?;
+    sch.bind(bx, "blockIdx.x").map_err(at("binding"))?;
+    let warp = sch.fuse(&[ip[1], jp[1]]).map_err(at("binding"))?;
+    sch.bind(warp, "threadIdx.y").map_err(at("binding"))?;
+    let warps = IntArg::Product(vec![IntArg::Rv(i_f[1]), IntArg::Rv(j_f[1])]);
+    // 5. The warp's write-back.
+    sch.reverse_compute_at(wb, warp)
+        .map_err(at("write-back"))?;
+    // 6. Shared and fragment stages.
+    let a_sh = sch.cache_read(main, g.a, "shared").map_err(at("cache_read"))?;
+    let b_sh = sch.cache_read(main, g.b, "shared").map_err(at("cache_read"))?;
+    let a_fr = sch.cache_read(main, g.a, "fragment").map_err(at("cache_read"))?;
+    let b_fr = sch.cache_read(main, g.b, "fragment").map_err(at("cache_read"))?;
+    for (b, l) in [(a_fr, kp[1]), (b_fr, kp[1]), (a_sh, kp[0]), (b_sh, kp[0])] {
+        sch.compute_at(b, l).map_err(at("cache_read"))?;
+    }
+    // The zero-filled copies of padded inputs go into the fetches.
+    for name in &st.padding {
+        if let Ok(b) = sch.get_block(name) {
+            let _ = attempt(sch, |s| s.compute_inline(b));
+        }
+    }
+    for sh in [a_sh, b_sh] {
+        fetch(sch, sh, &warps)?;
+        sch.storage_align(sh, 0, 0, 64, 8)
+            .map_err(at("storage_align"))?;
+    }
+    load(sch, a_fr, g.a_k_major, true)?;
+    load(sch, b_fr, g.b_n_major, false)?;
+    if let Some(p) = &space.pipeline {
+        super::pipeline::pipeline(p, sch, kp[0])?;
+    }
+    // 7. The instructions.
+    let init = sch
+        .decompose_reduction(main, kp[0])
+        .map_err(at("decompose_reduction"))?;
+    tensorize(sch, i16, "mma_sync")?;
+    let init_loops = sch.get_loops(init).map_err(at("tensorize"))?;
+    let n = init_loops.len();
+    tensorize(sch, init_loops[n - 2], "mma_fill")?;
+    unroll(sch, &init_loops[n - 4..n - 2])?;
+    let wb_loops = sch.get_loops(wb).map_err(at("tensorize"))?;
+    let n = wb_loops.len();
+    let (ro, r16) = split(sch, wb_loops[n - 2], 16)?;
+    let (co, c8) = split(sch, wb_loops[n - 1], 8)?;
+    sch.reorder(&[ro, co, r16, c8]).map_err(at("tensorize"))?;
+    tensorize(sch, r16, "mma_store")?;
+    unroll(sch, &[ro, co, ip[2], jp[2], kp[1]])?;
+    for name in &leftovers {
+        standalone(space, sch, name)?;
+    }
+    Ok(())
+}
+
+/// The cooperative fetch of a shared stage: its loops fused and spread over the warps
+/// (`threadIdx.y`) and lanes (`threadIdx.x`) in 16-byte vectors.
+fn fetch(sch: &mut Schedule, sh: BlockRv, warps: &IntArg) -> Result<(), SketchError> {
+    let loops = sch.get_loops(sh).map_err(at("fetch"))?;
+    let n = loops.len();
+    let f = sch.fuse(&loops[n - 2..]).map_err(at("fetch"))?;
+    let parts = sch
+        .split(
+            f,
+            &[
+                None,
+                Some(warps.clone()),
+                Some(IntArg::Lit(32)),
+                Some(IntArg::Lit(8)),
+            ],
+        )
+        .map_err(at("fetch"))?;
+    sch.bind(parts[1], "threadIdx.y").map_err(at("fetch"))?;
+    sch.bind(parts[2], "threadIdx.x").map_err(at("fetch"))?;
+    sch.vectorize(parts[3]).map_err(at("fetch"))?;
+    Ok(())
+}
+
+/// A fragment stage's nest tensorized. Its two loops run over the source's axes; the
+/// loop over the tile's split axis (A: rows m, by 16; B: columns n, by 8) is split, the
+/// tile's `rows x cols` nest (A: m, k; B: k, n) goes inside and the loop over the other
+/// tiles outside, unrolled. A source stored the other way round (`A[k, m]`, `B[n, k]`,
+/// `transposed`) gives a fragment stored transposed (`transform_layout`), so that its
+/// tiles run along its rows.
+fn load(sch: &mut Schedule, fr: BlockRv, transposed: bool, is_a: bool) -> Result<(), SketchError> {
+    let loops = sch.get_loops(fr).map_err(at("tensorize"))?;
+    let n = loops.len();
+    let (first, second) = (loops[n - 2], loops[n - 1]);
+    let split_first = is_a != transposed;
+    let (tiled, other) = if split_first {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    if transposed {
+        sch.transform_layout(fr, 0, &[vec![1], vec![0]])
+            .map_err(at("tensorize"))?;
+    }
+    let size = if is_a { 16 } else { 8 };
+    let parts = sch
+        .split(tiled, &[None, Some(IntArg::Lit(size))])
+        .map_err(at("tensorize"))?;
+    let (outer, inner) = (parts[0], parts[1]);
+    let nest = if is_a { [inner, other] } else { [other, inner] };
+    sch.reorder(&[outer, nest[0], nest[1]])
+        .map_err(at("tensorize"))?;
+    tensorize(sch, nest[0], if is_a { "mma_load_a" } else { "mma_load_b" })?;
+    unroll(sch, &[outer])
+}
+
+fn tensorize(sch: &mut Schedule, l: LoopRv, intrin: &str) -> Result<(), SketchError> {
+    sch.tensorize(l, intrin).map_err(at("tensorize"))
+}
+
+fn unroll(sch: &mut Schedule, loops: &[LoopRv]) -> Result<(), SketchError> {
+    for l in loops {
+        sch.unroll(*l).map_err(at("unroll"))?;
+    }
+    Ok(())
+}
+
+/// Pads the GEMM's three axes to sampled multiples (see the module doc).
+fn pad(rule: &TensorCore, max_waste: f64, sch: &mut Schedule, main: &str) -> Result<(), SketchError> {
+    let extents: Vec<i64> = {
+        let p = sch.program();
+        let [b] = p.find_block(main)[..] else {
+            return Err(SketchError::TensorCoreNotApplicable);
+        };
+        p.block(b).iter_vars.iter().map(|iv| iv.extent).collect()
+    };
+    let choices: Vec<Vec<i64>> = extents
+        .iter()
+        .map(|e| pad_choices(&rule.pad_multiples, max_waste, *e))
+        .collect();
+    if choices.iter().all(|c| c == &[1]) {
+        return Ok(());
+    }
+    let b = sch.get_block(main).map_err(at("pad_einsum"))?;
+    let mut padding = Vec::new();
+    for c in &choices {
+        padding.push(match c.as_slice() {
+            [one] => IntArg::Lit(*one),
+            many => {
+                let probs = vec![1.0 / many.len() as f64; many.len()];
+                IntArg::Rv(
+                    sch.sample_categorical(many, &probs, None)
+                        .map_err(at("pad_einsum"))?,
+                )
+            }
+        });
+    }
+    sch.pad_einsum(b, &padding).map_err(at("pad_einsum"))?;
+    Ok(())
+}
+
+/// The multiples an axis may be padded to: 1 where `PAD_BASE` divides it, each multiple
+/// that wastes at most `max_waste` of the padded extent (one per padded extent), and the
+/// smallest multiple where nothing else is left.
+fn pad_choices(multiples: &[i64], max_waste: f64, extent: i64) -> Vec<i64> {
+    let padded = |m: i64| (extent + m - 1) / m * m;
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    if extent % PAD_BASE == 0 {
+        out.push((1, extent));
+    }
+    let mut ms = multiples.to_vec();
+    ms.sort_unstable();
+    for m in &ms {
+        let e = padded(*m);
+        let waste = (e - extent) as f64 / e as f64;
+        if waste <= max_waste && !out.iter().any(|(_, x)| *x == e) {
+            out.push((*m, e));
+        }
+    }
+    if out.is_empty() {
+        out.push((PAD_BASE, padded(PAD_BASE)));
+    }
+    out.into_iter().map(|(m, _)| m).collect()
+}
+
+/// Tile sizes drawn jointly within the rule's bounds: rows `(blocks, warps, tiles)` of
+/// `mi` tiles of 16, columns of `nj` tiles of 8, the reduction `(steps, per stage)` of
+/// `kk` steps of 16; `None` when no draw fits in `TRIES`.
+#[allow(clippy::type_complexity)]
+fn draw_tiles(
+    rule: &TensorCore,
+    mi: i64,
+    nj: i64,
+    kk: i64,
+    seed: u64,
+) -> Option<(Vec<i64>, Vec<i64>, Vec<i64>)> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7e45_0c03_0000_0017);
+    let divisors = |n: i64, max: i64| -> Vec<i64> { (1..=n.min(max)).filter(|d| n % d == 0).collect() };
+    for _ in 0..TRIES {
+        let pick = |rng: &mut rand_chacha::ChaCha8Rng, v: &[i64]| v[rng.gen_range(0..v.len())];
+        let tm = pick(&mut rng, &divisors(mi, rule.max_tiles_m));
+        let tn = pick(&mut rng, &divisors(nj, rule.max_tiles_n));
+        let wm = pick(&mut rng, &divisors(mi / tm, rule.max_warps));
+        let wn = pick(&mut rng, &divisors(nj / tn, rule.max_warps));
+        let ks = pick(&mut rng, &divisors(kk, rule.max_reduction_steps));
+        if wm * wn > rule.max_warps || tm * tn * 4 > rule.max_accumulators {
+            continue;
+        }
+        return Some((
+            vec![mi / (wm * tm), wm, tm],
+            vec![nj / (wn * tn), wn, tn],
+            vec![kk / ks, ks],
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::search::sketch::{apply_sketch, sketches, SketchKind};
+    use crate::workload::preset;
+
+    fn program(spec: &str) -> Program {
+        preset(spec).unwrap().to_program()
+    }
+
+    #[test]
+    fn applies_to_16_bit_gemms_accumulated_in_f32_of_every_layout() {
+        let space = SearchSpace::cuda_default();
+        for layout in ["nn", "nt", "tn", "tt"] {
+            for dtype in ["f16", "bf16"] {
+                let p = program(&format!("matmul:m=64,n=32,k=48,layout={layout},dtype={dtype},acc=f32"));
+                let kinds = sketches(&space, &p).unwrap();
+                assert!(kinds.contains(&SketchKind::TensorCore), "{layout} {dtype}: {kinds:?}");
+            }
+        }
+        // Not: f32 operands, the CPU space.
+        let f32_gemm = program("matmul:64x64x64");
+        assert!(!sketches(&space, &f32_gemm).unwrap().contains(&SketchKind::TensorCore));
+        let cpu = SearchSpace::cpu_default();
+        let p = program("matmul:m=64,n=32,k=48,dtype=f16,acc=f32");
+        assert!(!sketches(&cpu, &p).unwrap().contains(&SketchKind::TensorCore));
+    }
+
+    #[test]
+    fn samples_compute_the_reference_in_the_interpreter() {
+        let space = SearchSpace::cuda_default();
+        for spec in [
+            "matmul:m=64,n=64,k=64,dtype=f16,acc=f32",
+            "matmul:m=40,n=24,k=50,layout=tn,dtype=bf16,acc=f32",
+            "matmul:m=33,n=70,k=20,layout=nt,dtype=f16,acc=f32",
+        ] {
+            let p = program(spec);
+            for seed in 0..4 {
+                let mut sch = Schedule::new(p.clone(), seed);
+                apply_sketch(&space, &mut sch, seed, SketchKind::TensorCore)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                crate::interp::check(&p, sch.program(), seed)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                crate::lower::lower(sch.program(), crate::lower::Backend::Cuda).unwrap_or_else(
+                    |e| panic!("{spec} seed {seed}: {e}\n{}", crate::schedule::text::print(sch.trace())),
+                );
+            }
+        }
+    }
+}
