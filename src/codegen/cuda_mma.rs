@@ -57,7 +57,9 @@ impl Printer<'_> {
 
     pub(super) fn mma(&mut self, m: &Mma, depth: usize) {
         let regs = |(name, index): &(String, String), n: i64, from: i64| -> Vec<String> {
-            (from..from + n).map(|i| format!("{name}[{index} + {i}]")).collect()
+            (from..from + n)
+                .map(|i| format!("{name}[{index} + {i}]"))
+                .collect()
         };
         let lane = "((int)threadIdx.x)";
         let lines: Vec<String> = match &m.op {
@@ -77,7 +79,9 @@ impl Printer<'_> {
                 let r = self.register(frag);
                 // The source row and column each lane gives ldmatrix (see the module doc).
                 let (count, trans, row, col) = match (operand, transposed) {
-                    (MmaOperand::A, false) => (4, false, format!("{lane} % 16"), format!("{lane} / 16 * 8")),
+                    (MmaOperand::A, false) => {
+                        (4, false, format!("{lane} % 16"), format!("{lane} / 16 * 8"))
+                    }
                     (MmaOperand::A, true) => (
                         4,
                         true,
@@ -85,7 +89,12 @@ impl Printer<'_> {
                         format!("{lane} / 8 % 2 * 8"),
                     ),
                     (MmaOperand::B, false) => (2, true, format!("{lane} % 16"), "0".into()),
-                    (MmaOperand::B, true) => (2, false, format!("{lane} % 8"), format!("{lane} / 8 % 2 * 8")),
+                    (MmaOperand::B, true) => (
+                        2,
+                        false,
+                        format!("{lane} % 8"),
+                        format!("{lane} / 8 % 2 * 8"),
+                    ),
                 };
                 let addr = format!(
                     "{} + {} + ({row}) * {} + {col}",

@@ -334,9 +334,14 @@ impl<'a> Walker<'a> {
                     let stages = (*in_flight + 2) as f64;
                     self.counts.pipeline_stages = self.counts.pipeline_stages.max(stages);
                 }
-                // Tensor-core instructions are not featurized yet: no sketch rule makes them,
-                // so no measured record of the search has one.
-                KStmt::Comment(_) | KStmt::CommitGroup | KStmt::Mma(_) => {}
+                // A warp's tensor-core instruction counts as its logical loads, FMAs and
+                // stores (`Mma::logical`), as if one thread ran the whole tile: 32 times a
+                // lane's share, the same for every candidate of the tensor-core sketch.
+                KStmt::Mma(m) => {
+                    let logical = m.logical(self.p, None);
+                    self.stmts(&logical);
+                }
+                KStmt::Comment(_) | KStmt::CommitGroup => {}
             }
         }
     }

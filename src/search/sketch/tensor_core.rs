@@ -47,6 +47,8 @@ struct Gemm {
     /// A is read as `A[k, i]`; B as `B[j, k]`.
     a_k_major: bool,
     b_n_major: bool,
+    /// A batch of GEMMs: a leading spatial axis indexing both operands and the output.
+    batch: bool,
 }
 
 /// Whether the tensor-core sketch applies to `main` of `p` under `space`.
@@ -60,12 +62,20 @@ fn gemm(p: &Program, main: crate::ir::BlockId) -> Option<Gemm> {
         .iter_vars
         .iter()
         .partition(|iv| iv.kind == IterKind::Spatial);
-    let ([i, j], [k]) = (spatial.as_slice(), reduce.as_slice()) else {
-        return None;
+    // `C[i, j]`, or a batch of them `C[b, i, j]` whose operands are indexed by `b` first.
+    let (batch, i, j, k) = match (spatial.as_slice(), reduce.as_slice()) {
+        ([i, j], [k]) => (None, i.var, j.var, k.var),
+        ([b, i, j], [k]) => (Some(b.var), i.var, j.var, k.var),
+        _ => return None,
     };
-    let (i, j, k) = (i.var, j.var, k.var);
+    let lead: Vec<Expr> = batch.map(Expr::Var).into_iter().collect();
     let out = blk.body.buffer;
-    if p.buffer(out).dtype != DType::F32 || blk.body.indices != [Expr::Var(i), Expr::Var(j)] {
+    let out_idx: Vec<Expr> = lead
+        .iter()
+        .cloned()
+        .chain([Expr::Var(i), Expr::Var(j)])
+        .collect();
+    if p.buffer(out).dtype != DType::F32 || blk.body.indices != out_idx {
         return None;
     }
     let Expr::Bin(BinOp::Add, acc, prod) = &blk.body.value else {
@@ -88,9 +98,11 @@ fn gemm(p: &Program, main: crate::ir::BlockId) -> Option<Gemm> {
     if p.buffer(x.0).dtype != p.buffer(y.0).dtype {
         return None;
     }
+    // The two matrix indices after the batch index.
     let vars = |idx: &[Expr]| -> Option<(VarId, VarId)> {
-        match idx {
-            [Expr::Var(u), Expr::Var(v)] => Some((*u, *v)),
+        let (head, tail) = idx.split_at(idx.len().checked_sub(2)?);
+        match (head == lead.as_slice(), tail) {
+            (true, [Expr::Var(u), Expr::Var(v)]) => Some((*u, *v)),
             _ => None,
         }
     };
@@ -111,13 +123,18 @@ fn gemm(p: &Program, main: crate::ir::BlockId) -> Option<Gemm> {
         (u, v) if u == j && v == k => true,
         _ => return None,
     };
-    let reads: Vec<_> = p.block_reads(main).into_iter().map(|(buf, _)| buf).collect();
+    let reads: Vec<_> = p
+        .block_reads(main)
+        .into_iter()
+        .map(|(buf, _)| buf)
+        .collect();
     let index = |buf| reads.iter().position(|r| *r == buf).map(|n| n as i64);
     Some(Gemm {
         a: index(a)?,
         b: index(b)?,
         a_k_major,
         b_n_major,
+        batch: batch.is_some(),
     })
 }
 
@@ -140,24 +157,36 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     let wb = sch
         .cache_write(main, 0, "fragment")
         .map_err(at("cache_write"))?;
+    // The accumulator's store (`mma_store`) converts and may drop padding, nothing more:
+    // epilogues that copy (the copy back from the padded shape) or convert (to the
+    // output's 16-bit dtype) go into it while every earlier one did; the rest (bias,
+    // relu) run after it as kernels of their own.
     let mut leftovers = Vec::new();
     for name in &st.epilogues {
         let b = sch.get_block(name).map_err(at("epilogue"))?;
-        if attempt(sch, |s| s.reverse_compute_inline(b)).is_err() {
+        let copy = {
+            let id = sch.block_id(b).map_err(at("epilogue"))?;
+            copies(sch.program(), id)
+        };
+        if !leftovers.is_empty() || !copy || attempt(sch, |s| s.reverse_compute_inline(b)).is_err()
+        {
             leftovers.push(name.clone());
         }
     }
     // 3. Tiling.
     let loops = sch.get_loops(main).map_err(at("tiling"))?;
-    let [i, j, k] = loops[..] else {
-        return Err(SketchError::TensorCoreNotApplicable);
+    let (batch, [i, j, k]) = match (g.batch, &loops[..]) {
+        (false, [i, j, k]) => (None, [*i, *j, *k]),
+        (true, [b, i, j, k]) => (Some(*b), [*i, *j, *k]),
+        _ => return Err(SketchError::TensorCoreNotApplicable),
     };
-    let split = |sch: &mut Schedule, l: LoopRv, inner: i64| -> Result<(LoopRv, LoopRv), SketchError> {
-        let parts = sch
-            .split(l, &[None, Some(IntArg::Lit(inner))])
-            .map_err(at("tiling"))?;
-        Ok((parts[0], parts[1]))
-    };
+    let split =
+        |sch: &mut Schedule, l: LoopRv, inner: i64| -> Result<(LoopRv, LoopRv), SketchError> {
+            let parts = sch
+                .split(l, &[None, Some(IntArg::Lit(inner))])
+                .map_err(at("tiling"))?;
+            Ok((parts[0], parts[1]))
+        };
     let (io, i16) = split(sch, i, 16)?;
     let (jo, j8) = split(sch, j, 8)?;
     let (ko, k16) = split(sch, k, 16)?;
@@ -175,8 +204,20 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         let parts = sch.split(l, &args).map_err(at("tiling"))?;
         Ok::<_, SketchError>((parts, f))
     };
-    let (ip, i_f) = tiles(sch, io, 3, rule.max_tiles_m, hint.as_ref().map(|h| h.0.clone()))?;
-    let (jp, j_f) = tiles(sch, jo, 3, rule.max_tiles_n, hint.as_ref().map(|h| h.1.clone()))?;
+    let (ip, i_f) = tiles(
+        sch,
+        io,
+        3,
+        rule.max_tiles_m,
+        hint.as_ref().map(|h| h.0.clone()),
+    )?;
+    let (jp, j_f) = tiles(
+        sch,
+        jo,
+        3,
+        rule.max_tiles_n,
+        hint.as_ref().map(|h| h.1.clone()),
+    )?;
     let (kp, _) = tiles(
         sch,
         ko,
@@ -188,20 +229,28 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         ip[0], jp[0], ip[1], jp[1], kp[0], kp[1], ip[2], jp[2], i16, j8, k16,
     ])
     .map_err(at("tiling"))?;
-    // 4. Binding.
-    let bx = sch.fuse(&[ip[0], jp[0]]).map_err(at("binding"))?;
+    // 4. Binding (a batch's GEMMs side by side in the grid).
+    let grid: Vec<LoopRv> = batch.into_iter().chain([ip[0], jp[0]]).collect();
+    let bx = sch.fuse(&grid).map_err(at("binding"))?;
     sch.bind(bx, "blockIdx.x").map_err(at("binding"))?;
     let warp = sch.fuse(&[ip[1], jp[1]]).map_err(at("binding"))?;
     sch.bind(warp, "threadIdx.y").map_err(at("binding"))?;
     let warps = IntArg::Product(vec![IntArg::Rv(i_f[1]), IntArg::Rv(j_f[1])]);
     // 5. The warp's write-back.
-    sch.reverse_compute_at(wb, warp)
-        .map_err(at("write-back"))?;
+    sch.reverse_compute_at(wb, warp).map_err(at("write-back"))?;
     // 6. Shared and fragment stages.
-    let a_sh = sch.cache_read(main, g.a, "shared").map_err(at("cache_read"))?;
-    let b_sh = sch.cache_read(main, g.b, "shared").map_err(at("cache_read"))?;
-    let a_fr = sch.cache_read(main, g.a, "fragment").map_err(at("cache_read"))?;
-    let b_fr = sch.cache_read(main, g.b, "fragment").map_err(at("cache_read"))?;
+    let a_sh = sch
+        .cache_read(main, g.a, "shared")
+        .map_err(at("cache_read"))?;
+    let b_sh = sch
+        .cache_read(main, g.b, "shared")
+        .map_err(at("cache_read"))?;
+    let a_fr = sch
+        .cache_read(main, g.a, "fragment")
+        .map_err(at("cache_read"))?;
+    let b_fr = sch
+        .cache_read(main, g.b, "fragment")
+        .map_err(at("cache_read"))?;
     for (b, l) in [(a_fr, kp[1]), (b_fr, kp[1]), (a_sh, kp[0]), (b_sh, kp[0])] {
         sch.compute_at(b, l).map_err(at("cache_read"))?;
     }
@@ -241,6 +290,16 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         standalone(space, sch, name)?;
     }
     Ok(())
+}
+
+/// Whether a block only copies or converts one element of one buffer.
+fn copies(p: &Program, b: crate::ir::BlockId) -> bool {
+    let v = &p.block(b).body.value;
+    let inner = match v {
+        Expr::Cast(_, x) => &**x,
+        x => x,
+    };
+    matches!(inner, Expr::Load(..))
 }
 
 /// The cooperative fetch of a shared stage: its loops fused and spread over the warps
@@ -310,7 +369,12 @@ fn unroll(sch: &mut Schedule, loops: &[LoopRv]) -> Result<(), SketchError> {
 }
 
 /// Pads the GEMM's three axes to sampled multiples (see the module doc).
-fn pad(rule: &TensorCore, max_waste: f64, sch: &mut Schedule, main: &str) -> Result<(), SketchError> {
+fn pad(
+    rule: &TensorCore,
+    max_waste: f64,
+    sch: &mut Schedule,
+    main: &str,
+) -> Result<(), SketchError> {
     let extents: Vec<i64> = {
         let p = sch.program();
         let [b] = p.find_block(main)[..] else {
@@ -318,9 +382,18 @@ fn pad(rule: &TensorCore, max_waste: f64, sch: &mut Schedule, main: &str) -> Res
         };
         p.block(b).iter_vars.iter().map(|iv| iv.extent).collect()
     };
+    // A batch axis (the fourth, first of the three spatial ones) is never padded.
+    let batch = extents.len() == 4;
     let choices: Vec<Vec<i64>> = extents
         .iter()
-        .map(|e| pad_choices(&rule.pad_multiples, max_waste, *e))
+        .enumerate()
+        .map(|(n, e)| {
+            if batch && n == 0 {
+                vec![1]
+            } else {
+                pad_choices(&rule.pad_multiples, max_waste, *e)
+            }
+        })
         .collect();
     if choices.iter().all(|c| c == &[1]) {
         return Ok(());
@@ -380,7 +453,8 @@ fn draw_tiles(
 ) -> Option<(Vec<i64>, Vec<i64>, Vec<i64>)> {
     use rand::{Rng, SeedableRng};
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7e45_0c03_0000_0017);
-    let divisors = |n: i64, max: i64| -> Vec<i64> { (1..=n.min(max)).filter(|d| n % d == 0).collect() };
+    let divisors =
+        |n: i64, max: i64| -> Vec<i64> { (1..=n.min(max)).filter(|d| n % d == 0).collect() };
     for _ in 0..TRIES {
         let pick = |rng: &mut rand_chacha::ChaCha8Rng, v: &[i64]| v[rng.gen_range(0..v.len())];
         let tm = pick(&mut rng, &divisors(mi, rule.max_tiles_m));
@@ -413,19 +487,39 @@ mod tests {
     #[test]
     fn applies_to_16_bit_gemms_accumulated_in_f32_of_every_layout() {
         let space = SearchSpace::cuda_default();
+        for spec in [
+            "batch_matmul:b=2,m=16,n=16,k=16,dtype=f16,acc=f32",
+            "dense_bias_relu:m=16,n=16,k=16,dtype=f16,acc=f32",
+        ] {
+            assert!(
+                sketches(&space, &program(spec))
+                    .unwrap()
+                    .contains(&SketchKind::TensorCore),
+                "{spec}"
+            );
+        }
         for layout in ["nn", "nt", "tn", "tt"] {
             for dtype in ["f16", "bf16"] {
-                let p = program(&format!("matmul:m=64,n=32,k=48,layout={layout},dtype={dtype},acc=f32"));
+                let p = program(&format!(
+                    "matmul:m=64,n=32,k=48,layout={layout},dtype={dtype},acc=f32"
+                ));
                 let kinds = sketches(&space, &p).unwrap();
-                assert!(kinds.contains(&SketchKind::TensorCore), "{layout} {dtype}: {kinds:?}");
+                assert!(
+                    kinds.contains(&SketchKind::TensorCore),
+                    "{layout} {dtype}: {kinds:?}"
+                );
             }
         }
         // Not: f32 operands, the CPU space.
         let f32_gemm = program("matmul:64x64x64");
-        assert!(!sketches(&space, &f32_gemm).unwrap().contains(&SketchKind::TensorCore));
+        assert!(!sketches(&space, &f32_gemm)
+            .unwrap()
+            .contains(&SketchKind::TensorCore));
         let cpu = SearchSpace::cpu_default();
         let p = program("matmul:m=64,n=32,k=48,dtype=f16,acc=f32");
-        assert!(!sketches(&cpu, &p).unwrap().contains(&SketchKind::TensorCore));
+        assert!(!sketches(&cpu, &p)
+            .unwrap()
+            .contains(&SketchKind::TensorCore));
     }
 
     #[test]
@@ -435,6 +529,8 @@ mod tests {
             "matmul:m=64,n=64,k=64,dtype=f16,acc=f32",
             "matmul:m=40,n=24,k=50,layout=tn,dtype=bf16,acc=f32",
             "matmul:m=33,n=70,k=20,layout=nt,dtype=f16,acc=f32",
+            "batch_matmul:b=3,m=32,n=40,k=24,dtype=f16,acc=f32",
+            "dense_bias_relu:m=24,n=40,k=32,dtype=bf16,acc=f32",
         ] {
             let p = program(spec);
             for seed in 0..4 {
@@ -444,7 +540,12 @@ mod tests {
                 crate::interp::check(&p, sch.program(), seed)
                     .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
                 crate::lower::lower(sch.program(), crate::lower::Backend::Cuda).unwrap_or_else(
-                    |e| panic!("{spec} seed {seed}: {e}\n{}", crate::schedule::text::print(sch.trace())),
+                    |e| {
+                        panic!(
+                            "{spec} seed {seed}: {e}\n{}",
+                            crate::schedule::text::print(sch.trace())
+                        )
+                    },
                 );
             }
         }
