@@ -667,6 +667,42 @@ fn half_precision_accumulated_in_f32_matches_the_reference_on_the_gpu() {
     }
 }
 
+#[test]
+fn tensor_core_gemm_matches_the_reference_on_the_gpu() {
+    // The mma.sync example (`examples/schedules/tensor_core_gemm.sched`: ldmatrix,
+    // mma.sync m16n8k16, 16-byte cp.async over 3 stages) with f16 and bf16 operands
+    // accumulated in f32, built, checked against the naive kernel and timed in the worker,
+    // beside cublasLt of the same precision.
+    if !gpu_enabled() {
+        return;
+    }
+    let arch = device_arch();
+    for dtype in [DType::F16, DType::BF16] {
+        let spec = format!("matmul:m=256,n=256,k=256,dtype={},acc=f32", dtype.short());
+        let (w, src) = seed_source("tensor_core_gemm", &spec, &arch);
+        let mma = format!(
+            "mma.sync.aligned.m16n8k16.row.col.f32.{0}.{0}.f32",
+            dtype.short()
+        );
+        assert!(src.code.contains(&mma), "{spec}: no {mma}");
+        let (outcomes, peer) = measure_sources(&w, vec![src], &arch, true);
+        if let Some(peer) = peer {
+            println!(
+                "{spec} {}: rel error {:.2e}, median {:.3} ms",
+                peer.name,
+                peer.rel_error,
+                peer.median_seconds * 1e3
+            );
+        }
+        let label = format!("{spec} tensor_core_gemm");
+        assert_within(
+            std::iter::once(label),
+            &outcomes,
+            tessel::interp::tolerance(dtype),
+        );
+    }
+}
+
 const OOB_KERNEL: &str = r#"extern "C" __global__ void broken(float* A, float* B, float* C) {
   C[(long long)(threadIdx.x + 1) << 36] = 1.0f;
 }"#;

@@ -72,8 +72,17 @@ fn kernel(l: &Lowered, k: &Kernel, out: &mut String) -> Result<Launch> {
             }
             Scope::Fragment => {
                 // A lane's registers of the warp's tiles (`cuda_mma.rs`).
-                let layout = crate::lower::tensorize::fragment_layouts(k)[&a.buffer];
-                let ty = if b.dtype == DType::F32 { "float" } else { "unsigned" };
+                let layout = *crate::lower::tensorize::fragment_layouts(k)
+                    .get(&a.buffer)
+                    .ok_or_else(|| super::CodegenError::Unsupported {
+                        what: format!("fragment {name} outside a tensorized loop"),
+                        backend: "cuda",
+                    })?;
+                let ty = if b.dtype == DType::F32 {
+                    "float"
+                } else {
+                    "unsigned"
+                };
                 let _ = writeln!(out, "  {ty} {name}[{}];", layout.lane_registers(a.size));
             }
             _ => {

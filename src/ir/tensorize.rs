@@ -76,8 +76,10 @@ impl Intrin {
 /// Why a loop cannot be tensorized.
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum TensorizeError {
-    #[error("unknown intrinsic {name:?} (known: mma_fill, mma_load_a, mma_load_b, mma_sync, mma_store)")]
-    Unknown { name: String },
+    #[error(
+        "loop {loop_name}: unknown intrinsic {name:?} (known: mma_fill, mma_load_a, mma_load_b, mma_sync, mma_store)"
+    )]
+    Unknown { loop_name: String, name: String },
     #[error("loop {name}: cannot tensorize with {intrin}: {reason}")]
     Mismatch {
         name: String,
@@ -98,10 +100,16 @@ pub struct Nest {
 pub fn annotated(p: &Program, l: LoopId) -> Result<Option<Intrin>, TensorizeError> {
     match p.lp(l).annotations.get(KEY) {
         None => Ok(None),
-        Some(AnnValue::Str(s)) => Intrin::parse(s)
-            .map(Some)
-            .ok_or_else(|| TensorizeError::Unknown { name: s.clone() }),
+        Some(AnnValue::Str(s)) => {
+            Intrin::parse(s)
+                .map(Some)
+                .ok_or_else(|| TensorizeError::Unknown {
+                    loop_name: p.loop_name(l).into(),
+                    name: s.clone(),
+                })
+        }
         Some(other) => Err(TensorizeError::Unknown {
+            loop_name: p.loop_name(l).into(),
             name: other.to_string(),
         }),
     }
@@ -130,7 +138,10 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
         if lp.extent != want {
             return Err(fail(
                 at,
-                format!("its extent is {}, the intrinsic's loop has {want}", lp.extent),
+                format!(
+                    "its extent is {}, the intrinsic's loop has {want}",
+                    lp.extent
+                ),
             ));
         }
         if loops.len() == extents.len() {

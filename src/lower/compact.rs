@@ -296,8 +296,13 @@ pub(super) fn compact(
         }
         let mut fixed: BTreeSet<VarId> = lca.iter().copied().collect();
         for (v, tag) in &k.thread_vars {
+            // A local buffer is one thread's; a fragment is one warp's, shared by the lanes
+            // (threadIdx.x) of the warp.
             let keep = tag.is_block_idx()
-                || (matches!(b.scope, Scope::Local | Scope::Fragment) && tag.is_thread_idx());
+                || (b.scope == Scope::Local && tag.is_thread_idx())
+                || (b.scope == Scope::Fragment
+                    && tag.is_thread_idx()
+                    && *tag != crate::ir::ThreadTag::ThreadIdx(crate::ir::Dim3::X));
             if keep {
                 fixed.insert(*v);
             }

@@ -129,6 +129,17 @@ pub fn lower(p: &Program, backend: Backend) -> Result<Lowered> {
     let roots = prog.root.clone();
     match backend {
         Backend::Cpu => {
+            // Fragments are a warp's registers: CUDA only.
+            if let Some(b) = prog
+                .allocs
+                .iter()
+                .find(|b| prog.buffer(**b).scope == Scope::Fragment)
+            {
+                return Err(LowerError::Tensorize(format!(
+                    "{} is a fragment (a warp's tensor-core registers), which the cpu backend has not",
+                    prog.buffer(*b).name
+                )));
+            }
             // One C function for the whole program; thread bindings are errors.
             for (n, _) in prog.walk() {
                 if let Node::Loop(l) = n {

@@ -91,11 +91,7 @@ fn fragment_tiles(op: &MmaOp) -> Vec<(&Tile, LayoutOf)> {
         MmaOp::Load {
             operand, frag: t, ..
         } => vec![(t, if *operand == MmaOperand::A { a } else { b })],
-        MmaOp::Sync {
-            acc: c,
-            a: x,
-            b: y,
-        } => vec![(c, acc), (x, a), (y, b)],
+        MmaOp::Sync { acc: c, a: x, b: y } => vec![(c, acc), (x, a), (y, b)],
     }
 }
 
@@ -108,7 +104,14 @@ pub(super) fn apply(
     ranges: &BTreeMap<VarId, i64>,
 ) -> Result<()> {
     if nests.is_empty() {
-        return Ok(());
+        // Fragments without instructions have no lane layout to print.
+        return match k.allocs.iter().find(|a| a.scope == Scope::Fragment) {
+            Some(a) => Err(LowerError::Tensorize(format!(
+                "fragment {} is not used by any tensorized loop",
+                p.buffer(a.buffer).name
+            ))),
+            None => Ok(()),
+        };
     }
     let lane = k
         .thread_vars
@@ -407,6 +410,22 @@ impl Tensorizer<'_> {
                 }
             }
         };
+        // Every lane of the warp gives the same tiles: the instruction is the warp's.
+        let tiles: Vec<&Tile> = match &op {
+            MmaOp::Fill { acc } => vec![acc],
+            MmaOp::Load { frag, src, .. } => vec![frag, src],
+            MmaOp::Sync { acc, a, b } => vec![acc, a, b],
+            MmaOp::Store { dst, acc, .. } => vec![dst, acc],
+        };
+        if let Some(t) = tiles
+            .iter()
+            .find(|t| self.lane.is_some_and(|l| t.base.uses_var(l)))
+        {
+            return Err(fail(format!(
+                "the tile of {} depends on threadIdx.x, the lane: a warp's instruction needs the same tile in every lane",
+                self.p.buffer(t.buffer).name
+            )));
+        }
         Ok(Mma { op, vars })
     }
 
@@ -420,7 +439,9 @@ impl Tensorizer<'_> {
             .substitute(&|v| (self.ranges.get(&v) == Some(&1)).then_some(Expr::Int(0)));
         let row = Expr::bin(BinOp::FloorDiv, base.clone(), s.clone());
         let col = Expr::bin(BinOp::FloorMod, base, s);
-        let zero = |e: Expr, m: i64| simplify(&Expr::bin(BinOp::FloorMod, e, Expr::Int(m)), &self.range()) == Expr::Int(0);
+        let zero = |e: Expr, m: i64| {
+            simplify(&Expr::bin(BinOp::FloorMod, e, Expr::Int(m)), &self.range()) == Expr::Int(0)
+        };
         if t.row_stride % cols != 0 || !zero(row, rows) || !zero(col, cols) {
             return Err(format!(
                 "fragment {} is not addressed in whole {rows} x {cols} tiles (rows of {}, tile at {})",
@@ -441,7 +462,11 @@ impl Tensorizer<'_> {
             &self.range(),
         ) == Expr::Int(0);
         if b.scope != Scope::Shared {
-            return Err(format!("ldmatrix reads shared memory, {} is {}", b.name, b.scope.name()));
+            return Err(format!(
+                "ldmatrix reads shared memory, {} is {}",
+                b.name,
+                b.scope.name()
+            ));
         }
         if t.row_stride % per16 != 0 || !aligned {
             return Err(format!(

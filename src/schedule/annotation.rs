@@ -202,6 +202,7 @@ pub fn storage_align(
 pub fn tensorize(p: &mut Program, l: LoopId, intrin: &str) -> Result<()> {
     use crate::ir::tensorize::{check, Intrin, TensorizeError, KEY};
     let i = Intrin::parse(intrin).ok_or_else(|| TensorizeError::Unknown {
+        loop_name: p.loop_name(l).into(),
         name: intrin.into(),
     })?;
     check(p, l, i)?;

@@ -2,7 +2,8 @@
 
 use super::*;
 
-/// A GEMM schedule that uses every instruction kind.
+/// A GEMM schedule that uses every instruction kind: a fixture of the text and JSON forms,
+/// never replayed (its primitives need not apply).
 pub(crate) const ALL_KINDS: &str = r#"# every instruction kind
 b0 = get_block("C")
 v10 = sample_categorical(candidates=[1, 16], probs=[0.5, 0.5], decision=1)
@@ -32,6 +33,7 @@ bind(tx, thread="threadIdx.x")
 vectorize(vec)
 transform_layout(b2, buffer_index=0, permutation=[1, 0])
 storage_align(b2, buffer_index=0, axis=0, factor=32, offset=-1)
+tensorize(i_2, intrin="mma_sync")
 b4 = decompose_reduction(b0, k_0)
 b7 = rfactor(k_0, factor_axis=0)
 unroll(k_1)

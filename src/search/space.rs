@@ -643,7 +643,9 @@ impl SearchSpace {
                         "the max_* bounds must be at least 1".into(),
                     ));
                 }
-                if t.pad_multiples.is_empty() || t.pad_multiples.iter().any(|m| *m < 32 || m % 32 != 0) {
+                if t.pad_multiples.is_empty()
+                    || t.pad_multiples.iter().any(|m| *m < 32 || m % 32 != 0)
+                {
                     return Err(invalid(
                         "tensor_core.pad_multiples",
                         format!("{:?}: a non-empty list of multiples of 32", t.pad_multiples),
