@@ -13,7 +13,7 @@ import os
 import sys
 
 
-def schedule(wm, wn, tm, tn, kk, stages, group=1):
+def schedule(wm, wn, tm, tn, kk, stages, group=1, whole_stage=False):
     threads = 32 * wm * wn
     bk = 16 * kk
     bn = 8 * wn * tn
@@ -27,6 +27,30 @@ reorder(i00, j0, i01)
 bx = fuse(i00, j0, i01)"""
     else:
         raster = "bx = fuse(i0, j0)"
+    if whole_stage:
+        # The fragments of a whole shared stage loaded at once, before its mma steps.
+        fragments = """compute_at(a_fr, k0)
+compute_at(b_fr, k0)
+_, _, _, fa0, fa1 = get_loops(a_fr)
+fa00, fa01 = split(fa0, factors=[None, 16])
+fa10, fa11 = split(fa1, factors=[None, 16])
+reorder(fa00, fa10, fa01, fa11)
+tensorize(fa01, intrin="mma_load_a")
+_, _, _, fb0, fb1 = get_loops(b_fr)
+fb00, fb01 = split(fb0, factors=[None, 16])
+fb10, fb11 = split(fb1, factors=[None, 8])
+reorder(fb00, fb10, fb01, fb11)
+tensorize(fb01, intrin="mma_load_b")"""
+        fragment_unrolls = "unroll(fa00)\nunroll(fa10)\nunroll(fb00)\nunroll(fb10)"
+    else:
+        fragments = """_, _, _, _, fa0, fa1 = get_loops(a_fr)
+fa00, fa01 = split(fa0, factors=[None, 16])
+tensorize(fa01, intrin="mma_load_a")
+_, _, _, _, fb0, fb1 = get_loops(b_fr)
+fb10, fb11 = split(fb1, factors=[None, 8])
+reorder(fb10, fb0, fb11)
+tensorize(fb0, intrin="mma_load_b")"""
+        fragment_unrolls = "unroll(fa00)\nunroll(fb10)"
     lines = f"""b0 = get_block("C_acc")
 b1 = cache_write(b0, write_index=0, scope="fragment")
 c = get_block("C")
@@ -61,13 +85,7 @@ _, bty, btx, bv = split(bf, factors=[None, {wm * wn}, 32, 8])
 bind(bty, thread="threadIdx.y")
 bind(btx, thread="threadIdx.x")
 vectorize(bv)
-_, _, _, _, fa0, fa1 = get_loops(a_fr)
-fa00, fa01 = split(fa0, factors=[None, 16])
-tensorize(fa01, intrin="mma_load_a")
-_, _, _, _, fb0, fb1 = get_loops(b_fr)
-fb10, fb11 = split(fb1, factors=[None, 8])
-reorder(fb10, fb0, fb11)
-tensorize(fb0, intrin="mma_load_b")
+{fragments}
 init = decompose_reduction(b0, k0)
 tensorize(i3, intrin="mma_sync")
 _, _, ii2, ij2, ii3, ij3 = get_loops(init)
@@ -80,8 +98,7 @@ tensorize(w01, intrin="mma_store")
 unroll(i2)
 unroll(j2)
 unroll(k1)
-unroll(fa00)
-unroll(fb10)
+{fragment_unrolls}
 unroll(ii2)
 unroll(ij2)
 unroll(w00)
@@ -90,11 +107,13 @@ storage_align(a_sh, buffer_index=0, axis=0, factor={pad(bk)}, offset=8)
 storage_align(b_sh, buffer_index=0, axis=0, factor={pad(bn)}, offset=8)
 """
     if stages > 1:
-        lines += f'annotate(k0, key="software_pipeline_stage", value=[0, 0, {stages - 1}])\n'
+        compute = ", ".join([str(stages - 1)] * (3 if whole_stage else 1))
+        lines += f'annotate(k0, key="software_pipeline_stage", value=[0, 0, {compute}])\n'
     return lines
 
 
-# name -> (warps m, warps n, mma tiles m, mma tiles n, k steps of 16, stages, group)
+# name -> (warps m, warps n, mma tiles m, mma tiles n, k steps of 16, stages, group[,
+#          fragments of a whole shared stage loaded at once: "_ws"])
 VARIANTS = {
     "b128x128_w2x2_k32_s3": (2, 2, 4, 8, 2, 3, 1),
     "b128x128_w2x2_k64_s3": (2, 2, 4, 8, 4, 3, 1),
@@ -114,6 +133,11 @@ VARIANTS = {
     "b256x128_w4x4_k64_s3": (4, 4, 4, 4, 4, 3, 1),
     "b256x128_w8x2_k64_s3_g8": (8, 2, 2, 8, 4, 3, 8),
     "b128x256_w4x4_k64_s3_g8": (4, 4, 2, 8, 4, 3, 8),
+    "b128x128_w2x2_k32_s3_ws": (2, 2, 4, 8, 2, 3, 1, True),
+    "b128x128_w4x2_k32_s3_ws": (4, 2, 2, 8, 2, 3, 1, True),
+    "b128x128_w4x2_k64_s3_ws": (4, 2, 2, 8, 4, 3, 1, True),
+    "b128x256_w4x4_k32_s3_ws": (4, 4, 2, 8, 2, 3, 1, True),
+    "b128x128_w4x2_k32_s4_ws_g8": (4, 2, 2, 8, 2, 4, 8, True),
 }
 
 

@@ -450,3 +450,43 @@ tensorize(ii, intrin=\"mma_fill\")
         "{e}"
     );
 }
+
+#[test]
+fn fragments_moved_out_to_the_shared_stage_compute_the_reference() {
+    // `compute_at` of the fragment stages, already at the 16-deep step `k1`, out to the
+    // stage loop `k0`: each loads a whole stage's tiles before its mma steps (two tiles
+    // of 16 along k), and the example still computes the reference and lowers.
+    let text = example()
+        .replace(
+            "compute_at(b_sh, k0)\n",
+            "compute_at(b_sh, k0)\ncompute_at(a_fr, k0)\ncompute_at(b_fr, k0)\n",
+        )
+        .replace(
+            "_, _, _, _, fa0, fa1 = get_loops(a_fr)\nfa00, fa01 = split(fa0, factors=[None, 16])\n",
+            "_, _, _, fa0, fa1 = get_loops(a_fr)\nfa00, fa01 = split(fa0, factors=[None, 16])\n\
+             fa10, fa11 = split(fa1, factors=[None, 16])\nreorder(fa00, fa10, fa01, fa11)\n",
+        )
+        .replace(
+            "_, _, _, _, fb0, fb1 = get_loops(b_fr)\nfb10, fb11 = split(fb1, factors=[None, 8])\n\
+             reorder(fb10, fb0, fb11)\ntensorize(fb0, intrin=\"mma_load_b\")\n",
+            "_, _, _, fb0, fb1 = get_loops(b_fr)\nfb00, fb01 = split(fb0, factors=[None, 16])\n\
+             fb10, fb11 = split(fb1, factors=[None, 8])\nreorder(fb00, fb10, fb01, fb11)\n\
+             tensorize(fb01, intrin=\"mma_load_b\")\n",
+        )
+        .replace(
+            "value=[0, 0, 2])",
+            "value=[0, 0, 2, 2, 2])",
+        );
+    assert!(text.contains("compute_at(a_fr, k0)") && text.contains("tensorize(fb01"));
+    let sch = schedule(&text, SMALLEST_F16).unwrap();
+    let reference = workload::preset(SMALLEST_F16).unwrap().to_program();
+    interp::check(&reference, sch.program(), 1).unwrap();
+    // The fragment of A holds the stage's 64 x 32 tile of each warp: 8 tiles of 16 x 16.
+    let l = lower(sch.program(), Backend::Cuda).unwrap();
+    let a_frag = l.kernels[0]
+        .allocs
+        .iter()
+        .find(|a| l.program.buffer(a.buffer).name == "A_shared_fragment")
+        .unwrap();
+    assert_eq!(a_frag.size, 64 * 32);
+}

@@ -402,11 +402,13 @@ fn common_checks(p: &Program, b: BlockId, target: LoopId) -> Result<()> {
 }
 
 /// Moves producer `b` under `target`, before the first consumer there, computing the
-/// region its consumers read in one iteration of `target`.
+/// region its consumers read in one iteration of `target`. A block already nested under
+/// `target` (deeper, beside its consumers) moves out to it: it then computes, once per
+/// iteration of `target`, what it computed over that iteration's inner loops (a fragment
+/// stage loaded for a whole shared stage instead of per reduction step).
 pub fn compute_at(p: &mut Program, b: BlockId, target: LoopId) -> Result<()> {
     let name = p.block(b).name.clone();
     let tname = p.loop_name(target).to_string();
-    common_checks(p, b, target)?;
     // 1. A non-output block, the only writer of its buffer, whose consumers are all under
     //    the target loop.
     let buf = p.block(b).body.buffer;
