@@ -197,3 +197,19 @@ fn cli_prints_one_line_per_feature() {
         }
     }
 }
+
+#[test]
+fn tensor_core_instructions_count_as_their_work() {
+    // The mma.sync example: its multiply-adds are in `KStmt::Mma` instructions, which the
+    // features count as their scalar meaning (as if one thread ran a warp's tile), so the
+    // kernel shows at least the GEMM's M * N * K multiply-adds, not none.
+    let spec = "matmul:m=128,n=256,k=96,dtype=f16,acc=f32";
+    let l = lowered(spec, "tensor_core_gemm", Backend::Cuda);
+    let t = table(&l, &DeviceSpec::cuda("sm_90a"));
+    let fma = t["log_sum_float_fma"];
+    assert!(
+        fma >= log(128.0 * 256.0 * 96.0) - 1e-3,
+        "log_sum_float_fma {fma}"
+    );
+    assert!(t.values().all(|v| v.is_finite()));
+}

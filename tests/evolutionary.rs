@@ -155,6 +155,14 @@ fn mutators_keep_cuda_traces_valid() {
         &target,
         &[TileSize, Unroll, VectorLength],
     );
+    // 16-bit operands: the tensor-core sketch beside the plain one; its warp and mma
+    // tiles, reduction steps and pipeline depth are decisions the mutators change.
+    check_mutators(
+        "matmul:m=64,n=96,k=96,dtype=f16,acc=f32",
+        &space,
+        &target,
+        &[TileSize, PipelineStages],
+    );
 }
 
 #[test]

@@ -473,10 +473,7 @@ fn fragments_moved_out_to_the_shared_stage_compute_the_reference() {
              fb10, fb11 = split(fb1, factors=[None, 8])\nreorder(fb00, fb10, fb01, fb11)\n\
              tensorize(fb01, intrin=\"mma_load_b\")\n",
         )
-        .replace(
-            "value=[0, 0, 2])",
-            "value=[0, 0, 2, 2, 2])",
-        );
+        .replace("value=[0, 0, 2])", "value=[0, 0, 2, 2, 2])");
     assert!(text.contains("compute_at(a_fr, k0)") && text.contains("tensorize(fb01"));
     let sch = schedule(&text, SMALLEST_F16).unwrap();
     let reference = workload::preset(SMALLEST_F16).unwrap().to_program();
