@@ -20,6 +20,9 @@ use tessel::search::{RandomSearch, SearchSpace, TargetLimits};
 use tessel::target::cuda::CudaLimits;
 use tessel::workload;
 
+mod kernel_util;
+use kernel_util::statements;
+
 /// The seed GEMM ("Efficient GEMM in TensorIR", stage 5) with the shared fetches of its
 /// reduction loop `ko` pipelined over `stages` stages.
 fn pipelined_seed(stages: i64) -> String {
@@ -47,24 +50,6 @@ fn reference(spec: &str) -> Program {
 fn lowered(stages: i64, spec: &str) -> Lowered {
     let sch = schedule(&pipelined_seed(stages), spec).unwrap_or_else(|e| panic!("{spec}: {e}"));
     lower(sch.program(), Backend::Cuda).unwrap_or_else(|e| panic!("{spec}: {e}"))
-}
-
-/// Every statement of the kernels, depth first.
-fn statements(l: &Lowered) -> Vec<KStmt> {
-    fn go(body: &[KStmt], out: &mut Vec<KStmt>) {
-        for s in body {
-            out.push(s.clone());
-            match s {
-                KStmt::For { body, .. } | KStmt::If { then: body, .. } => go(body, out),
-                _ => {}
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for k in &l.kernels {
-        go(&k.body, &mut out);
-    }
-    out
 }
 
 /// Rewrites every `wait_group` of the kernels (`None`: removes them).

@@ -23,6 +23,9 @@ use tessel::lower::{lower, Backend, KStmt, Lowered, MmaOp, MmaOperand};
 use tessel::schedule::{json, replay, text, InstKind, Operand, Schedule};
 use tessel::workload;
 
+mod kernel_util;
+use kernel_util::statements;
+
 const F16: &str = "matmul:m=128,n=256,k=96,dtype=f16,acc=f32";
 const BF16: &str = "matmul:m=128,n=256,k=96,dtype=bf16,acc=f32";
 /// One thread block: the GPU-semantics interpreter runs each lane's view of every warp
@@ -68,24 +71,6 @@ fn lower_error(sched: &str, spec: &str, backend: Backend) -> String {
         Ok(_) => panic!("{spec}: lowered for {backend:?}"),
         Err(e) => e.to_string(),
     }
-}
-
-/// Every statement of the kernels, depth first.
-fn statements(l: &Lowered) -> Vec<KStmt> {
-    fn go(body: &[KStmt], out: &mut Vec<KStmt>) {
-        for s in body {
-            out.push(s.clone());
-            match s {
-                KStmt::For { body, .. } | KStmt::If { then: body, .. } => go(body, out),
-                _ => {}
-            }
-        }
-    }
-    let mut out = Vec::new();
-    for k in &l.kernels {
-        go(&k.body, &mut out);
-    }
-    out
 }
 
 /// How many tensor-core instructions of each kind the kernels have: fill, load A, load B,

@@ -48,10 +48,7 @@ impl Printer<'_> {
     /// launches one warp in x).
     fn lane_var(&self) -> crate::ir::VarId {
         self.k
-            .thread_vars
-            .iter()
-            .find(|(_, t)| *t == crate::ir::ThreadTag::ThreadIdx(crate::ir::Dim3::X))
-            .map(|(v, _)| *v)
+            .lane()
             .expect("a tensorized kernel binds threadIdx.x (checked by the lowering)")
     }
 

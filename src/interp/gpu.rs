@@ -450,11 +450,7 @@ fn compile_kernel(
         kernel: &kernel,
         buf_index: &buf_index,
         bufs: &bufs,
-        lane: k
-            .thread_vars
-            .iter()
-            .find(|(_, t)| *t == ThreadTag::ThreadIdx(crate::ir::Dim3::X))
-            .map(|(v, _)| *v),
+        lane: k.lane(),
     };
     let body = stmts(&c, &k.body, &poison_at)?;
     let mut written = vec![0usize; globals.len()];

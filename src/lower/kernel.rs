@@ -318,6 +318,14 @@ impl Kernel {
     pub fn threads(&self) -> i64 {
         self.block.iter().product()
     }
+    /// The variable standing for `threadIdx.x`: in a kernel with tensor-core instructions,
+    /// the lane of a warp.
+    pub fn lane(&self) -> Option<VarId> {
+        self.thread_vars
+            .iter()
+            .find(|(_, t)| *t == ThreadTag::ThreadIdx(crate::ir::Dim3::X))
+            .map(|(v, _)| *v)
+    }
     /// The thread tag a variable stands for, if any.
     pub fn thread_of(&self, v: VarId) -> Option<ThreadTag> {
         self.thread_vars

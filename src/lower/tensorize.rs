@@ -19,7 +19,7 @@ use super::{LowerError, Result};
 use crate::ir::interval::Interval;
 use crate::ir::simplify::simplify;
 use crate::ir::tensorize::{step, Intrin};
-use crate::ir::{BinOp, BufferId, Dim3, Expr, Program, Scope, ThreadTag, VarId};
+use crate::ir::{BinOp, BufferId, Expr, Program, Scope, VarId};
 use std::collections::BTreeMap;
 
 /// How a warp's lanes hold a fragment buffer: the buffer is `rows x row_length` elements
@@ -113,11 +113,7 @@ pub(super) fn apply(
             None => Ok(()),
         };
     }
-    let lane = k
-        .thread_vars
-        .iter()
-        .find(|(_, t)| *t == ThreadTag::ThreadIdx(Dim3::X))
-        .map(|(v, _)| *v);
+    let lane = k.lane();
     if k.block[0] != 32 {
         return Err(refuse(
             p,

@@ -755,8 +755,15 @@ fn pad(
         return Ok(None);
     }
     let b = sch.get_block(main).map_err(at("pad_einsum"))?;
+    pad_by_choices(sch, b, &choices)?;
+    Ok(Some(b))
+}
+
+/// `pad_einsum` of block `b`, each iteration variable padded to a multiple of its
+/// `choices` (one: that multiple; several: a `sample_categorical` decision among them).
+fn pad_by_choices(sch: &mut Schedule, b: BlockRv, choices: &[Vec<i64>]) -> Result<(), SketchError> {
     let mut padding = Vec::new();
-    for c in &choices {
+    for c in choices {
         padding.push(match c.as_slice() {
             [one] => IntArg::Lit(*one),
             many => {
@@ -769,7 +776,7 @@ fn pad(
         });
     }
     sch.pad_einsum(b, &padding).map_err(at("pad_einsum"))?;
-    Ok(Some(b))
+    Ok(())
 }
 
 /// The multiples an extent may be padded to: 1 (unpadded) where the extent has a good
@@ -781,16 +788,23 @@ fn pad_choices(space: &SearchSpace, extent: i64) -> Vec<i64> {
     if !pads(space, extent) {
         out.push((1, extent));
     }
-    let mut multiples = space.pad_multiples.clone();
+    add_multiples(&space.pad_multiples, space.max_waste, extent, &mut out);
+    out.into_iter().map(|(m, _)| m).collect()
+}
+
+/// Appends to `out` (multiple, padded extent) for each of `multiples`, smallest first,
+/// that pads `extent` by at most `max_waste` of the padded extent and to an extent `out`
+/// does not hold yet.
+fn add_multiples(multiples: &[i64], max_waste: f64, extent: i64, out: &mut Vec<(i64, i64)>) {
+    let mut multiples = multiples.to_vec();
     multiples.sort_unstable();
     for m in multiples {
         let padded = padded_extent(extent, m);
         let waste = (padded - extent) as f64 / padded as f64;
-        if waste <= space.max_waste && !out.iter().any(|(_, e)| *e == padded) {
+        if waste <= max_waste && !out.iter().any(|(_, e)| *e == padded) {
             out.push((m, padded));
         }
     }
-    out.into_iter().map(|(m, _)| m).collect()
 }
 
 fn padded_extent(extent: i64, multiple: i64) -> i64 {

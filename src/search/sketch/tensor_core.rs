@@ -27,7 +27,9 @@
 //!    `mma_load_a`, `mma_load_b`, `mma_sync`, `mma_store`), the loops around them
 //!    unrolled so that every fragment register is a constant index.
 
-use super::{at, attempt, stages, standalone, SketchError};
+use super::{
+    add_multiples, at, attempt, pad_by_choices, padded_extent, stages, standalone, SketchError,
+};
 use crate::ir::{BinOp, DType, Expr, IterKind, Program, VarId};
 use crate::schedule::{BlockRv, IntArg, LoopRv, Schedule};
 use crate::search::space::{SearchSpace, TensorCore};
@@ -399,43 +401,20 @@ fn pad(
         return Ok(());
     }
     let b = sch.get_block(main).map_err(at("pad_einsum"))?;
-    let mut padding = Vec::new();
-    for c in &choices {
-        padding.push(match c.as_slice() {
-            [one] => IntArg::Lit(*one),
-            many => {
-                let probs = vec![1.0 / many.len() as f64; many.len()];
-                IntArg::Rv(
-                    sch.sample_categorical(many, &probs, None)
-                        .map_err(at("pad_einsum"))?,
-                )
-            }
-        });
-    }
-    sch.pad_einsum(b, &padding).map_err(at("pad_einsum"))?;
-    Ok(())
+    pad_by_choices(sch, b, &choices)
 }
 
 /// The multiples an axis may be padded to: 1 where `PAD_BASE` divides it, each multiple
 /// that wastes at most `max_waste` of the padded extent (one per padded extent), and the
 /// smallest multiple where nothing else is left.
 fn pad_choices(multiples: &[i64], max_waste: f64, extent: i64) -> Vec<i64> {
-    let padded = |m: i64| (extent + m - 1) / m * m;
     let mut out: Vec<(i64, i64)> = Vec::new();
     if extent % PAD_BASE == 0 {
         out.push((1, extent));
     }
-    let mut ms = multiples.to_vec();
-    ms.sort_unstable();
-    for m in &ms {
-        let e = padded(*m);
-        let waste = (e - extent) as f64 / e as f64;
-        if waste <= max_waste && !out.iter().any(|(_, x)| *x == e) {
-            out.push((*m, e));
-        }
-    }
+    add_multiples(multiples, max_waste, extent, &mut out);
     if out.is_empty() {
-        out.push((PAD_BASE, padded(PAD_BASE)));
+        out.push((PAD_BASE, padded_extent(extent, PAD_BASE)));
     }
     out.into_iter().map(|(m, _)| m).collect()
 }
