@@ -200,7 +200,7 @@ impl<'a> Printer<'a> {
     /// raw bits: converted from f32 (rounded), except where the value is an element of a
     /// buffer of the same dtype, possibly zero-filled (a cache stage's copy), which is
     /// copied as it is, without the round trip through f32.
-    fn stored(&self, buffer: BufferId, value: &Expr) -> String {
+    pub(super) fn stored(&self, buffer: BufferId, value: &Expr) -> String {
         let dtype = self.p.buffer(buffer).dtype;
         if !dtype.is_half() {
             return self.expr(value);

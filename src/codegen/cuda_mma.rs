@@ -44,6 +44,25 @@ impl Printer<'_> {
         )
     }
 
+    /// Register `i` of the lane's part of fragment tile `t`, as an index expression.
+    fn register_expr(&self, t: &Tile, i: i64) -> Expr {
+        use crate::ir::BinOp::{FloorDiv, FloorMod};
+        let l: FragmentLayout = self.fragments[&t.buffer];
+        let s = Expr::Int(l.row_length);
+        let row = Expr::bin(
+            FloorDiv,
+            Expr::bin(FloorDiv, t.base.clone(), s.clone()),
+            Expr::Int(l.tile_rows),
+        );
+        let col = Expr::bin(
+            FloorDiv,
+            Expr::bin(FloorMod, t.base.clone(), s),
+            Expr::Int(l.tile_cols),
+        );
+        let tile = Expr::add(Expr::mul(row, Expr::Int(l.row_length / l.tile_cols)), col);
+        Expr::add(Expr::mul(tile, Expr::Int(l.registers)), Expr::Int(i))
+    }
+
     /// The kernel's `threadIdx.x` variable: the lane (the lowering made sure the kernel
     /// launches one warp in x).
     fn lane_var(&self) -> crate::ir::VarId {
@@ -133,10 +152,13 @@ impl Printer<'_> {
                     ins.join(", ")
                 )]
             }
-            MmaOp::Store { dst, acc, valid } => {
-                let c = self.register(acc);
+            MmaOp::Store {
+                dst,
+                acc,
+                value,
+                valid,
+            } => {
                 let name = ident(&self.p.buffer(dst.buffer).name);
-                let dtype = self.p.buffer(dst.buffer).dtype;
                 let lane_var = self.lane_var();
                 let mut out = Vec::new();
                 for (i, (dr, dc)) in [(0, 0), (0, 1), (8, 0), (8, 1)].into_iter().enumerate() {
@@ -154,26 +176,37 @@ impl Printer<'_> {
                         Expr::Int(dc),
                     );
                     let index = self.expr(&dst.at(row.clone(), col.clone()));
-                    let value = regs(&c, 1, i as i64).remove(0);
-                    let value = match dtype {
-                        DType::F16 => format!("tessel_f2h({value})"),
-                        DType::BF16 => format!("tessel_f2bf({value})"),
-                        _ => value,
+                    // The stored value at this element, its accumulator read from the
+                    // lane's register `i` of the tile.
+                    let at = |e: &Expr| {
+                        e.substitute(&|v| {
+                            if v == m.vars[0] {
+                                Some(row.clone())
+                            } else if v == m.vars[1] {
+                                Some(col.clone())
+                            } else {
+                                None
+                            }
+                        })
                     };
+                    let register = self.register_expr(acc, i as i64);
+                    let element = at(value).rewrite(&mut |x| match x {
+                        Expr::Load(b, _) if b == acc.buffer => {
+                            Expr::Load(b, vec![register.clone()])
+                        }
+                        other => other,
+                    });
+                    // The store converts to the destination's dtype: a conversion to it
+                    // outermost is that one.
+                    let dtype = self.p.buffer(dst.buffer).dtype;
+                    let element = match element {
+                        Expr::Cast(t, x) if t == dtype => *x,
+                        e => e,
+                    };
+                    let value = self.stored(dst.buffer, &element);
                     let store = format!("{name}[{index}] = {value};");
                     out.push(match valid {
-                        Some(cond) => {
-                            let at = cond.substitute(&|v| {
-                                if v == m.vars[0] {
-                                    Some(row.clone())
-                                } else if v == m.vars[1] {
-                                    Some(col.clone())
-                                } else {
-                                    None
-                                }
-                            });
-                            format!("if {} {store}", paren(&self.expr(&at)))
-                        }
+                        Some(cond) => format!("if {} {store}", paren(&self.expr(&at(cond)))),
                         None => store,
                     });
                 }

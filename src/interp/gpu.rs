@@ -543,7 +543,7 @@ fn stmts(
             KStmt::WaitGroup(n) => out.push(CStmt::WaitGroup((*n).max(0) as usize)),
             // A warp's instruction: its logical meaning on this lane's copies of the warp's
             // fragments (the store made by lane 0 alone).
-            KStmt::Mma(m) => out.extend(stmts(c, &m.logical(c.prog, c.lane), poison_at)?),
+            KStmt::Mma(m) => out.extend(stmts(c, &m.logical(c.lane), poison_at)?),
             KStmt::Comment(_) => {}
         }
     }

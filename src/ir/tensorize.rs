@@ -17,7 +17,7 @@
 //! | `mma_load_a` | rows 16 (m), cols 16 (k)| `a[r, c] = src[..]` (src: shared, same dtype)  |
 //! | `mma_load_b` | rows 16 (k), cols 8 (n) | `b[r, c] = src[..]`                            |
 //! | `mma_sync`   | i 16, j 8, k 16         | `acc[i, j] += f32(a[i, k]) * f32(b[k, j])`     |
-//! | `mma_store`  | rows 16, cols 8         | `dst[r, c] = acc[r, c]` (converted to dst's dtype; global or shared; may be guarded) |
+//! | `mma_store`  | rows 16, cols 8         | `dst[r, c] = f(acc[r, c], ..)`: an elementwise function of the element (a conversion to dst's dtype, a bias, a relu); global or shared; may be guarded |
 //!
 //! Each access must address its tile by the nest's loops one to one: a loop of the nest
 //! steps exactly one index of the access by 1 and no other, and the access uses no other
@@ -316,16 +316,23 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
                     b.dtype.name()
                 )));
             }
-            let load = match value {
-                Expr::Cast(t, inner) if *t == b.dtype => &**inner,
-                e => e,
+            // The stored value is an elementwise function of one accumulator element (a
+            // copy, a conversion, a bias and relu inlined into the write-back): every
+            // fragment it reads is that element.
+            let frags: Vec<(crate::ir::BufferId, Vec<Expr>)> = value
+                .loads()
+                .into_iter()
+                .filter(|(buf, _)| p.buffer(*buf).scope == Scope::Fragment)
+                .collect();
+            let Some((acc, aidx)) = frags.first().cloned() else {
+                return Err(shape("it does not read an accumulator element"));
             };
-            let Expr::Load(acc, aidx) = load else {
-                return Err(shape("it does not copy one accumulator element"));
-            };
-            scope_is("accumulator", *acc, Scope::Fragment, &[DType::F32])?;
+            if frags.iter().any(|f| *f != (acc, aidx.clone())) {
+                return Err(shape("it reads more than one accumulator element"));
+            }
+            scope_is("accumulator", acc, Scope::Fragment, &[DType::F32])?;
             access("destination", dst, didx, &[0, 1])?;
-            access("accumulator", *acc, aidx, &[0, 1])?;
+            access("accumulator", acc, &aidx, &[0, 1])?;
         }
     }
     Ok(Nest {

@@ -114,12 +114,15 @@ pub enum MmaOp {
     },
     /// `acc (16 x 8, f32) += a (16 x 16) * b (16 x 8)` on 16-bit operands.
     Sync { acc: Tile, a: Tile, b: Tile },
-    /// The 16 x 8 accumulator tile stored to a global or shared matrix, converted to the
-    /// destination's dtype; element `(r, c)` only where `valid` holds with the rows and
-    /// columns variables (`vars[0]`, `vars[1]`) at `r` and `c` (an imperfect tile's guard).
+    /// The 16 x 8 accumulator tile stored to a global or shared matrix: element `(r, c)`
+    /// of `dst` gets `value` with the row and column variables (`vars[0]`, `vars[1]`) at
+    /// `r` and `c`, an elementwise function of the accumulator's element (its loads of
+    /// `acc` are that element; a conversion to the destination's dtype, a bias, a relu),
+    /// only where `valid` holds (an imperfect tile's guard).
     Store {
         dst: Tile,
         acc: Tile,
+        value: Expr,
         valid: Option<Expr>,
     },
 }
@@ -149,7 +152,7 @@ impl Mma {
     /// its indices rebuilt from the tiles): the interpreter runs this on each lane's copy
     /// of the warp's fragments. A warp's store is one store, so it is made by the lane
     /// `lane == 0` alone where a lane variable is given.
-    pub fn logical(&self, p: &Program, lane: Option<VarId>) -> Vec<KStmt> {
+    pub fn logical(&self, lane: Option<VarId>) -> Vec<KStmt> {
         let v = |i: usize| Expr::Var(self.vars[i]);
         let nest = |extents: &[i64], body: KStmt| -> KStmt {
             extents
@@ -193,18 +196,15 @@ impl Mma {
                 );
                 nest(&[16, 8, 16], store(acc, value))
             }
-            MmaOp::Store { dst, acc, valid } => {
-                let dtype = p.buffer(dst.buffer).dtype;
-                let value = match dtype {
-                    crate::ir::DType::F32 => load(acc, v(0), v(1)),
-                    d => Expr::Cast(d, Box::new(load(acc, v(0), v(1)))),
-                };
+            MmaOp::Store {
+                dst, value, valid, ..
+            } => {
                 let body = match valid {
                     Some(c) => KStmt::If {
                         cond: c.clone(),
-                        then: vec![store(dst, value)],
+                        then: vec![store(dst, value.clone())],
                     },
-                    None => store(dst, value),
+                    None => store(dst, value.clone()),
                 };
                 let all = nest(&[16, 8], body);
                 match lane {

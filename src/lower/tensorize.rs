@@ -398,10 +398,16 @@ impl Tensorizer<'_> {
                         self.p.buffer(buffer).name
                     )));
                 }
-                let (acc, aidx) = load_of(&value).ok_or_else(not_matched)?;
+                // The accumulator element the stored value is a function of.
+                let (acc, aidx) = value
+                    .loads()
+                    .into_iter()
+                    .find(|(b, i)| self.p.buffer(*b).scope == Scope::Fragment && i.len() == 1)
+                    .ok_or_else(not_matched)?;
                 MmaOp::Store {
                     dst: d,
-                    acc: frag(acc, &aidx, r, c, ACC_SHAPE)?,
+                    acc: frag(acc, &aidx[0], r, c, ACC_SHAPE)?,
+                    value: value.clone(),
                     valid: guard,
                 }
             }

@@ -338,7 +338,7 @@ impl<'a> Walker<'a> {
                 // stores (`Mma::logical`), as if one thread ran the whole tile: 32 times a
                 // lane's share, the same for every candidate of the tensor-core sketch.
                 KStmt::Mma(m) => {
-                    let logical = m.logical(self.p, None);
+                    let logical = m.logical(None);
                     self.stmts(&logical);
                 }
                 KStmt::Comment(_) | KStmt::CommitGroup => {}

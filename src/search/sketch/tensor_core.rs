@@ -7,8 +7,9 @@
 //!    multiples of `pad_multiples` that waste at most `max_waste`, and the extent itself
 //!    where 32 divides it), so that every tile below divides them; the zero-filled input
 //!    copies are inlined into the shared fetches, the copy back into the write-back.
-//! 2. `cache_write` of the main block into a `fragment` accumulator; epilogues (the cast
-//!    to the output's 16-bit dtype, bias, relu) inlined into its write-back.
+//! 2. `cache_write` of the main block into a `fragment` accumulator; elementwise epilogues
+//!    (the cast to the output's 16-bit dtype, bias, relu) inlined into its write-back,
+//!    which `mma_store` computes per element.
 //! 3. Tiling (`sample_perfect_tile`, decisions of the trace): rows `i` into
 //!    `[blocks, warps, tiles] x 16`, columns `j` into `[blocks, warps, tiles] x 8`, the
 //!    reduction `k` into `[steps, per stage] x 16`, ordered
@@ -159,19 +160,13 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     let wb = sch
         .cache_write(main, 0, "fragment")
         .map_err(at("cache_write"))?;
-    // The accumulator's store (`mma_store`) converts and may drop padding, nothing more:
-    // epilogues that copy (the copy back from the padded shape) or convert (to the
-    // output's 16-bit dtype) go into it while every earlier one did; the rest (bias,
-    // relu) run after it as kernels of their own.
+    // Elementwise epilogues (the copy back from the padded shape, the conversion to the
+    // output's dtype, a bias, a relu) go into the accumulator's store (`mma_store`) while
+    // every earlier one did; the rest run after it as kernels of their own.
     let mut leftovers = Vec::new();
     for name in &st.epilogues {
         let b = sch.get_block(name).map_err(at("epilogue"))?;
-        let copy = {
-            let id = sch.block_id(b).map_err(at("epilogue"))?;
-            copies(sch.program(), id)
-        };
-        if !leftovers.is_empty() || !copy || attempt(sch, |s| s.reverse_compute_inline(b)).is_err()
-        {
+        if !leftovers.is_empty() || attempt(sch, |s| s.reverse_compute_inline(b)).is_err() {
             leftovers.push(name.clone());
         }
     }
@@ -292,16 +287,6 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         standalone(space, sch, name)?;
     }
     Ok(())
-}
-
-/// Whether a block only copies or converts one element of one buffer.
-fn copies(p: &Program, b: crate::ir::BlockId) -> bool {
-    let v = &p.block(b).body.value;
-    let inner = match v {
-        Expr::Cast(_, x) => &**x,
-        x => x,
-    };
-    matches!(inner, Expr::Load(..))
 }
 
 /// The cooperative fetch of a shared stage: its loops fused and spread over the warps
