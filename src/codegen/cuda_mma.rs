@@ -27,21 +27,12 @@ __device__ __forceinline__ unsigned tessel_smem_addr(const void* p) { return (un
 ";
 
 impl Printer<'_> {
-    /// The lane's array of fragment `t` and the index of its first register of tile `t`.
-    fn register(&self, t: &Tile) -> (String, String) {
-        let l: FragmentLayout = self.fragments[&t.buffer];
-        let base = paren(&self.expr(&t.base));
-        let s = l.row_length;
-        (
-            ident(&self.p.buffer(t.buffer).name),
-            format!(
-                "({base} / {s} / {} * {} + {base} % {s} / {}) * {}",
-                l.tile_rows,
-                s / l.tile_cols,
-                l.tile_cols,
-                l.registers
-            ),
-        )
+    /// The lane's first `n` registers of fragment tile `t`, as C lvalues.
+    fn registers(&self, t: &Tile, n: i64) -> Vec<String> {
+        let name = ident(&self.p.buffer(t.buffer).name);
+        (0..n)
+            .map(|i| format!("{name}[{}]", self.expr(&self.register_expr(t, i))))
+            .collect()
     }
 
     /// Register `i` of the lane's part of fragment tile `t`, as an index expression.
@@ -72,27 +63,19 @@ impl Printer<'_> {
     }
 
     pub(super) fn mma(&mut self, m: &Mma, depth: usize) {
-        let regs = |(name, index): &(String, String), n: i64, from: i64| -> Vec<String> {
-            (from..from + n)
-                .map(|i| format!("{name}[{index} + {i}]"))
-                .collect()
-        };
         let lane = "((int)threadIdx.x)";
         let lines: Vec<String> = match &m.op {
-            MmaOp::Fill { acc } => {
-                let r = self.register(acc);
-                regs(&r, 4, 0)
-                    .into_iter()
-                    .map(|x| format!("{x} = 0.0f;"))
-                    .collect()
-            }
+            MmaOp::Fill { acc } => self
+                .registers(acc, 4)
+                .into_iter()
+                .map(|x| format!("{x} = 0.0f;"))
+                .collect(),
             MmaOp::Load {
                 operand,
                 frag,
                 src,
                 transposed,
             } => {
-                let r = self.register(frag);
                 // The source row and column each lane gives ldmatrix (see the module doc).
                 let (count, trans, row, col) = match (operand, transposed) {
                     (MmaOperand::A, false) => {
@@ -118,7 +101,8 @@ impl Printer<'_> {
                     paren(&self.expr(&src.base)),
                     src.row_stride
                 );
-                let outs: Vec<String> = regs(&r, count, 0)
+                let outs: Vec<String> = self
+                    .registers(frag, count)
                     .iter()
                     .map(|x| format!("\"=r\"({x})"))
                     .collect();
@@ -135,17 +119,17 @@ impl Printer<'_> {
                     DType::BF16 => "bf16",
                     _ => "f16",
                 };
-                let (c, x, y) = (self.register(acc), self.register(a), self.register(b));
-                let mut operands: Vec<String> = regs(&c, 4, 0)
+                let operands: Vec<String> = self
+                    .registers(acc, 4)
                     .iter()
                     .map(|r| format!("\"+f\"({r})"))
                     .collect();
-                let ins: Vec<String> = regs(&x, 4, 0)
+                let ins: Vec<String> = self
+                    .registers(a, 4)
                     .into_iter()
-                    .chain(regs(&y, 2, 0))
+                    .chain(self.registers(b, 2))
                     .map(|r| format!("\"r\"({r})"))
                     .collect();
-                operands.truncate(4);
                 vec![format!(
                     "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\\n\" : {} : {});",
                     operands.join(", "),

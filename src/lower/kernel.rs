@@ -127,6 +127,18 @@ pub enum MmaOp {
     },
 }
 
+impl MmaOp {
+    /// Every tile the instruction reads or writes.
+    pub fn tiles(&self) -> Vec<&Tile> {
+        match self {
+            MmaOp::Fill { acc } => vec![acc],
+            MmaOp::Load { frag, src, .. } => vec![frag, src],
+            MmaOp::Sync { acc, a, b } => vec![acc, a, b],
+            MmaOp::Store { dst, acc, .. } => vec![dst, acc],
+        }
+    }
+}
+
 /// Which operand of `mma.sync` a fragment is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum MmaOperand {

@@ -413,14 +413,9 @@ impl Tensorizer<'_> {
             }
         };
         // Every lane of the warp gives the same tiles: the instruction is the warp's.
-        let tiles: Vec<&Tile> = match &op {
-            MmaOp::Fill { acc } => vec![acc],
-            MmaOp::Load { frag, src, .. } => vec![frag, src],
-            MmaOp::Sync { acc, a, b } => vec![acc, a, b],
-            MmaOp::Store { dst, acc, .. } => vec![dst, acc],
-        };
-        if let Some(t) = tiles
-            .iter()
+        if let Some(t) = op
+            .tiles()
+            .into_iter()
             .find(|t| self.lane.is_some_and(|l| t.base.uses_var(l)))
         {
             return Err(fail(format!(
