@@ -69,6 +69,8 @@ pub(super) struct Printer<'a> {
     ranges: BTreeMap<VarId, i64>,
     /// How the lanes hold the kernel's fragment buffers (tensor-core kernels).
     pub fragments: BTreeMap<crate::ir::BufferId, crate::lower::tensorize::FragmentLayout>,
+    /// The kernel's swizzled shared buffers (`lower::swizzle`).
+    pub swizzles: BTreeMap<BufferId, crate::lower::swizzle::Swizzle>,
 }
 
 impl<'a> Printer<'a> {
@@ -89,6 +91,21 @@ impl<'a> Printer<'a> {
             out: String::new(),
             ranges,
             fragments: crate::lower::tensorize::fragment_layouts(k),
+            swizzles: crate::lower::swizzle::of_kernel(p, k).into_iter().collect(),
+        }
+    }
+
+    /// Where an access of buffer `b` at flat index `idx` is stored: the index itself, or
+    /// for a swizzled buffer its place in the swizzled layout.
+    pub fn index(&self, b: BufferId, idx: &Expr) -> String {
+        self.index_str(b, self.expr(idx))
+    }
+
+    /// [`Printer::index`] of an index already printed.
+    pub fn index_str(&self, b: BufferId, idx: String) -> String {
+        match self.swizzles.get(&b) {
+            Some(s) => format!("tessel_swizzle128({idx}, {}, {}, {})", s.row, s.rows, s.panel),
+            None => idx,
         }
     }
 
@@ -130,7 +147,7 @@ impl<'a> Printer<'a> {
             Expr::Float(v) => float_lit(*v, self.dialect),
             Expr::Var(v) => self.var(*v),
             Expr::Load(b, idx) => {
-                let load = format!("{}[{}]", ident(&self.p.buffer(*b).name), self.expr(&idx[0]));
+                let load = format!("{}[{}]", ident(&self.p.buffer(*b).name), self.index(*b, &idx[0]));
                 match self.p.buffer(*b).dtype {
                     DType::F16 => format!("tessel_h2f({load})"),
                     DType::BF16 => format!("tessel_bf2f({load})"),
@@ -209,7 +226,7 @@ impl<'a> Printer<'a> {
             Expr::Load(b, idx) if self.p.buffer(*b).dtype == dtype => Some(format!(
                 "{}[{}]",
                 ident(&self.p.buffer(*b).name),
-                self.expr(&idx[0])
+                self.index(*b, &idx[0])
             )),
             _ => None,
         };
@@ -257,7 +274,7 @@ impl<'a> Printer<'a> {
                     let d = format!(
                         "{} + {}",
                         ident(&self.p.buffer(*dst).name),
-                        self.expr(dst_index)
+                        self.index(*dst, dst_index)
                     );
                     let s = format!(
                         "{} + {}",
@@ -327,7 +344,7 @@ impl<'a> Printer<'a> {
                     let lhs = format!(
                         "{}[{}]",
                         ident(&self.p.buffer(*buffer).name),
-                        self.expr(&indices[0])
+                        self.index(*buffer, &indices[0])
                     );
                     let rhs = self.stored(*buffer, value);
                     self.line(depth, &format!("{lhs} = {rhs};"));
@@ -458,13 +475,13 @@ impl<'a> Printer<'a> {
         let lines = if copy.scatter {
             let mut lines = vec![format!("{{ {ty} tessel_v = {load};")];
             for (lane, field) in (0..lanes).zip(["x", "y", "z", "w"]) {
-                let d = self.expr(&at(copy.dst_index, lane));
+                let d = self.index(copy.dst, &at(copy.dst_index, lane));
                 lines.push(format!("  {dst}[{d}] = tessel_v.{field};"));
             }
             lines.push("}".into());
             lines
         } else {
-            let d = self.expr(&at(copy.dst_index, 0));
+            let d = self.index(copy.dst, &at(copy.dst_index, 0));
             vec![format!("*({ty}*)({dst} + {d}) = {load};")]
         };
         Some((copy.guard.map(|g| self.expr(&at(g, 0))), lines))

@@ -34,7 +34,10 @@ fn kernel(l: &Lowered, k: &Kernel, out: &mut String) -> Result<Launch> {
         })
         .collect::<Result<_>>()?;
     let shared = k.shared_bytes(p);
-    let dynamic = shared > STATIC_SHARED_LIMIT;
+    // Swizzled buffers start on 1024-byte boundaries (`lower::swizzle`): dynamic shared
+    // memory with 1024 bytes to spare, its base rounded up at run time.
+    let swizzled = k.allocs.iter().any(|a| a.swizzle_row.is_some());
+    let dynamic = shared > STATIC_SHARED_LIMIT || swizzled;
     let _ = writeln!(
         out,
         "\n// launch: grid=({}, {}, {}) block=({}, {}, {}) shared={} bytes{}",
@@ -54,7 +57,10 @@ fn kernel(l: &Lowered, k: &Kernel, out: &mut String) -> Result<Launch> {
         ident(&k.name),
         params.join(", ")
     );
-    if dynamic {
+    if swizzled {
+        out.push_str("  extern __shared__ __align__(1024) unsigned char tessel_smem_raw[];\n");
+        out.push_str("  unsigned char* tessel_smem = tessel_smem_raw + ((1024u - ((unsigned)__cvta_generic_to_shared(tessel_smem_raw) & 1023u)) & 1023u);\n");
+    } else if dynamic {
         out.push_str("  extern __shared__ __align__(16) unsigned char tessel_smem[];\n");
     }
     let mut offset = 0i64;
@@ -64,6 +70,9 @@ fn kernel(l: &Lowered, k: &Kernel, out: &mut String) -> Result<Launch> {
         let name = ident(&b.name);
         match a.scope {
             Scope::Shared if dynamic => {
+                if a.swizzle_row.is_some() {
+                    offset = (offset + 1023) / 1024 * 1024;
+                }
                 let _ = writeln!(out, "  {ty}* {name} = ({ty}*)(tessel_smem + {offset});");
                 offset += (a.size * b.dtype.bytes() as i64 + 15) / 16 * 16;
             }
@@ -99,7 +108,11 @@ fn kernel(l: &Lowered, k: &Kernel, out: &mut String) -> Result<Launch> {
         name: ident(&k.name),
         grid: k.grid.map(u),
         block: k.block.map(u),
-        dynamic_shared_bytes: if dynamic { u(offset) } else { 0 },
+        dynamic_shared_bytes: if dynamic {
+            u(offset + if swizzled { 1024 } else { 0 })
+        } else {
+            0
+        },
         static_shared_bytes: if dynamic { 0 } else { u(shared) },
         params: k.params.iter().map(|b| p.buffer(*b).name.clone()).collect(),
     })
@@ -112,6 +125,14 @@ const CP_ASYNC: &str = "\
 __device__ __forceinline__ void tessel_cp_async4(float* dst, const float* src, int src_bytes) { unsigned d = (unsigned)__cvta_generic_to_shared(dst); asm volatile(\"cp.async.ca.shared.global [%0], [%1], 4, %2;\\n\" :: \"r\"(d), \"l\"(src), \"r\"(src_bytes) : \"memory\"); }
 __device__ __forceinline__ void tessel_cp_async8(float* dst, const float* src, int src_bytes) { unsigned d = (unsigned)__cvta_generic_to_shared(dst); asm volatile(\"cp.async.ca.shared.global [%0], [%1], 8, %2;\\n\" :: \"r\"(d), \"l\"(src), \"r\"(src_bytes) : \"memory\"); }
 __device__ __forceinline__ void tessel_cp_async16(float* dst, const float* src, int src_bytes) { unsigned d = (unsigned)__cvta_generic_to_shared(dst); asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\\n\" :: \"r\"(d), \"l\"(src), \"r\"(src_bytes) : \"memory\"); }
+";
+
+/// The 128-byte swizzle (`lower::swizzle`): where logical flat element `f` of a buffer of
+/// rows of `row` elements, `rows` rows, is stored, in panels of `panel` elements (128
+/// bytes) with each row's 16-byte chunks permuted by the row. Printed only for programs
+/// with a swizzled buffer.
+const SWIZZLE: &str = "\
+__device__ __forceinline__ int tessel_swizzle128(int f, int row, int rows, int panel) { int r = f / row, c = f % row, chunk = panel / 8; return (c / panel) * rows * panel + r * panel + (((c % panel) / chunk) ^ (r % 8)) * chunk + c % chunk; }
 ";
 
 /// Half-precision storage: f16 values are kept as their raw 16 bits and converted with
@@ -155,6 +176,12 @@ pub fn generate(l: &Lowered) -> Result<Source> {
     }
     if l.kernels.iter().any(|k| copies_async(&k.body)) {
         code.push_str(CP_ASYNC);
+    }
+    if l.kernels
+        .iter()
+        .any(|k| k.allocs.iter().any(|a| a.swizzle_row.is_some()))
+    {
+        code.push_str(SWIZZLE);
     }
     if l.kernels
         .iter()

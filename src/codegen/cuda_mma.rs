@@ -95,11 +95,15 @@ impl Printer<'_> {
                         format!("{lane} / 8 % 2 * 8"),
                     ),
                 };
-                let addr = format!(
-                    "{} + {} + ({row}) * {} + {col}",
-                    ident(&self.p.buffer(src.buffer).name),
+                let row_start = format!(
+                    "{} + ({row}) * {} + {col}",
                     paren(&self.expr(&src.base)),
                     src.row_stride
+                );
+                let addr = format!(
+                    "{} + {}",
+                    ident(&self.p.buffer(src.buffer).name),
+                    self.index_str(src.buffer, row_start)
                 );
                 let outs: Vec<String> = self
                     .registers(frag, count)
@@ -159,7 +163,7 @@ impl Printer<'_> {
                         ),
                         Expr::Int(dc),
                     );
-                    let index = self.expr(&dst.at(row.clone(), col.clone()));
+                    let index = self.index(dst.buffer, &dst.at(row.clone(), col.clone()));
                     // The stored value at this element, its accumulator read from the
                     // lane's register `i` of the tile.
                     let at = |e: &Expr| {

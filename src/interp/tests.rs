@@ -20,6 +20,7 @@ fn buffer(p: &mut Program, name: &str, shape: &[i64], dtype: DType, kind: Buffer
         scope: Scope::Global,
         kind,
         align: Vec::new(),
+        swizzle: false,
     });
     match kind {
         BufferKind::Intermediate => p.allocs.push(id),

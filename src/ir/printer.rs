@@ -223,7 +223,8 @@ fn print_block(p: &Program, b: BlockId, depth: usize, out: &mut String) {
         .iter()
         .map(|a| format!("[0, {}, {}, {}]", a.axis, a.factor, a.offset))
         .collect();
-    if !align.is_empty() || !blk.annotations.is_empty() {
+    let swizzle = p.buffer(blk.body.buffer).swizzle;
+    if !align.is_empty() || swizzle || !blk.annotations.is_empty() {
         let mut items: Vec<String> = blk
             .annotations
             .iter()
@@ -231,6 +232,9 @@ fn print_block(p: &Program, b: BlockId, depth: usize, out: &mut String) {
             .collect();
         if !align.is_empty() {
             items.push(format!("\"buffer_dim_align\": [{}]", align.join(", ")));
+        }
+        if swizzle {
+            items.push("\"buffer_swizzle\": 128".to_string());
         }
         indent(out, d);
         let _ = writeln!(out, "T.block_attr({{{}}})", items.join(", "));

@@ -77,6 +77,11 @@ pub struct Buffer {
     pub scope: Scope,
     pub kind: BufferKind,
     pub align: Vec<StorageAlign>,
+    /// `storage_swizzle`: stored in panels of 128-byte rows whose 16-byte chunks are
+    /// permuted by the row (the 128-byte swizzle of Hopper's tensor-core operands and of
+    /// conflict-free `ldmatrix`); see `lower::swizzle`.
+    #[serde(default)]
+    pub swizzle: bool,
 }
 
 impl Buffer {

@@ -334,11 +334,16 @@ pub(super) fn compact(
             Backend::Cuda => None,
             Backend::Cpu => lca.last().copied(),
         };
+        let swizzle_row = match b.swizzle {
+            true => Some(super::swizzle::row_of(p, buf, &extents)?),
+            false => None,
+        };
         k.allocs.push(Alloc {
             buffer: buf,
             scope: b.scope,
             size,
             at,
+            swizzle_row,
         });
         layouts.insert(
             buf,

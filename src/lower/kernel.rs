@@ -241,6 +241,8 @@ pub struct Alloc {
     pub size: i64,
     /// Where it is declared: at the kernel's top (`None`) or at the start of a loop body.
     pub at: Option<VarId>,
+    /// A swizzled shared buffer's row length in elements (`lower::swizzle`).
+    pub swizzle_row: Option<i64>,
 }
 
 /// One kernel: a `__global__` function on CUDA, a C function on the CPU.

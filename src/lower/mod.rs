@@ -24,6 +24,7 @@ mod barrier;
 mod compact;
 pub mod kernel;
 mod pipeline;
+pub mod swizzle;
 pub mod tensorize;
 mod unguard;
 mod vector_copy;
@@ -84,6 +85,8 @@ pub enum LowerError {
     TensorizePlan(#[from] crate::ir::tensorize::TensorizeError),
     #[error("cannot tensorize: {0}")]
     Tensorize(String),
+    #[error("cannot swizzle {0}")]
+    Swizzle(String),
 }
 
 /// The result of lowering.

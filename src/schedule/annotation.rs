@@ -1,4 +1,5 @@
-//! `bind`, `vectorize`, `unroll`, `parallel`, `annotate`, `storage_align`, `tensorize`:
+//! `bind`, `vectorize`, `unroll`, `parallel`, `annotate`, `storage_align`, `storage_swizzle`,
+//! `tensorize`:
 //! changing how a loop runs or how a buffer is laid out, never what is computed.
 //!
 //! Invariant: a loop whose iterations accumulate into one element (it appears in the
@@ -185,6 +186,15 @@ pub fn storage_align(
             ),
         });
     }
+    if p.buffer(buf).swizzle {
+        return Err(ScheduleError::InvalidArgument {
+            what: "storage_align",
+            reason: format!(
+                "{} is swizzled (storage_swizzle); a swizzled buffer is not padded",
+                p.buffer(buf).name
+            ),
+        });
+    }
     let a = StorageAlign {
         axis: axis as usize,
         factor,
@@ -193,6 +203,44 @@ pub fn storage_align(
     let align = &mut p.buffer_mut(buf).align;
     align.retain(|x| x.axis != a.axis);
     align.push(a);
+    Ok(())
+}
+
+/// Stores the shared buffer written by `b` with the 128-byte swizzle (`lower::swizzle`):
+/// in panels of rows of 128 bytes whose 16-byte chunks are permuted by the row, the
+/// layout Hopper's `wgmma` reads its shared operands in, and one where the eight rows an
+/// `ldmatrix` reads lie in distinct banks without padding. The buffer's dtype must divide
+/// 16 bytes; whether its tile is whole panels is checked by the lowering, which knows the
+/// compacted extents.
+pub fn storage_swizzle(p: &mut Program, b: BlockId, buffer_index: i64) -> Result<()> {
+    let buf = super::util::written_buffer(p, b, buffer_index)?;
+    let buffer = p.buffer(buf);
+    let fail = |reason: String| {
+        Err(ScheduleError::InvalidArgument {
+            what: "storage_swizzle",
+            reason,
+        })
+    };
+    if !p.allocs.contains(&buf) || buffer.scope != crate::ir::Scope::Shared {
+        return fail(format!(
+            "{} is {}; only allocated shared buffers can be swizzled",
+            buffer.name,
+            buffer.scope.name()
+        ));
+    }
+    if buffer.shape.len() < 2 || 16 % buffer.dtype.bytes() != 0 {
+        return fail(format!(
+            "{} must have at least two axes and elements that divide 16 bytes",
+            buffer.name
+        ));
+    }
+    if !buffer.align.is_empty() {
+        return fail(format!(
+            "{} is padded by storage_align; a swizzled buffer is not padded",
+            buffer.name
+        ));
+    }
+    p.buffer_mut(buf).swizzle = true;
     Ok(())
 }
 

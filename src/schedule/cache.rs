@@ -45,6 +45,7 @@ fn new_cache_buffer(p: &mut Program, src: BufferId, scope: Scope) -> BufferId {
         scope,
         kind: BufferKind::Intermediate,
         align: Vec::new(),
+        swizzle: false,
     });
     p.allocs.push(id);
     id

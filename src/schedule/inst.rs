@@ -35,6 +35,7 @@ pub enum InstKind {
     PadEinsum,
     TransformLayout,
     StorageAlign,
+    StorageSwizzle,
     Tensorize,
     SamplePerfectTile,
     SampleTile,
@@ -63,7 +64,7 @@ pub struct Signature {
 }
 
 impl InstKind {
-    pub const ALL: [InstKind; 28] = [
+    pub const ALL: [InstKind; 29] = [
         InstKind::GetBlock,
         InstKind::GetLoops,
         InstKind::GetConsumers,
@@ -87,6 +88,7 @@ impl InstKind {
         InstKind::PadEinsum,
         InstKind::TransformLayout,
         InstKind::StorageAlign,
+        InstKind::StorageSwizzle,
         InstKind::Tensorize,
         InstKind::SamplePerfectTile,
         InstKind::SampleTile,
@@ -149,6 +151,12 @@ impl InstKind {
                 "storage_align",
                 Some(&["block"]),
                 &["buffer_index", "axis", "factor", "offset"],
+                None,
+            ),
+            StorageSwizzle => (
+                "storage_swizzle",
+                Some(&["block"]),
+                &["buffer_index"],
                 None,
             ),
             Tensorize => ("tensorize", Some(&["loop"]), &["intrin"], None),

@@ -390,6 +390,7 @@ fn new_global(p: &mut Program, like: BufferId, suffix: &str, shape: Vec<i64>) ->
         scope: Scope::Global,
         kind: BufferKind::Intermediate,
         align: Vec::new(),
+        swizzle: false,
     });
     p.allocs.push(id);
     id

@@ -354,6 +354,12 @@ impl Replayer {
                 }
                 vec![]
             }
+            StorageSwizzle => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                self.sch
+                    .storage_swizzle(b, Self::int(inst, "buffer_index")?)?;
+                vec![]
+            }
             StorageAlign => {
                 let b = self.block(Self::input(inst, 0)?)?;
                 self.sch.storage_align(

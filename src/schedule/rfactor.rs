@@ -179,6 +179,7 @@ pub fn rfactor(p: &mut Program, lp: LoopId, factor_axis: i64) -> Result<BlockId>
         scope: Scope::Global,
         kind: BufferKind::Intermediate,
         align: Vec::new(),
+        swizzle: false,
     });
     p.allocs.push(rf_buf);
     // 4. The rf block: the loop's iteration variable becomes spatial, the rest of the

@@ -15,6 +15,7 @@ pub(crate) fn matmul(m: i64, n: i64, k: i64) -> Program {
             scope: Scope::Global,
             kind,
             align: vec![],
+            swizzle: false,
         })
     };
     let a = mk(&mut p, "A", vec![m, k], BufferKind::Input);

@@ -56,6 +56,7 @@ impl Workload {
                 scope: Scope::Global,
                 kind,
                 align: Vec::new(),
+                swizzle: false,
             });
             bufs.push((id, kind));
         }

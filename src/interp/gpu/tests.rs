@@ -28,6 +28,7 @@ fn parts() -> Parts {
             scope,
             kind,
             align: Vec::new(),
+            swizzle: false,
         })
     };
     let a = buf("A", Scope::Global, BufferKind::Input);
@@ -76,12 +77,14 @@ fn lowered(p: &Parts, body: Vec<KStmt>) -> Lowered {
                 scope: Scope::Shared,
                 size: 16,
                 at: None,
+                swizzle_row: None,
             },
             Alloc {
                 buffer: p.l,
                 scope: Scope::Local,
                 size: 1,
                 at: None,
+                swizzle_row: None,
             },
         ],
         grid: [1, 1, 1],

@@ -15,6 +15,7 @@ fn buffer(name: &str, shape: &[i64], scope: Scope, kind: BufferKind) -> Buffer {
         scope,
         kind,
         align: vec![],
+        swizzle: false,
     }
 }
 
