@@ -262,7 +262,10 @@ impl<'a> Printer<'a> {
                 KStmt::Comment(c) => self.line(depth, &format!("// block {c}")),
                 // The CPU lowering refuses tensorized loops, so only CUDA kernels have these.
                 KStmt::Mma(m) => self.mma(m, depth),
-                KStmt::Sync => self.line(depth, "__syncthreads();"),
+                KStmt::Sync => {
+                    self.wgmma_wait(depth);
+                    self.line(depth, "__syncthreads();")
+                }
                 KStmt::CpAsync {
                     dst,
                     dst_index,

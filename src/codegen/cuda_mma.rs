@@ -21,9 +21,12 @@ use crate::lower::tensorize::FragmentLayout;
 use crate::lower::{Mma, MmaOp, MmaOperand, Tile};
 
 /// Printed for kernels with tensor-core instructions: the shared-memory address `ldmatrix`
-/// takes.
+/// takes, and a `wgmma` shared-memory descriptor (PTX ISA "matrix descriptor": bits 0-13
+/// the start address >> 4, 16-29 the leading dimension byte offset >> 4, 32-45 the stride
+/// dimension byte offset >> 4, base offset 0, bits 62-63 the swizzle mode, 1 = 128 bytes).
 pub(super) const MMA: &str = "\
 __device__ __forceinline__ unsigned tessel_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ unsigned long long tessel_wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo) { return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) | ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62); }
 ";
 
 impl Printer<'_> {
@@ -62,8 +65,90 @@ impl Printer<'_> {
             .expect("a tensorized kernel binds threadIdx.x (checked by the lowering)")
     }
 
+    /// The accumulators of the kernel's `wgmma`s, when it has any.
+    pub(super) fn wgmma_accumulators(&self) -> Vec<crate::ir::BufferId> {
+        let mut out = Vec::new();
+        crate::lower::tensorize::visit_mma(&self.k.body, &mut |m| {
+            if let MmaOp::Wgmma { acc, .. } = &m.op {
+                if !out.contains(&acc.buffer) {
+                    out.push(acc.buffer);
+                }
+            }
+        });
+        out
+    }
+
+    /// Before registers or shared memory that `wgmma`s in flight use are touched again (an
+    /// accumulator's fill or store, a barrier after which a stage is refilled): wait for
+    /// them all, tie the accumulator registers to this point so that the compiler moves no
+    /// access of them across the wait, and make the shared writes of the threads so far
+    /// visible to the tensor cores' (async) proxy.
+    pub(super) fn wgmma_wait(&mut self, depth: usize) {
+        let accs = self.wgmma_accumulators();
+        if accs.is_empty() {
+            return;
+        }
+        self.line(depth, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");");
+        for b in accs {
+            let name = ident(&self.p.buffer(b).name);
+            let count = self.fragments[&b].lane_registers(
+                self.k
+                    .allocs
+                    .iter()
+                    .find(|a| a.buffer == b)
+                    .map_or(0, |a| a.size),
+            );
+            self.line(depth, "#pragma unroll");
+            self.line(
+                depth,
+                &format!("for (int tessel_r = 0; tessel_r < {count}; ++tessel_r) asm volatile(\"\" : \"+f\"({name}[tessel_r]) :: \"memory\");"),
+            );
+        }
+        self.line(depth, "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");");
+    }
+
+    /// A `wgmma` operand's descriptor: the start address of its tile at `base` in the
+    /// swizzled buffer (the hardware permutes the chunks itself), the leading dimension
+    /// byte offset (the next panel, for MN-major operands; unused for K-major ones) and
+    /// the stride dimension byte offset (the next eight rows: one 1024-byte atom).
+    fn descriptor(&self, t: &Tile, base: &Expr, k_major: bool) -> String {
+        use crate::ir::BinOp::{FloorDiv, FloorMod};
+        let s = self.swizzles[&t.buffer];
+        let dtype = self.p.buffer(t.buffer).dtype;
+        let (row, col) = (
+            Expr::bin(FloorDiv, base.clone(), Expr::Int(s.row)),
+            Expr::bin(FloorMod, base.clone(), Expr::Int(s.row)),
+        );
+        let unpermuted = Expr::add(
+            Expr::add(
+                Expr::mul(
+                    Expr::bin(FloorDiv, col.clone(), Expr::Int(s.panel)),
+                    Expr::Int(s.rows * s.panel),
+                ),
+                Expr::mul(row, Expr::Int(s.panel)),
+            ),
+            Expr::bin(FloorMod, col, Expr::Int(s.panel)),
+        );
+        let unpermuted =
+            crate::ir::simplify::simplify(&unpermuted, &|v| {
+                self.ranges()
+                    .get(&v)
+                    .map(|&x| crate::ir::interval::Interval::new(0, x - 1))
+            });
+        let lbo = if k_major { 16 } else { s.panel_bytes(dtype) };
+        let sbo = crate::lower::swizzle::ATOM_ROWS * crate::lower::swizzle::ROW_BYTES;
+        format!(
+            "tessel_wgmma_desc(tessel_smem_addr({} + {}), {lbo}, {sbo})",
+            ident(&self.p.buffer(t.buffer).name),
+            paren(&self.expr(&unpermuted))
+        )
+    }
+
     pub(super) fn mma(&mut self, m: &Mma, depth: usize) {
         let lane = "((int)threadIdx.x)";
+        if matches!(m.op, MmaOp::Fill { .. } | MmaOp::Store { .. }) {
+            self.wgmma_wait(depth);
+        }
         let lines: Vec<String> = match &m.op {
             MmaOp::Fill { acc } => self
                 .registers(acc, 4)
@@ -199,6 +284,43 @@ impl Printer<'_> {
                     });
                 }
                 out
+            }
+            MmaOp::Wgmma {
+                acc,
+                a,
+                b,
+                n,
+                a_trans,
+                b_trans,
+                group_a,
+            } => {
+                let ty = match self.p.buffer(a.buffer).dtype {
+                    DType::BF16 => "bf16",
+                    _ => "f16",
+                };
+                let regs = n / 2;
+                let outs: Vec<String> = self
+                    .registers(acc, regs)
+                    .iter()
+                    .map(|r| format!("\"+f\"({r})"))
+                    .collect();
+                let places: Vec<String> = (0..regs).map(|i| format!("%{i}")).collect();
+                let da = self.descriptor(a, group_a, !a_trans);
+                let db = self.descriptor(b, &b.base, *b_trans);
+                // imm-trans-a 1: A M-major; imm-trans-b 1: B N-major (PTX ISA).
+                let (ta, tb) = (*a_trans as i32, !b_trans as i32);
+                vec![
+                    "asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");".into(),
+                    format!(
+                        "asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{}}}, %{}, %{}, p, 1, 1, {ta}, {tb};\\n}}\\n\" : {} : \"l\"({da}), \"l\"({db}), \"r\"(1));",
+                        regs + 2,
+                        places.join(", "),
+                        regs,
+                        regs + 1,
+                        outs.join(", ")
+                    ),
+                    "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");".into(),
+                ]
             }
         };
         for l in lines {

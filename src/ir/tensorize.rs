@@ -18,6 +18,14 @@
 //! | `mma_load_b` | rows 16 (k), cols 8 (n) | `b[r, c] = src[..]`                            |
 //! | `mma_sync`   | i 16, j 8, k 16         | `acc[i, j] += f32(a[i, k]) * f32(b[k, j])`     |
 //! | `mma_store`  | rows 16, cols 8         | `dst[r, c] = f(acc[r, c], ..)`: an elementwise function of the element (a conversion to dst's dtype, a bias, a relu); global or shared; may be guarded |
+//! | `wgmma_sync` | i 16, j 8..256 (by 8), k 16 | `acc[i, j] += f32(a[i, k]) * f32(b[k, j])`, a and b **shared** (swizzled) |
+//!
+//! `wgmma_sync` is Hopper's `wgmma.mma_async` (sm_90a): the four warps of a warpgroup
+//! issue one `m64nNk16` together, each warp's nest being its 16 rows of the 64, and the
+//! operands are read from shared memory through descriptors, not loaded into fragments.
+//! Its accumulator is a fragment in the layout of `mma_sync`'s (the warp's 16 x N tile as
+//! N / 8 tiles of 16 x 8), so `mma_fill` and `mma_store` serve it. The lowering checks the
+//! warpgroup (`lower/tensorize.rs`).
 //!
 //! Each access must address its tile by the nest's loops one to one: a loop of the nest
 //! steps exactly one index of the access by 1 and no other, and the access uses no other
@@ -38,15 +46,20 @@ pub enum Intrin {
     MmaLoadB,
     MmaSync,
     MmaStore,
+    WgmmaSync,
 }
 
+/// The `wgmma` N extents: 8 to 256 in steps of 8 (`extents` gives 0 for that loop).
+pub const WGMMA_N: std::ops::RangeInclusive<i64> = 8..=256;
+
 impl Intrin {
-    pub const ALL: [Intrin; 5] = [
+    pub const ALL: [Intrin; 6] = [
         Intrin::MmaFill,
         Intrin::MmaLoadA,
         Intrin::MmaLoadB,
         Intrin::MmaSync,
         Intrin::MmaStore,
+        Intrin::WgmmaSync,
     ];
 
     pub fn name(self) -> &'static str {
@@ -56,6 +69,7 @@ impl Intrin {
             Intrin::MmaLoadB => "mma_load_b",
             Intrin::MmaSync => "mma_sync",
             Intrin::MmaStore => "mma_store",
+            Intrin::WgmmaSync => "wgmma_sync",
         }
     }
 
@@ -63,12 +77,14 @@ impl Intrin {
         Intrin::ALL.into_iter().find(|i| i.name() == s)
     }
 
-    /// The extents of the intrinsic's loop nest, outermost first.
+    /// The extents of the intrinsic's loop nest, outermost first; 0: any of [`WGMMA_N`]
+    /// that is a multiple of 8.
     pub fn extents(self) -> &'static [i64] {
         match self {
             Intrin::MmaFill | Intrin::MmaLoadB | Intrin::MmaStore => &[16, 8],
             Intrin::MmaLoadA => &[16, 16],
             Intrin::MmaSync => &[16, 8, 16],
+            Intrin::WgmmaSync => &[16, 0, 16],
         }
     }
 }
@@ -77,7 +93,7 @@ impl Intrin {
 #[derive(Debug, Error, Clone, PartialEq)]
 pub enum TensorizeError {
     #[error(
-        "loop {loop_name}: unknown intrinsic {name:?} (known: mma_fill, mma_load_a, mma_load_b, mma_sync, mma_store)"
+        "loop {loop_name}: unknown intrinsic {name:?} (known: mma_fill, mma_load_a, mma_load_b, mma_sync, mma_store, wgmma_sync)"
     )]
     Unknown { loop_name: String, name: String },
     #[error("loop {name}: cannot tensorize with {intrin}: {reason}")]
@@ -135,13 +151,18 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
             ));
         }
         let want = extents[loops.len() - 1];
-        if lp.extent != want {
+        let fits = match want {
+            0 => WGMMA_N.contains(&lp.extent) && lp.extent % 8 == 0,
+            w => lp.extent == w,
+        };
+        if !fits {
+            let has = match want {
+                0 => format!("{} to {} in steps of 8", WGMMA_N.start(), WGMMA_N.end()),
+                w => w.to_string(),
+            };
             return Err(fail(
                 at,
-                format!(
-                    "its extent is {}, the intrinsic's loop has {want}",
-                    lp.extent
-                ),
+                format!("its extent is {}, the intrinsic's loop has {has}", lp.extent),
             ));
         }
         if loops.len() == extents.len() {
@@ -264,7 +285,7 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
             access("fragment", dst, didx, &[0, 1])?;
             access("source", *src, sidx, &[0, 1])?;
         }
-        Intrin::MmaSync => {
+        Intrin::MmaSync | Intrin::WgmmaSync => {
             scope_is("accumulator", dst, Scope::Fragment, &[DType::F32])?;
             let product = match value {
                 Expr::Bin(BinOp::Add, x, y) => match (&**x, &**y) {
@@ -289,7 +310,7 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
             };
             let (Some(x), Some(y)) = (operand(x), operand(y)) else {
                 return Err(shape(
-                    "the product's factors are not 16-bit fragment elements widened to f32",
+                    "the product's factors are not 16-bit elements widened to f32",
                 ));
             };
             // Which factor is A (indexed by i and k) and which B (k and j).
@@ -298,8 +319,13 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
                 i.iter().any(|e| e.uses_var(vars[0]))
             };
             let (a, b) = if by_a(&x) { (x, y) } else { (y, x) };
-            scope_is("operand A", a.0, Scope::Fragment, HALF)?;
-            scope_is("operand B", b.0, Scope::Fragment, &[p.buffer(a.0).dtype])?;
+            // mma.sync reads fragments, wgmma shared memory.
+            let from = match intrin {
+                Intrin::WgmmaSync => Scope::Shared,
+                _ => Scope::Fragment,
+            };
+            scope_is("operand A", a.0, from, HALF)?;
+            scope_is("operand B", b.0, from, &[p.buffer(a.0).dtype])?;
             access("accumulator", dst, didx, &[0, 1])?;
             access("operand A", a.0, &a.1, &[0, 2])?;
             access("operand B", b.0, &b.1, &[2, 1])?;

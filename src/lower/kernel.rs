@@ -114,6 +114,21 @@ pub enum MmaOp {
     },
     /// `acc (16 x 8, f32) += a (16 x 16) * b (16 x 8)` on 16-bit operands.
     Sync { acc: Tile, a: Tile, b: Tile },
+    /// `wgmma.mma_async.m64nNk16`: this warp's `acc (16 x n, f32) += a (16 x 16) * b (16 x
+    /// n)`, `a` and `b` 16-bit tiles of swizzled shared buffers, issued with the three
+    /// other warps of its warpgroup, whose A tiles follow this one's 16 rows apart:
+    /// `group_a` is the base of the warpgroup's first warp's A tile, where the descriptor
+    /// points. `a_trans`: A is stored M-major (its rows run along k); `b_trans`: B is
+    /// stored K-major (its rows run along n), as `Load`'s `transposed`.
+    Wgmma {
+        acc: Tile,
+        a: Tile,
+        b: Tile,
+        n: i64,
+        a_trans: bool,
+        b_trans: bool,
+        group_a: Expr,
+    },
     /// The 16 x 8 accumulator tile stored to a global or shared matrix: element `(r, c)`
     /// of `dst` gets `value` with the row and column variables (`vars[0]`, `vars[1]`) at
     /// `r` and `c`, an elementwise function of the accumulator's element (its loads of
@@ -133,7 +148,7 @@ impl MmaOp {
         match self {
             MmaOp::Fill { acc } => vec![acc],
             MmaOp::Load { frag, src, .. } => vec![frag, src],
-            MmaOp::Sync { acc, a, b } => vec![acc, a, b],
+            MmaOp::Sync { acc, a, b } | MmaOp::Wgmma { acc, a, b, .. } => vec![acc, a, b],
             MmaOp::Store { dst, acc, .. } => vec![dst, acc],
         }
     }
@@ -207,6 +222,27 @@ impl Mma {
                     Expr::mul(widen(load(a, v(0), v(2))), widen(load(b, v(2), v(1)))),
                 );
                 nest(&[16, 8, 16], store(acc, value))
+            }
+            MmaOp::Wgmma {
+                acc,
+                a,
+                b,
+                n,
+                a_trans,
+                b_trans,
+                ..
+            } => {
+                let widen = |e: Expr| Expr::Cast(crate::ir::DType::F32, Box::new(e));
+                let x = match a_trans {
+                    true => load(a, v(2), v(0)),
+                    false => load(a, v(0), v(2)),
+                };
+                let y = match b_trans {
+                    true => load(b, v(1), v(2)),
+                    false => load(b, v(2), v(1)),
+                };
+                let value = Expr::add(load(acc, v(0), v(1)), Expr::mul(widen(x), widen(y)));
+                nest(&[16, *n, 16], store(acc, value))
             }
             MmaOp::Store {
                 dst, value, valid, ..

@@ -15,6 +15,7 @@
 //!   condition around the instruction depends on the lane.
 
 use super::kernel::{KStmt, Kernel, Mma, MmaOp, MmaOperand, Tile, ACC_SHAPE};
+use super::swizzle::{Swizzle, ATOM_ROWS};
 use super::{LowerError, Result};
 use crate::ir::interval::Interval;
 use crate::ir::simplify::simplify;
@@ -69,6 +70,11 @@ pub fn fragment_layouts(k: &Kernel) -> BTreeMap<BufferId, FragmentLayout> {
     out
 }
 
+/// Calls `f` on every tensor-core instruction of a kernel body.
+pub fn visit_mma(body: &[KStmt], f: &mut impl FnMut(&Mma)) {
+    visit(body, f)
+}
+
 fn visit(body: &[KStmt], f: &mut impl FnMut(&Mma)) {
     for s in body {
         match s {
@@ -92,6 +98,8 @@ fn fragment_tiles(op: &MmaOp) -> Vec<(&Tile, LayoutOf)> {
             operand, frag: t, ..
         } => vec![(t, if *operand == MmaOperand::A { a } else { b })],
         MmaOp::Sync { acc: c, a: x, b: y } => vec![(c, acc), (x, a), (y, b)],
+        // wgmma reads its operands from shared memory.
+        MmaOp::Wgmma { acc: c, .. } => vec![(c, acc)],
     }
 }
 
@@ -124,11 +132,16 @@ pub(super) fn apply(
             ),
         ));
     }
+    let warps = k.thread_vars.iter().find_map(|(v, tag)| {
+        (*tag == crate::ir::ThreadTag::ThreadIdx(crate::ir::Dim3::Y)).then_some((*v, k.block[1]))
+    });
     let t = Tensorizer {
         p,
         nests,
         ranges,
         lane,
+        warps,
+        swizzles: super::swizzle::of_kernel(p, k).into_iter().collect(),
     };
     let body = std::mem::take(&mut k.body);
     k.body = t.stmts(body, false)?;
@@ -218,6 +231,9 @@ struct Tensorizer<'a> {
     nests: &'a [(VarId, Intrin)],
     ranges: &'a BTreeMap<VarId, i64>,
     lane: Option<VarId>,
+    /// `threadIdx.y` and its extent: the warps of a block (a warpgroup is four of them).
+    warps: Option<(VarId, i64)>,
+    swizzles: BTreeMap<BufferId, Swizzle>,
 }
 
 impl Tensorizer<'_> {
@@ -390,6 +406,43 @@ impl Tensorizer<'_> {
                     b: frag(b.0, &b.1, k, c, MmaOperand::B.shape())?,
                 }
             }
+            Intrin::WgmmaSync => {
+                let k = vars[2];
+                let acc = frag(buffer, &indices[0], r, c, ACC_SHAPE)?;
+                let Expr::Bin(BinOp::Add, x, y) = &value else {
+                    return Err(not_matched());
+                };
+                let product = match (&**x, &**y) {
+                    (Expr::Load(..), p) | (p, Expr::Load(..)) => p,
+                    _ => return Err(not_matched()),
+                };
+                let Expr::Bin(BinOp::Mul, x, y) = product else {
+                    return Err(not_matched());
+                };
+                let (x, y) = (
+                    load_of(x).ok_or_else(not_matched)?,
+                    load_of(y).ok_or_else(not_matched)?,
+                );
+                let (a, b) = if x.1.uses_var(r) { (x, y) } else { (y, x) };
+                let (a, a_trans) = tile(a.0, &a.1, r, k)?;
+                let (b, b_trans) = tile(b.0, &b.1, k, c)?;
+                let n = self.ranges.get(&c).copied().unwrap_or(0);
+                // A's rows step by its row stride, or by 1 where it is stored M-major.
+                let step_m = if a_trans { 1 } else { a.row_stride };
+                let group_a = self.warpgroup(&a, &b, step_m).map_err(&fail)?;
+                // K-major operands: A as stored, B transposed; the others are MN-major.
+                self.descriptor(&a, &group_a, !a_trans, 64).map_err(&fail)?;
+                self.descriptor(&b, &b.base, b_trans, n).map_err(&fail)?;
+                MmaOp::Wgmma {
+                    acc,
+                    a,
+                    b,
+                    n,
+                    a_trans,
+                    b_trans,
+                    group_a,
+                }
+            }
             Intrin::MmaStore => {
                 let (d, transposed) = tile(buffer, &indices[0], r, c)?;
                 if transposed {
@@ -445,6 +498,84 @@ impl Tensorizer<'_> {
                 self.p.buffer(t.buffer).name,
                 t.row_stride,
                 crate::ir::printer::expr_str(self.p, &t.base)
+            ));
+        }
+        Ok(())
+    }
+
+    /// The four warps of a `wgmma`'s warpgroup (`threadIdx.y` `4g .. 4g+3`) have A tiles
+    /// 16 rows apart (`step_m`: the flat step of A's row index) and the same B tile. The
+    /// base of the first warp's A tile, where the descriptor points.
+    fn warpgroup(&self, a: &Tile, b: &Tile, step_m: i64) -> std::result::Result<Expr, String> {
+        let Some((ty, warps)) = self.warps.filter(|(_, w)| w % 4 == 0) else {
+            return Err(format!(
+                "wgmma is issued by warpgroups of four warps: threadIdx.y must count the warps, a multiple of 4 (it is {})",
+                self.warps.map_or(1, |w| w.1)
+            ));
+        };
+        let first = |e: &Expr| {
+            e.substitute(&|v| {
+                (v == ty).then(|| {
+                    let t = Expr::Var(ty);
+                    Expr::sub(t.clone(), Expr::bin(BinOp::FloorMod, t, Expr::Int(4)))
+                })
+            })
+        };
+        for t in 0..warps {
+            let at = |e: &Expr| e.substitute(&|v| (v == ty).then_some(Expr::Int(t)));
+            let apart = |e: &Expr| simplify(&Expr::sub(at(e), at(&first(e))), &self.range());
+            let want = (t % 4) * 16 * step_m;
+            if apart(&a.base) != Expr::Int(want) {
+                return Err(format!(
+                    "the A tile of warp {t} is not 16 rows below the previous warp's of its warpgroup: bind the warps of a warpgroup to consecutive 16-row slices (threadIdx.y's innermost factor 4 along the rows)"
+                ));
+            }
+            if apart(&b.base) != Expr::Int(0) {
+                return Err(format!(
+                    "warp {t} reads another B tile than the first warp of its warpgroup: the four warps of a warpgroup must share B"
+                ));
+            }
+        }
+        Ok(simplify(&first(&a.base), &self.range()))
+    }
+
+    /// A `wgmma` operand is a tile of a swizzled shared buffer whose rows are the tile's
+    /// rows, starting on a whole atom of eight rows; `k_major`: its rows run along k, and
+    /// its 16 columns of k lie in one 128-byte panel; otherwise its `mn` columns are whole
+    /// panels.
+    fn descriptor(
+        &self,
+        t: &Tile,
+        base: &Expr,
+        k_major: bool,
+        mn: i64,
+    ) -> std::result::Result<(), String> {
+        let b = self.p.buffer(t.buffer);
+        let Some(s) = self.swizzles.get(&t.buffer) else {
+            return Err(format!(
+                "wgmma reads shared operands in the 128-byte swizzled layout: {} is {} and not swizzled (storage_swizzle)",
+                b.name,
+                b.scope.name()
+            ));
+        };
+        let zero = |e: Expr| simplify(&e, &self.range()) == Expr::Int(0);
+        let modulo = |e: Expr, m: i64| Expr::bin(BinOp::FloorMod, e, Expr::Int(m));
+        let row = Expr::bin(BinOp::FloorDiv, base.clone(), Expr::Int(s.row));
+        let col_ok = match k_major {
+            true => zero(modulo(base.clone(), 16)),
+            false => mn % s.panel == 0 && zero(modulo(base.clone(), s.panel)),
+        };
+        if t.row_stride != s.row || !zero(modulo(row, ATOM_ROWS)) || !col_ok {
+            return Err(format!(
+                "{}'s tile (rows of {}, at {}) is not on whole {ATOM_ROWS}-row atoms of its swizzled rows of {} with {}",
+                b.name,
+                t.row_stride,
+                crate::ir::printer::expr_str(self.p, base),
+                s.row,
+                match k_major {
+                    true => "its 16 columns of k inside one 128-byte panel".to_string(),
+                    false => format!("its {mn} columns whole panels of {}", s.panel),
+                }
             ));
         }
         Ok(())
