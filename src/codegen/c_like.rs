@@ -263,7 +263,7 @@ impl<'a> Printer<'a> {
                 // The CPU lowering refuses tensorized loops, so only CUDA kernels have these.
                 KStmt::Mma(m) => self.mma(m, depth),
                 KStmt::Sync => {
-                    self.wgmma_wait(depth);
+                    self.proxy_fence(depth);
                     self.line(depth, "__syncthreads();")
                 }
                 KStmt::CpAsync {

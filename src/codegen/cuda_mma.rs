@@ -78,16 +78,18 @@ impl Printer<'_> {
         out
     }
 
-    /// Before registers or shared memory that `wgmma`s in flight use are touched again (an
-    /// accumulator's fill or store, a barrier after which a stage is refilled): wait for
-    /// them all, tie the accumulator registers to this point so that the compiler moves no
-    /// access of them across the wait, and make the shared writes of the threads so far
-    /// visible to the tensor cores' (async) proxy.
-    pub(super) fn wgmma_wait(&mut self, depth: usize) {
-        let accs = self.wgmma_accumulators();
-        if accs.is_empty() {
-            return;
+    /// Before a barrier of a kernel with `wgmma`s: make the shared writes of the threads so
+    /// far visible to the tensor cores' (async) proxy.
+    pub(super) fn proxy_fence(&mut self, depth: usize) {
+        if !self.wgmma_accumulators().is_empty() {
+            self.line(depth, "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");");
         }
+    }
+
+    /// `MmaOp::WgmmaWait`: wait for every `wgmma` group in flight, and tie the accumulator
+    /// registers to this point so that the compiler moves no access of them across it.
+    fn wgmma_wait(&mut self, depth: usize) {
+        let accs = self.wgmma_accumulators();
         self.line(depth, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");");
         for b in accs {
             let name = ident(&self.p.buffer(b).name);
@@ -104,7 +106,6 @@ impl Printer<'_> {
                 &format!("for (int tessel_r = 0; tessel_r < {count}; ++tessel_r) asm volatile(\"\" : \"+f\"({name}[tessel_r]) :: \"memory\");"),
             );
         }
-        self.line(depth, "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");");
     }
 
     /// A `wgmma` operand's descriptor: the start address of its tile at `base` in the
@@ -146,8 +147,8 @@ impl Printer<'_> {
 
     pub(super) fn mma(&mut self, m: &Mma, depth: usize) {
         let lane = "((int)threadIdx.x)";
-        if matches!(m.op, MmaOp::Fill { .. } | MmaOp::Store { .. }) {
-            self.wgmma_wait(depth);
+        if m.op == MmaOp::WgmmaWait {
+            return self.wgmma_wait(depth);
         }
         let lines: Vec<String> = match &m.op {
             MmaOp::Fill { acc } => self
@@ -309,19 +310,22 @@ impl Printer<'_> {
                 let db = self.descriptor(b, &b.base, *b_trans);
                 // imm-trans-a 1: A M-major; imm-trans-b 1: B N-major (PTX ISA).
                 let (ta, tb) = (*a_trans as i32, !b_trans as i32);
-                vec![
-                    "asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");".into(),
-                    format!(
+                vec![format!(
                         "asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{}}}, %{}, %{}, p, 1, 1, {ta}, {tb};\\n}}\\n\" : {} : \"l\"({da}), \"l\"({db}), \"r\"(1));",
                         regs + 2,
                         places.join(", "),
                         regs,
                         regs + 1,
                         outs.join(", ")
-                    ),
-                    "asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");".into(),
-                ]
+                    )]
             }
+            MmaOp::WgmmaFence => {
+                vec!["asm volatile(\"wgmma.fence.sync.aligned;\\n\" ::: \"memory\");".into()]
+            }
+            MmaOp::WgmmaCommit => {
+                vec!["asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");".into()]
+            }
+            MmaOp::WgmmaWait => unreachable!("printed above"),
         };
         for l in lines {
             self.line(depth, &l);

@@ -622,7 +622,13 @@ fn build_kernel(
     if backend == Backend::Cuda {
         barrier::insert_barriers(prog, &mut kernel)?;
         compact::check_vectors(prog, &kernel, &ranges)?;
-        pipeline::apply(prog, &mut kernel, &pipelines, &ranges)?;
+        // wgmma nests run asynchronously to the threads that issue them.
+        let asynchronous: Vec<VarId> = tensorized
+            .iter()
+            .filter(|(_, i)| *i == crate::ir::tensorize::Intrin::WgmmaSync)
+            .map(|(v, _)| *v)
+            .collect();
+        pipeline::apply(prog, &mut kernel, &pipelines, &ranges, &asynchronous)?;
         tensorize::apply(prog, &mut kernel, &tensorized, &ranges)?;
     }
     Ok(kernel)

@@ -21,6 +21,10 @@
 //!    computing iteration `k - 1`, whose buffer copy the next fetch overwrites), issues
 //!    the fetch of iteration `k + S - 1` (guarded at the tail; the group is committed
 //!    even when empty so that the count stays uniform), and computes iteration `k`.
+//!    Where the compute is asynchronous (`wgmma` nests, whose instructions run on after
+//!    the threads issued them), the fetch is issued after the compute instead, so that
+//!    the copies are issued while the tensor cores work; the wait for the `wgmma`s before
+//!    the barrier (`codegen/cuda_mma.rs`) keeps the overwritten copy behind them.
 //!    The barriers the barrier pass put in the loop body are replaced by that one; a
 //!    barrier after the loop keeps a later overwrite of the buffers (the next iteration
 //!    of an enclosing loop) behind every thread's last reads.
@@ -49,6 +53,7 @@ pub(super) fn apply(
     k: &mut Kernel,
     loops: &[Pipelined],
     ranges: &BTreeMap<VarId, i64>,
+    asynchronous: &[VarId],
 ) -> Result<()> {
     if loops.is_empty() {
         return Ok(());
@@ -75,6 +80,7 @@ pub(super) fn apply(
         p,
         ranges,
         stage_size: &stage_size,
+        asynchronous,
     };
     let mut found = BTreeSet::new();
     k.body = cx.rewrite(std::mem::take(&mut k.body), loops, &mut found)?;
@@ -91,6 +97,8 @@ struct Cx<'a> {
     p: &'a Program,
     ranges: &'a BTreeMap<VarId, i64>,
     stage_size: &'a BTreeMap<BufferId, i64>,
+    /// The outermost loops of nests that run asynchronously (`wgmma`).
+    asynchronous: &'a [VarId],
 }
 
 impl Cx<'_> {
@@ -191,16 +199,26 @@ impl Cx<'_> {
         }
         // 4. The loop: wait for this iteration's group, synchronize, issue the fetch of
         //    iteration k + S - 1 (while there is one), compute iteration k.
+        //    Asynchronous compute goes before the fetch (see the module doc).
         let ahead = Expr::add(Expr::Var(var), Expr::Int(stages - 1));
         let mut inner = vec![KStmt::WaitGroup(stages - 2), KStmt::Sync];
-        inner.push(KStmt::If {
-            cond: Expr::lt(Expr::Var(var), Expr::Int(extent - (stages - 1))),
-            then: self.fetch_at(&fetch, var, &ahead, stages),
-        });
-        inner.push(KStmt::CommitGroup);
+        let issue = [
+            KStmt::If {
+                cond: Expr::lt(Expr::Var(var), Expr::Int(extent - (stages - 1))),
+                then: self.fetch_at(&fetch, var, &ahead, stages),
+            },
+            KStmt::CommitGroup,
+        ];
+        let asynchronous = runs_any(&compute, self.asynchronous);
+        if !asynchronous {
+            inner.extend(issue.clone());
+        }
         let stage = stage_offset(&Expr::Var(var), stages);
         let compute = compute.into_iter().map(|s| self.offset_reads(s, &stage));
         inner.extend(fold_constant_guards(compute.collect()));
+        if asynchronous {
+            inner.extend(issue);
+        }
         out.push(KStmt::For {
             var,
             extent,
@@ -496,4 +514,13 @@ fn map_stmt(s: KStmt, f: &dyn Fn(KStmt) -> KStmt) -> KStmt {
         other => other,
     };
     f(s)
+}
+
+/// Whether statements run a loop of `vars`.
+fn runs_any(body: &[KStmt], vars: &[VarId]) -> bool {
+    body.iter().any(|s| match s {
+        KStmt::For { var, body, .. } => vars.contains(var) || runs_any(body, vars),
+        KStmt::If { then, .. } => runs_any(then, vars),
+        _ => false,
+    })
 }

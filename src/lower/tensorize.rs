@@ -100,6 +100,7 @@ fn fragment_tiles(op: &MmaOp) -> Vec<(&Tile, LayoutOf)> {
         MmaOp::Sync { acc: c, a: x, b: y } => vec![(c, acc), (x, a), (y, b)],
         // wgmma reads its operands from shared memory.
         MmaOp::Wgmma { acc: c, .. } => vec![(c, acc)],
+        MmaOp::WgmmaFence | MmaOp::WgmmaCommit | MmaOp::WgmmaWait => vec![],
     }
 }
 
@@ -144,7 +145,7 @@ pub(super) fn apply(
         swizzles: super::swizzle::of_kernel(p, k).into_iter().collect(),
     };
     let body = std::mem::take(&mut k.body);
-    k.body = t.stmts(body, false)?;
+    k.body = bracket_wgmma(t.stmts(body, false)?);
     // Every fragment buffer: one layout, whole tiles, only touched by instructions.
     let mut layouts: BTreeMap<BufferId, FragmentLayout> = BTreeMap::new();
     let mut bad = None;
@@ -186,6 +187,86 @@ pub(super) fn apply(
         )));
     }
     Ok(())
+}
+
+/// Puts a `wgmma.fence` before and a `wgmma.commit_group` after each outermost statement
+/// that runs only `wgmma`s (an unrolled loop of them, say), so that one fence and one
+/// group cover the run, and the wait for the group after it: before the first later
+/// statement of the body that could touch what the run uses (a barrier, after which a
+/// stage is refilled; an accumulator's fill or store; a nested statement holding any), or
+/// else at the end of the body. The wait stays in the iteration that issued the group:
+/// `ptxas` serializes `wgmma`s whose wait it finds only across a loop's back edge (its
+/// warning C7514), which costs a third of the throughput.
+fn bracket_wgmma(body: Vec<KStmt>) -> Vec<KStmt> {
+    let mark = |op| {
+        KStmt::Mma(Mma {
+            op,
+            vars: Vec::new(),
+        })
+    };
+    let mut out = Vec::with_capacity(body.len());
+    let mut in_flight = false;
+    for s in body {
+        if only_wgmma(&s) {
+            out.push(mark(MmaOp::WgmmaFence));
+            out.push(s);
+            out.push(mark(MmaOp::WgmmaCommit));
+            in_flight = true;
+            continue;
+        }
+        if in_flight && touches_wgmma_state(&s) {
+            out.push(mark(MmaOp::WgmmaWait));
+            in_flight = false;
+        }
+        out.push(match s {
+            KStmt::For {
+                var,
+                extent,
+                kind,
+                body,
+            } => KStmt::For {
+                var,
+                extent,
+                kind,
+                body: bracket_wgmma(body),
+            },
+            KStmt::If { cond, then } => KStmt::If {
+                cond,
+                then: bracket_wgmma(then),
+            },
+            other => other,
+        });
+    }
+    if in_flight {
+        out.push(mark(MmaOp::WgmmaWait));
+    }
+    out
+}
+
+/// Whether a statement may touch what `wgmma`s in flight use: a barrier, a tensor-core
+/// instruction, or a statement holding one.
+fn touches_wgmma_state(s: &KStmt) -> bool {
+    match s {
+        KStmt::Sync | KStmt::Mma(_) => true,
+        KStmt::For { body, .. } | KStmt::If { then: body, .. } => {
+            body.iter().any(touches_wgmma_state)
+        }
+        _ => false,
+    }
+}
+
+/// Whether a statement runs `wgmma`s and nothing else.
+fn only_wgmma(s: &KStmt) -> bool {
+    match s {
+        KStmt::Mma(m) => matches!(m.op, MmaOp::Wgmma { .. }),
+        KStmt::For { body, .. } => {
+            body.iter().any(|s| !matches!(s, KStmt::Comment(_)))
+                && body
+                    .iter()
+                    .all(|s| matches!(s, KStmt::Comment(_)) || only_wgmma(s))
+        }
+        _ => false,
+    }
 }
 
 fn refuse(p: &Program, var: VarId, reason: String) -> LowerError {
