@@ -96,9 +96,31 @@ impl<'a> Printer<'a> {
     }
 
     /// Where an access of buffer `b` at flat index `idx` is stored: the index itself, or
-    /// for a swizzled buffer its place in the swizzled layout.
+    /// for a swizzled buffer its place in the swizzled layout. There, the terms of the index
+    /// that step by whole atoms of rows (a pipeline stage, a copy loop's rows) move the
+    /// place by whole rows of a panel and are added outside the swizzle, so that what is
+    /// left (the thread's offset, usually) is swizzled once, not at every iteration.
     pub fn index(&self, b: BufferId, idx: &Expr) -> String {
-        self.index_str(b, self.expr(idx))
+        let Some(s) = self.swizzles.get(&b) else {
+            return self.expr(idx);
+        };
+        let atom = crate::lower::swizzle::ATOM_ROWS * s.row;
+        let (mut rest, mut rows) = (Vec::new(), Vec::new());
+        for t in summands(idx) {
+            match multiplier(&t) {
+                Some((x, c)) if c % atom == 0 => rows.push((x, c / s.row * s.panel)),
+                _ => rest.push(t),
+            }
+        }
+        let rest = rest.into_iter().reduce(Expr::add).unwrap_or(Expr::Int(0));
+        let mut out = self.index_str(b, self.expr(&rest));
+        for (x, step) in rows {
+            out = match x {
+                None => format!("{out} + {step}"),
+                Some(x) => format!("{out} + {} * {step}", paren(&self.expr(&x))),
+            };
+        }
+        out
     }
 
     /// [`Printer::index`] of an index already printed.
@@ -488,6 +510,31 @@ impl<'a> Printer<'a> {
             vec![format!("*({ty}*)({dst} + {d}) = {load};")]
         };
         Some((copy.guard.map(|g| self.expr(&at(g, 0))), lines))
+    }
+}
+
+/// The terms of a sum.
+fn summands(e: &Expr) -> Vec<Expr> {
+    match e {
+        Expr::Bin(BinOp::Add, a, b) => {
+            let mut out = summands(a);
+            out.extend(summands(b));
+            out
+        }
+        other => vec![other.clone()],
+    }
+}
+
+/// A term as `x * c` (`None` for a constant term `c`), where it is one.
+fn multiplier(t: &Expr) -> Option<(Option<Expr>, i64)> {
+    match t {
+        Expr::Int(c) => Some((None, *c)),
+        Expr::Bin(BinOp::Mul, x, y) => match (x.as_int(), y.as_int()) {
+            (_, Some(c)) => Some((Some((**x).clone()), c)),
+            (Some(c), _) => Some((Some((**y).clone()), c)),
+            _ => None,
+        },
+        _ => None,
     }
 }
 

@@ -121,6 +121,22 @@ mod tests {
     }
 
     #[test]
+    fn a_step_of_whole_atoms_moves_by_whole_panel_rows() {
+        // What the CUDA printer relies on to swizzle a thread's offset once: adding j whole
+        // atoms (8 rows) to a logical index adds 8 * j rows of a panel to its place.
+        let s = Swizzle::new(DType::BF16, 192, 192 * 48);
+        for f in 0..192 * 8 {
+            for j in 0..5 {
+                assert_eq!(
+                    s.physical(f + j * 8 * 192),
+                    s.physical(f) + j * 8 * s.panel,
+                    "f = {f}, j = {j}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn the_eight_rows_of_an_ldmatrix_fall_in_distinct_banks() {
         // Rows of 64 f16 (128 bytes): chunk 0 of rows 0..8 are eight different 16-byte
         // bank groups of one 128-byte line.
