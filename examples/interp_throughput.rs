@@ -22,6 +22,7 @@ fn main() {
             scope: Scope::Global,
             kind,
             align: Vec::new(),
+            swizzle: false,
         });
         p.params.push(id);
         id

@@ -126,7 +126,10 @@ impl<'a> Printer<'a> {
     /// [`Printer::index`] of an index already printed.
     pub fn index_str(&self, b: BufferId, idx: String) -> String {
         match self.swizzles.get(&b) {
-            Some(s) => format!("tessel_swizzle128({idx}, {}, {}, {})", s.row, s.rows, s.panel),
+            Some(s) => format!(
+                "tessel_swizzle128({idx}, {}, {}, {})",
+                s.row, s.rows, s.panel
+            ),
             None => idx,
         }
     }
@@ -169,7 +172,11 @@ impl<'a> Printer<'a> {
             Expr::Float(v) => float_lit(*v, self.dialect),
             Expr::Var(v) => self.var(*v),
             Expr::Load(b, idx) => {
-                let load = format!("{}[{}]", ident(&self.p.buffer(*b).name), self.index(*b, &idx[0]));
+                let load = format!(
+                    "{}[{}]",
+                    ident(&self.p.buffer(*b).name),
+                    self.index(*b, &idx[0])
+                );
                 match self.p.buffer(*b).dtype {
                     DType::F16 => format!("tessel_h2f({load})"),
                     DType::BF16 => format!("tessel_bf2f({load})"),

@@ -82,7 +82,10 @@ impl Printer<'_> {
     /// far visible to the tensor cores' (async) proxy.
     pub(super) fn proxy_fence(&mut self, depth: usize) {
         if !self.wgmma_accumulators().is_empty() {
-            self.line(depth, "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");");
+            self.line(
+                depth,
+                "asm volatile(\"fence.proxy.async.shared::cta;\\n\" ::: \"memory\");",
+            );
         }
     }
 
@@ -90,7 +93,10 @@ impl Printer<'_> {
     /// registers to this point so that the compiler moves no access of them across it.
     fn wgmma_wait(&mut self, depth: usize) {
         let accs = self.wgmma_accumulators();
-        self.line(depth, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");");
+        self.line(
+            depth,
+            "asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");",
+        );
         for b in accs {
             let name = ident(&self.p.buffer(b).name);
             let count = self.fragments[&b].lane_registers(
@@ -130,12 +136,11 @@ impl Printer<'_> {
             ),
             Expr::bin(FloorMod, col, Expr::Int(s.panel)),
         );
-        let unpermuted =
-            crate::ir::simplify::simplify(&unpermuted, &|v| {
-                self.ranges()
-                    .get(&v)
-                    .map(|&x| crate::ir::interval::Interval::new(0, x - 1))
-            });
+        let unpermuted = crate::ir::simplify::simplify(&unpermuted, &|v| {
+            self.ranges()
+                .get(&v)
+                .map(|&x| crate::ir::interval::Interval::new(0, x - 1))
+        });
         let lbo = if k_major { 16 } else { s.panel_bytes(dtype) };
         let sbo = crate::lower::swizzle::ATOM_ROWS * crate::lower::swizzle::ROW_BYTES;
         format!(

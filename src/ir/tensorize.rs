@@ -162,7 +162,10 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
             };
             return Err(fail(
                 at,
-                format!("its extent is {}, the intrinsic's loop has {has}", lp.extent),
+                format!(
+                    "its extent is {}, the intrinsic's loop has {has}",
+                    lp.extent
+                ),
             ));
         }
         if loops.len() == extents.len() {

@@ -102,7 +102,9 @@ pub struct Mma {
 #[derive(Clone, Debug, PartialEq)]
 pub enum MmaOp {
     /// The 16 x 8 f32 accumulator tile `acc` set to zero.
-    Fill { acc: Tile },
+    Fill {
+        acc: Tile,
+    },
     /// `ldmatrix`: a 16 x 16 (operand A, rows m, columns k) or 16 x 8 (operand B, rows k,
     /// columns n) fragment tile loaded from a shared 16-bit matrix. `transposed`: the
     /// source's rows are the tile's columns (`src` row `c` holds tile column `c`).
@@ -113,7 +115,11 @@ pub enum MmaOp {
         transposed: bool,
     },
     /// `acc (16 x 8, f32) += a (16 x 16) * b (16 x 8)` on 16-bit operands.
-    Sync { acc: Tile, a: Tile, b: Tile },
+    Sync {
+        acc: Tile,
+        a: Tile,
+        b: Tile,
+    },
     /// `wgmma.mma_async.m64nNk16`: this warp's `acc (16 x n, f32) += a (16 x 16) * b (16 x
     /// n)`, `a` and `b` 16-bit tiles of swizzled shared buffers, issued with the three
     /// other warps of its warpgroup, whose A tiles follow this one's 16 rows apart:

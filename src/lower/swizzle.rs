@@ -75,7 +75,10 @@ pub fn of_kernel(p: &Program, k: &Kernel) -> Vec<(BufferId, Swizzle)> {
         .iter()
         .filter_map(|a| {
             let row = a.swizzle_row?;
-            Some((a.buffer, Swizzle::new(p.buffer(a.buffer).dtype, row, a.size)))
+            Some((
+                a.buffer,
+                Swizzle::new(p.buffer(a.buffer).dtype, row, a.size),
+            ))
         })
         .collect()
 }
@@ -110,7 +113,11 @@ mod tests {
             assert!(!seen[x], "element {f} lands where another did");
             seen[x] = true;
             if f % 8 != 0 {
-                assert_eq!(s.physical(f), s.physical(f - 1) + 1, "a chunk is split at {f}");
+                assert_eq!(
+                    s.physical(f),
+                    s.physical(f - 1) + 1,
+                    "a chunk is split at {f}"
+                );
             }
         }
         // Row 1, chunk 0 of panel 0 goes to chunk 1; column 64 starts panel 1.
@@ -141,7 +148,9 @@ mod tests {
         // Rows of 64 f16 (128 bytes): chunk 0 of rows 0..8 are eight different 16-byte
         // bank groups of one 128-byte line.
         let s = Swizzle::new(DType::F16, 64, 64 * 8);
-        let mut groups: Vec<i64> = (0..8).map(|r| (s.physical(r * 64) * 2 % 128) / 16).collect();
+        let mut groups: Vec<i64> = (0..8)
+            .map(|r| (s.physical(r * 64) * 2 % 128) / 16)
+            .collect();
         groups.sort();
         assert_eq!(groups, (0..8).collect::<Vec<_>>());
     }

@@ -597,8 +597,8 @@ impl Tensorizer<'_> {
         let first = |e: &Expr| {
             e.substitute(&|v| {
                 (v == ty).then(|| {
-                    let t = Expr::Var(ty);
-                    Expr::sub(t.clone(), Expr::bin(BinOp::FloorMod, t, Expr::Int(4)))
+                    let group = Expr::bin(BinOp::FloorDiv, Expr::Var(ty), Expr::Int(4));
+                    Expr::mul(group, Expr::Int(4))
                 })
             })
         };

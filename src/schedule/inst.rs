@@ -153,12 +153,7 @@ impl InstKind {
                 &["buffer_index", "axis", "factor", "offset"],
                 None,
             ),
-            StorageSwizzle => (
-                "storage_swizzle",
-                Some(&["block"]),
-                &["buffer_index"],
-                None,
-            ),
+            StorageSwizzle => ("storage_swizzle", Some(&["block"]), &["buffer_index"], None),
             Tensorize => ("tensorize", Some(&["loop"]), &["intrin"], None),
             SamplePerfectTile => (
                 "sample_perfect_tile",

@@ -64,6 +64,7 @@
 
 mod cpu;
 mod tensor_core;
+mod wgmma;
 
 use super::space::{Binding, Level, SearchSpace};
 use crate::ir::{BufferKind, Expr, IterKind, Program};
@@ -148,6 +149,9 @@ pub enum SketchKind {
     /// A 16-bit GEMM on tensor cores: mma.sync tiles in warps' fragments
     /// (`[tensor_core]`, `sketch/tensor_core.rs`).
     TensorCore,
+    /// A 16-bit GEMM on Hopper's wgmma, operands read from swizzled shared memory
+    /// (`[tensor_core]`'s `wgmma_probability`, `sketch/wgmma.rs`).
+    Wgmma,
 }
 
 impl SketchKind {
@@ -158,6 +162,7 @@ impl SketchKind {
             SketchKind::SplitK => "split_k",
             SketchKind::RegisterTile => "register_tile",
             SketchKind::TensorCore => "tensor_core",
+            SketchKind::Wgmma => "wgmma",
         }
     }
 }
@@ -181,6 +186,9 @@ pub fn sketches(space: &SearchSpace, program: &Program) -> Result<Vec<SketchKind
     if tensor_core::applies(space, program, main) {
         out.push(SketchKind::TensorCore);
     }
+    if wgmma::applies(space, program, main) {
+        out.push(SketchKind::Wgmma);
+    }
     Ok(out)
 }
 
@@ -192,13 +200,23 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
     let kinds = sketches(space, sch.program())?;
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5b11_7c0f_0000_0001);
     let kind = match (&space.split_k, &space.register_tile) {
-        _ if kinds.contains(&SketchKind::TensorCore)
-            && space
+        (_, _)
+            if kinds.contains(&SketchKind::TensorCore)
+                && space
+                    .tensor_core
+                    .as_ref()
+                    .is_some_and(|t| rng.gen::<f64>() < t.probability) =>
+        {
+            // On Hopper, wgmma takes `wgmma_probability` of the tensor-core samples.
+            let wgmma = space
                 .tensor_core
                 .as_ref()
-                .is_some_and(|t| rng.gen::<f64>() < t.probability) =>
-        {
-            SketchKind::TensorCore
+                .map_or(0.0, |t| t.wgmma_probability);
+            if kinds.contains(&SketchKind::Wgmma) && rng.gen::<f64>() < wgmma {
+                SketchKind::Wgmma
+            } else {
+                SketchKind::TensorCore
+            }
         }
         (Some(rule), _)
             if kinds.contains(&SketchKind::SplitK) && rng.gen::<f64>() < rule.probability =>
@@ -248,6 +266,9 @@ pub fn apply_sketch(
     if kind == SketchKind::TensorCore {
         return tensor_core::apply(space, sch, seed);
     }
+    if kind == SketchKind::Wgmma {
+        return wgmma::apply(space, sch);
+    }
     let st = stages(sch.program())?;
     // 1. Padding (on a space with a read cache, after the cache is placed: the padding
     //    goes into the cooperative fetch, as MetaSchedule does).
@@ -264,7 +285,10 @@ pub fn apply_sketch(
     // 2. Split-K: the main block becomes the rf block; the original one sums its
     //    partial results in a nest of its own.
     let split = match kind {
-        SketchKind::Plain | SketchKind::RegisterTile | SketchKind::TensorCore => None,
+        SketchKind::Plain
+        | SketchKind::RegisterTile
+        | SketchKind::TensorCore
+        | SketchKind::Wgmma => None,
         SketchKind::SplitK => Some(split_k(space, sch, &st.main, padded)?),
     };
     // 3. Cache write and epilogues.

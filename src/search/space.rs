@@ -139,6 +139,9 @@ pub struct TensorCore {
     pub max_reduction_steps: i64,
     /// The multiples a GEMM's axes may be padded to (each a multiple of 32).
     pub pad_multiples: Vec<i64>,
+    /// The share of tensor-core samples that take the wgmma sketch (Hopper, sm_90a);
+    /// 0 on other targets ([`SearchSpace::with_wgmma`]).
+    pub wgmma_probability: f64,
 }
 
 /// The CPU register-tile sketch's bounds (`[register_tile]`; see `search_spaces/cpu.toml`
@@ -271,6 +274,8 @@ struct TensorCoreFile {
     max_accumulators: i64,
     max_reduction_steps: i64,
     pad_multiples: Vec<i64>,
+    #[serde(default)]
+    wgmma_probability: f64,
 }
 
 #[derive(Deserialize)]
@@ -630,6 +635,12 @@ impl SearchSpace {
                         format!("{} is not in [0, 1]", t.probability),
                     ));
                 }
+                if !(0.0..=1.0).contains(&t.wgmma_probability) {
+                    return Err(invalid(
+                        "tensor_core.wgmma_probability",
+                        format!("{} is not in [0, 1]", t.wgmma_probability),
+                    ));
+                }
                 let bounds = [
                     t.max_warps,
                     t.max_tiles_m,
@@ -659,6 +670,7 @@ impl SearchSpace {
                     max_accumulators: t.max_accumulators,
                     max_reduction_steps: t.max_reduction_steps,
                     pad_multiples: t.pad_multiples,
+                    wgmma_probability: t.wgmma_probability,
                 })
             }
             None => None,
@@ -760,6 +772,15 @@ impl SearchSpace {
 
     /// This space for a CPU whose vector unit has `lanes` float lanes per register and
     /// `registers` registers (from the target's ISA, `target::cpu::VectorIsa`).
+    /// The space for a CUDA target with (`sm_90a`) or without Hopper's `wgmma`: without
+    /// it, the wgmma sketch never applies.
+    pub fn with_wgmma(mut self, available: bool) -> SearchSpace {
+        if let Some(t) = self.tensor_core.as_mut().filter(|_| !available) {
+            t.wgmma_probability = 0.0;
+        }
+        self
+    }
+
     pub fn with_vector_unit(mut self, lanes: i64, registers: i64) -> SearchSpace {
         self.vector_lanes = lanes.max(1);
         self.vector_registers = registers.max(1);

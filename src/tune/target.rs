@@ -71,19 +71,20 @@ impl TuneTarget {
     pub fn default_space(&self) -> SearchSpace {
         match self {
             TuneTarget::Cpu => self.adapt_space(SearchSpace::cpu_default()),
-            TuneTarget::Cuda { .. } => SearchSpace::cuda_default(),
+            TuneTarget::Cuda { .. } => self.adapt_space(SearchSpace::cuda_default()),
         }
     }
 
     /// A space made for this target's machine: on the CPU, register tiles sized for the
-    /// host's vector ISA (queried from `/proc/cpuinfo`).
+    /// host's vector ISA (queried from `/proc/cpuinfo`); on CUDA, the wgmma sketch only
+    /// where the device has it (`sm_90a`).
     pub fn adapt_space(&self, space: SearchSpace) -> SearchSpace {
         match self {
             TuneTarget::Cpu => {
                 let isa = crate::target::cpu::VectorIsa::host();
                 space.with_vector_unit(isa.f32_lanes(), isa.vector_registers())
             }
-            TuneTarget::Cuda { .. } => space,
+            TuneTarget::Cuda { arch, .. } => space.with_wgmma(arch == "sm_90a"),
         }
     }
 

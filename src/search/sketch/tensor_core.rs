@@ -43,15 +43,15 @@ const PAD_BASE: i64 = 32;
 
 /// A GEMM main block `C[i, j] += f32(A[..]) * f32(B[..])` on 16-bit operands.
 #[derive(Clone, Debug, PartialEq)]
-struct Gemm {
+pub(super) struct Gemm {
     /// The read indices (`cache_read`) of A (indexed by i and k) and B (k and j).
-    a: i64,
-    b: i64,
+    pub a: i64,
+    pub b: i64,
     /// A is read as `A[k, i]`; B as `B[j, k]`.
-    a_k_major: bool,
-    b_n_major: bool,
+    pub a_k_major: bool,
+    pub b_n_major: bool,
     /// A batch of GEMMs: a leading spatial axis indexing both operands and the output.
-    batch: bool,
+    pub batch: bool,
 }
 
 /// Whether the tensor-core sketch applies to `main` of `p` under `space`.
@@ -59,7 +59,7 @@ pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId
     space.tensor_core.is_some() && space.is_gpu() && gemm(p, main).is_some()
 }
 
-fn gemm(p: &Program, main: crate::ir::BlockId) -> Option<Gemm> {
+pub(super) fn gemm(p: &Program, main: crate::ir::BlockId) -> Option<Gemm> {
     let blk = p.block(main);
     let (spatial, reduce): (Vec<_>, Vec<_>) = blk
         .iter_vars
@@ -149,27 +149,15 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         .ok_or(SketchError::TensorCoreNotApplicable)?;
     // 1. Padding.
     let st = stages(sch.program())?;
-    pad(&rule, space.max_waste, sch, &st.main)?;
-    let st = stages(sch.program())?;
-    let main = sch.get_block(&st.main).map_err(at("main block"))?;
-    let g = {
-        let id = sch.block_id(main).map_err(at("main block"))?;
-        gemm(sch.program(), id).ok_or(SketchError::TensorCoreNotApplicable)?
-    };
+    pad(
+        &rule.pad_multiples,
+        PAD_BASE,
+        space.max_waste,
+        sch,
+        &st.main,
+    )?;
     // 2. Accumulator and epilogues.
-    let wb = sch
-        .cache_write(main, 0, "fragment")
-        .map_err(at("cache_write"))?;
-    // Elementwise epilogues (the copy back from the padded shape, the conversion to the
-    // output's dtype, a bias, a relu) go into the accumulator's store (`mma_store`) while
-    // every earlier one did; the rest run after it as kernels of their own.
-    let mut leftovers = Vec::new();
-    for name in &st.epilogues {
-        let b = sch.get_block(name).map_err(at("epilogue"))?;
-        if !leftovers.is_empty() || attempt(sch, |s| s.reverse_compute_inline(b)).is_err() {
-            leftovers.push(name.clone());
-        }
-    }
+    let (st, main, g, wb, leftovers) = accumulate(sch)?;
     // 3. Tiling.
     let loops = sch.get_loops(main).map_err(at("tiling"))?;
     let (batch, [i, j, k]) = match (g.batch, &loops[..]) {
@@ -289,9 +277,36 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     Ok(())
 }
 
+/// The padded GEMM's stages, main block and operands, after `cache_write` of the main
+/// block into a `fragment` accumulator: its write-back, and the epilogues left to run as
+/// kernels of their own. Elementwise epilogues (the copy back from the padded shape, the
+/// conversion to the output's dtype, a bias, a relu) go into the accumulator's store
+/// (`mma_store`) while every earlier one did.
+pub(super) fn accumulate(
+    sch: &mut Schedule,
+) -> Result<(super::Stages, BlockRv, Gemm, BlockRv, Vec<String>), SketchError> {
+    let st = stages(sch.program())?;
+    let main = sch.get_block(&st.main).map_err(at("main block"))?;
+    let g = {
+        let id = sch.block_id(main).map_err(at("main block"))?;
+        gemm(sch.program(), id).ok_or(SketchError::TensorCoreNotApplicable)?
+    };
+    let wb = sch
+        .cache_write(main, 0, "fragment")
+        .map_err(at("cache_write"))?;
+    let mut leftovers = Vec::new();
+    for name in &st.epilogues {
+        let b = sch.get_block(name).map_err(at("epilogue"))?;
+        if !leftovers.is_empty() || attempt(sch, |s| s.reverse_compute_inline(b)).is_err() {
+            leftovers.push(name.clone());
+        }
+    }
+    Ok((st, main, g, wb, leftovers))
+}
+
 /// The cooperative fetch of a shared stage: its loops fused and spread over the warps
 /// (`threadIdx.y`) and lanes (`threadIdx.x`) in 16-byte vectors.
-fn fetch(sch: &mut Schedule, sh: BlockRv, warps: &IntArg) -> Result<(), SketchError> {
+pub(super) fn fetch(sch: &mut Schedule, sh: BlockRv, warps: &IntArg) -> Result<(), SketchError> {
     let loops = sch.get_loops(sh).map_err(at("fetch"))?;
     let n = loops.len();
     let f = sch.fuse(&loops[n - 2..]).map_err(at("fetch"))?;
@@ -344,20 +359,22 @@ fn load(sch: &mut Schedule, fr: BlockRv, transposed: bool, is_a: bool) -> Result
     unroll(sch, &[outer])
 }
 
-fn tensorize(sch: &mut Schedule, l: LoopRv, intrin: &str) -> Result<(), SketchError> {
+pub(super) fn tensorize(sch: &mut Schedule, l: LoopRv, intrin: &str) -> Result<(), SketchError> {
     sch.tensorize(l, intrin).map_err(at("tensorize"))
 }
 
-fn unroll(sch: &mut Schedule, loops: &[LoopRv]) -> Result<(), SketchError> {
+pub(super) fn unroll(sch: &mut Schedule, loops: &[LoopRv]) -> Result<(), SketchError> {
     for l in loops {
         sch.unroll(*l).map_err(at("unroll"))?;
     }
     Ok(())
 }
 
-/// Pads the GEMM's three axes to sampled multiples (see the module doc).
-fn pad(
-    rule: &TensorCore,
+/// Pads the GEMM's three axes to sampled multiples of `multiples` (see the module doc),
+/// each at least to a multiple of `base`.
+pub(super) fn pad(
+    multiples: &[i64],
+    base: i64,
     max_waste: f64,
     sch: &mut Schedule,
     main: &str,
@@ -378,7 +395,7 @@ fn pad(
             if batch && n == 0 {
                 vec![1]
             } else {
-                pad_choices(&rule.pad_multiples, max_waste, *e)
+                pad_choices(multiples, base, max_waste, *e)
             }
         })
         .collect();
@@ -389,17 +406,17 @@ fn pad(
     pad_by_choices(sch, b, &choices)
 }
 
-/// The multiples an axis may be padded to: 1 where `PAD_BASE` divides it, each multiple
+/// The multiples an axis may be padded to: 1 where `base` divides it, each multiple
 /// that wastes at most `max_waste` of the padded extent (one per padded extent), and the
 /// smallest multiple where nothing else is left.
-fn pad_choices(multiples: &[i64], max_waste: f64, extent: i64) -> Vec<i64> {
+fn pad_choices(multiples: &[i64], base: i64, max_waste: f64, extent: i64) -> Vec<i64> {
     let mut out: Vec<(i64, i64)> = Vec::new();
-    if extent % PAD_BASE == 0 {
+    if extent % base == 0 {
         out.push((1, extent));
     }
     add_multiples(multiples, max_waste, extent, &mut out);
     if out.is_empty() {
-        out.push((PAD_BASE, padded_extent(extent, PAD_BASE)));
+        out.push((base, padded_extent(extent, base)));
     }
     out.into_iter().map(|(m, _)| m).collect()
 }

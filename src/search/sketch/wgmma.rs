@@ -1,0 +1,200 @@
+//! The wgmma sketch (`wgmma_probability` in `[tensor_core]` of `search_spaces/cuda.toml`):
+//! a GEMM whose 16-bit operands are accumulated in f32 runs on Hopper's
+//! `wgmma.mma_async` (sm_90a), in the structure of `examples/schedules/wgmma_gemm.sched`:
+//!
+//! 1. The GEMM's axes are padded (`pad_einsum`) to a sampled multiple of 64 each (the
+//!    `pad_multiples` of at least 64 that waste at most `max_waste`, and the extent
+//!    itself where 64 divides it): a warpgroup computes 64 rows, a 128-byte swizzle
+//!    panel is 64 elements of k (and of m or n for operands stored that way).
+//! 2. `cache_write` of the main block into a `fragment` accumulator, elementwise
+//!    epilogues inlined into its write-back (as the tensor-core sketch does).
+//! 3. Tiling (decisions of the trace): rows `i` into `[blocks, warpgroups] x 4 x 16`
+//!    (1 or 2 warpgroups, four warps of 16 rows each), columns `j` into
+//!    `[blocks, chunks] x 64` (the chunks of 64 columns a block, and one wgmma of
+//!    `n = 64 * chunks`, at most 256), the reduction into steps of 64 by 16, ordered
+//!    `bi bj | wg w | k0 kk | 16 n 16`.
+//! 4. `bi bj` fused to `blockIdx.x`, `wg w` to `threadIdx.y`: the four warps of a
+//!    warpgroup are consecutive 16-row slices, as `wgmma` needs.
+//! 5. The accumulator written back per warp; A and B staged in shared memory at `k0`
+//!    (16-byte vectors fetched by all threads), stored with the 128-byte swizzle
+//!    (`storage_swizzle`) that `wgmma` reads, whatever the operands' layouts; the fetch
+//!    loop software-pipelined by the space's `[pipeline]` rule.
+//! 6. `decompose_reduction` at `k0`; the nests tensorized (`wgmma_sync`, `mma_fill`,
+//!    `mma_store`), the loops around them unrolled.
+
+use super::tensor_core::{accumulate, fetch, pad, tensorize, unroll};
+use super::{at, stages, standalone, SketchError};
+use crate::ir::Program;
+use crate::schedule::{IntArg, LoopRv, Schedule};
+use crate::search::space::SearchSpace;
+
+/// Rows of a warpgroup's tile, and columns and reduction of a swizzle panel (16-bit).
+const PANEL: i64 = 64;
+/// Warpgroups of a block, at most (two: 256 threads).
+const MAX_WARPGROUPS: i64 = 2;
+/// Columns of one wgmma, at most, in chunks of 64.
+const MAX_CHUNKS: i64 = 4;
+
+/// Whether the wgmma sketch applies to `main` of `p` under `space`.
+pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> bool {
+    super::tensor_core::applies(space, p, main)
+        && space
+            .tensor_core
+            .as_ref()
+            .is_some_and(|t| t.wgmma_probability > 0.0)
+}
+
+/// Builds one sample of the wgmma sketch (see the module doc).
+pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), SketchError> {
+    let rule = space
+        .tensor_core
+        .clone()
+        .ok_or(SketchError::TensorCoreNotApplicable)?;
+    // 1. Padding to multiples of 64.
+    let multiples: Vec<i64> = rule
+        .pad_multiples
+        .iter()
+        .copied()
+        .filter(|m| m % PANEL == 0)
+        .collect();
+    let st = stages(sch.program())?;
+    pad(&multiples, PANEL, space.max_waste, sch, &st.main)?;
+    // 2. Accumulator and epilogues.
+    let (st, main, g, wb, leftovers) = accumulate(sch)?;
+    // 3. Tiling.
+    let loops = sch.get_loops(main).map_err(at("tiling"))?;
+    let (batch, [i, j, k]) = match (g.batch, &loops[..]) {
+        (false, [i, j, k]) => (None, [*i, *j, *k]),
+        (true, [b, i, j, k]) => (Some(*b), [*i, *j, *k]),
+        _ => return Err(SketchError::TensorCoreNotApplicable),
+    };
+    let lit = |v: i64| Some(IntArg::Lit(v));
+    let split =
+        |sch: &mut Schedule, l: LoopRv, f: &[Option<IntArg>]| sch.split(l, f).map_err(at("tiling"));
+    let i_parts = split(sch, i, &[None, lit(4), lit(16)])?;
+    let j_parts = split(sch, j, &[None, lit(PANEL)])?;
+    let k_parts = split(sch, k, &[None, lit(4), lit(16)])?;
+    let tiles = |sch: &mut Schedule, l: LoopRv, max: i64| {
+        let f = sch
+            .sample_perfect_tile(l, 2, max, None)
+            .map_err(at("tiling"))?;
+        let args: Vec<Option<IntArg>> = f.iter().map(|r| Some(IntArg::Rv(*r))).collect();
+        let parts = sch.split(l, &args).map_err(at("tiling"))?;
+        Ok::<_, SketchError>((parts, f))
+    };
+    // Rows: the 64-row tiles into blocks and warpgroups; columns: the 64-column chunks
+    // into blocks and a block's chunks.
+    let (ip, i_f) = tiles(sch, i_parts[0], MAX_WARPGROUPS)?;
+    let (jp, _) = tiles(sch, j_parts[0], MAX_CHUNKS)?;
+    let n = sch.fuse(&[jp[1], j_parts[1]]).map_err(at("tiling"))?;
+    let (warp_rows, rows16) = (i_parts[1], i_parts[2]);
+    let (k0, kk, k16) = (k_parts[0], k_parts[1], k_parts[2]);
+    sch.reorder(&[ip[0], jp[0], ip[1], warp_rows, k0, kk, rows16, n, k16])
+        .map_err(at("tiling"))?;
+    // 4. Binding.
+    let grid: Vec<LoopRv> = batch.into_iter().chain([ip[0], jp[0]]).collect();
+    let bx = sch.fuse(&grid).map_err(at("binding"))?;
+    sch.bind(bx, "blockIdx.x").map_err(at("binding"))?;
+    let warp = sch.fuse(&[ip[1], warp_rows]).map_err(at("binding"))?;
+    sch.bind(warp, "threadIdx.y").map_err(at("binding"))?;
+    let warps = IntArg::Product(vec![IntArg::Rv(i_f[1]), IntArg::Lit(4)]);
+    // 5. Write-back, shared stages.
+    sch.reverse_compute_at(wb, warp).map_err(at("write-back"))?;
+    let a_sh = sch
+        .cache_read(main, g.a, "shared")
+        .map_err(at("cache_read"))?;
+    let b_sh = sch
+        .cache_read(main, g.b, "shared")
+        .map_err(at("cache_read"))?;
+    for sh in [a_sh, b_sh] {
+        sch.compute_at(sh, k0).map_err(at("cache_read"))?;
+    }
+    // The zero-filled copies of padded inputs go into the fetches.
+    for name in &st.padding {
+        if let Ok(b) = sch.get_block(name) {
+            let _ = super::attempt(sch, |s| s.compute_inline(b));
+        }
+    }
+    for sh in [a_sh, b_sh] {
+        fetch(sch, sh, &warps)?;
+        sch.storage_swizzle(sh, 0).map_err(at("storage_swizzle"))?;
+    }
+    if let Some(p) = &space.pipeline {
+        super::pipeline::pipeline(p, sch, k0)?;
+    }
+    // 6. The instructions.
+    let init = sch
+        .decompose_reduction(main, k0)
+        .map_err(at("decompose_reduction"))?;
+    tensorize(sch, rows16, "wgmma_sync")?;
+    let init_loops = sch.get_loops(init).map_err(at("tensorize"))?;
+    let m = init_loops.len();
+    let (r, c) = (init_loops[m - 2], init_loops[m - 1]);
+    let ic = split(sch, c, &[None, lit(8)])?;
+    sch.reorder(&[ic[0], r, ic[1]]).map_err(at("tensorize"))?;
+    tensorize(sch, r, "mma_fill")?;
+    let wb_loops = sch.get_loops(wb).map_err(at("tensorize"))?;
+    let m = wb_loops.len();
+    let (r, c) = (wb_loops[m - 2], wb_loops[m - 1]);
+    let cs = split(sch, c, &[None, lit(8)])?;
+    sch.reorder(&[cs[0], r, cs[1]]).map_err(at("tensorize"))?;
+    tensorize(sch, r, "mma_store")?;
+    unroll(sch, &[ic[0], cs[0], kk])?;
+    for name in &leftovers {
+        standalone(space, sch, name)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::search::sketch::{apply_sketch, sketches, SketchKind};
+    use crate::workload::preset;
+
+    fn program(spec: &str) -> Program {
+        preset(spec).unwrap().to_program()
+    }
+
+    #[test]
+    fn applies_where_the_tensor_core_sketch_does_on_hopper_only() {
+        let space = SearchSpace::cuda_default();
+        let p = program("matmul:m=64,n=64,k=64,layout=tn,dtype=bf16,acc=f32");
+        assert!(sketches(&space, &p).unwrap().contains(&SketchKind::Wgmma));
+        let older = SearchSpace::cuda_default().with_wgmma(false);
+        let kinds = sketches(&older, &p).unwrap();
+        assert!(!kinds.contains(&SketchKind::Wgmma), "{kinds:?}");
+        assert!(kinds.contains(&SketchKind::TensorCore), "{kinds:?}");
+        let f32_gemm = program("matmul:64x64x64");
+        assert!(!sketches(&space, &f32_gemm)
+            .unwrap()
+            .contains(&SketchKind::Wgmma));
+    }
+
+    #[test]
+    fn samples_compute_the_reference_and_lower_for_every_layout() {
+        let space = SearchSpace::cuda_default();
+        for spec in [
+            "matmul:m=128,n=128,k=192,dtype=f16,acc=f32",
+            "matmul:m=1009,n=523,k=311,dtype=f16,acc=f32",
+            "matmul:m=70,n=100,k=130,layout=tn,dtype=bf16,acc=f32",
+            "matmul:m=64,n=64,k=64,layout=nt,dtype=f16,acc=f32",
+            "matmul:m=64,n=128,k=64,layout=tt,dtype=f16,acc=f32",
+            "batch_matmul:b=2,m=64,n=64,k=64,dtype=f16,acc=f32",
+            "dense_bias_relu:m=64,n=64,k=64,dtype=bf16,acc=f32",
+        ] {
+            let p = program(spec);
+            for seed in 0..3 {
+                let mut sch = Schedule::new(p.clone(), seed);
+                apply_sketch(&space, &mut sch, seed, SketchKind::Wgmma)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                let trace = crate::schedule::text::print(sch.trace());
+                assert!(trace.contains("wgmma_sync"), "{spec}: {trace}");
+                crate::interp::check(&p, sch.program(), seed)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}\n{trace}"));
+            }
+        }
+    }
+}
