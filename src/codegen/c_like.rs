@@ -113,6 +113,11 @@ impl<'a> Printer<'a> {
             }
         }
         let rest = rest.into_iter().reduce(Expr::add).unwrap_or(Expr::Int(0));
+        // The swizzle divides with C's truncation: only a remainder that cannot be negative
+        // is swizzled alone.
+        if !self.nonneg(&rest) {
+            return self.index_str(b, self.expr(idx));
+        }
         let mut out = self.index_str(b, self.expr(&rest));
         for (x, step) in rows {
             out = match x {
