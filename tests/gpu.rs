@@ -709,13 +709,13 @@ fn wgmma_gemm_matches_the_reference_on_the_gpu() {
     // on 128-byte swizzled shared operands, 16-byte cp.async over 3 stages) with f16 and
     // bf16 operands accumulated in f32, built, checked against the naive kernel and timed
     // in the worker, beside cublasLt of the same precision. Its smallest M is 1024 (blocks
-    // of 128 rows in groups of eight), N a multiple of 256, K of 64 and at least 192.
+    // of 128 rows in groups of eight), N a multiple of 256, K of 64 and at least 256.
     if !gpu_enabled() {
         return;
     }
     let arch = device_arch();
     for dtype in [DType::F16, DType::BF16] {
-        let spec = format!("matmul:m=1024,n=512,k=192,dtype={},acc=f32", dtype.short());
+        let spec = format!("matmul:m=1024,n=512,k=256,dtype={},acc=f32", dtype.short());
         let (w, src) = seed_source("wgmma_gemm", &spec, &arch);
         let wgmma = format!(
             "wgmma.mma_async.sync.aligned.m64n256k16.f32.{0}.{0}",

@@ -24,10 +24,10 @@
 //!   ignored by default, `cargo test --release --test wgmma -- --ignored` runs it).
 //!
 //! The example needs M a multiple of 1024 (blocks of 128 rows in groups of eight), N of
-//! 256 and at least 3 reduction steps of 64 (its 3 pipeline stages): 1024 x 256 x 192 is
+//! 256 and at least 4 reduction steps of 64 (its 4 pipeline stages): 1024 x 256 x 256 is
 //! its smallest shape. The GPU-semantics interpreter is not run on it: every lane runs
-//! its warp's whole 16 x 256 x 16 wgmma, some 1.6e9 multiply-adds for that shape, a quarter
-//! of an hour (it runs on the device instead: tests/gpu.rs).
+//! its warp's whole 16 x 256 x 16 wgmma, some 2e9 multiply-adds for that shape, a good
+//! part of an hour (it runs on the device instead: tests/gpu.rs).
 
 use tessel::interp::{self, check_lowered};
 use tessel::ir::printer::print_program;
@@ -39,8 +39,8 @@ use tessel::workload;
 mod kernel_util;
 use kernel_util::statements;
 
-const F16: &str = "matmul:m=1024,n=256,k=192,dtype=f16,acc=f32";
-const BF16: &str = "matmul:m=1024,n=256,k=192,dtype=bf16,acc=f32";
+const F16: &str = "matmul:m=1024,n=256,k=256,dtype=f16,acc=f32";
+const BF16: &str = "matmul:m=1024,n=256,k=256,dtype=bf16,acc=f32";
 
 fn read_example(name: &str) -> String {
     let path = format!(
@@ -194,7 +194,10 @@ fn the_example_lowers_to_bracketed_wgmmas_on_swizzled_operands() {
         assert_eq!((*n, *a_trans, *b_trans), (256, false, false), "{spec}");
         assert_eq!(count(|o| *o == MmaOp::WgmmaFence), 1, "{spec}");
         assert_eq!(count(|o| *o == MmaOp::WgmmaCommit), 1, "{spec}");
-        assert_eq!(count(|o| *o == MmaOp::WgmmaWait), 1, "{spec}");
+        // One group left in flight at the end of each iteration, all of them waited for
+        // after the loop.
+        assert_eq!(count(|o| *o == MmaOp::WgmmaWait(1)), 1, "{spec}");
+        assert_eq!(count(|o| *o == MmaOp::WgmmaWait(0)), 1, "{spec}");
         assert!(count(|o| matches!(o, MmaOp::Fill { .. })) > 0, "{spec}");
         assert!(count(|o| matches!(o, MmaOp::Store { .. })) > 0, "{spec}");
         // No mma.sync machinery: wgmma reads shared memory, not fragments.
@@ -204,7 +207,8 @@ fn the_example_lowers_to_bracketed_wgmmas_on_swizzled_operands() {
             "{spec}"
         );
         // The pipelined loop (k_0): fence, the run of wgmmas, commit, then the next stage's
-        // copies, and the wait last, in the iteration that issued the group.
+        // copies, and the wait (for all but the group just issued) last, in the iteration
+        // that issued the group.
         let body = all
             .iter()
             .find_map(|s| match s {
@@ -219,7 +223,7 @@ fn the_example_lowers_to_bracketed_wgmmas_on_swizzled_operands() {
         let at = |f: fn(&MmaOp) -> bool| body.iter().position(|s| is_mma(s, f)).unwrap();
         let fence = at(|o| *o == MmaOp::WgmmaFence);
         let commit = at(|o| *o == MmaOp::WgmmaCommit);
-        let wait = at(|o| *o == MmaOp::WgmmaWait);
+        let wait = at(|o| *o == MmaOp::WgmmaWait(1));
         assert_eq!(commit, fence + 2, "{spec}: fence, wgmmas, commit");
         assert!(
             matches!(&body[fence + 1], KStmt::For { body, .. }
@@ -393,7 +397,7 @@ fn warps_that_are_not_consecutive_row_slices_of_a_warpgroup_are_refused() {
         &["i0, i1, i3 = split(i, factors=[None, 2, 16])"],
     )
     .replace("factors=[None, 8, 32, 8]", "factors=[None, 2, 32, 8]");
-    let e = lower_error(&two, "matmul:m=256,n=256,k=192,dtype=f16,acc=f32");
+    let e = lower_error(&two, "matmul:m=256,n=256,k=256,dtype=f16,acc=f32");
     assert_says(
         "two warps",
         &e,
@@ -408,7 +412,7 @@ fn warps_that_are_not_consecutive_row_slices_of_a_warpgroup_are_refused() {
 #[test]
 fn an_n_extent_wgmma_has_not_is_refused_by_the_schedule_naming_the_loop() {
     for (j3, spec) in [
-        (512, "matmul:m=1024,n=512,k=192,dtype=f16,acc=f32"),
+        (512, "matmul:m=1024,n=512,k=256,dtype=f16,acc=f32"),
         (4, F16),
     ] {
         let sched = edited(

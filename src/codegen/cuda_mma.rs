@@ -21,11 +21,14 @@ use crate::lower::tensorize::FragmentLayout;
 use crate::lower::{Mma, MmaOp, MmaOperand, Tile};
 
 /// Printed for kernels with tensor-core instructions: the shared-memory address `ldmatrix`
-/// takes, and a `wgmma` shared-memory descriptor (PTX ISA "matrix descriptor": bits 0-13
+/// takes, two f32 rounded to a packed pair of f16 or bf16 (the store of an accumulator's
+/// neighbouring elements), and a `wgmma` shared-memory descriptor (PTX ISA "matrix descriptor": bits 0-13
 /// the start address >> 4, 16-29 the leading dimension byte offset >> 4, 32-45 the stride
 /// dimension byte offset >> 4, base offset 0, bits 62-63 the swizzle mode, 1 = 128 bytes).
 pub(super) const MMA: &str = "\
 __device__ __forceinline__ unsigned tessel_smem_addr(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ unsigned tessel_pack_f16x2(float lo, float hi) { unsigned r; asm(\"cvt.rn.f16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r; }
+__device__ __forceinline__ unsigned tessel_pack_bf16x2(float lo, float hi) { unsigned r; asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo)); return r; }
 __device__ __forceinline__ unsigned long long tessel_wgmma_desc(unsigned addr, unsigned lbo, unsigned sbo) { return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)((lbo & 0x3FFFF) >> 4) << 16) | ((unsigned long long)((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62); }
 ";
 
@@ -89,13 +92,14 @@ impl Printer<'_> {
         }
     }
 
-    /// `MmaOp::WgmmaWait`: wait for every `wgmma` group in flight, and tie the accumulator
-    /// registers to this point so that the compiler moves no access of them across it.
-    fn wgmma_wait(&mut self, depth: usize) {
+    /// `MmaOp::WgmmaWait(n)`: wait until at most `n` `wgmma` groups are in flight, and tie
+    /// the accumulator registers to this point so that the compiler moves no access of them
+    /// across it.
+    fn wgmma_wait(&mut self, n: i64, depth: usize) {
         let accs = self.wgmma_accumulators();
         self.line(
             depth,
-            "asm volatile(\"wgmma.wait_group.sync.aligned 0;\\n\" ::: \"memory\");",
+            &format!("asm volatile(\"wgmma.wait_group.sync.aligned {n};\\n\" ::: \"memory\");"),
         );
         for b in accs {
             let name = ident(&self.p.buffer(b).name);
@@ -152,8 +156,8 @@ impl Printer<'_> {
 
     pub(super) fn mma(&mut self, m: &Mma, depth: usize) {
         let lane = "((int)threadIdx.x)";
-        if m.op == MmaOp::WgmmaWait {
-            return self.wgmma_wait(depth);
+        if let MmaOp::WgmmaWait(n) = m.op {
+            return self.wgmma_wait(n, depth);
         }
         let lines: Vec<String> = match &m.op {
             MmaOp::Fill { acc } => self
@@ -239,6 +243,27 @@ impl Printer<'_> {
             } => {
                 let name = ident(&self.p.buffer(dst.buffer).name);
                 let lane_var = self.lane_var();
+                let dtype = self.p.buffer(dst.buffer).dtype;
+                // Two 16-bit neighbours packed into one 32-bit store where nothing guards
+                // them and the pair is 4-byte aligned (also what keeps ptxas from
+                // serializing wgmmas whose last group is still in flight: it did with the
+                // elements converted and stored one by one).
+                let even = |e: &Expr| {
+                    crate::ir::simplify::simplify(
+                        &Expr::bin(crate::ir::BinOp::FloorMod, e.clone(), Expr::Int(2)),
+                        &|v| {
+                            self.ranges()
+                                .get(&v)
+                                .map(|&x| crate::ir::interval::Interval::new(0, x - 1))
+                        },
+                    ) == Expr::Int(0)
+                };
+                let packed = dtype.is_half()
+                    && valid.is_none()
+                    && dst.row_stride % 2 == 0
+                    && even(&dst.base)
+                    && !self.swizzles.contains_key(&dst.buffer);
+                let mut elements = Vec::new();
                 let mut out = Vec::new();
                 for (i, (dr, dc)) in [(0, 0), (0, 1), (8, 0), (8, 1)].into_iter().enumerate() {
                     // Row g + dr, column 2t + dc of the tile, as expressions of the lane.
@@ -277,17 +302,32 @@ impl Printer<'_> {
                     });
                     // The store converts to the destination's dtype: a conversion to it
                     // outermost is that one.
-                    let dtype = self.p.buffer(dst.buffer).dtype;
                     let element = match element {
                         Expr::Cast(t, x) if t == dtype => *x,
                         e => e,
                     };
+                    if packed {
+                        elements.push((index, self.expr(&element)));
+                        continue;
+                    }
                     let value = self.stored(dst.buffer, &element);
                     let store = format!("{name}[{index}] = {value};");
                     out.push(match valid {
                         Some(cond) => format!("if {} {store}", paren(&self.expr(&at(cond)))),
                         None => store,
                     });
+                }
+                let pack = match dtype {
+                    DType::BF16 => "tessel_pack_bf16x2",
+                    _ => "tessel_pack_f16x2",
+                };
+                for pair in elements.chunks(2) {
+                    let [(index, lo), (_, hi)] = pair else {
+                        continue;
+                    };
+                    out.push(format!(
+                        "*(unsigned*)({name} + {index}) = {pack}({lo}, {hi});"
+                    ));
                 }
                 out
             }
@@ -330,7 +370,7 @@ impl Printer<'_> {
             MmaOp::WgmmaCommit => {
                 vec!["asm volatile(\"wgmma.commit_group.sync.aligned;\\n\" ::: \"memory\");".into()]
             }
-            MmaOp::WgmmaWait => unreachable!("printed above"),
+            MmaOp::WgmmaWait(_) => unreachable!("printed above"),
         };
         for l in lines {
             self.line(depth, &l);

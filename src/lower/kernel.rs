@@ -136,12 +136,12 @@ pub enum MmaOp {
         group_a: Expr,
     },
     /// `wgmma.fence` before a run of `wgmma`s (their registers were last touched by other
-    /// instructions), `wgmma.commit_group` after it, and the wait for every group in
-    /// flight before their accumulators or operands are touched again; no data of their
-    /// own.
+    /// instructions), `wgmma.commit_group` after it, and the wait until at most `n` groups
+    /// are in flight (0 before their accumulators or operands are touched again); no data
+    /// of their own.
     WgmmaFence,
     WgmmaCommit,
-    WgmmaWait,
+    WgmmaWait(i64),
     /// The 16 x 8 accumulator tile stored to a global or shared matrix: element `(r, c)`
     /// of `dst` gets `value` with the row and column variables (`vars[0]`, `vars[1]`) at
     /// `r` and `c`, an elementwise function of the accumulator's element (its loads of
@@ -163,7 +163,7 @@ impl MmaOp {
             MmaOp::Load { frag, src, .. } => vec![frag, src],
             MmaOp::Sync { acc, a, b } | MmaOp::Wgmma { acc, a, b, .. } => vec![acc, a, b],
             MmaOp::Store { dst, acc, .. } => vec![dst, acc],
-            MmaOp::WgmmaFence | MmaOp::WgmmaCommit | MmaOp::WgmmaWait => vec![],
+            MmaOp::WgmmaFence | MmaOp::WgmmaCommit | MmaOp::WgmmaWait(_) => vec![],
         }
     }
 }
@@ -258,7 +258,7 @@ impl Mma {
                 let value = Expr::add(load(acc, v(0), v(1)), Expr::mul(widen(x), widen(y)));
                 nest(&[16, *n, 16], store(acc, value))
             }
-            MmaOp::WgmmaFence | MmaOp::WgmmaCommit | MmaOp::WgmmaWait => return vec![],
+            MmaOp::WgmmaFence | MmaOp::WgmmaCommit | MmaOp::WgmmaWait(_) => return vec![],
             MmaOp::Store {
                 dst, value, valid, ..
             } => {

@@ -23,13 +23,18 @@
 //!    even when empty so that the count stays uniform), and computes iteration `k`.
 //!    Where the compute is asynchronous (`wgmma` nests, whose instructions run on after
 //!    the threads issued them), the fetch is issued after the compute instead, so that
-//!    the copies are issued while the tensor cores work; the wait for the `wgmma`s before
-//!    the barrier (`codegen/cuda_mma.rs`) keeps the overwritten copy behind them.
+//!    the copies are issued while the tensor cores work, and the iteration ends waiting
+//!    until one `wgmma` group is left in flight (`MmaOp::WgmmaWait(1)`, with 4 stages or
+//!    more; none with fewer, where the fetch would run only one iteration ahead): the
+//!    fetch then runs `S - 2` iterations ahead (the
+//!    prologue issuing as many), into the
+//!    copy that iteration `k - 2` read, whose group every thread has seen complete before
+//!    the barrier.
 //!    The barriers the barrier pass put in the loop body are replaced by that one; a
 //!    barrier after the loop keeps a later overwrite of the buffers (the next iteration
 //!    of an enclosing loop) behind every thread's last reads.
 
-use super::kernel::{ForKind, KStmt, Kernel};
+use super::kernel::{ForKind, KStmt, Kernel, Mma, MmaOp};
 use super::{LowerError, Result};
 use crate::ir::interval::Interval;
 use crate::ir::pipeline::Plan;
@@ -191,25 +196,29 @@ impl Cx<'_> {
         }
         // 2. Asynchronous copies where the fetch is a plain copy.
         let fetch = self.asyncify(fetch);
-        // 3. Prologue: the fetches of iterations 0 .. S-2, one group each.
+        // Asynchronous compute (`wgmma`) leaves one group in flight while the next stage
+        // computes, so the fetch runs one iteration less ahead (see the module doc).
+        let asynchronous = runs_any(&compute, self.asynchronous);
+        let in_flight = i64::from(asynchronous && stages >= 4);
+        let distance = stages - 1 - in_flight;
+        // 3. Prologue: the fetches of iterations 0 .. distance - 1, one group each.
         let mut out = Vec::new();
-        for j in 0..stages - 1 {
+        for j in 0..distance {
             out.extend(self.fetch_at(&fetch, var, &Expr::Int(j), stages));
             out.push(KStmt::CommitGroup);
         }
         // 4. The loop: wait for this iteration's group, synchronize, issue the fetch of
         //    iteration k + S - 1 (while there is one), compute iteration k.
-        //    Asynchronous compute goes before the fetch (see the module doc).
-        let ahead = Expr::add(Expr::Var(var), Expr::Int(stages - 1));
-        let mut inner = vec![KStmt::WaitGroup(stages - 2), KStmt::Sync];
+        //    Asynchronous compute goes before the fetch.
+        let ahead = Expr::add(Expr::Var(var), Expr::Int(distance));
+        let mut inner = vec![KStmt::WaitGroup(distance - 1), KStmt::Sync];
         let issue = [
             KStmt::If {
-                cond: Expr::lt(Expr::Var(var), Expr::Int(extent - (stages - 1))),
+                cond: Expr::lt(Expr::Var(var), Expr::Int(extent - distance)),
                 then: self.fetch_at(&fetch, var, &ahead, stages),
             },
             KStmt::CommitGroup,
         ];
-        let asynchronous = runs_any(&compute, self.asynchronous);
         if !asynchronous {
             inner.extend(issue.clone());
         }
@@ -218,6 +227,10 @@ impl Cx<'_> {
         inner.extend(fold_constant_guards(compute.collect()));
         if asynchronous {
             inner.extend(issue);
+            inner.push(KStmt::Mma(Mma {
+                op: MmaOp::WgmmaWait(in_flight),
+                vars: Vec::new(),
+            }));
         }
         out.push(KStmt::For {
             var,

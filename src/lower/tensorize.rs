@@ -100,7 +100,7 @@ fn fragment_tiles(op: &MmaOp) -> Vec<(&Tile, LayoutOf)> {
         MmaOp::Sync { acc: c, a: x, b: y } => vec![(c, acc), (x, a), (y, b)],
         // wgmma reads its operands from shared memory.
         MmaOp::Wgmma { acc: c, .. } => vec![(c, acc)],
-        MmaOp::WgmmaFence | MmaOp::WgmmaCommit | MmaOp::WgmmaWait => vec![],
+        MmaOp::WgmmaFence | MmaOp::WgmmaCommit | MmaOp::WgmmaWait(_) => vec![],
     }
 }
 
@@ -196,7 +196,9 @@ pub(super) fn apply(
 /// stage is refilled; an accumulator's fill or store; a nested statement holding any), or
 /// else at the end of the body. The wait stays in the iteration that issued the group:
 /// `ptxas` serializes `wgmma`s whose wait it finds only across a loop's back edge (its
-/// warning C7514), which costs a third of the throughput.
+/// warning C7514), which costs a third of the throughput. A wait the pipeline placed
+/// (`WgmmaWait(1)` last in a pipelined loop's body: one group left in flight while the next
+/// stage computes) is that run's wait; after the loop, a wait for all of them.
 fn bracket_wgmma(body: Vec<KStmt>) -> Vec<KStmt> {
     let mark = |op| {
         KStmt::Mma(Mma {
@@ -205,19 +207,31 @@ fn bracket_wgmma(body: Vec<KStmt>) -> Vec<KStmt> {
         })
     };
     let mut out = Vec::with_capacity(body.len());
-    let mut in_flight = false;
+    // Groups issued here and not waited for; groups a wait of this body leaves in flight
+    // on purpose (for the next iteration); groups a nested loop left in flight.
+    let (mut unwaited, mut carried, mut left) = (false, false, false);
     for s in body {
         if only_wgmma(&s) {
             out.push(mark(MmaOp::WgmmaFence));
             out.push(s);
             out.push(mark(MmaOp::WgmmaCommit));
-            in_flight = true;
+            unwaited = true;
             continue;
         }
-        if in_flight && touches_wgmma_state(&s) {
-            out.push(mark(MmaOp::WgmmaWait));
-            in_flight = false;
+        if let KStmt::Mma(Mma {
+            op: MmaOp::WgmmaWait(n),
+            ..
+        }) = &s
+        {
+            (unwaited, carried, left) = (false, *n > 0, false);
+            out.push(s);
+            continue;
         }
+        if (unwaited || carried || left) && touches_wgmma_state(&s) {
+            out.push(mark(MmaOp::WgmmaWait(0)));
+            (unwaited, carried, left) = (false, false, false);
+        }
+        let leaves_in_flight = leaves_groups_in_flight(&s);
         out.push(match s {
             KStmt::For {
                 var,
@@ -236,11 +250,23 @@ fn bracket_wgmma(body: Vec<KStmt>) -> Vec<KStmt> {
             },
             other => other,
         });
+        left |= leaves_in_flight;
     }
-    if in_flight {
-        out.push(mark(MmaOp::WgmmaWait));
+    if unwaited || left {
+        out.push(mark(MmaOp::WgmmaWait(0)));
     }
     out
+}
+
+/// Whether a statement holds a wait that leaves `wgmma` groups in flight.
+fn leaves_groups_in_flight(s: &KStmt) -> bool {
+    match s {
+        KStmt::Mma(m) => matches!(m.op, MmaOp::WgmmaWait(n) if n > 0),
+        KStmt::For { body, .. } | KStmt::If { then: body, .. } => {
+            body.iter().any(leaves_groups_in_flight)
+        }
+        _ => false,
+    }
 }
 
 /// Whether a statement may touch what `wgmma`s in flight use: a barrier, a tensor-core

@@ -176,7 +176,6 @@ mod tests {
         let space = SearchSpace::cuda_default();
         for spec in [
             "matmul:m=128,n=128,k=192,dtype=f16,acc=f32",
-            "matmul:m=1009,n=523,k=311,dtype=f16,acc=f32",
             "matmul:m=70,n=100,k=130,layout=tn,dtype=bf16,acc=f32",
             "matmul:m=64,n=64,k=64,layout=nt,dtype=f16,acc=f32",
             "matmul:m=64,n=128,k=64,layout=tt,dtype=f16,acc=f32",
