@@ -457,16 +457,6 @@ impl Tensorizer<'_> {
             self.whole_tile(&t, shape).map_err(&fail)?;
             Ok(t)
         };
-        let load_of = |e: &Expr| -> Option<(BufferId, Expr)> {
-            let inner = match e {
-                Expr::Cast(_, x) => &**x,
-                x => x,
-            };
-            match inner {
-                Expr::Load(b, i) if i.len() == 1 => Some((*b, i[0].clone())),
-                _ => None,
-            }
-        };
         let not_matched = || fail(format!("the store no longer matches {}", intrin.name()));
         let op = match intrin {
             Intrin::MmaFill => MmaOp::Fill {
@@ -492,21 +482,7 @@ impl Tensorizer<'_> {
             Intrin::MmaSync => {
                 let k = vars[2];
                 let acc = frag(buffer, &indices[0], r, c, ACC_SHAPE)?;
-                let Expr::Bin(BinOp::Add, x, y) = &value else {
-                    return Err(not_matched());
-                };
-                let product = match (&**x, &**y) {
-                    (Expr::Load(..), p) | (p, Expr::Load(..)) => p,
-                    _ => return Err(not_matched()),
-                };
-                let Expr::Bin(BinOp::Mul, x, y) = product else {
-                    return Err(not_matched());
-                };
-                let (x, y) = (
-                    load_of(x).ok_or_else(not_matched)?,
-                    load_of(y).ok_or_else(not_matched)?,
-                );
-                let (a, b) = if x.1.uses_var(r) { (x, y) } else { (y, x) };
+                let (a, b) = factors(&value, r).ok_or_else(not_matched)?;
                 MmaOp::Sync {
                     acc,
                     a: frag(a.0, &a.1, r, k, MmaOperand::A.shape())?,
@@ -516,21 +492,7 @@ impl Tensorizer<'_> {
             Intrin::WgmmaSync => {
                 let k = vars[2];
                 let acc = frag(buffer, &indices[0], r, c, ACC_SHAPE)?;
-                let Expr::Bin(BinOp::Add, x, y) = &value else {
-                    return Err(not_matched());
-                };
-                let product = match (&**x, &**y) {
-                    (Expr::Load(..), p) | (p, Expr::Load(..)) => p,
-                    _ => return Err(not_matched()),
-                };
-                let Expr::Bin(BinOp::Mul, x, y) = product else {
-                    return Err(not_matched());
-                };
-                let (x, y) = (
-                    load_of(x).ok_or_else(not_matched)?,
-                    load_of(y).ok_or_else(not_matched)?,
-                );
-                let (a, b) = if x.1.uses_var(r) { (x, y) } else { (y, x) };
+                let (a, b) = factors(&value, r).ok_or_else(not_matched)?;
                 let (a, a_trans) = tile(a.0, &a.1, r, k)?;
                 let (b, b_trans) = tile(b.0, &b.1, k, c)?;
                 let n = self.ranges.get(&c).copied().unwrap_or(0);
@@ -713,6 +675,36 @@ impl Tensorizer<'_> {
         }
         Ok(())
     }
+}
+
+/// The buffer and flat index of a load, possibly widened.
+fn load_of(e: &Expr) -> Option<(BufferId, Expr)> {
+    let inner = match e {
+        Expr::Cast(_, x) => &**x,
+        x => x,
+    };
+    match inner {
+        Expr::Load(b, i) if i.len() == 1 => Some((*b, i[0].clone())),
+        _ => None,
+    }
+}
+
+/// The operands of an accumulation `acc + f(a[..]) * f(b[..])` (each load possibly
+/// widened), A being the one indexed by the row variable `r`: each its buffer and flat
+/// index.
+fn factors(value: &Expr, r: VarId) -> Option<((BufferId, Expr), (BufferId, Expr))> {
+    let Expr::Bin(BinOp::Add, x, y) = value else {
+        return None;
+    };
+    let product = match (&**x, &**y) {
+        (Expr::Load(..), p) | (p, Expr::Load(..)) => p,
+        _ => return None,
+    };
+    let Expr::Bin(BinOp::Mul, x, y) = product else {
+        return None;
+    };
+    let (x, y) = (load_of(x)?, load_of(y)?);
+    Some(if x.1.uses_var(r) { (x, y) } else { (y, x) })
 }
 
 /// The loop variables of a nest (outermost first), the guard around its store if any, and
