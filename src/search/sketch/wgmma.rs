@@ -13,7 +13,9 @@
 //!    `[blocks, chunks] x 64` (the chunks of 64 columns a block, and one wgmma of
 //!    `n = 64 * chunks`, at most 256), the reduction into steps of 64 by 16, ordered
 //!    `bi bj | wg w | k0 kk | 16 n 16`.
-//! 4. `bi bj` fused to `blockIdx.x`, `wg w` to `threadIdx.y`: the four warps of a
+//! 4. `bi bj` fused to `blockIdx.x`, in groups of a sampled number of block rows (1, 2, 4
+//!    or 8 where it divides them: the blocks running at once then share their panels of B
+//!    in L2, worth about a tenth at 4096^3), `wg w` to `threadIdx.y`: the four warps of a
 //!    warpgroup are consecutive 16-row slices, as `wgmma` needs.
 //! 5. The accumulator written back per warp; A and B staged in shared memory at `k0`
 //!    (16-byte vectors fetched by all threads), stored with the 128-byte swizzle
@@ -34,6 +36,8 @@ const PANEL: i64 = 64;
 const MAX_WARPGROUPS: i64 = 2;
 /// Columns of one wgmma, at most, in chunks of 64.
 const MAX_CHUNKS: i64 = 4;
+/// Block rows launched side by side (a group), the candidates.
+const GROUPS: [i64; 4] = [1, 2, 4, 8];
 
 /// Whether the wgmma sketch applies to `main` of `p` under `space`.
 pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> bool {
@@ -91,8 +95,21 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     let (k0, kk, k16) = (k_parts[0], k_parts[1], k_parts[2]);
     sch.reorder(&[ip[0], jp[0], ip[1], warp_rows, k0, kk, rows16, n, k16])
         .map_err(at("tiling"))?;
-    // 4. Binding.
-    let grid: Vec<LoopRv> = batch.into_iter().chain([ip[0], jp[0]]).collect();
+    // 4. Binding: the block rows in groups launched side by side.
+    let rows = {
+        let id = sch.loop_id(ip[0]).map_err(at("binding"))?;
+        sch.program().lp(id).extent
+    };
+    let groups: Vec<i64> = GROUPS.into_iter().filter(|g| rows % g == 0).collect();
+    let probs = vec![1.0 / groups.len() as f64; groups.len()];
+    let group = sch
+        .sample_categorical(&groups, &probs, None)
+        .map_err(at("binding"))?;
+    let bi = sch
+        .split(ip[0], &[None, Some(IntArg::Rv(group))])
+        .map_err(at("binding"))?;
+    sch.reorder(&[bi[0], jp[0], bi[1]]).map_err(at("binding"))?;
+    let grid: Vec<LoopRv> = batch.into_iter().chain([bi[0], jp[0], bi[1]]).collect();
     let bx = sch.fuse(&grid).map_err(at("binding"))?;
     sch.bind(bx, "blockIdx.x").map_err(at("binding"))?;
     let warp = sch.fuse(&[ip[1], warp_rows]).map_err(at("binding"))?;
