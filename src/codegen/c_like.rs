@@ -164,6 +164,13 @@ impl<'a> Printer<'a> {
         }
     }
 
+    /// `e` simplified with the ranges of the loop variables in scope.
+    pub fn simp(&self, e: &Expr) -> Expr {
+        crate::ir::simplify::simplify(e, &|v| {
+            self.ranges.get(&v).map(|&x| Interval::new(0, x - 1))
+        })
+    }
+
     fn nonneg(&self, e: &Expr) -> bool {
         let r = range_of(e, &|v| {
             self.ranges.get(&v).map(|&x| Interval::new(0, x - 1))

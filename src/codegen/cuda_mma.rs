@@ -140,11 +140,7 @@ impl Printer<'_> {
             ),
             Expr::bin(FloorMod, col, Expr::Int(s.panel)),
         );
-        let unpermuted = crate::ir::simplify::simplify(&unpermuted, &|v| {
-            self.ranges()
-                .get(&v)
-                .map(|&x| crate::ir::interval::Interval::new(0, x - 1))
-        });
+        let unpermuted = self.simp(&unpermuted);
         let lbo = if k_major { 16 } else { s.panel_bytes(dtype) };
         let sbo = crate::lower::swizzle::ATOM_ROWS * crate::lower::swizzle::ROW_BYTES;
         format!(
@@ -249,14 +245,11 @@ impl Printer<'_> {
                 // serializing wgmmas whose last group is still in flight: it did with the
                 // elements converted and stored one by one).
                 let even = |e: &Expr| {
-                    crate::ir::simplify::simplify(
-                        &Expr::bin(crate::ir::BinOp::FloorMod, e.clone(), Expr::Int(2)),
-                        &|v| {
-                            self.ranges()
-                                .get(&v)
-                                .map(|&x| crate::ir::interval::Interval::new(0, x - 1))
-                        },
-                    ) == Expr::Int(0)
+                    self.simp(&Expr::bin(
+                        crate::ir::BinOp::FloorMod,
+                        e.clone(),
+                        Expr::Int(2),
+                    )) == Expr::Int(0)
                 };
                 let packed = dtype.is_half()
                     && valid.is_none()

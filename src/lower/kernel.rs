@@ -311,6 +311,19 @@ pub struct Kernel {
     pub body: Vec<KStmt>,
 }
 
+impl KStmt {
+    /// Whether this statement, or one nested in its loops and conditions, satisfies `f`.
+    pub fn contains(&self, f: &impl Fn(&KStmt) -> bool) -> bool {
+        f(self)
+            || match self {
+                KStmt::For { body, .. } | KStmt::If { then: body, .. } => {
+                    body.iter().any(|s| s.contains(f))
+                }
+                _ => false,
+            }
+    }
+}
+
 /// The element copies of a [`KStmt::CpAsync`] of `lanes` lanes: for each lane, the flat
 /// index it writes in the destination and the load of the source element it copies
 /// (without the copy's `valid` condition, which its users apply their own way).

@@ -531,9 +531,6 @@ fn map_stmt(s: KStmt, f: &dyn Fn(KStmt) -> KStmt) -> KStmt {
 
 /// Whether statements run a loop of `vars`.
 fn runs_any(body: &[KStmt], vars: &[VarId]) -> bool {
-    body.iter().any(|s| match s {
-        KStmt::For { var, body, .. } => vars.contains(var) || runs_any(body, vars),
-        KStmt::If { then, .. } => runs_any(then, vars),
-        _ => false,
-    })
+    let runs = |s: &KStmt| matches!(s, KStmt::For { var, .. } if vars.contains(var));
+    body.iter().any(|s| s.contains(&runs))
 }

@@ -260,25 +260,13 @@ fn bracket_wgmma(body: Vec<KStmt>) -> Vec<KStmt> {
 
 /// Whether a statement holds a wait that leaves `wgmma` groups in flight.
 fn leaves_groups_in_flight(s: &KStmt) -> bool {
-    match s {
-        KStmt::Mma(m) => matches!(m.op, MmaOp::WgmmaWait(n) if n > 0),
-        KStmt::For { body, .. } | KStmt::If { then: body, .. } => {
-            body.iter().any(leaves_groups_in_flight)
-        }
-        _ => false,
-    }
+    s.contains(&|x| matches!(x, KStmt::Mma(m) if matches!(m.op, MmaOp::WgmmaWait(n) if n > 0)))
 }
 
 /// Whether a statement may touch what `wgmma`s in flight use: a barrier, a tensor-core
 /// instruction, or a statement holding one.
 fn touches_wgmma_state(s: &KStmt) -> bool {
-    match s {
-        KStmt::Sync | KStmt::Mma(_) => true,
-        KStmt::For { body, .. } | KStmt::If { then: body, .. } => {
-            body.iter().any(touches_wgmma_state)
-        }
-        _ => false,
-    }
+    s.contains(&|x| matches!(x, KStmt::Sync | KStmt::Mma(_)))
 }
 
 /// Whether a statement runs `wgmma`s and nothing else.
