@@ -234,6 +234,7 @@ impl<'a> Printer<'a> {
                     UnOp::Sqrt => format!("sqrtf({x})"),
                     UnOp::Tanh => format!("tanhf({x})"),
                     UnOp::Abs => format!("fabsf({x})"),
+                    UnOp::Tf32 => format!("tessel_tf32({x})"),
                 }
             }
             Expr::Select(c, a, b) => {

@@ -18,6 +18,7 @@ static inline int tessel_floordiv(int a, int b) { int q = a / b; return (a % b !
 static inline int tessel_floormod(int a, int b) { int r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
+static inline float tessel_tf32(float x) { union { float f; unsigned int u; } v = { x }; v.u &= 0xffffe000u; return v.f; }
 ";
 
 /// C source for a lowered program (one kernel).

@@ -333,9 +333,12 @@ impl Printer<'_> {
                 b_trans,
                 group_a,
             } => {
-                let ty = match self.p.buffer(a.buffer).dtype {
-                    DType::BF16 => "bf16",
-                    _ => "f16",
+                // f32 operands are read as TF32 (the lowering checked the nest says so):
+                // k steps of 8 and no transpose immediates (both operands k-major).
+                let (ty, k) = match self.p.buffer(a.buffer).dtype {
+                    DType::BF16 => ("bf16", 16),
+                    DType::F32 => ("tf32", 8),
+                    _ => ("f16", 16),
                 };
                 let regs = n / 2;
                 let outs: Vec<String> = self
@@ -347,9 +350,12 @@ impl Printer<'_> {
                 let da = self.descriptor(a, group_a, !a_trans);
                 let db = self.descriptor(b, &b.base, *b_trans);
                 // imm-trans-a 1: A M-major; imm-trans-b 1: B N-major (PTX ISA).
-                let (ta, tb) = (*a_trans as i32, !b_trans as i32);
+                let trans = match ty {
+                    "tf32" => String::new(),
+                    _ => format!(", {}, {}", *a_trans as i32, !b_trans as i32),
+                };
                 vec![format!(
-                        "asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k16.f32.{ty}.{ty} {{{}}}, %{}, %{}, p, 1, 1, {ta}, {tb};\\n}}\\n\" : {} : \"l\"({da}), \"l\"({db}), \"r\"(1));",
+                        "asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{}, 0;\\nwgmma.mma_async.sync.aligned.m64n{n}k{k}.f32.{ty}.{ty} {{{}}}, %{}, %{}, p, 1, 1{trans};\\n}}\\n\" : {} : \"l\"({da}), \"l\"({db}), \"r\"(1));",
                         regs + 2,
                         places.join(", "),
                         regs,

@@ -21,6 +21,11 @@ pub const TOLERANCE: f64 = 1e-4;
 /// bits; schedules reorder its roundings).
 pub const TOLERANCE_F16: f64 = 1e-2;
 
+/// The relative error below which an output of a workload that multiplies at
+/// TensorFloat-32's precision (`tf32(x)`) passes: its factors have the 11 significant
+/// bits of an `f16`, and tensor cores may round them where the reference truncates.
+pub const TOLERANCE_TF32: f64 = TOLERANCE_F16;
+
 /// The relative error below which a `bf16` output passes: the `f16` tolerance scaled by
 /// the coarser rounding (8 significant bits against 11).
 pub const TOLERANCE_BF16: f64 = 8e-2;

@@ -49,6 +49,7 @@ pub(super) enum FUn {
     Sqrt,
     Tanh,
     Abs,
+    Tf32,
 }
 
 /// Comparison operators.
@@ -79,6 +80,9 @@ impl FBin {
     }
 }
 
+/// The bits of an f32 that TensorFloat-32 keeps: sign, exponent and 10 mantissa bits.
+pub const TF32_MASK: u32 = 0xffff_e000;
+
 impl FUn {
     /// The operator on a value.
     #[inline(always)]
@@ -89,6 +93,7 @@ impl FUn {
             FUn::Sqrt => x.sqrt(),
             FUn::Tanh => x.tanh(),
             FUn::Abs => x.abs(),
+            FUn::Tf32 => f32::from_bits(x.to_bits() & TF32_MASK),
         }
     }
 }
@@ -438,6 +443,7 @@ fn unary<S: Scope>(s: &S, op: UnOp, x: Typed) -> Result<Typed, S::Error> {
         (UnOp::Exp, x) => (FUn::Exp, x),
         (UnOp::Sqrt, x) => (FUn::Sqrt, x),
         (UnOp::Tanh, x) => (FUn::Tanh, x),
+        (UnOp::Tf32, x) => (FUn::Tf32, x),
     };
     let f = float(s, fop.1, op.name())?;
     Ok(F(FExpr::Un(fop.0, Box::new(f))))

@@ -39,7 +39,7 @@ mod tests;
 
 pub use check::{
     check, is_close, random_inputs, rel_error, tolerance, CheckError, CheckResult, TOLERANCE,
-    TOLERANCE_BF16, TOLERANCE_F16,
+    TOLERANCE_BF16, TOLERANCE_F16, TOLERANCE_TF32,
 };
 pub use compile::Interpreter;
 pub use gpu::{check_lowered, run_kernels, GpuCheckError, GpuInterpError};

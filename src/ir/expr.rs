@@ -113,6 +113,11 @@ pub enum UnOp {
     Sqrt,
     Tanh,
     Abs,
+    /// An f32 value at TensorFloat-32's precision: its mantissa cut to 10 bits (toward
+    /// zero), as tensor cores read f32 operands (`tf32(x)` in the workload language).
+    /// The product of two such values is exact in f32, so `sum(tf32(a) * tf32(b))`
+    /// states what a TF32 tensor-core GEMM computes up to the order of its additions.
+    Tf32,
 }
 
 impl UnOp {
@@ -124,6 +129,7 @@ impl UnOp {
             UnOp::Sqrt => "sqrt",
             UnOp::Tanh => "tanh",
             UnOp::Abs => "abs",
+            UnOp::Tf32 => "tf32",
         }
     }
 }

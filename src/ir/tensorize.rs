@@ -19,20 +19,26 @@
 //! | `mma_sync`   | i 16, j 8, k 16         | `acc[i, j] += f32(a[i, k]) * f32(b[k, j])`     |
 //! | `mma_store`  | rows 16, cols 8         | `dst[r, c] = f(acc[r, c], ..)`: an elementwise function of the element (a conversion to dst's dtype, a bias, a relu); global or shared; may be guarded |
 //! | `wgmma_sync` | i 16, j 8..256 (by 8), k 16 | `acc[i, j] += f32(a[i, k]) * f32(b[k, j])`, a and b **shared** (swizzled) |
+//! | `wgmma_sync` (TF32) | i 16, j 8..256 (by 8), k 8 | `acc[i, j] += tf32(a[i, k]) * tf32(b[k, j])`, a and b f32, **shared**, both stored k-major |
 //!
 //! `wgmma_sync` is Hopper's `wgmma.mma_async` (sm_90a): the four warps of a warpgroup
 //! issue one `m64nNk16` together, each warp's nest being its 16 rows of the 64, and the
 //! operands are read from shared memory through descriptors, not loaded into fragments.
 //! Its accumulator is a fragment in the layout of `mma_sync`'s (the warp's 16 x N tile as
 //! N / 8 tiles of 16 x 8), so `mma_fill` and `mma_store` serve it. The lowering checks the
-//! warpgroup (`lower/tensorize.rs`).
+//! warpgroup (`lower/tensorize.rs`). With f32 operands read at TensorFloat-32's precision
+//! (`math=tf32`) it is `wgmma.mma_async.m64nNk8.f32.tf32.tf32`: a k step of 8 (32 bytes,
+//! as 16 of a 16-bit type), and, as the PTX ISA allows no transpose for TF32, both
+//! operands stored with k as their last axis (`transform_layout` of the shared copy).
 //!
 //! Each access must address its tile by the nest's loops one to one: a loop of the nest
 //! steps exactly one index of the access by 1 and no other, and the access uses no other
 //! loop of the nest. The strides are checked after compaction, by the lowering.
 
 use super::simplify::simplify;
-use super::{AnnValue, BinOp, BlockId, DType, Expr, LoopId, LoopKind, Node, Program, Scope, VarId};
+use super::{
+    AnnValue, BinOp, BlockId, DType, Expr, LoopId, LoopKind, Node, Program, Scope, UnOp, VarId,
+};
 use thiserror::Error;
 
 /// The annotation key a tensorized loop carries; its value is the intrinsic's name.
@@ -51,6 +57,10 @@ pub enum Intrin {
 
 /// The `wgmma` N extents: 8 to 256 in steps of 8 (`extents` gives 0 for that loop).
 pub const WGMMA_N: std::ops::RangeInclusive<i64> = 8..=256;
+
+/// Bytes of k one `wgmma` reduces: 16 elements of a 16-bit type, 8 of TF32 (`extents`
+/// gives -1 for that loop, checked once the operands' type is known).
+pub const WGMMA_K_BYTES: i64 = 32;
 
 impl Intrin {
     pub const ALL: [Intrin; 6] = [
@@ -78,13 +88,13 @@ impl Intrin {
     }
 
     /// The extents of the intrinsic's loop nest, outermost first; 0: any of [`WGMMA_N`]
-    /// that is a multiple of 8.
+    /// that is a multiple of 8; -1: the [`WGMMA_K_BYTES`] of the operands' type.
     pub fn extents(self) -> &'static [i64] {
         match self {
             Intrin::MmaFill | Intrin::MmaLoadB | Intrin::MmaStore => &[16, 8],
             Intrin::MmaLoadA => &[16, 16],
             Intrin::MmaSync => &[16, 8, 16],
-            Intrin::WgmmaSync => &[16, 0, 16],
+            Intrin::WgmmaSync => &[16, 0, -1],
         }
     }
 }
@@ -153,11 +163,13 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
         let want = extents[loops.len() - 1];
         let fits = match want {
             0 => WGMMA_N.contains(&lp.extent) && lp.extent % 8 == 0,
+            -1 => matches!(lp.extent, 8 | 16),
             w => lp.extent == w,
         };
         if !fits {
             let has = match want {
                 0 => format!("{} to {} in steps of 8", WGMMA_N.start(), WGMMA_N.end()),
+                -1 => "16 (16-bit operands) or 8 (TF32)".to_string(),
                 w => w.to_string(),
             };
             return Err(fail(
@@ -304,18 +316,28 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
             let Expr::Bin(BinOp::Mul, x, y) = product else {
                 return Err(shape("the accumulated value is not a product"));
             };
+            // 16-bit elements widened to f32, or (wgmma) f32 elements read as TF32.
             let operand = |e: &Expr| match e {
                 Expr::Cast(DType::F32, inner) => match &**inner {
-                    Expr::Load(b, i) => Some((*b, i.clone())),
+                    Expr::Load(b, i) => Some((*b, i.clone(), false)),
+                    _ => None,
+                },
+                Expr::Un(UnOp::Tf32, inner) if intrin == Intrin::WgmmaSync => match &**inner {
+                    Expr::Load(b, i) => Some((*b, i.clone(), true)),
                     _ => None,
                 },
                 _ => None,
             };
-            let (Some(x), Some(y)) = (operand(x), operand(y)) else {
-                return Err(shape(
-                    "the product's factors are not 16-bit elements widened to f32",
-                ));
+            let (Some((xb, xi, xt)), Some((yb, yi, yt))) = (operand(x), operand(y)) else {
+                return Err(shape(match intrin {
+                    Intrin::WgmmaSync => "the product's factors are not 16-bit elements widened to f32 nor f32 elements read as tf32",
+                    _ => "the product's factors are not 16-bit elements widened to f32",
+                }));
             };
+            if xt != yt {
+                return Err(shape("one factor is read as tf32 and the other is not"));
+            }
+            let (x, y, tf32) = ((xb, xi), (yb, yi), xt);
             // Which factor is A (indexed by i and k) and which B (k and j).
             let by_a = |b: &(crate::ir::BufferId, Vec<Expr>)| {
                 let i = b.1.iter().map(bind).collect::<Vec<_>>();
@@ -327,8 +349,27 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
                 Intrin::WgmmaSync => Scope::Shared,
                 _ => Scope::Fragment,
             };
-            scope_is("operand A", a.0, from, HALF)?;
+            scope_is(
+                "operand A",
+                a.0,
+                from,
+                if tf32 { &[DType::F32] } else { HALF },
+            )?;
             scope_is("operand B", b.0, from, &[p.buffer(a.0).dtype])?;
+            if intrin == Intrin::WgmmaSync {
+                let k = p.lp(loops[2]).extent;
+                let bytes = p.buffer(a.0).dtype.bytes() as i64;
+                if k * bytes != WGMMA_K_BYTES {
+                    return Err(fail(
+                        loops[2],
+                        format!(
+                            "its extent is {k}; wgmma reduces {} of {} per instruction",
+                            WGMMA_K_BYTES / bytes,
+                            if tf32 { "tf32" } else { "a 16-bit type" }
+                        ),
+                    ));
+                }
+            }
             access("accumulator", dst, didx, &[0, 1])?;
             access("operand A", a.0, &a.1, &[0, 2])?;
             access("operand B", b.0, &b.1, &[2, 1])?;

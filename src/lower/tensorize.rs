@@ -19,8 +19,8 @@ use super::swizzle::{Swizzle, ATOM_ROWS};
 use super::{LowerError, Result};
 use crate::ir::interval::Interval;
 use crate::ir::simplify::simplify;
-use crate::ir::tensorize::{step, Intrin};
-use crate::ir::{BinOp, BufferId, Expr, Program, Scope, VarId};
+use crate::ir::tensorize::{step, Intrin, WGMMA_K_BYTES};
+use crate::ir::{BinOp, BufferId, DType, Expr, Program, Scope, VarId};
 use std::collections::BTreeMap;
 
 /// How a warp's lanes hold a fragment buffer: the buffer is `rows x row_length` elements
@@ -483,6 +483,17 @@ impl Tensorizer<'_> {
                 let (a, b) = factors(&value, r).ok_or_else(not_matched)?;
                 let (a, a_trans) = tile(a.0, &a.1, r, k)?;
                 let (b, b_trans) = tile(b.0, &b.1, k, c)?;
+                // TF32 operands have no transposed form: both are read k-major.
+                if self.p.buffer(a.buffer).dtype == DType::F32 {
+                    for (t, k_major, what) in [(&a, !a_trans, "A"), (&b, b_trans, "B")] {
+                        if !k_major {
+                            return Err(fail(format!(
+                                "wgmma reads tf32 operands k-major only, and operand {what} ({}) is stored with k as its rows (transform_layout its shared copy)",
+                                self.p.buffer(t.buffer).name
+                            )));
+                        }
+                    }
+                }
                 let n = self.ranges.get(&c).copied().unwrap_or(0);
                 // A's rows step by its row stride, or by 1 where it is stored M-major.
                 let step_m = if a_trans { 1 } else { a.row_stride };
@@ -598,7 +609,7 @@ impl Tensorizer<'_> {
 
     /// A `wgmma` operand is a tile of a swizzled shared buffer whose rows are the tile's
     /// rows, starting on a whole atom of eight rows; `k_major`: its rows run along k, and
-    /// its 16 columns of k lie in one 128-byte panel; otherwise its `mn` columns are whole
+    /// its k step (32 bytes) lies in one 128-byte panel; otherwise its `mn` columns are whole
     /// panels.
     fn descriptor(
         &self,
@@ -618,8 +629,9 @@ impl Tensorizer<'_> {
         let zero = |e: Expr| simplify(&e, &self.range()) == Expr::Int(0);
         let modulo = |e: Expr, m: i64| Expr::bin(BinOp::FloorMod, e, Expr::Int(m));
         let row = Expr::bin(BinOp::FloorDiv, base.clone(), Expr::Int(s.row));
+        let k_step = WGMMA_K_BYTES / b.dtype.bytes() as i64;
         let col_ok = match k_major {
-            true => zero(modulo(base.clone(), 16)),
+            true => zero(modulo(base.clone(), k_step)),
             false => mn % s.panel == 0 && zero(modulo(base.clone(), s.panel)),
         };
         if t.row_stride != s.row || !zero(modulo(row, ATOM_ROWS)) || !col_ok {
@@ -630,7 +642,7 @@ impl Tensorizer<'_> {
                 crate::ir::printer::expr_str(self.p, base),
                 s.row,
                 match k_major {
-                    true => "its 16 columns of k inside one 128-byte panel".to_string(),
+                    true => format!("its {k_step} columns of k inside one 128-byte panel"),
                     false => format!("its {mn} columns whole panels of {}", s.panel),
                 }
             ));
@@ -668,7 +680,7 @@ impl Tensorizer<'_> {
 /// The buffer and flat index of a load, possibly widened.
 fn load_of(e: &Expr) -> Option<(BufferId, Expr)> {
     let inner = match e {
-        Expr::Cast(_, x) => &**x,
+        Expr::Cast(_, x) | Expr::Un(crate::ir::UnOp::Tf32, x) => &**x,
         x => x,
     };
     match inner {

@@ -229,6 +229,10 @@ pub struct GemmPeer {
     /// The storage type of every operand; anything but f32 accumulates in f32.
     #[serde(default = "float32")]
     pub dtype: DType,
+    /// f32 operands multiplied at TensorFloat-32's precision (`math=tf32`): cublasLt's
+    /// `CUBLAS_COMPUTE_32F_FAST_TF32`, on its tensor cores.
+    #[serde(default)]
+    pub tf32: bool,
 }
 
 fn float32() -> DType {
@@ -250,6 +254,7 @@ impl GemmPeer {
             trans_b: false,
             bias_relu: None,
             dtype: DType::F32,
+            tf32: false,
         }
     }
 

@@ -87,9 +87,9 @@ pub fn reference_source(program: &Program, device: &Device) -> Result<Source, Fa
 }
 
 /// The library GEMM a user would otherwise call, when the workload is a (batched)
-/// row-major matmul in any layout or a dense layer with bias and relu, in f32 or in f16 /
-/// bf16 accumulated in f32 (`acc=f32`; cuBLAS has no bf16 accumulation, and its f16 one is
-/// not offered): recognised by comparing workload keys with the preset of the same shape,
+/// row-major matmul in any layout or a dense layer with bias and relu, in f32 (strict, or
+/// TF32 with `math=tf32`) or in f16 / bf16 accumulated in f32 (`acc=f32`; cuBLAS has no
+/// bf16 accumulation, and its f16 one is not offered): recognised by comparing workload keys with the preset of the same shape,
 /// so a workload written by hand is recognised too.
 pub fn gemm_peer(w: &Workload) -> Option<Peer> {
     let p = w.to_program();
@@ -99,7 +99,9 @@ pub fn gemm_peer(w: &Workload) -> Option<Peer> {
         .map(|b| p.buffer(*b).shape.clone())
         .collect();
     let dtype = p.buffer(*p.params.first()?).dtype;
+    let tf32 = w.uses_tf32();
     let suffix = match dtype {
+        DType::F32 if tf32 => ",math=tf32".to_string(),
         DType::F32 => String::new(),
         DType::F16 | DType::BF16 => format!(",dtype={},acc=f32", dtype.short()),
         DType::I32 | DType::Bool => return None,
@@ -145,7 +147,11 @@ pub fn gemm_peer(w: &Workload) -> Option<Peer> {
         }
         _ => return None,
     };
-    Some(Peer::Gemm(GemmPeer { dtype, ..peer }))
+    Some(Peer::Gemm(GemmPeer {
+        dtype,
+        tf32,
+        ..peer
+    }))
 }
 
 /// A job measuring `candidates` of workload `w` on `device`.
@@ -159,14 +165,19 @@ pub fn job(
     let program = w.to_program();
     let reference = reference_source(&program, &device)?;
     // The outputs' precision sets the tolerance (a 16-bit output is rounded coarsely, and
-    // a schedule reorders its roundings); the loosest where outputs differ.
+    // a schedule reorders its roundings), or the factors' where they are TF32; the
+    // loosest where outputs differ.
+    let least = match w.uses_tf32() {
+        true => crate::interp::TOLERANCE_TF32,
+        false => crate::interp::TOLERANCE,
+    };
     let tolerance = program
         .params
         .iter()
         .map(|b| program.buffer(*b))
         .filter(|b| b.kind == crate::ir::BufferKind::Output)
         .map(|b| crate::interp::tolerance(b.dtype))
-        .fold(crate::interp::TOLERANCE, f64::max);
+        .fold(least, f64::max);
     Ok(Job {
         params: param_specs(&program),
         reference,

@@ -24,7 +24,7 @@ use super::error::{Result, ScheduleError};
 use super::util::*;
 use crate::ir::{
     BinOp, BlockId, Buffer, BufferId, BufferKind, Expr, IterKind, LoopId, Node, Program, Scope,
-    VarId,
+    UnOp, VarId,
 };
 use std::collections::BTreeMap;
 
@@ -200,6 +200,8 @@ fn product_loads(e: &Expr, out: &mut Vec<(BufferId, Vec<Expr>)>) -> Option<()> {
             product_loads(c, out)
         }
         Expr::Cast(t, a) if t.is_float() && matches!(**a, Expr::Load(..)) => product_loads(a, out),
+        // A factor read at TF32's precision (tf32(0) = 0: padding stays zero).
+        Expr::Un(UnOp::Tf32, a) if matches!(**a, Expr::Load(..)) => product_loads(a, out),
         Expr::Load(buf, idx) => {
             out.push((*buf, idx.clone()));
             Some(())

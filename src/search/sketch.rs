@@ -201,21 +201,25 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x5b11_7c0f_0000_0001);
     let kind = match (&space.split_k, &space.register_tile) {
         (_, _)
-            if kinds.contains(&SketchKind::TensorCore)
+            if (kinds.contains(&SketchKind::TensorCore) || kinds.contains(&SketchKind::Wgmma))
                 && space
                     .tensor_core
                     .as_ref()
                     .is_some_and(|t| rng.gen::<f64>() < t.probability) =>
         {
-            // On Hopper, wgmma takes `wgmma_probability` of the tensor-core samples.
+            // On Hopper, wgmma takes `wgmma_probability` of the tensor-core samples, and
+            // all of a TF32 GEMM's (it has no mma.sync sketch).
             let wgmma = space
                 .tensor_core
                 .as_ref()
                 .map_or(0.0, |t| t.wgmma_probability);
-            if kinds.contains(&SketchKind::Wgmma) && rng.gen::<f64>() < wgmma {
-                SketchKind::Wgmma
-            } else {
-                SketchKind::TensorCore
+            match (
+                kinds.contains(&SketchKind::Wgmma),
+                kinds.contains(&SketchKind::TensorCore),
+            ) {
+                (true, false) => SketchKind::Wgmma,
+                (true, true) if rng.gen::<f64>() < wgmma => SketchKind::Wgmma,
+                _ => SketchKind::TensorCore,
             }
         }
         (Some(rule), _)
@@ -700,22 +704,8 @@ fn transposed_lengths(
     if !space.vector_transposed {
         return Ok(vec![1]);
     }
-    let p = sch.program();
-    let mut block = sch.block_id(cached).map_err(at("reduction-major"))?;
-    // Follow single-input stages (the padding) back to the global input.
-    let row = loop {
-        let reads = p.block_reads(block);
-        let [(buf, _)] = reads.as_slice() else {
-            break None;
-        };
-        if p.buffer(*buf).kind == BufferKind::Input {
-            break p.buffer(*buf).shape.last().copied();
-        }
-        match p.writers(*buf).as_slice() {
-            [w] => block = *w,
-            _ => break None,
-        }
-    };
+    let block = sch.block_id(cached).map_err(at("reduction-major"))?;
+    let row = input_row(sch.program(), block);
     let lengths: Vec<i64> = space
         .fetch_vector_lengths
         .iter()
@@ -723,6 +713,24 @@ fn transposed_lengths(
         .filter(|l| *l == 1 || row.is_some_and(|r| r % l == 0))
         .collect();
     Ok(if lengths.is_empty() { vec![1] } else { lengths })
+}
+
+/// The row length (last extent) of the global input a copy `block` reads, following
+/// single-input stages (a padding) back to it; `None` where it reads several buffers.
+pub(super) fn input_row(p: &Program, mut block: crate::ir::BlockId) -> Option<i64> {
+    loop {
+        let reads = p.block_reads(block);
+        let [(buf, _)] = reads.as_slice() else {
+            return None;
+        };
+        if p.buffer(*buf).kind == BufferKind::Input {
+            return p.buffer(*buf).shape.last().copied();
+        }
+        match p.writers(*buf).as_slice() {
+            [w] => block = *w,
+            _ => return None,
+        }
+    }
 }
 
 /// The padding rule (spaces with `tiling.pad_multiples`): where the main block is an

@@ -500,6 +500,10 @@ impl Cx<'_> {
                         op.name()
                     )),
                     (UnOp::Neg, t) => Ok((wrap(s), t)),
+                    (UnOp::Tf32, Ty::Val(Some(d))) if d != DType::F32 => err(format!(
+                        "'tf32' rounds f32 values to TensorFloat-32, found {}",
+                        d.short()
+                    )),
                     (_, Ty::Index) => err(format!(
                         "'{}' applies to values; use cast(f32, ...) on indices",
                         op.name()

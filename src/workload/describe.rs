@@ -60,6 +60,7 @@ fn candidates(w: &Workload) -> Vec<String> {
     // A 16-bit workload with an f32 stage accumulates in f32 (`acc=f32`).
     let acc32 = first.dtype.is_half() && w.tensors.iter().any(|t| t.dtype == DType::F32);
     let dtype = match (first.dtype, acc32) {
+        (DType::F32, _) if w.uses_tf32() => ",math=tf32".to_string(),
         (DType::F32, _) => String::new(),
         (d, false) => format!(",dtype={}", d.short()),
         (d, true) => format!(",dtype={},acc=f32", d.short()),
@@ -155,6 +156,8 @@ mod tests {
             "matmul:64x32x16,layout=nt,dtype=bf16,acc=f32",
             "conv2d_relu_nchw:n=1,c=3,h=8,w=8,k=4,r=3,s=3,pad=1,dtype=f16,acc=f32",
             "batch_matmul:b=4,m=64,n=32,k=16",
+            "matmul:64x32x16,layout=tt,math=tf32",
+            "dense_bias_relu:m=8,n=16,k=32,math=tf32",
             "dense_bias_relu:m=8,n=16,k=32",
             "conv2d_nchw:n=1,c=64,h=56,w=56,k=64,r=3,s=3,pad=1",
             "conv2d_relu_nchw:n=1,c=8,h=16,w=16,k=8,r=3,s=3,stride=2,pad=1",

@@ -104,7 +104,8 @@ impl ReduceOp {
 /// A checked scalar expression of a stage.
 ///
 /// Integer constants only occur in index arithmetic and index comparisons; constants in
-/// value positions are [`Scalar::Float`]. `relu(x)` is stored as `max(x, 0.0)`.
+/// value positions are [`Scalar::Float`]. `relu(x)` is stored as `max(x, 0.0)`. Casts,
+/// comparisons and `tf32` (a precision, not an operation) count no flops.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Scalar {
     /// An integer constant (index arithmetic).
@@ -138,7 +139,8 @@ impl Scalar {
                 ));
                 own + a.value_ops() + b.value_ops()
             }
-            Scalar::Un(op, a) => u64::from(*op != UnOp::Not) + a.value_ops(),
+            // `tf32` states the operands' precision, as a cast does.
+            Scalar::Un(op, a) => u64::from(!matches!(op, UnOp::Not | UnOp::Tf32)) + a.value_ops(),
             Scalar::Select(_, t, e) => t.value_ops().max(e.value_ops()),
             Scalar::Cast(_, a) => a.value_ops(),
         }
@@ -184,6 +186,23 @@ impl Workload {
                 _ => 0.0,
             })
             .sum()
+    }
+
+    /// Whether a stage reads values at TensorFloat-32's precision (`tf32(x)`, `math=tf32`).
+    pub fn uses_tf32(&self) -> bool {
+        fn has(e: &Scalar) -> bool {
+            match e {
+                Scalar::Un(UnOp::Tf32, _) => true,
+                Scalar::Int(_) | Scalar::Float(_) | Scalar::Axis(_) => false,
+                Scalar::Access(_, idx) => idx.iter().any(has),
+                Scalar::Bin(_, a, b) => has(a) || has(b),
+                Scalar::Un(_, a) | Scalar::Cast(_, a) => has(a),
+                Scalar::Select(c, t, f) => has(c) || has(t) || has(f),
+            }
+        }
+        self.tensors
+            .iter()
+            .any(|t| matches!(&t.def, TensorDef::Compute(c) if has(&c.value)))
     }
 
     /// The canonical name of each tensor (`t0`, `t1`, ... in declaration order), as

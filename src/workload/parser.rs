@@ -498,7 +498,7 @@ impl Parser {
         const FUNCS: &str = "max, min, relu, exp, sqrt, tanh, abs, if_then_else, cast";
         let arity = match name.as_str() {
             "max" | "min" | "cast" => 2,
-            "relu" | "exp" | "sqrt" | "tanh" | "abs" => 1,
+            "relu" | "exp" | "sqrt" | "tanh" | "abs" | "tf32" => 1,
             "if_then_else" => 3,
             "sum" | "max_reduce" | "concat" => {
                 return Err(WorkloadError::at(
@@ -547,6 +547,7 @@ impl Parser {
             "sqrt" => PKind::Un(UnOp::Sqrt, next()?),
             "tanh" => PKind::Un(UnOp::Tanh, next()?),
             "abs" => PKind::Un(UnOp::Abs, next()?),
+            "tf32" => PKind::Un(UnOp::Tf32, next()?),
             "if_then_else" => PKind::Select(next()?, next()?, next()?),
             _ => match cast_to {
                 Some(d) => PKind::Cast(d, next()?),

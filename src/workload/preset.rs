@@ -37,6 +37,7 @@ fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
         ("dilation", Some("1")),
         ("dtype", Some("f32")),
         ("acc", Some("same")),
+        ("math", Some("ieee")),
     ];
     match preset {
         "matmul" => &[
@@ -46,6 +47,7 @@ fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
             ("layout", Some("nn")),
             ("dtype", Some("f32")),
             ("acc", Some("same")),
+            ("math", Some("ieee")),
         ],
         "batch_matmul" => &[
             ("b", None),
@@ -54,6 +56,7 @@ fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
             ("k", None),
             ("dtype", Some("f32")),
             ("acc", Some("same")),
+            ("math", Some("ieee")),
         ],
         "depthwise_conv2d_nchw" => &[
             ("n", None),
@@ -67,6 +70,7 @@ fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
             ("dilation", Some("1")),
             ("dtype", Some("f32")),
             ("acc", Some("same")),
+            ("math", Some("ieee")),
         ],
         "dense_bias_relu" => &[
             ("m", None),
@@ -74,6 +78,7 @@ fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
             ("k", None),
             ("dtype", Some("f32")),
             ("acc", Some("same")),
+            ("math", Some("ieee")),
         ],
         "concat_conv2d_relu_nchw" => &[
             ("n", None),
@@ -89,6 +94,7 @@ fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
             ("dilation", Some("1")),
             ("dtype", Some("f32")),
             ("acc", Some("same")),
+            ("math", Some("ieee")),
         ],
         _ => CONV,
     }
@@ -153,9 +159,12 @@ impl Args<'_> {
     fn dtype(&self) -> Result<String> {
         self.choice("dtype", &["f32", "f16", "bf16"])
     }
-    /// Whether the reduction accumulates in f32 where the dtype is narrower (`acc=f32`);
-    /// `acc=same` (the default) or the dtype's own name accumulates in the dtype.
-    fn acc32(&self, dtype: &str) -> Result<bool> {
+    /// How the reductions compute: `acc=f32` accumulates in f32 where the dtype is
+    /// narrower (`acc=same`, the default, or the dtype's own name accumulates in the
+    /// dtype); `math=tf32` multiplies f32 operands at TensorFloat-32's precision (`tf32(x)`
+    /// in the text), as cuBLAS's `CUBLAS_COMPUTE_32F_FAST_TF32` and PyTorch's
+    /// `allow_tf32` do; `math=ieee` (the default) multiplies in f32.
+    fn precision(&self, dtype: &str) -> Result<Precision> {
         let acc = self.choice("acc", &["same", "f32", "f16", "bf16"])?;
         if acc != "same" && acc != "f32" && acc != dtype {
             return Err(at(
@@ -163,8 +172,25 @@ impl Args<'_> {
                 format!("acc={acc} with dtype={dtype}: accumulate in f32 or in the dtype itself"),
             ));
         }
-        Ok(acc == "f32" && dtype != "f32")
+        let tf32 = self.choice("math", &["ieee", "tf32"])? == "tf32";
+        if tf32 && dtype != "f32" {
+            return Err(at(
+                self.raw("math").1,
+                format!("math=tf32 with dtype={dtype}: TensorFloat-32 is a mode of f32 operands"),
+            ));
+        }
+        Ok(Precision {
+            acc32: acc == "f32" && dtype != "f32",
+            tf32,
+        })
     }
+}
+
+/// How a preset's reductions compute (see [`Args::precision`]).
+#[derive(Copy, Clone)]
+struct Precision {
+    acc32: bool,
+    tf32: bool,
 }
 
 /// A reduction stage `out[index] = sum(a * b, axes)` (`index` with its extents where they
@@ -181,8 +207,9 @@ struct Reduction<'a> {
 impl Reduction<'_> {
     /// Its text. With `acc32`, `out_acc` sums the operands cast to f32 and `out` rounds it
     /// to `dt`: the accumulator of a half-precision workload is f32, as in cuBLAS's
-    /// `CUBLAS_COMPUTE_32F`, and only the result is stored narrow.
-    fn text(&self, dt: &str, acc32: bool) -> String {
+    /// `CUBLAS_COMPUTE_32F`, and only the result is stored narrow. With `tf32`, the
+    /// factors are read at TensorFloat-32's precision.
+    fn text(&self, dt: &str, prec: Precision) -> String {
         let Reduction {
             out,
             index,
@@ -191,11 +218,13 @@ impl Reduction<'_> {
             b,
             axes,
         } = self;
-        if acc32 {
+        if prec.acc32 {
             format!(
                 "{out}_acc[{index}]: f32 = sum(cast(f32, {a}) * cast(f32, {b}), {axes})\n\
                  {out}[{plain}]: {dt} = cast({dt}, {out}_acc[{plain}])\n"
             )
+        } else if prec.tf32 {
+            format!("{out}[{index}] = sum(tf32({a}) * tf32({b}), {axes})\n")
         } else {
             format!("{out}[{index}] = sum({a} * {b}, {axes})\n")
         }
@@ -306,7 +335,7 @@ pub fn preset(spec: &str) -> Result<Workload> {
                 a.int("k", 1)?,
                 a.dtype()?,
             );
-            let acc32 = a.acc32(&dt)?;
+            let prec = a.precision(&dt)?;
             format!(
                 "input A: {dt}[{b}, {m}, {k}]\ninput B: {dt}[{b}, {k}, {n}]\n{}",
                 Reduction {
@@ -317,7 +346,7 @@ pub fn preset(spec: &str) -> Result<Workload> {
                     b: "B[b, k, j]".into(),
                     axes: "k",
                 }
-                .text(&dt, acc32)
+                .text(&dt, prec)
             )
         }
         "dense_bias_relu" => {
@@ -330,7 +359,7 @@ pub fn preset(spec: &str) -> Result<Workload> {
                 b: "W[j, k]".into(),
                 axes: "k",
             }
-            .text(&dt, a.acc32(&dt)?);
+            .text(&dt, a.precision(&dt)?);
             format!(
                 "input X: {dt}[{m}, {k}]\ninput W: {dt}[{n}, {k}]\ninput bias: {dt}[{n}]\n\
                  {dense}T_add[i, j] = T_dense[i, j] + bias[j]\n\
@@ -364,7 +393,7 @@ fn matmul(a: &Args) -> Result<String> {
         b: format!("B[{bidx}]"),
         axes: "k",
     }
-    .text(&dt, a.acc32(&dt)?);
+    .text(&dt, a.precision(&dt)?);
     Ok(format!(
         "input A: {dt}[{ashape}]\ninput B: {dt}[{bshape}]\n{c}"
     ))
@@ -410,7 +439,7 @@ fn out_extent(
 /// The conv2d family: optional concat, padding, the convolution, optional relu.
 fn conv(a: &Args, preset: &str) -> Result<String> {
     let dt = a.dtype()?;
-    let acc32 = a.acc32(&dt)?;
+    let prec = a.precision(&dt)?;
     let n = a.int("n", 1)?;
     let (c, concat) = if preset == "concat_conv2d_relu_nchw" {
         let (c1, c2) = (a.int("c1", 1)?, a.int("c2", 1)?);
@@ -474,7 +503,7 @@ fn conv(a: &Args, preset: &str) -> Result<String> {
             b: "weight[ry, rx, rc, ff]".into(),
             axes: "ry, rx, rc",
         }
-        .text(&dt, acc32);
+        .text(&dt, prec);
         "conv2d_nhwc"
     } else if depthwise {
         let (y, x) = (
@@ -489,7 +518,7 @@ fn conv(a: &Args, preset: &str) -> Result<String> {
             b: "weight[c, 0, di, dj]".into(),
             axes: "di, dj",
         }
-        .text(&dt, acc32);
+        .text(&dt, prec);
         "depthwise_conv2d_nchw"
     } else {
         t += &Reduction {
@@ -500,7 +529,7 @@ fn conv(a: &Args, preset: &str) -> Result<String> {
             b: "weight[ff, rc, ry, rx]".into(),
             axes: "rc, ry, rx",
         }
-        .text(&dt, acc32);
+        .text(&dt, prec);
         "conv2d_nchw"
     };
     if preset.contains("relu") {

@@ -716,6 +716,8 @@ fn count_value(e: &Expr, float: bool, ops: &mut Ops) {
                 UnOp::Neg => ops.int += 1.0,
                 UnOp::Not => ops.cmp += 1.0,
                 UnOp::Exp | UnOp::Sqrt | UnOp::Tanh | UnOp::Abs => ops.special += 1.0,
+                // A mask of the operand's bits.
+                UnOp::Tf32 => ops.int += 1.0,
             }
             count_value(a, float, ops);
         }

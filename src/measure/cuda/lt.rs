@@ -3,7 +3,8 @@
 //! keeps the fastest (PyTorch's cuBLAS path also runs through cublasLt with a workspace).
 //! f16 and bf16 operands are multiplied the same way, accumulated in f32
 //! (`CUBLAS_COMPUTE_32F`, as PyTorch does for half matmuls; cublasLt may use its tensor
-//! cores there).
+//! cores there). A workload that multiplies at TensorFloat-32's precision (`math=tf32`)
+//! gets `CUBLAS_COMPUTE_32F_FAST_TF32`, what PyTorch's `allow_tf32` selects.
 //!
 //! Row-major `C[m, n] = op(A) @ op(B)` is column-major `C^T = op(B)^T @ op(A)^T`, so
 //! cublasLt's first operand is the B buffer and its second the A buffer; a stored
@@ -82,7 +83,10 @@ impl LtGemm {
                 "matmul descriptor",
                 lt::cublasLtMatmulDescCreate(
                     &mut plan.desc,
-                    lt::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    match g.tf32 {
+                        true => lt::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                        false => lt::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    },
                     lt::cudaDataType::CUDA_R_32F,
                 ),
             )?;

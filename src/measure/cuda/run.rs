@@ -413,7 +413,7 @@ impl CudaRunner {
     }
 
     /// Times the GEMM peer on the prepared buffers in its precision (strict fp32, no TF32,
-    /// for f32; f32 accumulation for f16 and bf16): cublasLt's
+    /// for f32 unless the workload states `math=tf32`; f32 accumulation for f16 and bf16): cublasLt's
     /// heuristic candidates are each timed briefly, the fastest is timed exactly as
     /// [`CudaRunner::time`] times a program; returns its run times and its output `C`
     /// (poisoned before the run, like any output).

@@ -31,7 +31,7 @@
 use super::{
     add_multiples, at, attempt, pad_by_choices, padded_extent, stages, standalone, SketchError,
 };
-use crate::ir::{BinOp, DType, Expr, IterKind, Program, VarId};
+use crate::ir::{BinOp, DType, Expr, IterKind, Program, UnOp, VarId};
 use crate::schedule::{BlockRv, IntArg, LoopRv, Schedule};
 use crate::search::space::{SearchSpace, TensorCore};
 
@@ -52,11 +52,14 @@ pub(super) struct Gemm {
     pub b_n_major: bool,
     /// A batch of GEMMs: a leading spatial axis indexing both operands and the output.
     pub batch: bool,
+    /// f32 operands read at TensorFloat-32's precision (`tf32(a) * tf32(b)`), which only
+    /// the wgmma sketch runs on tensor cores; otherwise 16-bit operands widened to f32.
+    pub tf32: bool,
 }
 
 /// Whether the tensor-core sketch applies to `main` of `p` under `space`.
 pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> bool {
-    space.tensor_core.is_some() && space.is_gpu() && gemm(p, main).is_some()
+    space.tensor_core.is_some() && space.is_gpu() && gemm(p, main).is_some_and(|g| !g.tf32)
 }
 
 pub(super) fn gemm(p: &Program, main: crate::ir::BlockId) -> Option<Gemm> {
@@ -95,12 +98,17 @@ pub(super) fn gemm(p: &Program, main: crate::ir::BlockId) -> Option<Gemm> {
             Expr::Load(b, idx) if p.buffer(*b).dtype.is_half() => Some((*b, idx.clone())),
             _ => None,
         },
+        Expr::Un(UnOp::Tf32, inner) => match &**inner {
+            Expr::Load(b, idx) if p.buffer(*b).dtype == DType::F32 => Some((*b, idx.clone())),
+            _ => None,
+        },
         _ => None,
     };
     let (x, y) = (operand(x)?, operand(y)?);
     if p.buffer(x.0).dtype != p.buffer(y.0).dtype {
         return None;
     }
+    let tf32 = p.buffer(x.0).dtype == DType::F32;
     // The two matrix indices after the batch index.
     let vars = |idx: &[Expr]| -> Option<(VarId, VarId)> {
         let (head, tail) = idx.split_at(idx.len().checked_sub(2)?);
@@ -138,6 +146,7 @@ pub(super) fn gemm(p: &Program, main: crate::ir::BlockId) -> Option<Gemm> {
         a_k_major,
         b_n_major,
         batch: batch.is_some(),
+        tf32,
     })
 }
 
@@ -246,7 +255,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         }
     }
     for sh in [a_sh, b_sh] {
-        fetch(sch, sh, &warps)?;
+        fetch(sch, sh, &warps, 8)?;
         sch.storage_align(sh, 0, 0, 64, 8)
             .map_err(at("storage_align"))?;
     }
@@ -305,8 +314,13 @@ pub(super) fn accumulate(
 }
 
 /// The cooperative fetch of a shared stage: its loops fused and spread over the warps
-/// (`threadIdx.y`) and lanes (`threadIdx.x`) in 16-byte vectors.
-pub(super) fn fetch(sch: &mut Schedule, sh: BlockRv, warps: &IntArg) -> Result<(), SketchError> {
+/// (`threadIdx.y`) and lanes (`threadIdx.x`) in 16-byte vectors of `vector` elements.
+pub(super) fn fetch(
+    sch: &mut Schedule,
+    sh: BlockRv,
+    warps: &IntArg,
+    vector: i64,
+) -> Result<(), SketchError> {
     let loops = sch.get_loops(sh).map_err(at("fetch"))?;
     let n = loops.len();
     let f = sch.fuse(&loops[n - 2..]).map_err(at("fetch"))?;
@@ -317,7 +331,7 @@ pub(super) fn fetch(sch: &mut Schedule, sh: BlockRv, warps: &IntArg) -> Result<(
                 None,
                 Some(warps.clone()),
                 Some(IntArg::Lit(32)),
-                Some(IntArg::Lit(8)),
+                Some(IntArg::Lit(vector)),
             ],
         )
         .map_err(at("fetch"))?;

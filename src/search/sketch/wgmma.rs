@@ -1,6 +1,8 @@
 //! The wgmma sketch (`wgmma_probability` in `[tensor_core]` of `search_spaces/cuda.toml`):
-//! a GEMM whose 16-bit operands are accumulated in f32 runs on Hopper's
-//! `wgmma.mma_async` (sm_90a), in the structure of `examples/schedules/wgmma_gemm.sched`:
+//! a GEMM whose 16-bit operands are accumulated in f32, or whose f32 operands are read at
+//! TensorFloat-32's precision (`math=tf32`; every tensor-core sample of such a GEMM), runs
+//! on Hopper's `wgmma.mma_async` (sm_90a), in the structure of
+//! `examples/schedules/wgmma_gemm.sched` (`wgmma_tf32_gemm.sched` for TF32):
 //!
 //! 1. The GEMM's axes are padded (`pad_einsum`) to a sampled multiple of 64 each (the
 //!    `pad_multiples` of at least 64 that waste at most `max_waste`, and the extent
@@ -11,7 +13,8 @@
 //! 3. Tiling (decisions of the trace): rows `i` into `[blocks, warpgroups] x 4 x 16`
 //!    (1 or 2 warpgroups, four warps of 16 rows each), columns `j` into
 //!    `[blocks, chunks] x 64` (the chunks of 64 columns a block, and one wgmma of
-//!    `n = 64 * chunks`, at most 256), the reduction into steps of 64 by 16, ordered
+//!    `n = 64 * chunks`, at most 256), the reduction into steps of one 128-byte panel (64
+//!    16-bit elements, 32 TF32) by one wgmma's k (16, 8), ordered
 //!    `bi bj | wg w | k0 kk | 16 n 16`.
 //! 4. `bi bj` fused to `blockIdx.x`, in groups of a sampled number of block rows (1, 2, 4
 //!    or 8 where it divides them: the blocks running at once then share their panels of B
@@ -19,8 +22,10 @@
 //!    warpgroup are consecutive 16-row slices, as `wgmma` needs.
 //! 5. The accumulator written back per warp; A and B staged in shared memory at `k0`
 //!    (16-byte vectors fetched by all threads), stored with the 128-byte swizzle
-//!    (`storage_swizzle`) that `wgmma` reads, whatever the operands' layouts; the fetch
-//!    loop software-pipelined by the space's `[pipeline]` rule.
+//!    (`storage_swizzle`) that `wgmma` reads, whatever the operands' layouts (TF32
+//!    operands, which wgmma reads k-major only, are stored transposed where k is not
+//!    their last axis: `transform_layout`, the copy then storing element by element); the
+//!    fetch loop software-pipelined by the space's `[pipeline]` rule.
 //! 6. `decompose_reduction` at `k0`; the nests tensorized (`wgmma_sync`, `mma_fill`,
 //!    `mma_store`), the loops around them unrolled.
 
@@ -30,8 +35,11 @@ use crate::ir::Program;
 use crate::schedule::{IntArg, LoopRv, Schedule};
 use crate::search::space::SearchSpace;
 
-/// Rows of a warpgroup's tile, and columns and reduction of a swizzle panel (16-bit).
+/// Rows of a warpgroup's tile, and columns of a swizzle panel (16-bit); the axes are
+/// padded to multiples of it.
 const PANEL: i64 = 64;
+/// Bytes of a swizzle panel's row: a reduction step's k (64 16-bit elements, 32 f32).
+const PANEL_BYTES: i64 = 128;
 /// Warpgroups of a block, at most (two: 256 threads).
 const MAX_WARPGROUPS: i64 = 2;
 /// Columns of one wgmma, at most, in chunks of 64.
@@ -39,9 +47,11 @@ const MAX_CHUNKS: i64 = 4;
 /// Block rows launched side by side (a group), the candidates.
 const GROUPS: [i64; 4] = [1, 2, 4, 8];
 
-/// Whether the wgmma sketch applies to `main` of `p` under `space`.
+/// Whether the wgmma sketch applies to `main` of `p` under `space`: a GEMM of 16-bit
+/// operands or of TF32 ones, on Hopper.
 pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> bool {
-    super::tensor_core::applies(space, p, main)
+    space.is_gpu()
+        && super::tensor_core::gemm(p, main).is_some()
         && space
             .tensor_core
             .as_ref()
@@ -77,7 +87,13 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         |sch: &mut Schedule, l: LoopRv, f: &[Option<IntArg>]| sch.split(l, f).map_err(at("tiling"));
     let i_parts = split(sch, i, &[None, lit(4), lit(16)])?;
     let j_parts = split(sch, j, &[None, lit(PANEL)])?;
-    let k_parts = split(sch, k, &[None, lit(4), lit(16)])?;
+    let elem = if g.tf32 { 4 } else { 2 };
+    let k_inst = crate::ir::tensorize::WGMMA_K_BYTES / elem;
+    let k_parts = split(
+        sch,
+        k,
+        &[None, lit(PANEL_BYTES / elem / k_inst), lit(k_inst)],
+    )?;
     let tiles = |sch: &mut Schedule, l: LoopRv, max: i64| {
         let f = sch
             .sample_perfect_tile(l, 2, max, None)
@@ -126,14 +142,41 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     for sh in [a_sh, b_sh] {
         sch.compute_at(sh, k0).map_err(at("cache_read"))?;
     }
+    // TF32 operands are read k-major: A stored `[k, m]` and B stored `[k, n]` are
+    // transposed in shared memory.
+    let mut vectors = [16 / elem; 2];
+    if g.tf32 {
+        for (n, (sh, k_rows)) in [(a_sh, g.a_k_major), (b_sh, !g.b_n_major)]
+            .into_iter()
+            .enumerate()
+        {
+            if k_rows {
+                let rank = {
+                    let id = sch.block_id(sh).map_err(at("transform_layout"))?;
+                    let p = sch.program();
+                    p.buffer(p.block(id).body.buffer).shape.len() as i64
+                };
+                let mut perm: Vec<i64> = (0..rank).collect();
+                perm.swap(rank as usize - 2, rank as usize - 1);
+                sch.transform_layout(sh, 0, &crate::schedule::layout::singletons(&perm))
+                    .map_err(at("transform_layout"))?;
+                // The copy loads vectors along the input's rows and stores their lanes
+                // apart: vectors only where the rows keep them aligned.
+                let id = sch.block_id(sh).map_err(at("transform_layout"))?;
+                if super::input_row(sch.program(), id).is_none_or(|r| r % vectors[n] != 0) {
+                    vectors[n] = 1;
+                }
+            }
+        }
+    }
     // The zero-filled copies of padded inputs go into the fetches.
     for name in &st.padding {
         if let Ok(b) = sch.get_block(name) {
             let _ = super::attempt(sch, |s| s.compute_inline(b));
         }
     }
-    for sh in [a_sh, b_sh] {
-        fetch(sch, sh, &warps)?;
+    for (sh, vector) in [(a_sh, vectors[0]), (b_sh, vectors[1])] {
+        fetch(sch, sh, &warps, vector)?;
         sch.storage_swizzle(sh, 0).map_err(at("storage_swizzle"))?;
     }
     if let Some(p) = &space.pipeline {
@@ -186,6 +229,13 @@ mod tests {
         assert!(!sketches(&space, &f32_gemm)
             .unwrap()
             .contains(&SketchKind::Wgmma));
+        // TF32: wgmma only (no mma.sync sketch), and nothing on older GPUs.
+        let tf32 = program("matmul:m=64,n=64,k=64,math=tf32");
+        let kinds = sketches(&space, &tf32).unwrap();
+        assert!(kinds.contains(&SketchKind::Wgmma), "{kinds:?}");
+        assert!(!kinds.contains(&SketchKind::TensorCore), "{kinds:?}");
+        let kinds = sketches(&older, &tf32).unwrap();
+        assert!(!kinds.contains(&SketchKind::Wgmma), "{kinds:?}");
     }
 
     #[test]
@@ -198,6 +248,12 @@ mod tests {
             "matmul:m=64,n=128,k=64,layout=tt,dtype=f16,acc=f32",
             "batch_matmul:b=2,m=64,n=64,k=64,dtype=f16,acc=f32",
             "dense_bias_relu:m=64,n=64,k=64,dtype=bf16,acc=f32",
+            "matmul:m=64,n=64,k=64,math=tf32",
+            "matmul:m=70,n=100,k=40,layout=tn,math=tf32",
+            "matmul:m=64,n=128,k=64,layout=nt,math=tf32",
+            "matmul:m=64,n=64,k=96,layout=tt,math=tf32",
+            "batch_matmul:b=2,m=64,n=64,k=64,math=tf32",
+            "dense_bias_relu:m=64,n=64,k=64,math=tf32",
         ] {
             let p = program(spec);
             for seed in 0..3 {
