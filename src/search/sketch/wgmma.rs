@@ -32,7 +32,7 @@
 use super::tensor_core::{accumulate, fetch, pad, tensorize, unroll};
 use super::{at, stages, standalone, SketchError};
 use crate::ir::Program;
-use crate::schedule::{IntArg, LoopRv, Schedule};
+use crate::schedule::{BlockRv, IntArg, LoopRv, Schedule};
 use crate::search::space::SearchSpace;
 
 /// Rows of a warpgroup's tile, and columns of a swizzle panel (16-bit); the axes are
@@ -144,7 +144,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     }
     // TF32 operands are read k-major: A stored `[k, m]` and B stored `[k, n]` are
     // transposed in shared memory.
-    let mut vectors = [16 / elem; 2];
+    let mut transposed = [false; 2];
     if g.tf32 {
         for (n, (sh, k_rows)) in [(a_sh, g.a_k_major), (b_sh, !g.b_n_major)]
             .into_iter()
@@ -160,12 +160,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
                 perm.swap(rank as usize - 2, rank as usize - 1);
                 sch.transform_layout(sh, 0, &crate::schedule::layout::singletons(&perm))
                     .map_err(at("transform_layout"))?;
-                // The copy loads vectors along the input's rows and stores their lanes
-                // apart: vectors only where the rows keep them aligned.
-                let id = sch.block_id(sh).map_err(at("transform_layout"))?;
-                if super::input_row(sch.program(), id).is_none_or(|r| r % vectors[n] != 0) {
-                    vectors[n] = 1;
-                }
+                transposed[n] = true;
             }
         }
     }
@@ -175,8 +170,19 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
             let _ = super::attempt(sch, |s| s.compute_inline(b));
         }
     }
-    for (sh, vector) in [(a_sh, vectors[0]), (b_sh, vectors[1])] {
-        fetch(sch, sh, &warps, vector)?;
+    for (sh, transposed) in [(a_sh, transposed[0]), (b_sh, transposed[1])] {
+        if transposed {
+            fetch_transposed(sch, sh, &warps)?;
+        } else {
+            // 16-byte vectors where the input's rows keep them aligned, else shorter.
+            let id = sch.block_id(sh).map_err(at("fetch"))?;
+            let row = super::input_row(sch.program(), id).unwrap_or(1);
+            let mut vector = 16 / elem;
+            while row % vector != 0 {
+                vector /= 2;
+            }
+            fetch(sch, sh, &warps, vector)?;
+        }
         sch.storage_swizzle(sh, 0).map_err(at("storage_swizzle"))?;
     }
     if let Some(p) = &space.pipeline {
@@ -203,6 +209,34 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     for name in &leftovers {
         standalone(space, sch, name)?;
     }
+    Ok(())
+}
+
+/// The cooperative fetch of an operand stored transposed in shared memory (the source's
+/// rows `k` become the copy's columns): the 32 lanes of a warp copy 4 rows of k by 8
+/// consecutive elements of the source's row, one element each (4-byte copies). A warp's
+/// loads then fill whole 32-byte sectors of 4 source rows, and its stores land in 8
+/// shared rows 4 elements apart, which the swizzle spreads over all 32 banks (lanes along
+/// the source's row alone, or vectors along it, put 4 to 16 stores in one bank).
+fn fetch_transposed(sch: &mut Schedule, sh: BlockRv, warps: &IntArg) -> Result<(), SketchError> {
+    let loops = sch.get_loops(sh).map_err(at("fetch"))?;
+    let n = loops.len();
+    let lit = |v: i64| Some(IntArg::Lit(v));
+    let k = sch
+        .split(loops[n - 2], &[None, lit(4)])
+        .map_err(at("fetch"))?;
+    let mn = sch
+        .split(loops[n - 1], &[None, lit(8)])
+        .map_err(at("fetch"))?;
+    sch.reorder(&[k[0], mn[0], k[1], mn[1]])
+        .map_err(at("fetch"))?;
+    let outer = sch.fuse(&[k[0], mn[0]]).map_err(at("fetch"))?;
+    let lanes = sch.fuse(&[k[1], mn[1]]).map_err(at("fetch"))?;
+    let w = sch
+        .split(outer, &[None, Some(warps.clone())])
+        .map_err(at("fetch"))?;
+    sch.bind(w[1], "threadIdx.y").map_err(at("fetch"))?;
+    sch.bind(lanes, "threadIdx.x").map_err(at("fetch"))?;
     Ok(())
 }
 
