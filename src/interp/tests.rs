@@ -498,6 +498,26 @@ fn float_min_max_propagate_nan_and_unary_ops_are_f32() {
 }
 
 #[test]
+fn tf32_keeps_the_sign_exponent_and_ten_mantissa_bits() {
+    let f = |a: Expr| Expr::Un(UnOp::Tf32, Box::new(a));
+    let ulp = 2f32.powi(-10);
+    let inputs = [
+        1.0 + ulp,                // kept: the tenth mantissa bit
+        1.0 + ulp / 2.0,          // the eleventh: cut
+        -(1.0 + ulp + ulp / 4.0), // cut toward zero, sign kept
+        f32::INFINITY,
+        f32::NAN,
+    ];
+    let mut params = vec![arr(&inputs), nan(&[5])];
+    run(&elementwise(5, DType::F32, f), &mut params).unwrap();
+    assert_eq!(params[1][[0]], 1.0 + ulp);
+    assert_eq!(params[1][[1]], 1.0);
+    assert_eq!(params[1][[2]], -(1.0 + ulp));
+    assert_eq!(params[1][[3]], f32::INFINITY);
+    assert!(params[1][[4]].is_nan());
+}
+
+#[test]
 fn unwritten_int_element_read_is_an_error() {
     let mut p = through_intermediate(3);
     p.buffers[2].dtype = DType::I32;

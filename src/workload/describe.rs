@@ -71,6 +71,7 @@ fn candidates(w: &Workload) -> Vec<String> {
             out.push(format!("matmul:{a0}x{b1}x{a1}{dtype}"));
             out.push(format!("matmul:{a0}x{b0}x{a1},layout=nt{dtype}"));
             out.push(format!("matmul:{a1}x{b1}x{a0},layout=tn{dtype}"));
+            out.push(format!("matmul:{a1}x{b0}x{a0},layout=tt{dtype}"));
         }
         [[b, m, k], [_, _, n]] => out.push(format!("batch_matmul:b={b},m={m},n={n},k={k}{dtype}")),
         [[m, k], [n, _], [_]] => out.push(format!("dense_bias_relu:m={m},n={n},k={k}{dtype}")),

@@ -1,0 +1,189 @@
+//! TensorFloat-32 (issue 17): f32 operands multiplied at TF32's precision on Hopper's
+//! tensor cores, without a GPU.
+//!
+//! * the workload language's `tf32(x)` (f32 values only, refused on others naming the
+//!   place) and the GEMM presets' `math=tf32`, whose flops are those of the f32 GEMM and
+//!   whose spec is recovered from the canonical text;
+//! * the example `examples/schedules/wgmma_tf32_gemm.sched` (NN layout: B transposed into
+//!   shared memory) computes the reference in the interpreter, lowers to
+//!   `wgmma.mma_async.m64n128k8.f32.tf32.tf32` without transpose immediates, copies A by
+//!   16-byte and the transposed B by 4-byte `cp.async`, and NVRTC compiles it for sm_90a
+//!   without local memory or serialized wgmmas;
+//! * a TF32 operand stored with k as its rows is refused by the lowering, naming it;
+//! * a TF32 GEMM's job checks with the TF32 tolerance and times cublasLt in TF32.
+//!
+//! Its run on the H100 is `benches/probe/tf32_run.sh` (figures in benches/RESULTS.md).
+
+use tessel::interp;
+use tessel::measure::{session, Device, Peer};
+use tessel::schedule::{replay, text, Schedule};
+use tessel::workload;
+
+const SPEC: &str = "matmul:m=2048,n=128,k=128,math=tf32";
+
+fn example() -> String {
+    let path = format!(
+        "{}/examples/schedules/wgmma_tf32_gemm.sched",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+fn schedule(sched: &str, spec: &str) -> Schedule {
+    let w = workload::preset(spec).unwrap();
+    let trace = text::parse(sched).unwrap();
+    replay(&trace, w.to_program(), 0).unwrap_or_else(|e| panic!("{spec}: {e}"))
+}
+
+fn cuda(sched: &str, spec: &str) -> String {
+    let sch = schedule(sched, spec);
+    let l = tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda)
+        .unwrap_or_else(|e| panic!("{spec}: {e}"));
+    tessel::codegen::cuda::generate(&l).unwrap().code
+}
+
+/// Whether NVRTC tests run here (panics when NVRTC is missing and not explicitly skipped).
+fn nvrtc() -> bool {
+    if std::env::var("TESSEL_NO_NVRTC").as_deref() == Ok("1") {
+        println!("NVRTC skipped (TESSEL_NO_NVRTC=1)");
+        return false;
+    }
+    if let Err(msg) = tessel::measure::cuda::nvrtc_available() {
+        panic!("{msg} (CI installs it through .ci/test; set TESSEL_NO_NVRTC=1 to skip)");
+    }
+    true
+}
+
+#[test]
+fn the_language_reads_tf32_on_f32_values_only() {
+    let w = workload::parse(
+        "input A: f32[4, 8]\ninput B: f32[8, 4]\nC[i, j] = sum(tf32(A[i, k]) * tf32(B[k, j]), k)\n",
+    )
+    .unwrap();
+    assert!(w.uses_tf32());
+    // tf32 states a precision: the GEMM's flops are 2 m n k.
+    assert_eq!(w.flops(), 2.0 * 4.0 * 4.0 * 8.0);
+    let e = workload::parse(
+        "input A: f16[4, 8]\ninput B: f16[8, 4]\nC[i, j]: f32 = sum(tf32(A[i, k]) * cast(f32, B[k, j]), k)\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("3:") && e.contains("'tf32' rounds f32 values"),
+        "{e}"
+    );
+}
+
+#[test]
+fn the_presets_take_math_tf32_for_f32_only() {
+    let w = workload::preset("matmul:m=64,n=32,k=16,layout=tn,math=tf32").unwrap();
+    assert!(w.uses_tf32());
+    assert!(!workload::preset("matmul:64x32x16").unwrap().uses_tf32());
+    assert_eq!(w.flops(), 2.0 * 64.0 * 32.0 * 16.0);
+    let text = w.canonical_text();
+    assert!(text.contains("tf32("), "{text}");
+    for (spec, says) in [
+        (
+            "matmul:64x64x64,dtype=bf16,math=tf32",
+            "1:33: math=tf32 with dtype=bf16",
+        ),
+        (
+            "matmul:64x64x64,math=fast",
+            "must be one of ieee, tf32, found 'fast'",
+        ),
+    ] {
+        let e = workload::preset(spec).unwrap_err().to_string();
+        assert!(e.contains(says), "{spec}: {e}");
+    }
+    for spec in [
+        "batch_matmul:b=2,m=8,n=8,k=8,math=tf32",
+        "dense_bias_relu:m=8,n=16,k=32,math=tf32",
+    ] {
+        assert!(workload::preset(spec).unwrap().uses_tf32(), "{spec}");
+    }
+}
+
+#[test]
+fn the_example_computes_the_reference() {
+    let sch = schedule(&example(), SPEC);
+    let reference = workload::preset(SPEC).unwrap().to_program();
+    let err = interp::check(&reference, sch.program(), 3).unwrap();
+    assert!(err <= interp::TOLERANCE, "{err}");
+}
+
+#[test]
+fn the_example_lowers_to_tf32_wgmma_with_a_transposing_copy_of_b() {
+    let code = cuda(&example(), SPEC);
+    // k steps of 8, and no transpose immediates after the scales (TF32 has none).
+    assert!(
+        code.contains("wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32")
+            && code.contains("p, 1, 1;"),
+        "{code}"
+    );
+    assert!(!code.contains("k16.f32"), "{code}");
+    // A (M x K, k-major as stored) by 16-byte copies, B (K x N) transposed by 4-byte ones.
+    let copies =
+        |what: &str, dst: &str| code.lines().any(|l| l.contains(&format!("{what}({dst} +")));
+    assert!(copies("tessel_cp_async16", "A_shared"), "{code}");
+    assert!(copies("tessel_cp_async4", "B_shared"), "{code}");
+    assert!(!copies("tessel_cp_async16", "B_shared"), "{code}");
+}
+
+#[test]
+fn a_tf32_operand_stored_with_k_as_rows_is_refused_naming_it() {
+    let sched: String = example()
+        .lines()
+        .filter(|l| !l.starts_with("transform_layout("))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let sch = schedule(&sched, SPEC);
+    let e = match tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda) {
+        Ok(_) => panic!("an N-major TF32 operand lowered"),
+        Err(e) => e.to_string(),
+    };
+    for says in ["k-major only", "operand B", "B_shared", "transform_layout"] {
+        assert!(e.contains(says), "{e:?} does not say {says:?}");
+    }
+}
+
+#[test]
+fn nvrtc_compiles_the_example_without_local_memory_or_serialized_wgmma() {
+    if !nvrtc() {
+        return;
+    }
+    let code = cuda(&example(), "matmul:4096x4096x4096,math=tf32");
+    let cubin = tessel::measure::cuda::compile(&code, "sm_90a").unwrap_or_else(|f| panic!("{f:?}"));
+    let info = &cubin.info;
+    assert_eq!(info.spill_stores, Some(0), "{}", info.log);
+    assert_eq!(info.stack_bytes, Some(0), "{}", info.log);
+    assert!(
+        info.log.contains("Compiling entry function"),
+        "{}",
+        info.log
+    );
+    for code in ["C7514", "C7517"] {
+        assert!(!info.log.contains(code), "ptxas {code}: {}", info.log);
+    }
+}
+
+#[test]
+fn a_tf32_gemm_checks_with_the_tf32_tolerance_against_cublaslt_in_tf32() {
+    for (spec, tf32) in [
+        ("matmul:m=8,n=16,k=32,layout=nt,math=tf32", true),
+        ("dense_bias_relu:m=8,n=16,k=32,math=tf32", true),
+        ("matmul:m=8,n=16,k=32,layout=nt", false),
+    ] {
+        let w = workload::preset(spec).unwrap();
+        let Some(Peer::Gemm(g)) = session::gemm_peer(&w) else {
+            panic!("{spec}: no GEMM peer");
+        };
+        assert_eq!(g.tf32, tf32, "{spec}");
+        let job = session::job(&w, Vec::new(), Device::Cpu, true, 0).unwrap();
+        let want = if tf32 {
+            interp::TOLERANCE_TF32
+        } else {
+            interp::TOLERANCE
+        };
+        assert_eq!(job.tolerance, want, "{spec}");
+    }
+}
