@@ -753,6 +753,28 @@ fn the_shipped_training_records_cover_the_training_set_and_none_of_the_validatio
     assert_eq!(answered, 28);
 }
 
+/// The tensor-core records of 2026-11-26 (TF32 GEMMs on wgmma, an f16 GEMM) import and
+/// answer for their workloads on the H100, and none is a validation workload's shape.
+#[test]
+fn the_shipped_tf32_records_answer_their_workloads() {
+    let mut db = Database::open_in_memory().unwrap();
+    import_shipped(&mut db, "h100-2026-11-26.best.jsonl", 5);
+    let h100 = h100();
+    for spec in [
+        "matmul:4096x4096x4096,math=tf32",
+        "matmul:2048x2048x2048,math=tf32",
+        "matmul:m=1009,n=523,k=311,math=tf32",
+        "dense_bias_relu:m=128,n=3072,k=768,math=tf32",
+        "matmul:m=4096,n=4096,k=4096,dtype=f16,acc=f32",
+    ] {
+        let w = preset(spec).unwrap();
+        let best = db.best(&w, &h100).unwrap().unwrap();
+        assert!(!best.is_fallback(), "{spec}");
+        let trace = tessel::schedule::text::print(&best.record.trace);
+        assert!(trace.contains("wgmma_sync"), "{spec}: {trace}");
+    }
+}
+
 #[test]
 fn training_records_are_read_whole_or_since_a_record() {
     let mut db = Database::open_in_memory().unwrap();

@@ -740,6 +740,37 @@ fn wgmma_gemm_matches_the_reference_on_the_gpu() {
     }
 }
 
+#[test]
+fn wgmma_tf32_gemm_matches_the_reference_on_the_gpu() {
+    // The TF32 example (`examples/schedules/wgmma_tf32_gemm.sched`: wgmma.mma_async
+    // m64n128k8 on f32 operands read as TF32, B transposed into shared memory by 4-byte
+    // cp.async) in the NN layout, built, checked against the naive kernel (which truncates
+    // the factors as `tf32(x)` does) and timed in the worker, beside cublasLt in TF32.
+    // Its smallest M is 2048 (blocks of 256 rows in groups of eight), N a multiple of
+    // 128, K of 32 and at least 128.
+    if !gpu_enabled() {
+        return;
+    }
+    let arch = device_arch();
+    let spec = "matmul:m=2048,n=256,k=256,math=tf32";
+    let (w, src) = seed_source("wgmma_tf32_gemm", spec, &arch);
+    let wgmma = "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32";
+    assert!(src.code.contains(wgmma), "{spec}: no {wgmma}");
+    let (outcomes, peer) = measure_sources(&w, vec![src], &arch, true);
+    let peer = peer.expect("a TF32 GEMM has the cublasLt peer");
+    println!(
+        "{spec} {}: rel error {:.2e}, median {:.3} ms",
+        peer.name,
+        peer.rel_error,
+        peer.median_seconds * 1e3
+    );
+    assert_within(
+        std::iter::once(format!("{spec} wgmma_tf32_gemm")),
+        &outcomes,
+        tessel::interp::TOLERANCE_TF32,
+    );
+}
+
 const OOB_KERNEL: &str = r#"extern "C" __global__ void broken(float* A, float* B, float* C) {
   C[(long long)(threadIdx.x + 1) << 36] = 1.0f;
 }"#;

@@ -451,6 +451,48 @@ fn a_swizzled_buffer_whose_rows_are_not_128_bytes_is_refused_naming_it() {
     );
 }
 
+/// A block whose wgmma accumulators leave no registers for the rest (16 warps of 16 x 256
+/// f32 accumulators: 128 registers a thread, the most 512 threads may have) is refused
+/// before compiling, naming the kernel; the example's 8 warps pass.
+#[test]
+fn a_block_whose_fragments_fill_the_register_file_is_refused_before_compiling() {
+    use tessel::search::{postproc, SearchSpace, TargetLimits};
+    let target = TargetLimits::Cuda(tessel::target::cuda::CudaLimits::sm90_default());
+    let space = SearchSpace::cuda_default();
+    let spec = "matmul:m=2048,n=256,k=256,dtype=f16,acc=f32";
+    let ok = schedule(&example(), spec).unwrap();
+    postproc::check(ok.program(), &space, &target).unwrap();
+    let mut sched = edited(
+        "i0, i1, i3 = split(i, factors=[None, 8, 16])",
+        &["i0, i1, i3 = split(i, factors=[None, 16, 16])"],
+    );
+    for old in [
+        "_, aty, atx, av = split(af, factors=[None, 8, 32, 8])",
+        "_, bty, btx, bv = split(bf, factors=[None, 8, 32, 8])",
+    ] {
+        let new = old.replace("None, 8, 32", "None, 16, 32");
+        sched = edited_text(&sched, old, &[new.as_str()]);
+    }
+    // Three stages, so that its shared memory (64 KB a stage) fits.
+    let sched = edited_text(
+        &sched,
+        "annotate(k0, key=\"software_pipeline_stage\", value=[0, 0, 3])",
+        &["annotate(k0, key=\"software_pipeline_stage\", value=[0, 0, 2])"],
+    );
+    let tall = schedule(&sched, spec).unwrap();
+    let e = postproc::check(tall.program(), &space, &target).unwrap_err();
+    assert_eq!(e.kind(), postproc::RejectKind::Registers, "{e}");
+    assert_says(
+        "16 warps of 256 columns",
+        &e.to_string(),
+        &[
+            "128 registers of tensor-core fragments",
+            "512 threads",
+            "128 a thread may have",
+        ],
+    );
+}
+
 #[test]
 fn a_swizzled_buffer_cannot_be_padded() {
     let sched = edited(

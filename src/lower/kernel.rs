@@ -353,16 +353,21 @@ impl Kernel {
     /// 32-bit registers one thread's local arrays and fragments take (a fragment's tiles
     /// are spread over the 32 lanes of a warp).
     pub fn register_words(&self, p: &Program) -> i64 {
+        let local: i64 = self
+            .allocs
+            .iter()
+            .filter(|a| a.scope == Scope::Local)
+            .map(|a| (a.size * p.buffer(a.buffer).dtype.bytes() as i64 + 3) / 4)
+            .sum();
+        local + self.fragment_words(p)
+    }
+    /// 32-bit registers one thread's fragments take (tensor-core tiles spread over the 32
+    /// lanes of a warp).
+    pub fn fragment_words(&self, p: &Program) -> i64 {
         self.allocs
             .iter()
-            .map(|a| {
-                let bytes = a.size * p.buffer(a.buffer).dtype.bytes() as i64;
-                match a.scope {
-                    Scope::Local => (bytes + 3) / 4,
-                    Scope::Fragment => (bytes / 32 + 3) / 4,
-                    Scope::Global | Scope::Shared => 0,
-                }
-            })
+            .filter(|a| a.scope == Scope::Fragment)
+            .map(|a| (a.size * p.buffer(a.buffer).dtype.bytes() as i64 / 32 + 3) / 4)
             .sum()
     }
     fn bytes_in(&self, p: &Program, scope: Scope) -> i64 {

@@ -673,6 +673,7 @@ fn measure_peer(
     let (median_seconds, min_seconds, max_seconds) = checked_stats(&runs)?;
     Ok(PeerMeasured {
         name: match g.dtype {
+            crate::ir::DType::F32 if g.tf32 => format!("{}, TF32", runner.peer_name()),
             crate::ir::DType::F32 => runner.peer_name().to_string(),
             d => format!(
                 "{}, {} with f32 accumulation",

@@ -79,6 +79,14 @@ pub enum Rejection {
         bytes: i64,
         limit: i64,
     },
+    #[error("kernel {kernel} holds {registers} registers of tensor-core fragments a thread, which with {threads} threads and the {margin} an instruction needs besides exceed the {limit} a thread may have")]
+    FragmentRegisters {
+        kernel: String,
+        registers: i64,
+        threads: i64,
+        margin: i64,
+        limit: i64,
+    },
     #[error("cannot be lowered: {0}")]
     Lowering(LowerError),
     /// After NVRTC, found by the worker (spills, registers per block).
@@ -94,6 +102,7 @@ impl Rejection {
             Rejection::VirtualThreads { .. } => RejectKind::VirtualThreads,
             Rejection::Unrolled { .. } => RejectKind::Unrolled,
             Rejection::LocalArrays { .. } => RejectKind::StackFrame,
+            Rejection::FragmentRegisters { .. } => RejectKind::Registers,
             Rejection::Lowering(_) => RejectKind::Lowering,
             Rejection::Build(BuildRejection::RegisterSpills { .. }) => RejectKind::RegisterSpills,
             Rejection::Build(BuildRejection::StackFrame { .. }) => RejectKind::StackFrame,
@@ -240,6 +249,24 @@ pub fn check_lowered(
                     limit,
                 });
             }
+            // Fragments live in registers and cannot spill: ptxas refuses a kernel whose
+            // wgmma accumulators leave no room (`C7602 Insufficient registers`), after
+            // the compile. Mutating a sample's warpgroups apart from its columns makes such
+            // blocks (512 threads of 128 accumulators each).
+            let registers = k.fragment_words(&lowered.program);
+            if registers > 0 {
+                let limit = i64::from(limits.max_registers_per_thread)
+                    .min(i64::from(limits.max_registers_per_block) / threads.max(1));
+                if registers + MMA_MARGIN_REGISTERS > limit {
+                    return Err(Rejection::FragmentRegisters {
+                        kernel: k.name.clone(),
+                        registers,
+                        threads,
+                        margin: MMA_MARGIN_REGISTERS,
+                        limit,
+                    });
+                }
+            }
             if let Some(limit) = space.max_unrolled_statements {
                 let statements = k.unrolled_statements();
                 if statements > limit {
@@ -254,6 +281,10 @@ pub fn check_lowered(
     }
     Ok(())
 }
+
+/// Registers a tensor-core kernel needs besides its fragments, at least: the
+/// instruction's shared-memory descriptors or addresses and the loop state.
+const MMA_MARGIN_REGISTERS: i64 = 8;
 
 /// The source of a checked candidate for the target.
 pub fn generate(lowered: &Lowered, target: &TargetLimits) -> Result<Source, Rejection> {

@@ -247,7 +247,7 @@ fn preset_errors() {
     );
     preset_err(
         "matmul:m=4,n=4,k=4,q=2",
-        "1:20: unknown key 'q' for preset 'matmul' (known: m, n, k, layout, dtype, acc)",
+        "1:20: unknown key 'q' for preset 'matmul' (known: m, n, k, layout, dtype, acc, math)",
     );
     preset_err("matmul:0x4x4", "1:8: key 'm' must be positive, found 0");
     preset_err(
