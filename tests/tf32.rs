@@ -19,6 +19,9 @@ use tessel::measure::{session, Device, Peer};
 use tessel::schedule::{replay, text, Schedule};
 use tessel::workload;
 
+mod kernel_util;
+use kernel_util::nvrtc;
+
 const SPEC: &str = "matmul:m=2048,n=128,k=128,math=tf32";
 
 fn example() -> String {
@@ -40,18 +43,6 @@ fn cuda(sched: &str, spec: &str) -> String {
     let l = tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda)
         .unwrap_or_else(|e| panic!("{spec}: {e}"));
     tessel::codegen::cuda::generate(&l).unwrap().code
-}
-
-/// Whether NVRTC tests run here (panics when NVRTC is missing and not explicitly skipped).
-fn nvrtc() -> bool {
-    if std::env::var("TESSEL_NO_NVRTC").as_deref() == Ok("1") {
-        println!("NVRTC skipped (TESSEL_NO_NVRTC=1)");
-        return false;
-    }
-    if let Err(msg) = tessel::measure::cuda::nvrtc_available() {
-        panic!("{msg} (CI installs it through .ci/test; set TESSEL_NO_NVRTC=1 to skip)");
-    }
-    true
 }
 
 #[test]
@@ -90,6 +81,11 @@ fn the_presets_take_math_tf32_for_f32_only() {
         (
             "matmul:64x64x64,math=fast",
             "must be one of ieee, tf32, found 'fast'",
+        ),
+        // Convs have no tensor-core sketch nor TF32 peer: the key is the GEMMs'.
+        (
+            "conv2d_nchw:n=1,c=8,h=8,w=8,k=8,r=3,s=3,math=tf32",
+            "unknown key 'math' for preset 'conv2d_nchw'",
         ),
     ] {
         let e = workload::preset(spec).unwrap_err().to_string();

@@ -37,7 +37,7 @@ use tessel::schedule::{json, replay, text, Schedule};
 use tessel::workload;
 
 mod kernel_util;
-use kernel_util::statements;
+use kernel_util::{nvrtc, statements};
 
 const F16: &str = "matmul:m=1024,n=256,k=256,dtype=f16,acc=f32";
 const BF16: &str = "matmul:m=1024,n=256,k=256,dtype=bf16,acc=f32";
@@ -96,18 +96,6 @@ fn assert_says(what: &str, e: &str, says: &[&str]) {
 
 fn cuda(l: &Lowered) -> String {
     tessel::codegen::cuda::generate(l).unwrap().code
-}
-
-/// Whether NVRTC tests run here (panics when NVRTC is missing and not explicitly skipped).
-fn nvrtc() -> bool {
-    if std::env::var("TESSEL_NO_NVRTC").as_deref() == Ok("1") {
-        println!("NVRTC skipped (TESSEL_NO_NVRTC=1)");
-        return false;
-    }
-    if let Err(msg) = tessel::measure::cuda::nvrtc_available() {
-        panic!("{msg} (CI installs it through .ci/test; set TESSEL_NO_NVRTC=1 to skip)");
-    }
-    true
 }
 
 fn is_mma(s: &KStmt, f: fn(&MmaOp) -> bool) -> bool {

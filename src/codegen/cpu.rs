@@ -18,6 +18,11 @@ static inline int tessel_floordiv(int a, int b) { int q = a / b; return (a % b !
 static inline int tessel_floormod(int a, int b) { int r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
+";
+
+/// TensorFloat-32's precision (`tf32(x)`): the mantissa cut to 10 bits. Printed only for
+/// programs that read values as TF32.
+const TF32: &str = "\
 static inline float tessel_tf32(float x) { union { float f; unsigned int u; } v = { x }; v.u &= 0xffffe000u; return v.f; }
 ";
 
@@ -26,6 +31,9 @@ pub fn generate(l: &Lowered) -> Result<Source> {
     let p = &l.program;
     let mut code = String::from(PRELUDE);
     code.push_str(super::c_vector::PRELUDE);
+    if super::reads_tf32(p) {
+        code.push_str(TF32);
+    }
     let mut kernels = Vec::new();
     for k in &l.kernels {
         let params: Vec<String> = k

@@ -58,3 +58,17 @@ fn workspaces(l: &crate::lower::Lowered) -> Vec<(String, i64, usize)> {
         })
         .collect()
 }
+
+/// Whether a block of `p` reads a value at TensorFloat-32's precision (`tf32(x)`), so that
+/// the backends print the helper that computes it.
+fn reads_tf32(p: &crate::ir::Program) -> bool {
+    let mut found = false;
+    for b in &p.blocks {
+        for store in b.init.iter().chain([&b.body]) {
+            store.value.visit(&mut |e| {
+                found |= matches!(e, crate::ir::Expr::Un(crate::ir::UnOp::Tf32, _));
+            });
+        }
+    }
+    found
+}

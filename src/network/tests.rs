@@ -48,7 +48,7 @@ fn bad_files_are_refused_naming_line_task_and_key() {
     assert_eq!(
         err(&bad),
         "net.toml:7: task 2: key `workload`: 1:33: unknown key 'q' for preset 'conv2d_nchw' \
-         (known: n, c, h, w, k, r, s, stride, pad, dilation, dtype, acc, math)"
+         (known: n, c, h, w, k, r, s, stride, pad, dilation, dtype, acc)"
     );
 
     let zero = TWO.replace("weight = 3", "weight = 0");

@@ -37,7 +37,6 @@ fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
         ("dilation", Some("1")),
         ("dtype", Some("f32")),
         ("acc", Some("same")),
-        ("math", Some("ieee")),
     ];
     match preset {
         "matmul" => &[
@@ -70,7 +69,6 @@ fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
             ("dilation", Some("1")),
             ("dtype", Some("f32")),
             ("acc", Some("same")),
-            ("math", Some("ieee")),
         ],
         "dense_bias_relu" => &[
             ("m", None),
@@ -94,7 +92,6 @@ fn keys(preset: &str) -> &'static [(&'static str, Option<&'static str>)] {
             ("dilation", Some("1")),
             ("dtype", Some("f32")),
             ("acc", Some("same")),
-            ("math", Some("ieee")),
         ],
         _ => CONV,
     }
@@ -161,9 +158,9 @@ impl Args<'_> {
     }
     /// How the reductions compute: `acc=f32` accumulates in f32 where the dtype is
     /// narrower (`acc=same`, the default, or the dtype's own name accumulates in the
-    /// dtype); `math=tf32` multiplies f32 operands at TensorFloat-32's precision (`tf32(x)`
-    /// in the text), as cuBLAS's `CUBLAS_COMPUTE_32F_FAST_TF32` and PyTorch's
-    /// `allow_tf32` do; `math=ieee` (the default) multiplies in f32.
+    /// dtype); `math=tf32` (GEMM presets) multiplies f32 operands at TensorFloat-32's
+    /// precision (`tf32(x)` in the text), as cuBLAS's `CUBLAS_COMPUTE_32F_FAST_TF32` and
+    /// PyTorch's `allow_tf32` do; `math=ieee` (the default) multiplies in f32.
     fn precision(&self, dtype: &str) -> Result<Precision> {
         let acc = self.choice("acc", &["same", "f32", "f16", "bf16"])?;
         if acc != "same" && acc != "f32" && acc != dtype {
@@ -172,7 +169,10 @@ impl Args<'_> {
                 format!("acc={acc} with dtype={dtype}: accumulate in f32 or in the dtype itself"),
             ));
         }
-        let tf32 = self.choice("math", &["ieee", "tf32"])? == "tf32";
+        // Only the GEMM presets take `math` (the tensor-core sketches and the TF32 peer
+        // are GEMMs').
+        let has_math = self.vals.iter().any(|(k, _, _)| *k == "math");
+        let tf32 = has_math && self.choice("math", &["ieee", "tf32"])? == "tf32";
         if tf32 && dtype != "f32" {
             return Err(at(
                 self.raw("math").1,
