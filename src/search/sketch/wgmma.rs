@@ -155,26 +155,10 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     }
     // TF32 operands are read k-major: A stored `[k, m]` and B stored `[k, n]` are
     // transposed in shared memory.
-    let mut transposed = [false; 2];
-    if g.tf32 {
-        for (n, (sh, k_rows)) in [(a_sh, g.a_k_major), (b_sh, !g.b_n_major)]
-            .into_iter()
-            .enumerate()
-        {
-            if k_rows {
-                let rank = {
-                    let id = sch.block_id(sh).map_err(at("transform_layout"))?;
-                    let p = sch.program();
-                    p.buffer(p.block(id).body.buffer).shape.len() as i64
-                };
-                let mut perm: Vec<i64> = (0..rank).collect();
-                perm.swap(rank as usize - 2, rank as usize - 1);
-                sch.transform_layout(sh, 0, &crate::schedule::layout::singletons(&perm))
-                    .map_err(at("transform_layout"))?;
-                transposed[n] = true;
-            }
-        }
-    }
+    let transposed = [
+        g.tf32 && g.a_k_major && transpose(sch, a_sh)?,
+        g.tf32 && !g.b_n_major && transpose(sch, b_sh)?,
+    ];
     // The zero-filled copies of padded inputs go into the fetches.
     for name in &st.padding {
         if let Ok(b) = sch.get_block(name) {
@@ -185,13 +169,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         if transposed {
             fetch_transposed(sch, sh, &warps)?;
         } else {
-            // 16-byte vectors where the input's rows keep them aligned, else shorter.
-            let id = sch.block_id(sh).map_err(at("fetch"))?;
-            let row = super::input_row(sch.program(), id).unwrap_or(1);
-            let mut vector = 16 / elem;
-            while row % vector != 0 {
-                vector /= 2;
-            }
+            let vector = aligned_vector(sch, sh, 16 / elem)?;
             fetch(sch, sh, &warps, vector)?;
         }
         sch.storage_swizzle(sh, 0).map_err(at("storage_swizzle"))?;
@@ -221,6 +199,33 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         standalone(space, sch, name)?;
     }
     Ok(())
+}
+
+/// Stores the shared copy `sh` with its last two axes swapped (`transform_layout`);
+/// returns true.
+fn transpose(sch: &mut Schedule, sh: BlockRv) -> Result<bool, SketchError> {
+    let rank = {
+        let id = sch.block_id(sh).map_err(at("transform_layout"))?;
+        let p = sch.program();
+        p.buffer(p.block(id).body.buffer).shape.len()
+    };
+    let mut perm: Vec<i64> = (0..rank as i64).collect();
+    perm.swap(rank - 2, rank - 1);
+    sch.transform_layout(sh, 0, &crate::schedule::layout::singletons(&perm))
+        .map_err(at("transform_layout"))?;
+    Ok(true)
+}
+
+/// The longest vector, of `lanes` elements at most, that the rows of the input the copy
+/// `sh` reads keep aligned (a row of 311 floats takes single elements).
+fn aligned_vector(sch: &Schedule, sh: BlockRv, lanes: i64) -> Result<i64, SketchError> {
+    let id = sch.block_id(sh).map_err(at("fetch"))?;
+    let row = super::input_row(sch.program(), id).unwrap_or(1);
+    let mut vector = lanes;
+    while row % vector != 0 {
+        vector /= 2;
+    }
+    Ok(vector)
 }
 
 /// The cooperative fetch of an operand stored transposed in shared memory (the source's
