@@ -495,7 +495,7 @@ impl Parser {
     }
 
     fn call(&mut self, name: String, pos: Pos) -> Result<PExpr> {
-        const FUNCS: &str = "max, min, relu, exp, sqrt, tanh, abs, if_then_else, cast";
+        const FUNCS: &str = "max, min, relu, exp, sqrt, tanh, abs, tf32, if_then_else, cast";
         let arity = match name.as_str() {
             "max" | "min" | "cast" => 2,
             "relu" | "exp" | "sqrt" | "tanh" | "abs" | "tf32" => 1,

@@ -161,7 +161,7 @@ fn syntax_errors_point_at_line_and_column() {
         ("input A: f32[4]\nB[i] = A[i] * 2x\n", "2:15: malformed number '2x'"),
         ("input A: f32[4]\nB[i] = A[i] * 99999999999999999999\n", "2:15: integer literal '99999999999999999999' is too large"),
         ("input A: f32[4]\nB[i] = A[i] * 1e999\n", "2:15: float literal '1e999' is out of range"),
-        ("input A: f32[4]\nB[i] = foo(A[i])\n", "2:8: unknown function 'foo' (known: max, min, relu, exp, sqrt, tanh, abs, if_then_else, cast)"),
+        ("input A: f32[4]\nB[i] = foo(A[i])\n", "2:8: unknown function 'foo' (known: max, min, relu, exp, sqrt, tanh, abs, tf32, if_then_else, cast)"),
         ("input A: f32[4]\nB[i] = max(A[i])\n", "2:8: 'max' takes 2 arguments, found 1"),
         ("input A: f32[4]\nB[i] = 1 + sum(A[k], k)\n", "2:12: 'sum' may only be the whole right-hand side of a stage"),
         ("input A: f32[4]\nB[i: 1] = sum(A[k], k) * 2\n", "2:24: a reduction must be the whole right-hand side of a stage, found '*' after it"),
