@@ -17,9 +17,11 @@ import os
 import sys
 
 
-def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512):
+def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512, transpose_a=True):
     """mi, nj: factors of i and j, [blocks, vthreads, warps, lanes, serial, inner];
-    kk: factors of the reduction, [outer (pipelined), middle, inner]."""
+    kk: factors of the reduction, [outer (pipelined), middle, inner]. transpose_a=False
+    keeps A's shared tile as it is in memory (rows of the reduction: 16-byte copies, and
+    a thread reads its rows' inner reduction steps as vectors)."""
     threads = mi[2] * mi[3] * nj[2] * nj[3]
     lines = [
         'b0 = get_block("t2")',
@@ -38,7 +40,7 @@ def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512):
         "reverse_compute_at(b1, tx)",
         'b2 = cache_read(b0, read_index=0, scope="shared")',
         "compute_at(b2, r0_0)",
-        "transform_layout(b2, buffer_index=0, permutation=[1, 0])",
+        *(["transform_layout(b2, buffer_index=0, permutation=[1, 0])"] if transpose_a else []),
         f"storage_align(b2, buffer_index=0, axis=0, factor=32, offset={offset})",
         "_, _, _, _, a0, a1 = get_loops(b2)",
         "af = fuse(a0, a1)",
@@ -62,16 +64,24 @@ def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512):
 
 
 def variants(n):
-    """name -> (i factors, j factors, reduction factors, stages)."""
+    """name -> (i factors, j factors, reduction factors, stages, A transposed)."""
     lanes_2x16 = ([n // 128, 2, 8, 2, 1, 4], [n // 128, 2, 1, 16, 1, 4])
     lanes_4x8 = ([n // 128, 2, 4, 4, 1, 4], [n // 128, 2, 2, 8, 1, 4])
     tall_4x8 = ([n // 256, 4, 4, 4, 1, 4], [n // 128, 2, 2, 8, 1, 4])
     out = {}
     for k, kk in [(8, [n // 8, 1, 8]), (16, [n // 16, 1, 16]), (32, [n // 32, 2, 16])]:
         for stages in (2, 3):
-            out[f"128x128_lanes2x16_k{k}_s{stages}"] = (*lanes_2x16, kk, stages)
-            out[f"128x128_lanes4x8_k{k}_s{stages}"] = (*lanes_4x8, kk, stages)
-            out[f"256x128_lanes4x8_k{k}_s{stages}"] = (*tall_4x8, kk, stages)
+            out[f"128x128_lanes2x16_k{k}_s{stages}"] = (*lanes_2x16, kk, stages, True)
+            out[f"128x128_lanes4x8_k{k}_s{stages}"] = (*lanes_4x8, kk, stages, True)
+            out[f"256x128_lanes4x8_k{k}_s{stages}"] = (*tall_4x8, kk, stages, True)
+    # A as stored (k-rows, "a"): a thread reads 4 reduction steps of each of its rows at
+    # once, so the inner reduction factor is 4 (or 8).
+    for k, kk in [(16, [n // 16, 4, 4]), (32, [n // 32, 8, 4]), (32, [n // 32, 4, 8])]:
+        for stages in (2, 3):
+            inner = kk[2]
+            out[f"a_128x128_lanes4x8_k{k}i{inner}_s{stages}"] = (*lanes_4x8, kk, stages, False)
+            out[f"a_128x128_lanes2x16_k{k}i{inner}_s{stages}"] = (*lanes_2x16, kk, stages, False)
+            out[f"a_256x128_lanes4x8_k{k}i{inner}_s{stages}"] = (*tall_4x8, kk, stages, False)
     return out
 
 
@@ -83,9 +93,9 @@ def main():
     for n in map(int, sys.argv[2:]):
         if n % 256:
             sys.exit(f"N = {n}: the variants tile by 256")
-        for name, (mi, nj, kk, stages) in variants(n).items():
+        for name, (mi, nj, kk, stages, transpose_a) in variants(n).items():
             with open(os.path.join(out, f"{n}_{name}.sched"), "w") as f:
-                f.write(schedule(mi, nj, kk, stages))
+                f.write(schedule(mi, nj, kk, stages, transpose_a=transpose_a))
 
 
 if __name__ == "__main__":

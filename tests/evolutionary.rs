@@ -405,3 +405,40 @@ fn a_scorer_steers_the_batch() {
         "{stats:?}"
     );
 }
+
+/// The tile decisions of a trace: what makes candidates one tiling for the batch cap.
+fn tiles(t: &Trace) -> Vec<Vec<i64>> {
+    t.insts
+        .iter()
+        .filter_map(|i| match &i.decision {
+            Some(Decision::Tile(d)) => Some(d.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A scorer that ranks by block size scores every unroll and stage variant of a tiling
+/// alike; the batch's cap keeps one tiling from filling it.
+#[test]
+fn one_tiling_takes_at_most_its_share_of_a_batch() {
+    let largest_share = |share: f64| {
+        let (mut space, target) = cuda();
+        space.search.tiling_share = share;
+        space.search.eps_greedy = 0.0;
+        let space = small(space, 64, 2);
+        let p = program("matmul:128x128x128");
+        let mut evo = EvolutionarySearch::new(space, target, p, 5);
+        evo.set_scorer(Some(Arc::new(PreferThreads)));
+        let c = evo.propose(16, &mut |_| false).candidates;
+        assert_eq!(c.len(), 16, "the cap must not leave the batch short");
+        let mut count = std::collections::HashMap::new();
+        for x in &c {
+            *count.entry(tiles(&x.trace)).or_insert(0usize) += 1;
+        }
+        count.into_values().max().unwrap_or(0)
+    };
+    let uncapped = largest_share(1.0);
+    let capped = largest_share(0.125);
+    assert!(capped <= 2, "{capped} candidates of one tiling in a batch of 16");
+    assert!(uncapped > capped, "without the cap: {uncapped}, with it: {capped}");
+}

@@ -14,8 +14,9 @@
 //!    mutant is first looked up by its decisions (the replay memo of earlier waves and
 //!    rounds, then the other mutants of its wave), so each distinct one is replayed,
 //!    lowered and checked once.
-//! 3. **Batch**: the best-scored candidates of the round not yet proposed or measured,
-//!    plus an `eps_greedy` share of fresh samples; only these get source code.
+//! 3. **Batch**: the best-scored candidates of the round not yet proposed or measured, at
+//!    most a `tiling_share` of them of one tiling (a sketch and its tile decisions), plus
+//!    an `eps_greedy` share of fresh samples; only these get source code.
 //!
 //! The score is the cost model's ([`SearchStrategy::set_scorer`]); without a model a
 //! candidate scores the normalized throughput of its closest measured ancestor (fresh
@@ -694,8 +695,9 @@ impl EvolutionarySearch {
 
     // ----- the batch --------------------------------------------------------------------
 
-    /// The batch: the best-scored candidates of the round not yet seen, and an
-    /// `eps_greedy` share of fresh samples, with their source.
+    /// The batch: the best-scored candidates of the round not yet seen, no tiling taking
+    /// more than its `tiling_share` of them, and an `eps_greedy` share of fresh samples;
+    /// a batch the cap would leave short is filled by score without it.
     fn pick_batch(
         &mut self,
         round: &Round,
@@ -704,6 +706,7 @@ impl EvolutionarySearch {
         out: &mut Proposal,
     ) -> Vec<usize> {
         let n_random = ((n as f64) * self.params.eps_greedy).round() as usize;
+        let per_tiling = ((n as f64) * self.params.tiling_share).ceil().max(1.0) as usize;
         let mut by_score: Vec<usize> = (0..round.entries.len()).collect();
         by_score.sort_by(|a, b| {
             let s = |i: &usize| round.entries[*i].score.unwrap_or(0.0);
@@ -713,7 +716,8 @@ impl EvolutionarySearch {
             .filter(|i| round.entries[*i].origin == Origin::Fresh)
             .collect();
         let mut picks = Vec::new();
-        let mut take = |from: &[usize], count: usize, picks: &mut Vec<usize>| {
+        let mut of_tiling: HashMap<TilingKey, usize> = HashMap::new();
+        let mut take = |from: &[usize], count: usize, capped: bool, picks: &mut Vec<usize>| {
             let goal = picks.len() + count;
             for i in from {
                 if picks.len() >= goal {
@@ -723,20 +727,42 @@ impl EvolutionarySearch {
                 if self.seen.contains(&e.member.hash) {
                     continue;
                 }
+                let tiling = tiling_key(&e.member);
+                if capped && of_tiling.get(&tiling).copied().unwrap_or(0) >= per_tiling {
+                    continue;
+                }
                 self.seen.insert(e.member.hash.clone());
                 if is_known(&e.member.trace) {
                     out.known += 1;
                     continue;
                 }
+                *of_tiling.entry(tiling).or_insert(0) += 1;
                 picks.push(*i);
             }
         };
-        take(&by_score, n - n_random.min(n), &mut picks);
-        take(&fresh, n_random.min(n), &mut picks);
+        take(&by_score, n - n_random.min(n), true, &mut picks);
+        take(&fresh, n_random.min(n), false, &mut picks);
         let short = n - picks.len();
-        take(&by_score, short, &mut picks);
+        take(&by_score, short, false, &mut picks);
         picks
     }
+}
+
+/// What makes two candidates one tiling for [`EvolutionarySearch::pick_batch`]: the
+/// sketch's structure and the tile decisions (the other decisions aside).
+type TilingKey = (usize, Vec<Vec<i64>>);
+
+fn tiling_key(m: &Member) -> TilingKey {
+    let tiles = m
+        .trace
+        .insts
+        .iter()
+        .filter_map(|inst| match &inst.decision {
+            Some(Decision::Tile(t)) => Some(t.clone()),
+            _ => None,
+        })
+        .collect();
+    (m.structure, tiles)
 }
 
 /// Whether two traces have the same instructions and rvs, their decisions aside.

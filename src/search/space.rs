@@ -193,6 +193,11 @@ pub struct SearchParams {
     pub mutation_probability: f64,
     /// The share of each batch given to fresh random samples instead of the best scored.
     pub eps_greedy: f64,
+    /// The most of a batch's best-scored picks that may share one tiling (a sketch and
+    /// its tile decisions, its unroll, stage and vector decisions aside), as a share of
+    /// the batch: the rest goes to the next tilings by score, so that a small budget is
+    /// not spent on the variants of one tiling that the model scores alike.
+    pub tiling_share: f64,
     /// Samples (or mutants) that may be tried per wanted one before the search stops
     /// looking: what keeps a small space from spinning on duplicates.
     pub max_attempts_per_candidate: usize,
@@ -246,6 +251,7 @@ struct SearchFile {
     generations: usize,
     mutation_probability: f64,
     eps_greedy: f64,
+    tiling_share: f64,
     max_attempts_per_candidate: usize,
 }
 
@@ -813,6 +819,7 @@ fn search_params(
     let init_measured_ratio = share("search.init_measured_ratio", f.init_measured_ratio)?;
     let mutation_probability = share("search.mutation_probability", f.mutation_probability)?;
     let eps_greedy = share("search.eps_greedy", f.eps_greedy)?;
+    let tiling_share = share("search.tiling_share", f.tiling_share)?;
     if f.max_attempts_per_candidate < 1 {
         return Err(invalid(
             "search.max_attempts_per_candidate",
@@ -825,6 +832,7 @@ fn search_params(
         generations: f.generations,
         mutation_probability,
         eps_greedy,
+        tiling_share,
         max_attempts_per_candidate: f.max_attempts_per_candidate,
     })
 }

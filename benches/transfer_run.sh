@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Transfer (issue 15): each validation GEMM tuned for a few trials from what ships, and
+# from nothing else. A base database holds every shipped record (none of the validation
+# shapes) and the cost model trained on them; every workload starts from its own copy of
+# it, so no workload sees another validation shape's records. Its best is then timed
+# against cublasLt in the same session (benches/gpu_suite.sh).
+#
+#   benches/transfer_run.sh OUT TRIALS [FIRST [COUNT]]
+#   e.g. benches/transfer_run.sh /tmp/transfer 32 0 24
+#
+# TESSEL_SET picks another set file (default benches/validation.toml); the per-workload
+# time limit is 60 s.
+set -u
+out=$1 trials=$2 first=${3:-0} count=${4:-1000}
+bin=${TESSEL_BIN:-./.gpu/tessel}
+set=${TESSEL_SET:-benches/validation.toml}
+base=${TESSEL_BASE_DB:-/tmp/tessel-transfer-base.sqlite}
+mkdir -p "$out"
+if [[ ! -e $base ]]; then
+  for f in database/*.all.jsonl.gz; do
+    "$bin" db import "$f" --db "$base" >>"$out/import.txt" 2>&1
+  done
+  "$bin" model train --db "$base" --target cuda >"$out/train.txt" 2>&1
+fi
+mapfile -t workloads < <(python3 - "$first" "$count" "$set" <<'PY'
+import sys, tomllib
+first, count = int(sys.argv[1]), int(sys.argv[2])
+with open(sys.argv[3], "rb") as f:
+    entries = tomllib.load(f)["gemm"]
+for e in entries[first:first + count]:
+    print(e["workload"])
+PY
+)
+for w in "${workloads[@]}"; do
+  db=$(mktemp -u /tmp/tessel-transfer-XXXXXX.sqlite)
+  cp "$base" "$db"
+  TESSEL_DB=$db bash benches/gpu_suite.sh "$out" 60 "$trials" "$w"
+  rm -f "$db"
+done
