@@ -439,6 +439,12 @@ fn one_tiling_takes_at_most_its_share_of_a_batch() {
     };
     let uncapped = largest_share(1.0);
     let capped = largest_share(0.125);
-    assert!(capped <= 2, "{capped} candidates of one tiling in a batch of 16");
-    assert!(uncapped > capped, "without the cap: {uncapped}, with it: {capped}");
+    assert!(
+        capped <= 2,
+        "{capped} candidates of one tiling in a batch of 16"
+    );
+    assert!(
+        uncapped > capped,
+        "without the cap: {uncapped}, with it: {capped}"
+    );
 }

@@ -134,6 +134,17 @@ impl UnOp {
     }
 }
 
+/// How a product's factor reads its element ([`Expr::factor_load`]).
+#[derive(Copy, Clone, PartialEq, Eq, Debug)]
+pub enum FactorRead {
+    /// As stored.
+    Plain,
+    /// Converted to this type.
+    Cast(DType),
+    /// At TF32's precision.
+    Tf32,
+}
+
 /// An expression tree. Expressions are values: cloned and rebuilt freely.
 #[derive(Clone, PartialEq, Debug, Serialize, Deserialize)]
 pub enum Expr {
@@ -239,6 +250,21 @@ impl Expr {
             Expr::Var(v) => map(v).unwrap_or(Expr::Var(v)),
             other => other,
         })
+    }
+
+    /// A factor of a product that reads one element: `b[..]`, `cast(t, b[..])` (a 16-bit
+    /// operand accumulated in f32) or `tf32(b[..])` (an f32 operand at TF32's
+    /// precision). How it reads, the buffer and the indices; `None` for anything else.
+    pub fn factor_load(&self) -> Option<(FactorRead, BufferId, &[Expr])> {
+        let (read, load) = match self {
+            Expr::Cast(t, inner) => (FactorRead::Cast(*t), &**inner),
+            Expr::Un(UnOp::Tf32, inner) => (FactorRead::Tf32, &**inner),
+            e => (FactorRead::Plain, e),
+        };
+        match load {
+            Expr::Load(b, idx) => Some((read, *b, idx)),
+            _ => None,
+        }
     }
 
     /// Whether the variable occurs in the expression.

@@ -12,7 +12,7 @@ pub mod simplify;
 pub mod tensorize;
 pub mod verify;
 
-pub use expr::{BinOp, DType, Expr, UnOp};
+pub use expr::{BinOp, DType, Expr, FactorRead, UnOp};
 pub use ids::{BlockId, BufferId, LoopId, VarId};
 pub use program::{
     fresh_name, AnnValue, Block, Buffer, BufferKind, Dim3, IterKind, IterVar, Loop, LoopKind, Node,

@@ -37,7 +37,8 @@
 
 use super::simplify::simplify;
 use super::{
-    AnnValue, BinOp, BlockId, DType, Expr, LoopId, LoopKind, Node, Program, Scope, UnOp, VarId,
+    AnnValue, BinOp, BlockId, DType, Expr, FactorRead, LoopId, LoopKind, Node, Program, Scope,
+    VarId,
 };
 use thiserror::Error;
 
@@ -317,15 +318,11 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
                 return Err(shape("the accumulated value is not a product"));
             };
             // 16-bit elements widened to f32, or (wgmma) f32 elements read as TF32.
-            let operand = |e: &Expr| match e {
-                Expr::Cast(DType::F32, inner) => match &**inner {
-                    Expr::Load(b, i) => Some((*b, i.clone(), false)),
-                    _ => None,
-                },
-                Expr::Un(UnOp::Tf32, inner) if intrin == Intrin::WgmmaSync => match &**inner {
-                    Expr::Load(b, i) => Some((*b, i.clone(), true)),
-                    _ => None,
-                },
+            let operand = |e: &Expr| match e.factor_load()? {
+                (FactorRead::Cast(DType::F32), b, i) => Some((b, i.to_vec(), false)),
+                (FactorRead::Tf32, b, i) if intrin == Intrin::WgmmaSync => {
+                    Some((b, i.to_vec(), true))
+                }
                 _ => None,
             };
             let (Some((xb, xi, xt)), Some((yb, yi, yt))) = (operand(x), operand(y)) else {

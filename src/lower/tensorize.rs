@@ -679,12 +679,8 @@ impl Tensorizer<'_> {
 
 /// The buffer and flat index of a load, possibly widened.
 fn load_of(e: &Expr) -> Option<(BufferId, Expr)> {
-    let inner = match e {
-        Expr::Cast(_, x) | Expr::Un(crate::ir::UnOp::Tf32, x) => &**x,
-        x => x,
-    };
-    match inner {
-        Expr::Load(b, i) if i.len() == 1 => Some((*b, i[0].clone())),
+    match e.factor_load()? {
+        (_, b, [i]) => Some((b, i.clone())),
         _ => None,
     }
 }

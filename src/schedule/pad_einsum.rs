@@ -23,8 +23,8 @@
 use super::error::{Result, ScheduleError};
 use super::util::*;
 use crate::ir::{
-    BinOp, BlockId, Buffer, BufferId, BufferKind, Expr, IterKind, LoopId, Node, Program, Scope,
-    UnOp, VarId,
+    BinOp, BlockId, Buffer, BufferId, BufferKind, Expr, FactorRead, IterKind, LoopId, Node,
+    Program, Scope, VarId,
 };
 use std::collections::BTreeMap;
 
@@ -199,14 +199,15 @@ fn product_loads(e: &Expr, out: &mut Vec<(BufferId, Vec<Expr>)>) -> Option<()> {
             product_loads(a, out)?;
             product_loads(c, out)
         }
-        Expr::Cast(t, a) if t.is_float() && matches!(**a, Expr::Load(..)) => product_loads(a, out),
-        // A factor read at TF32's precision (tf32(0) = 0: padding stays zero).
-        Expr::Un(UnOp::Tf32, a) if matches!(**a, Expr::Load(..)) => product_loads(a, out),
-        Expr::Load(buf, idx) => {
-            out.push((*buf, idx.clone()));
-            Some(())
-        }
-        _ => None,
+        // A load, possibly cast to another float type or read at TF32's precision
+        // (tf32(0) = 0: padding stays zero).
+        e => match e.factor_load()? {
+            (FactorRead::Cast(t), ..) if !t.is_float() => None,
+            (_, buf, idx) => {
+                out.push((buf, idx.to_vec()));
+                Some(())
+            }
+        },
     }
 }
 

@@ -31,7 +31,7 @@
 use super::{
     add_multiples, at, attempt, pad_by_choices, padded_extent, stages, standalone, SketchError,
 };
-use crate::ir::{BinOp, DType, Expr, IterKind, Program, UnOp, VarId};
+use crate::ir::{BinOp, DType, Expr, FactorRead, IterKind, Program, VarId};
 use crate::schedule::{BlockRv, IntArg, LoopRv, Schedule};
 use crate::search::space::{SearchSpace, TensorCore};
 
@@ -93,15 +93,11 @@ pub(super) fn gemm(p: &Program, main: crate::ir::BlockId) -> Option<Gemm> {
     let Expr::Bin(BinOp::Mul, x, y) = &**prod else {
         return None;
     };
-    let operand = |e: &Expr| match e {
-        Expr::Cast(DType::F32, inner) => match &**inner {
-            Expr::Load(b, idx) if p.buffer(*b).dtype.is_half() => Some((*b, idx.clone())),
-            _ => None,
-        },
-        Expr::Un(UnOp::Tf32, inner) => match &**inner {
-            Expr::Load(b, idx) if p.buffer(*b).dtype == DType::F32 => Some((*b, idx.clone())),
-            _ => None,
-        },
+    let operand = |e: &Expr| match e.factor_load()? {
+        (FactorRead::Cast(DType::F32), b, idx) if p.buffer(b).dtype.is_half() => {
+            Some((b, idx.to_vec()))
+        }
+        (FactorRead::Tf32, b, idx) if p.buffer(b).dtype == DType::F32 => Some((b, idx.to_vec())),
         _ => None,
     };
     let (x, y) = (operand(x)?, operand(y)?);
