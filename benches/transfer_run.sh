@@ -16,12 +16,8 @@ bin=${TESSEL_BIN:-./.gpu/tessel}
 set=${TESSEL_SET:-benches/validation.toml}
 base=${TESSEL_BASE_DB:-/tmp/tessel-transfer-base.sqlite}
 mkdir -p "$out"
-if [[ ! -e $base ]]; then
-  for f in database/*.all.jsonl.gz; do
-    "$bin" db import "$f" --db "$base" >>"$out/import.txt" 2>&1
-  done
-  "$bin" model train --db "$base" --target cuda >"$out/train.txt" 2>&1
-fi
+source "$(dirname "$0")/shipped_db.sh"
+shipped_db "$bin" "$base" "$out"
 mapfile -t workloads < <(python3 - "$first" "$count" "$set" <<'PY'
 import sys, tomllib
 first, count = int(sys.argv[1]), int(sys.argv[2])

@@ -19,14 +19,8 @@ bin=${TESSEL_BIN:-./.gpu/tessel}
 seed=${TESSEL_SEED:-7}
 base=/tmp/tessel-curves-base.sqlite
 mkdir -p "$out"
-if [[ ! -e $base ]]; then
-  for f in database/*.all.jsonl.gz; do
-    "$bin" db import "$f" --db "$base" >>"$out/import.txt" 2>&1
-  done
-  # Featurizes every record once (the per-workload copies reuse the cached features) and
-  # times training on all of them.
-  "$bin" model train --db "$base" --target cuda >"$out/train-all.txt" 2>&1
-fi
+source "$(dirname "$0")/shipped_db.sh"
+shipped_db "$bin" "$base" "$out"
 for w in "$@"; do
   tag=$(printf '%s' "$w" | tr ':,=' '___')
   key=$("$bin" show "$w" --emit key | tail -n 1)

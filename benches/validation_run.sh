@@ -18,12 +18,8 @@ bin=${TESSEL_BIN:-./.gpu/tessel}
 db=${TESSEL_DB:-/tmp/tessel-validation.sqlite}
 set=${TESSEL_SET:-benches/validation.toml}
 mkdir -p "$out"
-if [[ ! -e $db ]]; then
-  for f in database/*.all.jsonl.gz; do
-    "$bin" db import "$f" --db "$db" >>"$out/import.txt" 2>&1
-  done
-  "$bin" model train --db "$db" --target cuda >"$out/train.txt" 2>&1
-fi
+source "$(dirname "$0")/shipped_db.sh"
+shipped_db "$bin" "$db" "$out"
 mapfile -t workloads < <(python3 - "$kind" "$first" "$count" "$set" <<'PY'
 import sys, tomllib
 kind, first, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])

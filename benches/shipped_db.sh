@@ -1,0 +1,16 @@
+# Sourced by the bench scripts that tune from what ships (validation_run.sh,
+# transfer_run.sh, tuning_curves.sh):
+#
+#   shipped_db BIN DB OUT
+#
+# unless DB exists, imports every shipped record set (database/*.all.jsonl.gz) into it
+# and trains the cost model on all of them (featurizing every record once, so that copies
+# of DB reuse the cached features); the logs go to OUT/import.txt and OUT/train.txt.
+shipped_db() {
+  local bin=$1 db=$2 out=$3 f
+  [[ -e $db ]] && return 0
+  for f in database/*.all.jsonl.gz; do
+    "$bin" db import "$f" --db "$db" >>"$out/import.txt" 2>&1
+  done
+  "$bin" model train --db "$db" --target cuda >"$out/train.txt" 2>&1
+}
