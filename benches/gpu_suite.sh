@@ -35,9 +35,11 @@ for w in "$@"; do
     conv2d*)
       # conv2d_nchw:n=1,c=64,... -> 1 64 ... in the script's argument order.
       args=$(printf '%s' "${w#*:}" | tr ',' '\n' | cut -d= -f2 | tr '\n' ' ')
-      relu=
+      relu= layout=
       [[ $w == conv2d_relu* ]] && relu=relu
-      python3 benches/cudnn_conv.py $args $relu >>"$out/$tag.run.txt" 2>&1
+      # cuDNN reads an NHWC conv's tensors channels last, as tessel does.
+      [[ $w == conv2d_nhwc* ]] && layout=nhwc
+      python3 benches/cudnn_conv.py $args $relu $layout >>"$out/$tag.run.txt" 2>&1
       ;;
   esac
   cat "$out/$tag.run.txt" | grep -E "TFLOP|check|cublasLt|cuDNN" | head -8

@@ -35,6 +35,7 @@
 //! steps exactly one index of the access by 1 and no other, and the access uses no other
 //! loop of the nest. The strides are checked after compaction, by the lowering.
 
+use super::interval::Interval;
 use super::simplify::simplify;
 use super::{
     AnnValue, BinOp, BlockId, DType, Expr, FactorRead, LoopId, LoopKind, Node, Program, Scope,
@@ -398,7 +399,31 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
                 return Err(shape("it reads more than one accumulator element"));
             }
             scope_is("accumulator", acc, Scope::Fragment, &[DType::F32])?;
-            access("destination", dst, didx, &[0, 1])?;
+            // A destination of more dimensions (a conv's output stored back from its GEMM
+            // at the digits of the row index: `out[m // PQ, m // Q % P, m % Q, n]`) is
+            // addressed by the flat index, which the lowering uses: the nest's columns
+            // must be neighbours in memory and its rows a constant stride apart.
+            if let Err(e) = access("destination", dst, didx, &[0, 1]) {
+                let b = p.buffer(dst);
+                if didx.len() <= 2 || !b.align.is_empty() || b.swizzle {
+                    return Err(e);
+                }
+                // Flattened over the block's iteration variables, each in its range, the
+                // digits fold back into the row index (`m // 3136 * 3136 + ... = m`);
+                // then the loops' steps through the bindings.
+                let flat = didx.iter().zip(&b.shape).fold(Expr::Int(0), |acc, (i, n)| {
+                    Expr::add(Expr::mul(acc, Expr::Int(*n)), i.clone())
+                });
+                let ranges: std::collections::BTreeMap<VarId, Interval> = blk
+                    .iter_vars
+                    .iter()
+                    .map(|iv| (iv.var, Interval::new(0, iv.extent - 1)))
+                    .collect();
+                let flat = bind(&simplify(&flat, &|x| ranges.get(&x).copied()));
+                if step(&flat, vars[1]) != Some(1) || step(&flat, vars[0]).is_none() {
+                    return Err(e);
+                }
+            }
             access("accumulator", acc, &aidx, &[0, 1])?;
         }
     }

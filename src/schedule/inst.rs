@@ -33,6 +33,7 @@ pub enum InstKind {
     DecomposeReduction,
     Rfactor,
     PadEinsum,
+    Im2col,
     TransformLayout,
     StorageAlign,
     StorageSwizzle,
@@ -64,7 +65,7 @@ pub struct Signature {
 }
 
 impl InstKind {
-    pub const ALL: [InstKind; 29] = [
+    pub const ALL: [InstKind; 30] = [
         InstKind::GetBlock,
         InstKind::GetLoops,
         InstKind::GetConsumers,
@@ -86,6 +87,7 @@ impl InstKind {
         InstKind::DecomposeReduction,
         InstKind::Rfactor,
         InstKind::PadEinsum,
+        InstKind::Im2col,
         InstKind::TransformLayout,
         InstKind::StorageAlign,
         InstKind::StorageSwizzle,
@@ -141,6 +143,7 @@ impl InstKind {
             ),
             Rfactor => ("rfactor", Some(&["loop"]), &["factor_axis"], Some(K::Block)),
             PadEinsum => ("pad_einsum", Some(&["block"]), &["padding"], None),
+            Im2col => ("im2col", Some(&["block"]), &[], None),
             TransformLayout => (
                 "transform_layout",
                 Some(&["block"]),

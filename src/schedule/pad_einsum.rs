@@ -38,11 +38,11 @@ fn refuse(p: &Program, b: BlockId, reason: impl Into<String>) -> ScheduleError {
 
 /// The einsum structure of a block: its loops (outermost first, one per iteration
 /// variable), the iteration variable each loop binds, and the factor loads of its update.
-struct Einsum {
-    loops: Vec<LoopId>,
+pub(super) struct Einsum {
+    pub(super) loops: Vec<LoopId>,
     /// Loop position -> iteration variable index.
-    iter_of_loop: Vec<usize>,
-    factors: Vec<(BufferId, Vec<Expr>)>,
+    pub(super) iter_of_loop: Vec<usize>,
+    pub(super) factors: Vec<(BufferId, Vec<Expr>)>,
 }
 
 impl Einsum {
@@ -91,7 +91,7 @@ pub fn paddable(p: &Program, b: BlockId) -> Result<Vec<bool>> {
         .collect())
 }
 
-fn einsum(p: &Program, b: BlockId) -> Result<Einsum> {
+pub(super) fn einsum(p: &Program, b: BlockId) -> Result<Einsum> {
     let blk = p.block(b);
     if !blk.is_reduction() || blk.init.is_none() {
         return Err(refuse(p, b, "it is not a reduction with an init"));
@@ -383,7 +383,12 @@ pub fn pad_einsum(p: &mut Program, b: BlockId, padding: &[i64]) -> Result<()> {
 }
 
 /// A new intermediate global buffer `{base}_{suffix}` of `shape`, like `like`.
-fn new_global(p: &mut Program, like: BufferId, suffix: &str, shape: Vec<i64>) -> BufferId {
+pub(super) fn new_global(
+    p: &mut Program,
+    like: BufferId,
+    suffix: &str,
+    shape: Vec<i64>,
+) -> BufferId {
     let s = p.buffer(like).clone();
     let name = p.fresh_buffer_name(&format!("{}_{suffix}", s.name));
     let id = p.new_buffer(Buffer {

@@ -333,6 +333,11 @@ impl Replayer {
                     .transform_layout(b, Self::int(inst, "buffer_index")?, &groups)?;
                 vec![]
             }
+            Im2col => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                self.sch.im2col(b)?;
+                vec![]
+            }
             PadEinsum => {
                 let b = self.block(Self::input(inst, 0)?)?;
                 let Operand::List(ps) = Self::attr(inst, "padding")? else {

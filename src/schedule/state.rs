@@ -9,8 +9,8 @@ use super::annotation::{self, AnnTarget};
 use super::error::{Result, ScheduleError};
 use super::inst::{Decision, InstKind, Instruction, Operand, RvInfo, RvKind, Trace};
 use super::{
-    cache, compute_at, get, inline, layout, loop_transformation, pad_einsum, reduction, rfactor,
-    sampling,
+    cache, compute_at, get, im2col, inline, layout, loop_transformation, pad_einsum, reduction,
+    rfactor, sampling,
 };
 use crate::ir::{AnnValue, BlockId, LoopId, Node, Program};
 use rand::SeedableRng;
@@ -751,6 +751,22 @@ impl Schedule {
             vec![RvValue::Block(rb)],
         );
         Ok(BlockRv(ids[0]))
+    }
+
+    /// `im2col(block)`: rewrites a convolution as a GEMM over two-dimensional buffers, with
+    /// stages for its data and weights and an elementwise block storing the result back
+    /// (see [`im2col`]); the block keeps its name and handle.
+    pub fn im2col(&mut self, block: BlockRv) -> Result<()> {
+        let b = self.block_id(block)?;
+        self.transact("im2col", |p| im2col::im2col(p, b).map(|_| ()))?;
+        self.record(
+            InstKind::Im2col,
+            vec![Operand::Rv(block.0)],
+            vec![],
+            None,
+            vec![],
+        );
+        Ok(())
     }
 
     /// `pad_einsum(block, padding)`: pads the einsum's iteration variables to multiples of

@@ -1,0 +1,161 @@
+//! `im2col`: a convolution rewritten as a GEMM over two-dimensional buffers. The rewritten
+//! program computes the reference (NCHW and NHWC, strided, padded, a 16-bit conv whose
+//! conversion block is stored back at the digits of the GEMM's row); the trace replays
+//! and round-trips; what is no convolution is refused naming the block; and the tensor-core
+//! example built on it computes the reference in the interpreter and compiles with NVRTC
+//! to `wgmma` fed by 16-byte `cp.async` copies of the data.
+
+mod kernel_util;
+
+use tessel::ir::{Expr, IterKind, Program};
+use tessel::schedule::{replay, text, Schedule};
+use tessel::workload;
+
+fn program(spec: &str) -> Program {
+    workload::preset(spec).unwrap().to_program()
+}
+
+/// The program of `spec`, and a schedule of it with `im2col` applied to block `main`.
+fn rewritten(spec: &str, main: &str) -> (Program, Schedule) {
+    let p = program(spec);
+    let mut sch = Schedule::new(p.clone(), 0);
+    let b = sch.get_block(main).unwrap();
+    sch.im2col(b).unwrap_or_else(|e| panic!("{spec}: {e}"));
+    (p, sch)
+}
+
+fn block<'p>(p: &'p Program, name: &str) -> &'p tessel::ir::Block {
+    let found = p.find_block(name);
+    assert_eq!(found.len(), 1, "block {name}");
+    p.block(found[0])
+}
+
+#[test]
+fn a_strided_padded_nchw_conv_becomes_a_gemm_that_computes_the_reference() {
+    let spec = "conv2d_nchw:n=2,c=3,h=9,w=9,k=5,r=3,s=3,stride=2,pad=1";
+    let (reference, sch) = rewritten(spec, "conv2d_nchw");
+    let p = sch.program();
+    // The GEMM: 2 * 5 * 5 output pixels by 5 channels, over 3 * 3 * 3 window elements.
+    let gemm = block(p, "conv2d_nchw");
+    let kinds: Vec<(i64, IterKind)> = gemm
+        .iter_vars
+        .iter()
+        .map(|iv| (iv.extent, iv.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (50, IterKind::Spatial),
+            (5, IterKind::Spatial),
+            (27, IterKind::Reduce)
+        ]
+    );
+    let shape = |name: &str| {
+        let b = p.buffers.iter().find(|b| b.name == name).unwrap();
+        b.shape.clone()
+    };
+    assert_eq!(shape("pad_temp_im2col"), [50, 27]);
+    // NCHW weights `k, c, r, s` keep their rows of the reduction.
+    assert_eq!(shape("weight_2d"), [5, 27]);
+    assert_eq!(shape("conv2d_nchw_2d"), [50, 5]);
+    // The copy back reads the GEMM's result at its own iteration variables.
+    let copy = block(p, "conv2d_nchw_2d_copy");
+    let Expr::Load(_, idx) = &copy.body.value else {
+        panic!("the copy back is not a load")
+    };
+    assert!(idx
+        .iter()
+        .zip(&copy.iter_vars)
+        .all(|(e, iv)| *e == Expr::Var(iv.var)));
+    let err = tessel::interp::check(&reference, p, 3).unwrap();
+    assert!(err < tessel::interp::TOLERANCE, "relative error {err}");
+}
+
+#[test]
+fn a_16_bit_nhwc_conv_stores_back_through_its_conversion_block() {
+    let spec = "conv2d_nhwc:n=2,c=8,h=7,w=7,k=8,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
+    let (reference, sch) = rewritten(spec, "conv2d_nhwc_acc");
+    let p = sch.program();
+    // The f32 accumulator became the GEMM's [M, N] result; the f16 conversion reads it at
+    // (m, n) and stores the conv's layout; no copy block was added.
+    let cast = block(p, "conv2d_nhwc");
+    assert_eq!(cast.iter_vars.len(), 2);
+    assert!(p.find_block("conv2d_nhwc_acc_2d_copy").is_empty());
+    assert!(p
+        .buffers
+        .iter()
+        .any(|b| b.name == "weight_2d" && b.shape == [72, 8]));
+    let err = tessel::interp::check(&reference, p, 4).unwrap();
+    assert!(err < tessel::interp::TOLERANCE, "relative error {err}");
+}
+
+#[test]
+fn the_trace_replays_and_round_trips() {
+    let spec = "conv2d_nhwc:n=1,c=4,h=6,w=6,k=4,r=3,s=3,stride=1,pad=1";
+    let (_, sch) = rewritten(spec, "conv2d_nhwc");
+    let printed = text::print(sch.trace());
+    assert!(printed.contains("im2col(b0)"), "{printed}");
+    let again = replay(&text::parse(&printed).unwrap(), program(spec), 0).unwrap();
+    assert_eq!(again.program(), sch.program());
+}
+
+#[test]
+fn what_is_no_convolution_is_refused_naming_the_block() {
+    let p = program("matmul:16x16x16");
+    let mut sch = Schedule::new(p, 0);
+    let b = sch.get_block("C").unwrap();
+    let err = sch.im2col(b).unwrap_err().to_string();
+    assert!(
+        err.contains("im2col of block C") && err.contains("window expressions"),
+        "{err}"
+    );
+    let p = program("conv2d_nchw:n=1,c=4,h=6,w=6,k=4,r=3,s=3,stride=1,pad=1");
+    let mut sch = Schedule::new(p, 0);
+    let b = sch.get_block("pad_temp").unwrap();
+    let err = sch.im2col(b).unwrap_err().to_string();
+    assert!(err.contains("im2col of block pad_temp"), "{err}");
+}
+
+const EXAMPLE: &str = "examples/schedules/wgmma_conv2d_nhwc.sched";
+
+fn example(spec: &str) -> (Program, Schedule) {
+    let path = format!("{}/{EXAMPLE}", env!("CARGO_MANIFEST_DIR"));
+    let trace = text::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let sch = replay(&trace, program(spec), 0).unwrap_or_else(|e| panic!("{e}"));
+    (program(spec), sch)
+}
+
+#[test]
+fn the_tensor_core_conv_example_computes_the_reference() {
+    let spec = "conv2d_nhwc:n=1,c=64,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
+    let (reference, sch) = example(spec);
+    let err = tessel::interp::check(&reference, sch.program(), 5).unwrap();
+    assert!(err < tessel::interp::TOLERANCE_F16, "relative error {err}");
+}
+
+#[test]
+fn the_tensor_core_conv_example_compiles_to_wgmma_fed_by_16_byte_copies() {
+    if !kernel_util::nvrtc() {
+        return;
+    }
+    let spec = "conv2d_nhwc:n=1,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
+    let (_, sch) = example(spec);
+    let device = tessel::measure::Device::Cuda {
+        arch: "sm_90a".into(),
+    };
+    let src = tessel::measure::session::source_for(sch.program(), &device).unwrap();
+    assert!(src
+        .code
+        .contains("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"));
+    // The data (im2col inlined) and the weights both arrive by 16-byte copies.
+    assert!(src
+        .code
+        .contains("tessel_cp_async16((float*)(pad_temp_im2col_shared"));
+    assert!(src
+        .code
+        .contains("tessel_cp_async16((float*)(weight_2d_shared"));
+    let cubin = tessel::measure::cuda::compile(&src.code, "sm_90a")
+        .unwrap_or_else(|f| panic!("NVRTC: {f}\n{}", src.code));
+    assert_eq!(cubin.info.spill_stores, Some(0));
+    assert_eq!(cubin.info.spill_loads, Some(0));
+}
