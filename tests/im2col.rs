@@ -159,3 +159,45 @@ fn the_tensor_core_conv_example_compiles_to_wgmma_fed_by_16_byte_copies() {
     assert_eq!(cubin.info.spill_stores, Some(0));
     assert_eq!(cubin.info.spill_loads, Some(0));
 }
+
+#[test]
+fn the_wgmma_sketch_samples_a_channels_last_conv_through_im2col() {
+    use tessel::search::sketch::{apply_sketch, sketches};
+    use tessel::search::{SearchSpace, SketchKind};
+    let space = SearchSpace::cuda_default();
+    let has_wgmma = |spec: &str| {
+        sketches(&space, &program(spec))
+            .unwrap()
+            .contains(&SketchKind::Wgmma)
+    };
+    let spec = "conv2d_nhwc:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
+    assert!(has_wgmma(spec));
+    // NCHW: the GEMM's columns would be output pixels, not neighbours in memory; fp32:
+    // no tensor cores without `math=tf32`; a batch: its write-back does not lower.
+    assert!(!has_wgmma(
+        "conv2d_nchw:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32"
+    ));
+    assert!(!has_wgmma(
+        "conv2d_nhwc:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1"
+    ));
+    assert!(!has_wgmma(
+        "conv2d_nhwc:n=2,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32"
+    ));
+    let reference = program(spec);
+    for seed in 0..3u64 {
+        let mut sch = Schedule::new(reference.clone(), seed);
+        apply_sketch(&space, &mut sch, seed, SketchKind::Wgmma).unwrap_or_else(|e| panic!("{e}"));
+        let printed = text::print(sch.trace());
+        assert!(
+            printed.contains("im2col(") && printed.contains("wgmma_sync"),
+            "{printed}"
+        );
+        let err = tessel::interp::check(&reference, sch.program(), seed).unwrap();
+        assert!(
+            err < tessel::interp::TOLERANCE_F16,
+            "seed {seed}: relative error {err}"
+        );
+        tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+    }
+}

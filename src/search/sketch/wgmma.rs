@@ -4,6 +4,10 @@
 //! on Hopper's `wgmma.mma_async` (sm_90a), in the structure of
 //! `examples/schedules/wgmma_gemm.sched` (`wgmma_tf32_gemm.sched` for TF32):
 //!
+//! 0. A convolution with its channels last is first rewritten as its GEMM (`im2col`):
+//!    rows the output pixels, columns the output channels, the reduction the window
+//!    and input channels; its data and weight stages and the conv's padding are
+//!    inlined into the shared fetches like the zero-filled copies of step 1.
 //! 1. The GEMM's axes are padded (`pad_einsum`) to a sampled multiple of 64 each (the
 //!    `pad_multiples` of at least 64 that waste at most `max_waste`, and the extent
 //!    itself where 64 divides it): a warpgroup computes 64 rows, a 128-byte swizzle
@@ -54,14 +58,45 @@ const MAX_BLOCK_CHUNKS: i64 = 8;
 const GROUPS: [i64; 4] = [1, 2, 4, 8];
 
 /// Whether the wgmma sketch applies to `main` of `p` under `space`: a GEMM of 16-bit
-/// operands or of TF32 ones, on Hopper.
+/// operands or of TF32 ones, or a convolution that [`conv_gemm`] makes one, on Hopper.
 pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> bool {
     space.is_gpu()
-        && super::tensor_core::gemm(p, main).is_some()
+        && (super::tensor_core::gemm(p, main).is_some() || conv_gemm(p, main))
         && space
             .tensor_core
             .as_ref()
             .is_some_and(|t| t.wgmma_probability > 0.0)
+}
+
+/// Whether `main` is a convolution that `im2col` turns into such a GEMM with the output's
+/// channels as its columns (channels last: NHWC), so that the write-back stores rows of
+/// neighbouring elements, as `mma_store` does. An NCHW conv's columns would be its output
+/// pixels, a channel's rows apart in memory. A batch above 1 is left out: the lowering's
+/// simplifier folds the digits of a row (`m // 3136`, `m // 56 % 56`, `m % 56`) back
+/// into the row only where two of them vary, so the write-back of a batched conv's tile
+/// would not lower.
+pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
+    let blk = p.block(main);
+    let out_vars: Vec<crate::ir::VarId> = blk.body.indices.iter().flat_map(|e| e.vars()).collect();
+    let varying = blk
+        .iter_vars
+        .iter()
+        .filter(|iv| iv.kind == crate::ir::IterKind::Spatial && iv.extent > 1)
+        .filter(|iv| out_vars.contains(&iv.var))
+        .count();
+    // Rows (pixels) and columns (channels): at most three output axes that vary.
+    if varying > 3 {
+        return false;
+    }
+    let mut q = p.clone();
+    let Ok(made) = crate::schedule::im2col::im2col(&mut q, main) else {
+        return false;
+    };
+    let channels_last = q.find_block(&made.back).first().is_some_and(|b| {
+        let blk = q.block(*b);
+        blk.body.indices.last() == Some(&crate::ir::Expr::Var(blk.iter_vars[1].var))
+    });
+    channels_last && super::tensor_core::gemm(&q, main).is_some()
 }
 
 /// Builds one sample of the wgmma sketch (see the module doc).
@@ -78,6 +113,18 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         .filter(|m| m % PANEL == 0)
         .collect();
     let st = stages(sch.program())?;
+    // 0. A convolution becomes its GEMM first (`im2col`), its stages inlined below.
+    let is_gemm = {
+        let p = sch.program();
+        let [b] = p.find_block(&st.main)[..] else {
+            return Err(SketchError::TensorCoreNotApplicable);
+        };
+        super::tensor_core::gemm(p, b).is_some()
+    };
+    if !is_gemm {
+        let b = sch.get_block(&st.main).map_err(at("im2col"))?;
+        sch.im2col(b).map_err(at("im2col"))?;
+    }
     pad(&multiples, PANEL, space.max_waste, sch, &st.main)?;
     // 2. Accumulator and epilogues.
     let (st, main, g, wb, leftovers) = accumulate(sch)?;
