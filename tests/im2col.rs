@@ -35,7 +35,8 @@ fn a_strided_padded_nchw_conv_becomes_a_gemm_that_computes_the_reference() {
     let spec = "conv2d_nchw:n=2,c=3,h=9,w=9,k=5,r=3,s=3,stride=2,pad=1";
     let (reference, sch) = rewritten(spec, "conv2d_nchw");
     let p = sch.program();
-    // The GEMM: 2 * 5 * 5 output pixels by 5 channels, over 3 * 3 * 3 window elements.
+    // The GEMM: 5 channels by 2 * 5 * 5 output pixels (NCHW: the pixels are the output's
+    // last axes, so they are the GEMM's columns), over 3 * 3 * 3 window elements.
     let gemm = block(p, "conv2d_nchw");
     let kinds: Vec<(i64, IterKind)> = gemm
         .iter_vars
@@ -45,8 +46,8 @@ fn a_strided_padded_nchw_conv_becomes_a_gemm_that_computes_the_reference() {
     assert_eq!(
         kinds,
         [
-            (50, IterKind::Spatial),
             (5, IterKind::Spatial),
+            (50, IterKind::Spatial),
             (27, IterKind::Reduce)
         ]
     );
@@ -57,7 +58,7 @@ fn a_strided_padded_nchw_conv_becomes_a_gemm_that_computes_the_reference() {
     assert_eq!(shape("pad_temp_im2col"), [50, 27]);
     // NCHW weights `k, c, r, s` keep their rows of the reduction.
     assert_eq!(shape("weight_2d"), [5, 27]);
-    assert_eq!(shape("conv2d_nchw_2d"), [50, 5]);
+    assert_eq!(shape("conv2d_nchw_2d"), [5, 50]);
     // The copy back reads the GEMM's result at its own iteration variables.
     let copy = block(p, "conv2d_nchw_2d_copy");
     let Expr::Load(_, idx) = &copy.body.value else {
@@ -161,7 +162,7 @@ fn the_tensor_core_conv_example_compiles_to_wgmma_fed_by_16_byte_copies() {
 }
 
 #[test]
-fn the_wgmma_sketch_samples_a_channels_last_conv_through_im2col() {
+fn the_wgmma_sketch_samples_a_batch_1_conv_through_im2col() {
     use tessel::search::sketch::{apply_sketch, sketches};
     use tessel::search::{SearchSpace, SketchKind};
     let space = SearchSpace::cuda_default();
@@ -170,21 +171,23 @@ fn the_wgmma_sketch_samples_a_channels_last_conv_through_im2col() {
             .unwrap()
             .contains(&SketchKind::Wgmma)
     };
-    let spec = "conv2d_nhwc:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
-    assert!(has_wgmma(spec));
-    // NCHW: the GEMM's columns would be output pixels, not neighbours in memory; fp32:
-    // no tensor cores without `math=tf32`; a batch: its write-back does not lower.
-    assert!(!has_wgmma(
-        "conv2d_nchw:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32"
-    ));
+    let nhwc = "conv2d_nhwc:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
+    // NCHW: the transposed GEMM (channels by pixels).
+    let nchw = "conv2d_nchw:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=2,pad=1,dtype=f16,acc=f32";
+    assert!(has_wgmma(nhwc) && has_wgmma(nchw));
+    // fp32: no tensor cores without `math=tf32`; a batch: an NCHW GEMM's pixel columns
+    // cross images, an NHWC write-back's three row digits do not fold in the lowering.
     assert!(!has_wgmma(
         "conv2d_nhwc:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1"
     ));
-    assert!(!has_wgmma(
-        "conv2d_nhwc:n=2,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32"
-    ));
-    let reference = program(spec);
-    for seed in 0..3u64 {
+    for spec in [
+        "conv2d_nhwc:n=2,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32",
+        "conv2d_nchw:n=2,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32",
+    ] {
+        assert!(!has_wgmma(spec), "{spec}");
+    }
+    for (spec, seed) in [(nhwc, 0u64), (nhwc, 1), (nhwc, 2), (nchw, 3), (nchw, 4)] {
+        let reference = program(spec);
         let mut sch = Schedule::new(reference.clone(), seed);
         apply_sketch(&space, &mut sch, seed, SketchKind::Wgmma).unwrap_or_else(|e| panic!("{e}"));
         let printed = text::print(sch.trace());
@@ -195,9 +198,9 @@ fn the_wgmma_sketch_samples_a_channels_last_conv_through_im2col() {
         let err = tessel::interp::check(&reference, sch.program(), seed).unwrap();
         assert!(
             err < tessel::interp::TOLERANCE_F16,
-            "seed {seed}: relative error {err}"
+            "{spec} seed {seed}: relative error {err}"
         );
         tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda)
-            .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
     }
 }

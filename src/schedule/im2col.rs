@@ -16,10 +16,12 @@
 //!   last axis is a column variable (a conv's `r, s, c, k` weights: rows of k), else
 //!   `[N, K]` (`k, c, r, s`), so each keeps its contiguous axis;
 //! * the block becomes `O_2d[m, n] += f(X_im2col[m, kk]) * g(W_2d[..])` over three loops
-//!   (`f`, `g` the factors' conversions, kept);
-//! * the result goes back to the conv's layout by one elementwise block over `(m, n)` that
-//!   stores at the digits: the block that read the output (a conversion to a 16-bit
-//!   output, an epilogue), rewritten over `(m, n)`, where the output was an intermediate
+//!   (`f`, `g` the factors' conversions, kept) where the output's last axis is a channel
+//!   (NHWC), and the transposed GEMM `O_2d[n, m]` where it is a pixel (NCHW): either way
+//!   a row of `O_2d` is a run of neighbouring output elements;
+//! * the result goes back to the conv's layout by one elementwise block over `O_2d`'s
+//!   indices that stores at their digits: the block that read the output (a conversion to
+//!   a 16-bit output, an epilogue), rewritten so, where the output was an intermediate
 //!   only it read; else a new copy `O_2d -> O`.
 //!
 //! The new stages are elementwise: a schedule inlines the data's padding into
@@ -159,6 +161,12 @@ pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
         return Err(refuse(p, b, "it lacks rows, columns or a reduction"));
     }
     let (m, n, k) = (rows.size(), cols.size(), red.size());
+    // The GEMM's columns are the group of the output's last axis, so that a row of the
+    // result is a run of neighbouring output elements: the channels where they are last
+    // (NHWC), else the pixels (NCHW, whose GEMM is the transposed one, weights x data).
+    let swap = matches!(blk.body.indices.last(), Some(Expr::Var(v)) if rows.vars.contains(v));
+    let (first, second) = if swap { (&cols, &rows) } else { (&rows, &cols) };
+    let (e1, e2) = (first.size(), second.size());
     let out = blk.body.buffer;
     let root_pos = p
         .root
@@ -197,7 +205,7 @@ pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
     let w_rows_k = matches!(w_idx.last(), Some(Expr::Var(v)) if cols.vars.contains(v));
     let x2 = new_global(p, x, "im2col", vec![m, k]);
     let w2 = new_global(p, w, "2d", if w_rows_k { vec![k, n] } else { vec![n, k] });
-    let o2 = new_global(p, out, "2d", vec![m, n]);
+    let o2 = new_global(p, out, "2d", vec![e1, e2]);
     // 3. The stages: data and weights at the digits of the GEMM's indices.
     let x_name = p.fresh_block_name(&p.buffer(x2).name.clone());
     let x_nest = nest(p, &x_name, &[("m", m), ("k", k)], |v| {
@@ -237,11 +245,13 @@ pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
         )
     });
     // 4. The GEMM over three loops.
-    let (gm, gn, gk) = (p.new_var("m"), p.new_var("n"), p.new_var("k"));
+    let (gi, gj, gk) = (p.new_var("i"), p.new_var("j"), p.new_var("k"));
     let lk = p.new_loop("k", k, vec![Node::Block(b)]);
-    let ln = p.new_loop("n", n, vec![Node::Loop(lk)]);
-    let lm = p.new_loop("m", m, vec![Node::Loop(ln)]);
-    let o_idx = vec![Expr::Var(gm), Expr::Var(gn)];
+    let lj = p.new_loop("j", e2, vec![Node::Loop(lk)]);
+    let li = p.new_loop("i", e1, vec![Node::Loop(lj)]);
+    let o_idx = vec![Expr::Var(gi), Expr::Var(gj)];
+    // The data's row and the weights' column among the GEMM's two.
+    let (gm, gn) = if swap { (gj, gi) } else { (gi, gj) };
     let w2_idx = if w_rows_k {
         vec![Expr::Var(gk), Expr::Var(gn)]
     } else {
@@ -253,7 +263,7 @@ pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
         Expr::Load(a, _) if a == out => Expr::Load(o2, o_idx.clone()),
         other => other,
     });
-    let bindings = [lm, ln, lk]
+    let bindings = [li, lj, lk]
         .iter()
         .map(|l| Expr::Var(p.lp(*l).var))
         .collect();
@@ -261,13 +271,13 @@ pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
         let nb = p.block_mut(b);
         nb.iter_vars = vec![
             IterVar {
-                var: gm,
-                extent: m,
+                var: gi,
+                extent: e1,
                 kind: IterKind::Spatial,
             },
             IterVar {
-                var: gn,
-                extent: n,
+                var: gj,
+                extent: e2,
                 kind: IterKind::Spatial,
             },
             IterVar {
@@ -287,7 +297,7 @@ pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
             init.indices = o_idx;
         }
     }
-    replace_node(p, Node::Loop(es.loops[0]), Node::Loop(lm));
+    replace_node(p, Node::Loop(es.loops[0]), Node::Loop(li));
     // 5. Back to the conv's layout: each output index as the digits of (m, n).
     let out_vars: Vec<VarId> = blk
         .body
@@ -302,11 +312,11 @@ pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
     let back_nest = match back_reader {
         None => {
             back_name = p.fresh_block_name(&format!("{}_copy", p.buffer(o2).name));
-            nest(p, &back_name, &[("m", m), ("n", n)], |v| {
-                let map: BTreeMap<VarId, Expr> = rows
+            nest(p, &back_name, &[("i", e1), ("j", e2)], |v| {
+                let map: BTreeMap<VarId, Expr> = first
                     .digits(v[0])
                     .into_iter()
-                    .chain(cols.digits(v[1]))
+                    .chain(second.digits(v[1]))
                     .collect();
                 let idx = out_vars.iter().map(|u| map[u].clone()).collect();
                 (
@@ -318,13 +328,13 @@ pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
         }
         Some(reader) => {
             back_name = p.block(reader.block).name.clone();
-            let node = renest(p, reader.block, &[("m", m), ("n", n)], |v, old| {
+            let node = renest(p, reader.block, &[("i", e1), ("j", e2)], |v, old| {
                 // The reader's variable at output position d is the main block's d-th
-                // store variable: the digit of m or n that variable is.
-                let digits: BTreeMap<VarId, Expr> = rows
+                // store variable: the digit of i or j that variable is.
+                let digits: BTreeMap<VarId, Expr> = first
                     .digits(v[0])
                     .into_iter()
-                    .chain(cols.digits(v[1]))
+                    .chain(second.digits(v[1]))
                     .collect();
                 let map: BTreeMap<VarId, Expr> = reader
                     .vars

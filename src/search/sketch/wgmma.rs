@@ -4,10 +4,10 @@
 //! on Hopper's `wgmma.mma_async` (sm_90a), in the structure of
 //! `examples/schedules/wgmma_gemm.sched` (`wgmma_tf32_gemm.sched` for TF32):
 //!
-//! 0. A convolution with its channels last is first rewritten as its GEMM (`im2col`):
-//!    rows the output pixels, columns the output channels, the reduction the window
-//!    and input channels; its data and weight stages and the conv's padding are
-//!    inlined into the shared fetches like the zero-filled copies of step 1.
+//! 0. A convolution of batch 1 is first rewritten as its GEMM (`im2col`): output pixels
+//!    by channels (NHWC) or channels by pixels (NCHW), reduced over the window and input
+//!    channels; its data and weight stages and the conv's padding are inlined into the
+//!    shared fetches like the zero-filled copies of step 1.
 //! 1. The GEMM's axes are padded (`pad_einsum`) to a sampled multiple of 64 each (the
 //!    `pad_multiples` of at least 64 that waste at most `max_waste`, and the extent
 //!    itself where 64 divides it): a warpgroup computes 64 rows, a 128-byte swizzle
@@ -68,14 +68,15 @@ pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId
             .is_some_and(|t| t.wgmma_probability > 0.0)
 }
 
-/// Whether `main` is a convolution that `im2col` turns into such a GEMM with the output's
-/// channels as its columns (channels last: NHWC), so that the write-back stores rows of
-/// neighbouring elements, as `mma_store` does. An NCHW conv's columns would be its output
-/// pixels, a channel's rows apart in memory. A batch above 1 is left out: the lowering's
-/// simplifier folds the digits of a row (`m // 3136`, `m // 56 % 56`, `m % 56`) back
-/// into the row only where two of them vary, so the write-back of a batched conv's tile
-/// would not lower.
+/// Whether `main` is a convolution that `im2col` turns into such a GEMM whose result's
+/// rows are runs of neighbouring output elements (its columns step by one through the
+/// output, as `mma_store` writes them): NHWC and NCHW convs of batch 1. A batch above 1
+/// is left out: its pixels cross images (NCHW), or the lowering's simplifier does not
+/// fold three digits of a row (`m // 3136`, `m // 56 % 56`, `m % 56`) back into the row
+/// (NHWC), so the write-back of a tile would not lower.
 pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
+    use crate::ir::interval::Interval;
+    use crate::ir::Expr;
     let blk = p.block(main);
     let out_vars: Vec<crate::ir::VarId> = blk.body.indices.iter().flat_map(|e| e.vars()).collect();
     let varying = blk
@@ -84,7 +85,6 @@ pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
         .filter(|iv| iv.kind == crate::ir::IterKind::Spatial && iv.extent > 1)
         .filter(|iv| out_vars.contains(&iv.var))
         .count();
-    // Rows (pixels) and columns (channels): at most three output axes that vary.
     if varying > 3 {
         return false;
     }
@@ -92,11 +92,27 @@ pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
     let Ok(made) = crate::schedule::im2col::im2col(&mut q, main) else {
         return false;
     };
-    let channels_last = q.find_block(&made.back).first().is_some_and(|b| {
-        let blk = q.block(*b);
-        blk.body.indices.last() == Some(&crate::ir::Expr::Var(blk.iter_vars[1].var))
+    let rows_contiguous = q.find_block(&made.back).first().is_some_and(|b| {
+        let back = q.block(*b);
+        let shape = &q.buffer(back.body.buffer).shape;
+        let flat = back
+            .body
+            .indices
+            .iter()
+            .zip(shape)
+            .fold(Expr::Int(0), |acc, (i, n)| {
+                Expr::add(Expr::mul(acc, Expr::Int(*n)), i.clone())
+            });
+        let range = |v| {
+            back.iter_vars
+                .iter()
+                .find(|iv| iv.var == v)
+                .map(|iv| Interval::new(0, iv.extent - 1))
+        };
+        let flat = crate::ir::simplify::simplify(&flat, &range);
+        crate::ir::tensorize::step(&flat, back.iter_vars[1].var) == Some(1)
     });
-    channels_last && super::tensor_core::gemm(&q, main).is_some()
+    rows_contiguous && super::tensor_core::gemm(&q, main).is_some()
 }
 
 /// Builds one sample of the wgmma sketch (see the module doc).
