@@ -4,10 +4,10 @@
 //! on Hopper's `wgmma.mma_async` (sm_90a), in the structure of
 //! `examples/schedules/wgmma_gemm.sched` (`wgmma_tf32_gemm.sched` for TF32):
 //!
-//! 0. A convolution of batch 1 is first rewritten as its GEMM (`im2col`): output pixels
-//!    by channels (NHWC) or channels by pixels (NCHW), reduced over the window and input
-//!    channels; its data and weight stages and the conv's padding are inlined into the
-//!    shared fetches like the zero-filled copies of step 1.
+//! 0. A channels-last convolution of batch 1 is first rewritten as its GEMM (`im2col`):
+//!    output pixels by channels, reduced over the window and input channels; its data
+//!    and weight stages and the conv's padding are inlined into the shared fetches like
+//!    the zero-filled copies of step 1 (see [`conv_gemm`]).
 //! 1. The GEMM's axes are padded (`pad_einsum`) to a sampled multiple of 64 each (the
 //!    `pad_multiples` of at least 64 that waste at most `max_waste`, and the extent
 //!    itself where 64 divides it): a warpgroup computes 64 rows, a 128-byte swizzle
@@ -68,16 +68,28 @@ pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId
             .is_some_and(|t| t.wgmma_probability > 0.0)
 }
 
-/// Whether `main` is a convolution that `im2col` turns into such a GEMM whose result's
-/// rows are runs of neighbouring output elements (its columns step by one through the
-/// output, as `mma_store` writes them): NHWC and NCHW convs of batch 1. A batch above 1
-/// is left out: its pixels cross images (NCHW), or the lowering's simplifier does not
-/// fold three digits of a row (`m // 3136`, `m // 56 % 56`, `m % 56`) back into the row
-/// (NHWC), so the write-back of a tile would not lower.
+/// Whether `main` is a convolution that `im2col` turns into such a GEMM, fetched fast and
+/// stored back by `mma_store`: its data read with the input channel last (NHWC: the
+/// im2col rows are runs of channels, copied by 16-byte `cp.async`; an NCHW conv's are
+/// copied element by element, and its wgmma samples ran at a third of its FFMA ones on
+/// the H100), and its result's rows runs of neighbouring output elements (the columns
+/// step by one through the output). A batch above 1 is left out: the lowering's
+/// simplifier does not fold three digits of a row (`m // 3136`, `m // 56 % 56`,
+/// `m % 56`) back into the row, so the write-back of a tile would not lower.
 pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
     use crate::ir::interval::Interval;
     use crate::ir::Expr;
     let blk = p.block(main);
+    let channels_last = p.block_reads(main).iter().any(|(_, idx)| {
+        idx.iter().any(|e| !matches!(e, Expr::Var(_)))
+            && matches!(idx.last(), Some(Expr::Var(v)) if blk
+                .iter_vars
+                .iter()
+                .any(|iv| iv.var == *v && iv.kind == crate::ir::IterKind::Reduce))
+    });
+    if !channels_last {
+        return false;
+    }
     let out_vars: Vec<crate::ir::VarId> = blk.body.indices.iter().flat_map(|e| e.vars()).collect();
     let varying = blk
         .iter_vars
