@@ -8,6 +8,7 @@ pub(crate) const ALL_KINDS: &str = r#"# every instruction kind
 b0 = get_block("C")
 v10 = sample_categorical(candidates=[1, 16], probs=[0.5, 0.5], decision=1)
 pad_einsum(b0, padding=[v10, 1, v10 * 2])
+im2col(b0)
 b1 = cache_write(b0, write_index=0, scope="local")
 b2 = cache_read(b0, read_index=0, scope="shared")
 b3 = cache_read(b0, read_index=1, scope="shared")
