@@ -58,6 +58,7 @@ pub struct Im2col {
 }
 
 /// One group of iteration variables (outermost first) with their extents.
+#[derive(Default)]
 struct Group {
     vars: Vec<VarId>,
     extents: Vec<i64>,
@@ -125,18 +126,7 @@ pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
         return Err(refuse(p, b, "its two factors read one buffer"));
     }
     let reads = |idx: &[Expr], v: VarId| idx.iter().any(|e| e.uses_var(v));
-    let mut rows = Group {
-        vars: vec![],
-        extents: vec![],
-    };
-    let mut cols = Group {
-        vars: vec![],
-        extents: vec![],
-    };
-    let mut red = Group {
-        vars: vec![],
-        extents: vec![],
-    };
+    let (mut rows, mut cols, mut red) = (Group::default(), Group::default(), Group::default());
     for iv in &blk.iter_vars {
         let group = match (iv.kind, reads(&x_idx, iv.var), reads(&w_idx, iv.var)) {
             (IterKind::Reduce, _, _) => &mut red,
