@@ -408,18 +408,8 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
                 if didx.len() <= 2 || !b.align.is_empty() || b.swizzle {
                     return Err(e);
                 }
-                // Flattened over the block's iteration variables, each in its range, the
-                // digits fold back into the row index (`m // 3136 * 3136 + ... = m`);
-                // then the loops' steps through the bindings.
-                let flat = didx.iter().zip(&b.shape).fold(Expr::Int(0), |acc, (i, n)| {
-                    Expr::add(Expr::mul(acc, Expr::Int(*n)), i.clone())
-                });
-                let ranges: std::collections::BTreeMap<VarId, Interval> = blk
-                    .iter_vars
-                    .iter()
-                    .map(|iv| (iv.var, Interval::new(0, iv.extent - 1)))
-                    .collect();
-                let flat = bind(&simplify(&flat, &|x| ranges.get(&x).copied()));
+                // The loops' steps through the bindings of the folded flat index.
+                let flat = bind(&flat_store_index(p, blk));
                 if step(&flat, vars[1]) != Some(1) || step(&flat, vars[0]).is_none() {
                     return Err(e);
                 }
@@ -432,6 +422,29 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
         loops,
         block,
     })
+}
+
+/// The row-major flat index of `blk`'s store, simplified over its iteration variables
+/// (each in `[0, extent)`): a store at the digits of one index (a conv's output written
+/// back from its GEMM, `out[m // 3136, m // 56 % 56, m % 56, n]`) folds back into it
+/// (`m * 64 + n`).
+pub fn flat_store_index(p: &Program, blk: &crate::ir::Block) -> Expr {
+    let shape = &p.buffer(blk.body.buffer).shape;
+    let flat = blk
+        .body
+        .indices
+        .iter()
+        .zip(shape)
+        .fold(Expr::Int(0), |acc, (i, n)| {
+            Expr::add(Expr::mul(acc, Expr::Int(*n)), i.clone())
+        });
+    let range = |v: VarId| {
+        blk.iter_vars
+            .iter()
+            .find(|iv| iv.var == v)
+            .map(|iv| Interval::new(0, iv.extent - 1))
+    };
+    simplify(&flat, &range)
 }
 
 /// How much `e` grows when `v` grows by one, where that is a constant.

@@ -91,6 +91,18 @@ impl Group {
     }
 }
 
+/// The variables of two groups as the digits of `a` and `b`.
+fn digits(ga: &Group, a: VarId, gb: &Group, b: VarId) -> BTreeMap<VarId, Expr> {
+    ga.digits(a).into_iter().chain(gb.digits(b)).collect()
+}
+
+/// Indices with variables replaced as `map` says.
+fn at(idx: &[Expr], map: &BTreeMap<VarId, Expr>) -> Vec<Expr> {
+    idx.iter()
+        .map(|e| e.substitute(&|u| map.get(&u).cloned()))
+        .collect()
+}
+
 /// Rewrites convolution block `b` as a GEMM (see the module doc); the new blocks' names.
 pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
     // 1. The einsum, its two factors and the three groups of variables.
@@ -199,15 +211,7 @@ pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
     // 3. The stages: data and weights at the digits of the GEMM's indices.
     let x_name = p.fresh_block_name(&p.buffer(x2).name.clone());
     let x_nest = nest(p, &x_name, &[("m", m), ("k", k)], |v| {
-        let map: BTreeMap<VarId, Expr> = rows
-            .digits(v[0])
-            .into_iter()
-            .chain(red.digits(v[1]))
-            .collect();
-        let idx = x_idx
-            .iter()
-            .map(|e| e.substitute(&|u| map.get(&u).cloned()))
-            .collect();
+        let idx = at(&x_idx, &digits(&rows, v[0], &red, v[1]));
         (
             x2,
             vec![Expr::Var(v[0]), Expr::Var(v[1])],
@@ -222,12 +226,7 @@ pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
     };
     let w_nest = nest(p, &w_name, &w_dims, |v| {
         let (vk, vn) = if w_rows_k { (v[0], v[1]) } else { (v[1], v[0]) };
-        let map: BTreeMap<VarId, Expr> =
-            cols.digits(vn).into_iter().chain(red.digits(vk)).collect();
-        let idx = w_idx
-            .iter()
-            .map(|e| e.substitute(&|u| map.get(&u).cloned()))
-            .collect();
+        let idx = at(&w_idx, &digits(&cols, vn, &red, vk));
         (
             w2,
             vec![Expr::Var(v[0]), Expr::Var(v[1])],
@@ -303,11 +302,7 @@ pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
         None => {
             back_name = p.fresh_block_name(&format!("{}_copy", p.buffer(o2).name));
             nest(p, &back_name, &[("i", e1), ("j", e2)], |v| {
-                let map: BTreeMap<VarId, Expr> = first
-                    .digits(v[0])
-                    .into_iter()
-                    .chain(second.digits(v[1]))
-                    .collect();
+                let map = digits(first, v[0], second, v[1]);
                 let idx = out_vars.iter().map(|u| map[u].clone()).collect();
                 (
                     out,
@@ -321,11 +316,7 @@ pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
             let node = renest(p, reader.block, &[("i", e1), ("j", e2)], |v, old| {
                 // The reader's variable at output position d is the main block's d-th
                 // store variable: the digit of i or j that variable is.
-                let digits: BTreeMap<VarId, Expr> = first
-                    .digits(v[0])
-                    .into_iter()
-                    .chain(second.digits(v[1]))
-                    .collect();
+                let digits = digits(first, v[0], second, v[1]);
                 let map: BTreeMap<VarId, Expr> = reader
                     .vars
                     .iter()

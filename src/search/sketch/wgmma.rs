@@ -77,7 +77,6 @@ pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId
 /// simplifier does not fold three digits of a row (`m // 3136`, `m // 56 % 56`,
 /// `m % 56`) back into the row, so the write-back of a tile would not lower.
 pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
-    use crate::ir::interval::Interval;
     use crate::ir::Expr;
     let blk = p.block(main);
     let channels_last = p.block_reads(main).iter().any(|(_, idx)| {
@@ -106,22 +105,7 @@ pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
     };
     let rows_contiguous = q.find_block(&made.back).first().is_some_and(|b| {
         let back = q.block(*b);
-        let shape = &q.buffer(back.body.buffer).shape;
-        let flat = back
-            .body
-            .indices
-            .iter()
-            .zip(shape)
-            .fold(Expr::Int(0), |acc, (i, n)| {
-                Expr::add(Expr::mul(acc, Expr::Int(*n)), i.clone())
-            });
-        let range = |v| {
-            back.iter_vars
-                .iter()
-                .find(|iv| iv.var == v)
-                .map(|iv| Interval::new(0, iv.extent - 1))
-        };
-        let flat = crate::ir::simplify::simplify(&flat, &range);
+        let flat = crate::ir::tensorize::flat_store_index(&q, back);
         crate::ir::tensorize::step(&flat, back.iter_vars[1].var) == Some(1)
     });
     rows_contiguous && super::tensor_core::gemm(&q, main).is_some()
