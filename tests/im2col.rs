@@ -162,7 +162,7 @@ fn the_tensor_core_conv_example_compiles_to_wgmma_fed_by_16_byte_copies() {
 }
 
 #[test]
-fn the_wgmma_sketch_samples_a_channels_last_conv_of_batch_1_through_im2col() {
+fn the_wgmma_sketch_samples_16_bit_convs_of_batch_1_through_im2col() {
     use tessel::search::sketch::{apply_sketch, sketches};
     use tessel::search::{SearchSpace, SketchKind};
     let space = SearchSpace::cuda_default();
@@ -173,26 +173,28 @@ fn the_wgmma_sketch_samples_a_channels_last_conv_of_batch_1_through_im2col() {
     };
     let nhwc = "conv2d_nhwc:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
     assert!(has_wgmma(nhwc));
-    // NCHW: its im2col rows are no runs of memory (copied element by element, slow);
     // fp32: no tensor cores without `math=tf32`; a batch: an NHWC write-back's three row
     // digits do not fold in the lowering.
-    assert!(!has_wgmma(
-        "conv2d_nhwc:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1"
-    ));
     for spec in [
+        "conv2d_nhwc:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1",
         "conv2d_nhwc:n=2,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32",
-        "conv2d_nchw:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32",
     ] {
         assert!(!has_wgmma(spec), "{spec}");
     }
-    // Strided too.
+    // Strided too; NCHW with a window through channels-last stages, and with pixels
+    // padded to the tile (7 x 7 = 49 of them).
     let strided = "conv2d_nhwc:n=1,c=16,h=9,w=9,k=64,r=3,s=3,stride=2,pad=1,dtype=f16,acc=f32";
+    let nchw = "conv2d_nchw:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
+    let nchw_small = "conv2d_nchw:n=1,c=24,h=7,w=7,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
     for (spec, seed) in [
         (nhwc, 0u64),
         (nhwc, 1),
         (nhwc, 2),
         (strided, 3),
         (strided, 4),
+        (nchw, 5),
+        (nchw_small, 6),
+        (nchw_small, 7),
     ] {
         let reference = program(spec);
         let mut sch = Schedule::new(reference.clone(), seed);
@@ -209,5 +211,43 @@ fn the_wgmma_sketch_samples_a_channels_last_conv_of_batch_1_through_im2col() {
         );
         tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda)
             .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+    }
+}
+
+/// An NCHW conv with a window: the sketch first stores the data (the padding block's
+/// buffer) and the weights channels last, each by a kernel of its own, so that the GEMM's
+/// operands are fetched by 16-byte copies; a 1x1 conv of stride 1 is fetched as stored.
+#[test]
+fn the_wgmma_sketch_stores_an_nchw_convs_operands_channels_last_first() {
+    use tessel::search::sketch::apply_sketch;
+    use tessel::search::{SearchSpace, SketchKind};
+    let space = SearchSpace::cuda_default();
+    for (spec, staged) in [
+        ("conv2d_nchw:n=1,c=32,h=16,w=16,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32", true),
+        ("conv2d_nchw:n=1,c=256,h=16,w=16,k=64,r=1,s=1,stride=1,pad=0,dtype=f16,acc=f32", false),
+    ] {
+        let reference = program(spec);
+        let mut sch = Schedule::new(reference.clone(), 1);
+        apply_sketch(&space, &mut sch, 1, SketchKind::Wgmma).unwrap_or_else(|e| panic!("{e}"));
+        let printed = text::print(sch.trace());
+        let layouts = printed.matches("permutation=[0, 2, 3, 1]").count();
+        assert_eq!(layouts, if staged { 2 } else { 0 }, "{spec}\n{printed}");
+        let p = sch.program();
+        if staged {
+            // The data padded and channels last, the weights `k, r, s, c`.
+            let shape = |name: &str| {
+                let b = p.buffers.iter().find(|b| b.name == name).unwrap();
+                b.shape.clone()
+            };
+            assert_eq!(shape("pad_temp"), [1, 18, 18, 32]);
+            assert_eq!(shape("weight_global"), [64, 3, 3, 32]);
+        }
+        let err = tessel::interp::check(&reference, p, 1).unwrap();
+        assert!(err < tessel::interp::TOLERANCE_F16, "{spec}: {err}");
+        let lowered = tessel::lower::lower(p, tessel::lower::Backend::Cuda).unwrap();
+        assert_eq!(lowered.kernels.len(), if staged { 3 } else { 1 }, "{spec}");
+        let source = tessel::codegen::cuda::generate(&lowered).unwrap();
+        let copies = source.code.matches("tessel_cp_async16((float*)").count();
+        assert!(copies >= 2, "{spec}: {copies} 16-byte copies\n{}", source.code);
     }
 }

@@ -7,7 +7,9 @@
 //! index expressions (`p * stride + r`), and the weights, read at iteration variables. Its
 //! spatial variables fall into those the data reads (a conv's n, p, q: the GEMM's rows M)
 //! and those the weights read (k: its columns N), its reduction variables (c, r, s) make
-//! the GEMM's K, each group in the block's order of its variables. A variable read by both
+//! the GEMM's K, the rows and columns in the block's order of their variables, K in the
+//! order of the data's axes that read them (so the data's contiguous axis, a
+//! channels-last input's channel, is K's fastest digit). A variable read by both
 //! factors (a batch) or by neither is refused. Then:
 //!
 //! * a new stage `X_im2col[m, kk] = X[..]` holds the data at the GEMM's rows and reduction
@@ -69,17 +71,25 @@ impl Group {
         self.extents.iter().product()
     }
 
-    /// Each variable of the group as a digit of `t` (mixed radix, the last fastest).
+    /// Each variable of the group as a digit of `t` (mixed radix, the last fastest), for
+    /// `t` within the group's size: a variable of extent 1 is 0, and the outermost of
+    /// the others needs no modulo (a batch-1 conv's pixel row is `t // Q`, not
+    /// `t // Q % P`, so that the digits fold back into `t` wherever `t` is split).
     fn digits(&self, t: VarId) -> Vec<(VarId, Expr)> {
         let mut stride = 1;
         let mut out = Vec::new();
+        let outermost = self.extents.iter().position(|e| *e > 1);
         for (i, (v, e)) in self.vars.iter().zip(&self.extents).enumerate().rev() {
+            if *e == 1 {
+                out.push((*v, Expr::Int(0)));
+                continue;
+            }
             let div = if stride == 1 {
                 Expr::Var(t)
             } else {
                 Expr::bin(BinOp::FloorDiv, Expr::Var(t), Expr::Int(stride))
             };
-            let val = if i == 0 {
+            let val = if Some(i) == outermost {
                 div
             } else {
                 Expr::bin(BinOp::FloorMod, div, Expr::Int(*e))
@@ -159,6 +169,12 @@ pub fn im2col(p: &mut Program, b: BlockId) -> Result<Im2col> {
         group.vars.push(iv.var);
         group.extents.push(iv.extent);
     }
+    // The reduction's digits in the order of the data's axes that read them, so that the
+    // data's contiguous axis (a channels-last input's channel) is K's fastest digit.
+    let axis_of = |v: &VarId| x_idx.iter().position(|e| e.uses_var(*v));
+    let mut order: Vec<(VarId, i64)> = red.vars.iter().copied().zip(red.extents.clone()).collect();
+    order.sort_by_key(|(v, _)| axis_of(v));
+    (red.vars, red.extents) = order.into_iter().unzip();
     if rows.vars.is_empty() || cols.vars.is_empty() || red.vars.is_empty() {
         return Err(refuse(p, b, "it lacks rows, columns or a reduction"));
     }

@@ -756,9 +756,9 @@ impl Schedule {
     /// `im2col(block)`: rewrites a convolution as a GEMM over two-dimensional buffers, with
     /// stages for its data and weights and an elementwise block storing the result back
     /// (see [`im2col`]); the block keeps its name and handle.
-    pub fn im2col(&mut self, block: BlockRv) -> Result<()> {
+    pub fn im2col(&mut self, block: BlockRv) -> Result<im2col::Im2col> {
         let b = self.block_id(block)?;
-        self.transact("im2col", |p| im2col::im2col(p, b).map(|_| ()))?;
+        let made = self.transact("im2col", |p| im2col::im2col(p, b))?;
         self.record(
             InstKind::Im2col,
             vec![Operand::Rv(block.0)],
@@ -766,7 +766,7 @@ impl Schedule {
             None,
             vec![],
         );
-        Ok(())
+        Ok(made)
     }
 
     /// `pad_einsum(block, padding)`: pads the einsum's iteration variables to multiples of

@@ -4,10 +4,12 @@
 //! on Hopper's `wgmma.mma_async` (sm_90a), in the structure of
 //! `examples/schedules/wgmma_gemm.sched` (`wgmma_tf32_gemm.sched` for TF32):
 //!
-//! 0. A channels-last convolution of batch 1 is first rewritten as its GEMM (`im2col`):
-//!    output pixels by channels, reduced over the window and input channels; its data
-//!    and weight stages and the conv's padding are inlined into the shared fetches like
-//!    the zero-filled copies of step 1 (see [`conv_gemm`]).
+//! 0. A 16-bit convolution of batch 1 is first rewritten as its GEMM (`im2col`):
+//!    output pixels by channels (NCHW: channels by pixels), reduced over the window and
+//!    input channels; its data and weight stages and the conv's padding are inlined into
+//!    the shared fetches like the zero-filled copies of step 1. An NCHW conv with a
+//!    window has its data and weights stored channels last first, by kernels of their
+//!    own (see [`conv_to_gemm`]).
 //! 1. The GEMM's axes are padded (`pad_einsum`) to a sampled multiple of 64 each (the
 //!    `pad_multiples` of at least 64 that waste at most `max_waste`, and the extent
 //!    itself where 64 divides it): a warpgroup computes 64 rows, a 128-byte swizzle
@@ -68,27 +70,14 @@ pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId
             .is_some_and(|t| t.wgmma_probability > 0.0)
 }
 
-/// Whether `main` is a convolution that `im2col` turns into such a GEMM, fetched fast and
-/// stored back by `mma_store`: its data read with the input channel last (NHWC: the
-/// im2col rows are runs of channels, copied by 16-byte `cp.async`; an NCHW conv's are
-/// copied element by element, and its wgmma samples ran at a third of its FFMA ones on
-/// the H100), and its result's rows runs of neighbouring output elements (the columns
-/// step by one through the output). A batch above 1 is left out: the lowering's
-/// simplifier does not fold three digits of a row (`m // 3136`, `m // 56 % 56`,
-/// `m % 56`) back into the row, so the write-back of a tile would not lower.
+/// Whether `main` is a convolution that [`conv_to_gemm`] turns into such a GEMM, fetched
+/// fast and stored back by `mma_store`: its result's rows runs of neighbouring output
+/// elements (the columns step by one through the output). A batch above 1 is left out:
+/// the lowering's simplifier does not fold three digits of a row (`m // 3136`,
+/// `m // 56 % 56`, `m % 56`) back into the row, so the write-back of a tile would not
+/// lower.
 pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
-    use crate::ir::Expr;
     let blk = p.block(main);
-    let channels_last = p.block_reads(main).iter().any(|(_, idx)| {
-        idx.iter().any(|e| !matches!(e, Expr::Var(_)))
-            && matches!(idx.last(), Some(Expr::Var(v)) if blk
-                .iter_vars
-                .iter()
-                .any(|iv| iv.var == *v && iv.kind == crate::ir::IterKind::Reduce))
-    });
-    if !channels_last {
-        return false;
-    }
     let out_vars: Vec<crate::ir::VarId> = blk.body.indices.iter().flat_map(|e| e.vars()).collect();
     let varying = blk
         .iter_vars
@@ -96,19 +85,152 @@ pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
         .filter(|iv| iv.kind == crate::ir::IterKind::Spatial && iv.extent > 1)
         .filter(|iv| out_vars.contains(&iv.var))
         .count();
-    if varying > 3 {
+    if varying > 3 || super::tensor_core::gemm(p, main).is_some() {
         return false;
     }
-    let mut q = p.clone();
-    let Ok(made) = crate::schedule::im2col::im2col(&mut q, main) else {
+    let mut sch = Schedule::new(p.clone(), 0);
+    let name = blk.name.clone();
+    let Ok(made) = conv_to_gemm(&mut sch, &name) else {
         return false;
     };
+    let q = sch.program();
     let rows_contiguous = q.find_block(&made.back).first().is_some_and(|b| {
         let back = q.block(*b);
-        let flat = crate::ir::tensorize::flat_store_index(&q, back);
+        let flat = crate::ir::tensorize::flat_store_index(q, back);
         crate::ir::tensorize::step(&flat, back.iter_vars[1].var) == Some(1)
     });
-    rows_contiguous && super::tensor_core::gemm(&q, main).is_some()
+    rows_contiguous
+        && q
+            .find_block(&name)
+            .first()
+            .is_some_and(|b| super::tensor_core::gemm(q, *b).is_some())
+}
+
+/// What [`conv_to_gemm`] made: `im2col`'s blocks, and the blocks that store the data and
+/// weights in a new layout first (each a kernel of its own, before the GEMM's).
+struct ConvGemm {
+    back: String,
+    staged: Vec<String>,
+}
+
+/// Step 0: the convolution `main` rewritten as its GEMM (`im2col`), its operands fetched
+/// by 16-byte copies. Where the data are read with their channel last (NHWC), or a 1x1
+/// conv of stride 1 reads its pixels as the output stores them (the rows of NCHW's
+/// transposed GEMM are then runs of pixels), `im2col` alone does it. Otherwise (an NCHW
+/// conv with a window: its im2col rows are no aligned runs of memory, so its 2-byte
+/// elements were copied one by one, and its wgmma samples ran at a third of its FFMA
+/// ones on the H100) the data are first stored channels last (the padding block's own
+/// buffer, `transform_layout`, else a global copy of the input), and the weights with
+/// their reduction axes in the data's order (`k, r, s, c`), as cuDNN's tensor-core
+/// kernels do with NCHW tensors; `im2col` then orders K with the channel fastest.
+fn conv_to_gemm(sch: &mut Schedule, main: &str) -> Result<ConvGemm, SketchError> {
+    use crate::ir::{Expr, IterKind};
+    let b = sch.get_block(main).map_err(at("im2col"))?;
+    let id = sch.block_id(b).map_err(at("im2col"))?;
+    let p = sch.program();
+    let blk = p.block(id);
+    let kind_of = |e: &Expr| match e {
+        Expr::Var(v) => blk.iter_vars.iter().find(|iv| iv.var == *v).map(|iv| iv.kind),
+        _ => None,
+    };
+    let reads = p.block_reads(id);
+    let pure = |idx: &[Expr]| idx.iter().all(|e| matches!(e, Expr::Var(_)));
+    let (Some(d), Some(w)) = (
+        reads.iter().position(|(_, idx)| !pure(idx)),
+        reads.iter().position(|(_, idx)| pure(idx)),
+    ) else {
+        return Err(SketchError::TensorCoreNotApplicable);
+    };
+    // The data's indices with the variables of extent 1 gone (a 1x1 window's `r`, `s`).
+    let unit = |v: crate::ir::VarId| {
+        blk.iter_vars
+            .iter()
+            .any(|iv| iv.var == v && iv.extent == 1)
+            .then_some(Expr::Int(0))
+    };
+    let (data, d_idx) = reads[d].clone();
+    let d_idx: Vec<Expr> = d_idx
+        .iter()
+        .map(|e| crate::ir::simplify::simplify_in(&e.substitute(&unit), &Default::default()))
+        .collect();
+    let w_idx = reads[w].1.clone();
+    let channels_last = d_idx.last().and_then(kind_of) == Some(IterKind::Reduce);
+    let pixels_as_stored = matches!(d_idx.last(), Some(Expr::Var(_)))
+        && d_idx.last() == blk.body.indices.last();
+    let mut staged = Vec::new();
+    if !channels_last && !pixels_as_stored {
+        // The data: its channel axis (read at a reduction variable) last.
+        let channel = d_idx
+            .iter()
+            .position(|e| kind_of(e) == Some(IterKind::Reduce))
+            .ok_or(SketchError::TensorCoreNotApplicable)?;
+        let d_perm: Vec<usize> = (0..d_idx.len())
+            .filter(|a| *a != channel)
+            .chain([channel])
+            .collect();
+        // The weights: spatial axes first, then the reduction's in the data's new order.
+        let k_pos = |e: &Expr| {
+            d_perm
+                .iter()
+                .position(|a| e.vars().into_iter().any(|v| d_idx[*a].uses_var(v)))
+        };
+        let mut w_perm: Vec<usize> = (0..w_idx.len()).collect();
+        w_perm.sort_by_key(|a| match kind_of(&w_idx[*a]) {
+            Some(IterKind::Reduce) => (1, k_pos(&w_idx[*a])),
+            _ => (0, Some(*a)),
+        });
+        let writers = p.writers(data);
+        let pad_block = match writers.as_slice() {
+            [one] if p.allocs.contains(&data) => Some(p.block(*one).name.clone()),
+            _ => None,
+        };
+        let data_stage = match pad_block {
+            Some(name) => sch.get_block(&name).map_err(at("transform_layout"))?,
+            None => sch
+                .cache_read(b, d as i64, "global")
+                .map_err(at("cache_read"))?,
+        };
+        staged.push(store_permuted(sch, data_stage, &d_perm)?);
+        if w_perm.iter().enumerate().any(|(i, a)| i != *a) {
+            let w_stage = sch
+                .cache_read(b, w as i64, "global")
+                .map_err(at("cache_read"))?;
+            staged.push(store_permuted(sch, w_stage, &w_perm)?);
+        }
+    }
+    let b = sch.get_block(main).map_err(at("im2col"))?;
+    let made = sch.im2col(b).map_err(at("im2col"))?;
+    if pixels_as_stored && !channels_last {
+        // The data's runs are pixels: its im2col stage stored `[k, m]`, so that the shared
+        // copy's rows run along them.
+        let x = sch.get_block(&made.data).map_err(at("im2col"))?;
+        sch.transform_layout(x, 0, &[vec![1], vec![0]])
+            .map_err(at("transform_layout"))?;
+    }
+    Ok(ConvGemm {
+        back: made.back,
+        staged,
+    })
+}
+
+/// Stores the buffer block `stage` writes with its axes in the order `perm`
+/// (`transform_layout`), its loops reordered the same way so that neighbouring threads
+/// store neighbouring elements; the block's name.
+fn store_permuted(
+    sch: &mut Schedule,
+    stage: BlockRv,
+    perm: &[usize],
+) -> Result<String, SketchError> {
+    let layout: Vec<i64> = perm.iter().map(|a| *a as i64).collect();
+    sch.transform_layout(stage, 0, &crate::schedule::layout::singletons(&layout))
+        .map_err(at("transform_layout"))?;
+    let loops = sch.get_loops(stage).map_err(at("transform_layout"))?;
+    if loops.len() == perm.len() {
+        let order: Vec<LoopRv> = perm.iter().map(|a| loops[*a]).collect();
+        sch.reorder(&order).map_err(at("transform_layout"))?;
+    }
+    let id = sch.block_id(stage).map_err(at("transform_layout"))?;
+    Ok(sch.program().block(id).name.clone())
 }
 
 /// Builds one sample of the wgmma sketch (see the module doc).
@@ -133,10 +255,11 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         };
         super::tensor_core::gemm(p, b).is_some()
     };
-    if !is_gemm {
-        let b = sch.get_block(&st.main).map_err(at("im2col"))?;
-        sch.im2col(b).map_err(at("im2col"))?;
-    }
+    let staged = if is_gemm {
+        Vec::new()
+    } else {
+        conv_to_gemm(sch, &st.main)?.staged
+    };
     pad(&multiples, PANEL, space.max_waste, sch, &st.main)?;
     // 2. Accumulator and epilogues.
     let (st, main, g, wb, leftovers) = accumulate(sch)?;
@@ -219,7 +342,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         g.tf32 && !g.b_n_major && transpose(sch, b_sh)?,
     ];
     // The zero-filled copies of padded inputs go into the fetches.
-    for name in &st.padding {
+    for name in st.padding.iter().filter(|n| !staged.contains(n)) {
         if let Ok(b) = sch.get_block(name) {
             let _ = super::attempt(sch, |s| s.compute_inline(b));
         }
@@ -254,7 +377,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     sch.reorder(&[cs[0], r, cs[1]]).map_err(at("tensorize"))?;
     tensorize(sch, r, "mma_store")?;
     unroll(sch, &[ic[0], cs[0], kk])?;
-    for name in &leftovers {
+    for name in staged.iter().chain(&leftovers) {
         standalone(space, sch, name)?;
     }
     Ok(())
@@ -275,11 +398,25 @@ fn transpose(sch: &mut Schedule, sh: BlockRv) -> Result<bool, SketchError> {
     Ok(true)
 }
 
-/// The longest vector, of `lanes` elements at most, that the rows of the input the copy
-/// `sh` reads keep aligned (a row of 311 floats takes single elements).
+/// The longest vector, of `lanes` elements at most, that the rows of the buffer the copy
+/// `sh` reads keep aligned (a row of 311 floats takes single elements). Called once the
+/// padding and `im2col`'s stages are inlined into the copy: what it reads then is what
+/// the kernel loads (an input, or a buffer a kernel before stored in a new layout).
 fn aligned_vector(sch: &Schedule, sh: BlockRv, lanes: i64) -> Result<i64, SketchError> {
     let id = sch.block_id(sh).map_err(at("fetch"))?;
-    let row = super::input_row(sch.program(), id).unwrap_or(1);
+    let p = sch.program();
+    let row = match p.block_reads(id).as_slice() {
+        // Trailing axes of extent 1 (a 1x1 conv's weights `k, c, 1, 1`) leave the row.
+        [(buf, _)] => p
+            .buffer(*buf)
+            .shape
+            .iter()
+            .rev()
+            .find(|e| **e > 1)
+            .copied()
+            .unwrap_or(1),
+        _ => 1,
+    };
     let mut vector = lanes;
     while row % vector != 0 {
         vector /= 2;
