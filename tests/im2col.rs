@@ -223,31 +223,46 @@ fn the_wgmma_sketch_stores_an_nchw_convs_operands_channels_last_first() {
     use tessel::search::{SearchSpace, SketchKind};
     let space = SearchSpace::cuda_default();
     for (spec, staged) in [
-        ("conv2d_nchw:n=1,c=32,h=16,w=16,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32", true),
+        ("conv2d_nchw:n=1,c=64,h=16,w=16,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32", true),
         ("conv2d_nchw:n=1,c=256,h=16,w=16,k=64,r=1,s=1,stride=1,pad=0,dtype=f16,acc=f32", false),
     ] {
         let reference = program(spec);
-        let mut sch = Schedule::new(reference.clone(), 1);
-        apply_sketch(&space, &mut sch, 1, SketchKind::Wgmma).unwrap_or_else(|e| panic!("{e}"));
-        let printed = text::print(sch.trace());
-        let layouts = printed.matches("permutation=[0, 2, 3, 1]").count();
-        assert_eq!(layouts, if staged { 2 } else { 0 }, "{spec}\n{printed}");
-        let p = sch.program();
-        if staged {
-            // The data padded and channels last, the weights `k, r, s, c`.
-            let shape = |name: &str| {
-                let b = p.buffers.iter().find(|b| b.name == name).unwrap();
-                b.shape.clone()
-            };
-            assert_eq!(shape("pad_temp"), [1, 18, 18, 32]);
-            assert_eq!(shape("weight_global"), [64, 3, 3, 32]);
+        let mut unpadded = 0;
+        for seed in 0..24 {
+            if unpadded > 0 && seed >= 3 {
+                break;
+            }
+            let mut sch = Schedule::new(reference.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::Wgmma)
+                .unwrap_or_else(|e| panic!("{e}"));
+            let printed = text::print(sch.trace());
+            let layouts = printed.matches("permutation=[0, 2, 3, 1]").count();
+            assert_eq!(layouts, if staged { 2 } else { 0 }, "{spec}\n{printed}");
+            let p = sch.program();
+            if staged {
+                // The data padded and channels last, the weights `k, r, s, c`.
+                let shape = |name: &str| {
+                    let b = p.buffers.iter().find(|b| b.name == name).unwrap();
+                    b.shape.clone()
+                };
+                assert_eq!(shape("pad_temp"), [1, 18, 18, 64]);
+                assert_eq!(shape("weight_global"), [64, 3, 3, 64]);
+            }
+            let err = tessel::interp::check(&reference, p, seed).unwrap();
+            assert!(err < tessel::interp::TOLERANCE_F16, "{spec}: {err}");
+            let lowered = tessel::lower::lower(p, tessel::lower::Backend::Cuda).unwrap();
+            assert_eq!(lowered.kernels.len(), if staged { 3 } else { 1 }, "{spec}");
+            // Where the fetch is pipelined (cp.async) and the GEMM not padded (its guards
+            // keep copies element by element), both operands go to shared memory by
+            // 16-byte copies.
+            let padded = p.buffers.iter().any(|b| b.name.ends_with("_pad"));
+            let source = tessel::codegen::cuda::generate(&lowered).unwrap();
+            if source.code.contains("cp.async.commit_group") && !padded {
+                unpadded += 1;
+                let copies = source.code.matches("tessel_cp_async16((float*)").count();
+                assert!(copies >= 2, "{spec}: {copies} 16-byte copies\n{}", source.code);
+            }
         }
-        let err = tessel::interp::check(&reference, p, 1).unwrap();
-        assert!(err < tessel::interp::TOLERANCE_F16, "{spec}: {err}");
-        let lowered = tessel::lower::lower(p, tessel::lower::Backend::Cuda).unwrap();
-        assert_eq!(lowered.kernels.len(), if staged { 3 } else { 1 }, "{spec}");
-        let source = tessel::codegen::cuda::generate(&lowered).unwrap();
-        let copies = source.code.matches("tessel_cp_async16((float*)").count();
-        assert!(copies >= 2, "{spec}: {copies} 16-byte copies\n{}", source.code);
+        assert!(unpadded > 0, "{spec}: every sample padded or not pipelined");
     }
 }

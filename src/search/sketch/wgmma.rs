@@ -213,9 +213,17 @@ fn conv_to_gemm(sch: &mut Schedule, main: &str) -> Result<ConvGemm, SketchError>
     })
 }
 
+/// Runs of channels a thread group of a layout-changing stage walks first (a decision
+/// beside the whole channel axis).
+const CHANNEL_RUNS: [i64; 3] = [4, 8, 16];
+
 /// Stores the buffer block `stage` writes with its axes in the order `perm`
-/// (`transform_layout`), its loops reordered the same way so that neighbouring threads
-/// store neighbouring elements; the block's name.
+/// (`transform_layout`), its loops reordered to match: neighbouring threads take a run
+/// of channels (the new last axis) at a time, then the last other axis (a row's pixels,
+/// a window's columns), then the runs: a warp reads several channels' neighbouring
+/// pixels and stores several pixels' neighbouring channels. The run (4, 8, 16 or the
+/// whole axis, where it divides the channels) is a decision of the trace; the
+/// block's name.
 fn store_permuted(
     sch: &mut Schedule,
     stage: BlockRv,
@@ -225,8 +233,28 @@ fn store_permuted(
     sch.transform_layout(stage, 0, &crate::schedule::layout::singletons(&layout))
         .map_err(at("transform_layout"))?;
     let loops = sch.get_loops(stage).map_err(at("transform_layout"))?;
-    if loops.len() == perm.len() {
-        let order: Vec<LoopRv> = perm.iter().map(|a| loops[*a]).collect();
+    if loops.len() == perm.len() && perm.len() >= 2 {
+        let mut order: Vec<LoopRv> = perm.iter().map(|a| loops[*a]).collect();
+        sch.reorder(&order).map_err(at("transform_layout"))?;
+        let channels = order.pop().expect("two loops at least");
+        let extent = {
+            let id = sch.loop_id(channels).map_err(at("transform_layout"))?;
+            sch.program().lp(id).extent
+        };
+        let runs: Vec<i64> = CHANNEL_RUNS
+            .into_iter()
+            .filter(|r| extent % r == 0 && *r < extent)
+            .chain([extent])
+            .collect();
+        let probs = vec![1.0 / runs.len() as f64; runs.len()];
+        let run = sch
+            .sample_categorical(&runs, &probs, None)
+            .map_err(at("transform_layout"))?;
+        let parts = sch
+            .split(channels, &[None, Some(IntArg::Rv(run))])
+            .map_err(at("transform_layout"))?;
+        let last_other = order.pop().expect("two loops at least");
+        order.extend([parts[0], last_other, parts[1]]);
         sch.reorder(&order).map_err(at("transform_layout"))?;
     }
     let id = sch.block_id(stage).map_err(at("transform_layout"))?;
