@@ -251,7 +251,10 @@ fn the_wgmma_sketch_stores_an_nchw_convs_operands_channels_last_first() {
             let err = tessel::interp::check(&reference, p, seed).unwrap();
             assert!(err < tessel::interp::TOLERANCE_F16, "{spec}: {err}");
             let lowered = tessel::lower::lower(p, tessel::lower::Backend::Cuda).unwrap();
-            assert_eq!(lowered.kernels.len(), if staged { 3 } else { 1 }, "{spec}");
+            // The staging kernels, the GEMM's, and the sum of a split reduction's partial
+            // results (with the copy back in the same kernel).
+            let kernels = if staged { 3 } else { 1 } + usize::from(printed.contains("rfactor("));
+            assert_eq!(lowered.kernels.len(), kernels, "{spec}");
             // Where the fetch is pipelined (cp.async) and the GEMM not padded (its guards
             // keep copies element by element), both operands go to shared memory by
             // 16-byte copies.

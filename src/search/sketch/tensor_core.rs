@@ -50,7 +50,8 @@ pub(super) struct Gemm {
     /// A is read as `A[k, i]`; B as `B[j, k]`.
     pub a_k_major: bool,
     pub b_n_major: bool,
-    /// A batch of GEMMs: a leading spatial axis indexing both operands and the output.
+    /// A batch of GEMMs: a leading spatial axis indexing both operands and the output (or
+    /// the partial GEMMs of a split reduction, the batch a run of the reduction).
     pub batch: bool,
     /// f32 operands read at TensorFloat-32's precision (`tf32(a) * tf32(b)`), which only
     /// the wgmma sketch runs on tensor cores; otherwise 16-bit operands widened to f32.
@@ -71,7 +72,12 @@ pub(super) fn gemm(p: &Program, main: crate::ir::BlockId) -> Option<Gemm> {
     // `C[i, j]`, or a batch of them `C[b, i, j]` whose operands are indexed by `b` first.
     let (batch, i, j, k) = match (spatial.as_slice(), reduce.as_slice()) {
         ([i, j], [k]) => (None, i.var, j.var, k.var),
-        ([b, i, j], [k]) => (Some(b.var), i.var, j.var, k.var),
+        // The batch is the output's first index (a split reduction's `rfactor` puts its
+        // variable after i and j among the block's).
+        ([_, _, _], [k]) => match blk.body.indices.as_slice() {
+            [Expr::Var(b), Expr::Var(i), Expr::Var(j)] => (Some(*b), *i, *j, k.var),
+            _ => return None,
+        },
         _ => return None,
     };
     let lead: Vec<Expr> = batch.map(Expr::Var).into_iter().collect();
@@ -105,11 +111,34 @@ pub(super) fn gemm(p: &Program, main: crate::ir::BlockId) -> Option<Gemm> {
         return None;
     }
     let tf32 = p.buffer(x.0).dtype == DType::F32;
-    // The two matrix indices after the batch index.
+    // The two matrix indices after the batch index; or, for the partial GEMMs of a split
+    // reduction (`rfactor`: `C_rf[s, i, j] += A[i, K*s + k] * B[K*s + k, j]`), the two
+    // indices with the batch in the reduction's (a run of K steps per batch element).
+    let split_k_extent = reduce[0].extent;
+    let split = |e: &Expr| -> Option<VarId> {
+        let b = batch?;
+        let rest = crate::ir::simplify::simplify_in(
+            &Expr::bin(
+                BinOp::Sub,
+                e.clone(),
+                Expr::bin(BinOp::Mul, Expr::Int(split_k_extent), Expr::Var(b)),
+            ),
+            &Default::default(),
+        );
+        match rest {
+            Expr::Var(v) if v == k && e.uses_var(b) => Some(v),
+            _ => None,
+        }
+    };
     let vars = |idx: &[Expr]| -> Option<(VarId, VarId)> {
         let (head, tail) = idx.split_at(idx.len().checked_sub(2)?);
         match (head == lead.as_slice(), tail) {
             (true, [Expr::Var(u), Expr::Var(v)]) => Some((*u, *v)),
+            (false, [u, v]) if head.is_empty() => match (u, v) {
+                (Expr::Var(u), v) => Some((*u, split(v)?)),
+                (u, Expr::Var(v)) => Some((split(u)?, *v)),
+                _ => None,
+            },
             _ => None,
         }
     };

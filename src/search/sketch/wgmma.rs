@@ -14,6 +14,10 @@
 //!    `pad_multiples` of at least 64 that waste at most `max_waste`, and the extent
 //!    itself where 64 divides it): a warpgroup computes 64 rows, a 128-byte swizzle
 //!    panel is 64 elements of k (and of m or n for operands stored that way).
+//!    Where the space's `[split_k]` applies (a small output against its reduction), the
+//!    reduction is split into a sampled count of runs of whole panels (1: none) and
+//!    `rfactor`ed into a batch of partial GEMMs, summed by a kernel of their own that
+//!    also runs the epilogues (see [`split_reduction`]).
 //! 2. `cache_write` of the main block into a `fragment` accumulator, elementwise
 //!    epilogues inlined into its write-back (as the tensor-core sketch does).
 //! 3. Tiling (decisions of the trace): rows `i` into `[blocks, warpgroups] x 4 x 16`
@@ -289,8 +293,13 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         conv_to_gemm(sch, &st.main)?.staged
     };
     pad(&multiples, PANEL, space.max_waste, sch, &st.main)?;
+    // 1b. Split-K: the reduction split into a batch of partial GEMMs.
+    let sum = split_reduction(space, sch, &st.main)?;
     // 2. Accumulator and epilogues.
-    let (st, main, g, wb, leftovers) = accumulate(sch)?;
+    let (st, main, g, wb, leftovers) = match &sum {
+        None => accumulate(sch)?,
+        Some((rf, _)) => partial_accumulate(sch, *rf)?,
+    };
     // 3. Tiling.
     let loops = sch.get_loops(main).map_err(at("tiling"))?;
     let (batch, [i, j, k]) = match (g.batch, &loops[..]) {
@@ -408,6 +417,109 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     for name in staged.iter().chain(&leftovers) {
         standalone(space, sch, name)?;
     }
+    if let Some((_, sum)) = sum {
+        sum_partials(space, sch, sum, &st.epilogues)?;
+    }
+    Ok(())
+}
+
+/// Step 1b (`[split_k]` of the space): where the GEMM's output is small against its
+/// reduction (at most `max_output_elements` outputs, at least `min_reduction` steps), the
+/// reduction is split into a sampled count of runs (a decision of the trace: 1, or one
+/// of `splits` leaving each run whole 64-step panels), `rfactor`ed into a batch of
+/// partial GEMMs that the blocks compute side by side: the 196-pixel convs, whose 16
+/// blocks of 64 x 64 each reduced 2,304 steps alone on 132 SMs. Returns the partial
+/// GEMMs' block and the block summing them.
+fn split_reduction(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    main: &str,
+) -> Result<Option<(BlockRv, BlockRv)>, SketchError> {
+    let Some(rule) = &space.split_k else {
+        return Ok(None);
+    };
+    let b = sch.get_block(main).map_err(at("split-K"))?;
+    let counts: Vec<i64> = {
+        let p = sch.program();
+        let id = sch.block_id(b).map_err(at("split-K"))?;
+        let blk = p.block(id);
+        let g = super::tensor_core::gemm(p, id).ok_or(SketchError::TensorCoreNotApplicable)?;
+        let extent = |kind| {
+            blk.iter_vars
+                .iter()
+                .filter(|iv| iv.kind == kind)
+                .map(|iv| iv.extent)
+                .product::<i64>()
+        };
+        let (outputs, k) = (
+            extent(crate::ir::IterKind::Spatial),
+            extent(crate::ir::IterKind::Reduce),
+        );
+        if g.batch || outputs > rule.max_output_elements || k < rule.min_reduction {
+            return Ok(None);
+        }
+        std::iter::once(1)
+            .chain(rule.splits.iter().copied().filter(|s| k % (s * PANEL) == 0))
+            .collect()
+    };
+    if counts.len() < 2 {
+        return Ok(None);
+    }
+    let probs = vec![1.0 / counts.len() as f64; counts.len()];
+    let count = sch
+        .sample_categorical(&counts, &probs, None)
+        .map_err(at("split-K"))?;
+    if sch.value(count).map_err(at("split-K"))? == 1 {
+        return Ok(None);
+    }
+    let [i, j, k] = sch.get_loops(b).map_err(at("split-K"))?[..] else {
+        return Err(SketchError::TensorCoreNotApplicable);
+    };
+    let parts = sch
+        .split(k, &[Some(IntArg::Rv(count)), None])
+        .map_err(at("split-K"))?;
+    let rf = sch.rfactor(parts[0], 0).map_err(at("rfactor"))?;
+    sch.reorder(&[parts[0], i, j]).map_err(at("split-K"))?;
+    Ok(Some((rf, b)))
+}
+
+/// Step 2 for partial GEMMs: their accumulator in fragments, written back to the
+/// partial results; the sum and the epilogues stay for [`sum_partials`].
+fn partial_accumulate(
+    sch: &mut Schedule,
+    rf: BlockRv,
+) -> Result<(super::Stages, BlockRv, super::tensor_core::Gemm, BlockRv, Vec<String>), SketchError>
+{
+    let st = stages(sch.program())?;
+    let g = {
+        let id = sch.block_id(rf).map_err(at("main block"))?;
+        super::tensor_core::gemm(sch.program(), id).ok_or(SketchError::TensorCoreNotApplicable)?
+    };
+    let wb = sch
+        .cache_write(rf, 0, "fragment")
+        .map_err(at("cache_write"))?;
+    Ok((st, rf, g, wb, Vec::new()))
+}
+
+/// The partial results summed by a kernel of its own (the plain sketch's split-K sum),
+/// the epilogues (the conversion to f16, the copy back to the conv's layout) computed
+/// per element in the same thread where they read the sum as it is indexed, else on
+/// their own.
+fn sum_partials(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    sum: BlockRv,
+    epilogues: &[String],
+) -> Result<(), SketchError> {
+    super::split_k_sum(space, sch, sum)?;
+    let loops = sch.get_loops(sum).map_err(at("split-K sum"))?;
+    let thread = loops[loops.len().saturating_sub(2)];
+    for name in epilogues {
+        let b = sch.get_block(name).map_err(at("epilogue"))?;
+        if super::attempt(sch, |s| s.reverse_compute_at(b, thread)).is_err() {
+            standalone(space, sch, name)?;
+        }
+    }
     Ok(())
 }
 
@@ -510,6 +622,33 @@ mod tests {
         assert!(!kinds.contains(&SketchKind::TensorCore), "{kinds:?}");
         let kinds = sketches(&older, &tf32).unwrap();
         assert!(!kinds.contains(&SketchKind::Wgmma), "{kinds:?}");
+    }
+
+    #[test]
+    fn a_split_reduction_sums_its_partial_gemms_in_a_kernel_of_its_own() {
+        // 128 x 64 outputs reducing 1,024 steps: split into runs of whole 64-step panels
+        // (a decision; 1 leaves the GEMM whole).
+        let space = SearchSpace::cuda_default();
+        let p = program("matmul:m=128,n=64,k=1024,dtype=f16,acc=f32");
+        let mut seen = [false; 2];
+        for seed in 0..8 {
+            let mut sch = Schedule::new(p.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::Wgmma).unwrap();
+            let trace = crate::schedule::text::print(sch.trace());
+            let split = trace.contains("rfactor(");
+            seen[usize::from(split)] = true;
+            crate::interp::check(&p, sch.program(), seed).unwrap();
+            let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{trace}"));
+            assert_eq!(lowered.kernels.len(), 1 + usize::from(split), "{trace}");
+            assert!(trace.contains("wgmma_sync"), "{trace}");
+        }
+        assert_eq!(seen, [true, true]);
+        // A large output keeps its reduction whole.
+        let big = program("matmul:m=2048,n=2048,k=1024,dtype=f16,acc=f32");
+        let mut sch = Schedule::new(big, 0);
+        apply_sketch(&space, &mut sch, 0, SketchKind::Wgmma).unwrap();
+        assert!(!crate::schedule::text::print(sch.trace()).contains("rfactor("));
     }
 
     #[test]
