@@ -545,13 +545,6 @@ fn split_k_counts(
 ) -> Option<Vec<i64>> {
     let rule = space.split_k.as_ref()?;
     let blk = p.block(main);
-    let extent = |kind| {
-        blk.iter_vars
-            .iter()
-            .filter(|iv| iv.kind == kind)
-            .map(|iv| iv.extent)
-            .product::<i64>()
-    };
     let first_extent = blk
         .iter_vars
         .iter()
@@ -571,10 +564,21 @@ fn split_k_counts(
         .collect();
     splits.sort_unstable();
     splits.dedup();
-    (!splits.is_empty()
-        && extent(IterKind::Spatial) <= rule.max_output_elements
-        && extent(IterKind::Reduce) >= rule.min_reduction)
-        .then_some(splits)
+    (!splits.is_empty() && small_output(rule, blk)).then_some(splits)
+}
+
+/// Whether `blk`'s output is small against its reduction by the split-K rule's bounds:
+/// at most `max_output_elements` outputs, at least `min_reduction` steps.
+fn small_output(rule: &crate::search::space::SplitK, blk: &crate::ir::Block) -> bool {
+    let extent = |kind| {
+        blk.iter_vars
+            .iter()
+            .filter(|iv| iv.kind == kind)
+            .map(|iv| iv.extent)
+            .product::<i64>()
+    };
+    extent(IterKind::Spatial) <= rule.max_output_elements
+        && extent(IterKind::Reduce) >= rule.min_reduction
 }
 
 /// The counts of the space's `split_k.splits` that split a reduction of `extent` evenly.

@@ -444,20 +444,15 @@ fn split_reduction(
         let id = sch.block_id(b).map_err(at("split-K"))?;
         let blk = p.block(id);
         let g = super::tensor_core::gemm(p, id).ok_or(SketchError::TensorCoreNotApplicable)?;
-        let extent = |kind| {
-            blk.iter_vars
-                .iter()
-                .filter(|iv| iv.kind == kind)
-                .map(|iv| iv.extent)
-                .product::<i64>()
-        };
-        let (outputs, k) = (
-            extent(crate::ir::IterKind::Spatial),
-            extent(crate::ir::IterKind::Reduce),
-        );
-        if g.batch || outputs > rule.max_output_elements || k < rule.min_reduction {
+        if g.batch || !super::small_output(rule, blk) {
             return Ok(None);
         }
+        let k: i64 = blk
+            .iter_vars
+            .iter()
+            .filter(|iv| iv.kind == crate::ir::IterKind::Reduce)
+            .map(|iv| iv.extent)
+            .product();
         std::iter::once(1)
             .chain(rule.splits.iter().copied().filter(|s| k % (s * PANEL) == 0))
             .collect()
