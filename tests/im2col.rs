@@ -223,8 +223,14 @@ fn the_wgmma_sketch_stores_an_nchw_convs_operands_channels_last_first() {
     use tessel::search::{SearchSpace, SketchKind};
     let space = SearchSpace::cuda_default();
     for (spec, staged) in [
-        ("conv2d_nchw:n=1,c=64,h=16,w=16,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32", true),
-        ("conv2d_nchw:n=1,c=256,h=16,w=16,k=64,r=1,s=1,stride=1,pad=0,dtype=f16,acc=f32", false),
+        (
+            "conv2d_nchw:n=1,c=64,h=16,w=16,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32",
+            true,
+        ),
+        (
+            "conv2d_nchw:n=1,c=256,h=16,w=16,k=64,r=1,s=1,stride=1,pad=0,dtype=f16,acc=f32",
+            false,
+        ),
     ] {
         let reference = program(spec);
         let mut unpadded = 0;
@@ -263,7 +269,11 @@ fn the_wgmma_sketch_stores_an_nchw_convs_operands_channels_last_first() {
             if source.code.contains("cp.async.commit_group") && !padded {
                 unpadded += 1;
                 let copies = source.code.matches("tessel_cp_async16((float*)").count();
-                assert!(copies >= 2, "{spec}: {copies} 16-byte copies\n{}", source.code);
+                assert!(
+                    copies >= 2,
+                    "{spec}: {copies} 16-byte copies\n{}",
+                    source.code
+                );
             }
         }
         assert!(unpadded > 0, "{spec}: every sample padded or not pipelined");

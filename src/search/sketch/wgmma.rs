@@ -104,8 +104,7 @@ pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
         crate::ir::tensorize::step(&flat, back.iter_vars[1].var) == Some(1)
     });
     rows_contiguous
-        && q
-            .find_block(&name)
+        && q.find_block(&name)
             .first()
             .is_some_and(|b| super::tensor_core::gemm(q, *b).is_some())
 }
@@ -134,7 +133,11 @@ fn conv_to_gemm(sch: &mut Schedule, main: &str) -> Result<ConvGemm, SketchError>
     let p = sch.program();
     let blk = p.block(id);
     let kind_of = |e: &Expr| match e {
-        Expr::Var(v) => blk.iter_vars.iter().find(|iv| iv.var == *v).map(|iv| iv.kind),
+        Expr::Var(v) => blk
+            .iter_vars
+            .iter()
+            .find(|iv| iv.var == *v)
+            .map(|iv| iv.kind),
         _ => None,
     };
     let reads = p.block_reads(id);
@@ -159,8 +162,8 @@ fn conv_to_gemm(sch: &mut Schedule, main: &str) -> Result<ConvGemm, SketchError>
         .collect();
     let w_idx = reads[w].1.clone();
     let channels_last = d_idx.last().and_then(kind_of) == Some(IterKind::Reduce);
-    let pixels_as_stored = matches!(d_idx.last(), Some(Expr::Var(_)))
-        && d_idx.last() == blk.body.indices.last();
+    let pixels_as_stored =
+        matches!(d_idx.last(), Some(Expr::Var(_))) && d_idx.last() == blk.body.indices.last();
     let mut staged = Vec::new();
     if !channels_last && !pixels_as_stored {
         // The data: its channel axis (read at a reduction variable) last.
@@ -483,8 +486,16 @@ fn split_reduction(
 fn partial_accumulate(
     sch: &mut Schedule,
     rf: BlockRv,
-) -> Result<(super::Stages, BlockRv, super::tensor_core::Gemm, BlockRv, Vec<String>), SketchError>
-{
+) -> Result<
+    (
+        super::Stages,
+        BlockRv,
+        super::tensor_core::Gemm,
+        BlockRv,
+        Vec<String>,
+    ),
+    SketchError,
+> {
     let st = stages(sch.program())?;
     let g = {
         let id = sch.block_id(rf).map_err(at("main block"))?;
