@@ -771,7 +771,11 @@ fn run(cli: Cli) -> Result<()> {
                 cubin.bytes.len()
             );
             let n = |v: Option<u32>| v.map_or_else(|| "?".to_string(), |x| x.to_string());
-            for (k, launch) in cubin.kernels.iter().zip(&src.kernels) {
+            // ptxas reports the kernels in an order of its own: each by its name.
+            for launch in &src.kernels {
+                let Some(k) = cubin.kernels.iter().find(|k| k.name == launch.name) else {
+                    continue;
+                };
                 report += &format!(
                     "kernel {}: grid {:?} block {:?}, {} registers, {} bytes spill stores, {} bytes spill loads, {} bytes stack, {} bytes shared\n",
                     k.name, launch.grid, launch.block, n(k.registers), n(k.spill_stores), n(k.spill_loads), n(k.stack_bytes), n(k.shared_bytes)

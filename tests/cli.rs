@@ -224,6 +224,55 @@ fn build_emits_the_ptx_and_the_cuda_nvrtc_sees() {
     );
 }
 
+/// With several kernels, each line of `build`'s report gives that kernel's own launch
+/// (ptxas lists them in an order of its own): the staged NCHW conv's three kernels.
+#[test]
+fn builds_report_names_each_kernel_with_its_own_launch() {
+    let w = "conv2d_nchw:n=1,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
+    let sched = "benches/probe/wgmma_conv2d_nchw_tuned.sched";
+    let (ok, cuda, report) = tessel(&["build", w, "--schedule", sched, "--emit", "cuda"]);
+    assert!(ok, "{report}");
+    // `// launch: grid=(a, b, c) ...` comes right before the kernel's signature.
+    let mut grids = std::collections::BTreeMap::new();
+    let lines: Vec<&str> = cuda.lines().collect();
+    for pair in lines.windows(2) {
+        if let (Some(g), Some(sig)) = (
+            pair[0].strip_prefix("// launch: grid=("),
+            pair[1].split("__global__").nth(1),
+        ) {
+            let grid = g.split(')').next().unwrap().to_string();
+            let name = sig
+                .split('(')
+                .nth(1)
+                .unwrap()
+                .split(')')
+                .nth(1)
+                .unwrap()
+                .trim();
+            grids.insert(name.to_string(), grid);
+        }
+    }
+    assert_eq!(grids.len(), 3, "{cuda}");
+    let mut seen = 0;
+    for line in report.lines().filter(|l| l.starts_with("kernel ")) {
+        let name = line["kernel ".len()..].split(':').next().unwrap();
+        let grid = line
+            .split("grid [")
+            .nth(1)
+            .unwrap()
+            .split(']')
+            .next()
+            .unwrap();
+        assert_eq!(
+            grids.get(name),
+            Some(&grid.to_string()),
+            "{line}\n{grids:?}"
+        );
+        seen += 1;
+    }
+    assert_eq!(seen, 3, "{report}");
+}
+
 /// `--schedule` takes a record's JSON trace (what `db export` writes) as well as text.
 #[test]
 fn a_json_trace_is_a_schedule_file() {
