@@ -191,7 +191,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         &st.main,
     )?;
     // 2. Accumulator and epilogues.
-    let (st, main, g, wb, leftovers) = accumulate(sch)?;
+    let (st, main, g, wb, leftovers) = accumulate(sch, None)?;
     // 3. Tiling.
     let loops = sch.get_loops(main).map_err(at("tiling"))?;
     let (batch, [i, j, k]) = match (g.batch, &loops[..]) {
@@ -315,12 +315,17 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
 /// block into a `fragment` accumulator: its write-back, and the epilogues left to run as
 /// kernels of their own. Elementwise epilogues (the copy back from the padded shape, the
 /// conversion to the output's dtype, a bias, a relu) go into the accumulator's store
-/// (`mma_store`) while every earlier one did.
+/// (`mma_store`) while every earlier one did. `partial`: the partial GEMMs of a split
+/// reduction are the main block instead, their epilogues left to the sum of them.
 pub(super) fn accumulate(
     sch: &mut Schedule,
+    partial: Option<BlockRv>,
 ) -> Result<(super::Stages, BlockRv, Gemm, BlockRv, Vec<String>), SketchError> {
     let st = stages(sch.program())?;
-    let main = sch.get_block(&st.main).map_err(at("main block"))?;
+    let main = match partial {
+        Some(rf) => rf,
+        None => sch.get_block(&st.main).map_err(at("main block"))?,
+    };
     let g = {
         let id = sch.block_id(main).map_err(at("main block"))?;
         gemm(sch.program(), id).ok_or(SketchError::TensorCoreNotApplicable)?
@@ -329,6 +334,9 @@ pub(super) fn accumulate(
         .cache_write(main, 0, "fragment")
         .map_err(at("cache_write"))?;
     let mut leftovers = Vec::new();
+    if partial.is_some() {
+        return Ok((st, main, g, wb, leftovers));
+    }
     for name in &st.epilogues {
         let b = sch.get_block(name).map_err(at("epilogue"))?;
         if !leftovers.is_empty() || attempt(sch, |s| s.reverse_compute_inline(b)).is_err() {

@@ -299,10 +299,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     // 1b. Split-K: the reduction split into a batch of partial GEMMs.
     let sum = split_reduction(space, sch, &st.main)?;
     // 2. Accumulator and epilogues.
-    let (st, main, g, wb, leftovers) = match &sum {
-        None => accumulate(sch)?,
-        Some((rf, _)) => partial_accumulate(sch, *rf)?,
-    };
+    let (st, main, g, wb, leftovers) = accumulate(sch, sum.map(|(rf, _)| rf))?;
     // 3. Tiling.
     let loops = sch.get_loops(main).map_err(at("tiling"))?;
     let (batch, [i, j, k]) = match (g.batch, &loops[..]) {
@@ -481,32 +478,6 @@ fn split_reduction(
     Ok(Some((rf, b)))
 }
 
-/// Step 2 for partial GEMMs: their accumulator in fragments, written back to the
-/// partial results; the sum and the epilogues stay for [`sum_partials`].
-fn partial_accumulate(
-    sch: &mut Schedule,
-    rf: BlockRv,
-) -> Result<
-    (
-        super::Stages,
-        BlockRv,
-        super::tensor_core::Gemm,
-        BlockRv,
-        Vec<String>,
-    ),
-    SketchError,
-> {
-    let st = stages(sch.program())?;
-    let g = {
-        let id = sch.block_id(rf).map_err(at("main block"))?;
-        super::tensor_core::gemm(sch.program(), id).ok_or(SketchError::TensorCoreNotApplicable)?
-    };
-    let wb = sch
-        .cache_write(rf, 0, "fragment")
-        .map_err(at("cache_write"))?;
-    Ok((st, rf, g, wb, Vec::new()))
-}
-
 /// The partial results summed by a kernel of its own (the plain sketch's split-K sum),
 /// the epilogues (the conversion to f16, the copy back to the conv's layout) computed
 /// per element in the same thread where they read the sum as it is indexed, else on
@@ -519,10 +490,13 @@ fn sum_partials(
 ) -> Result<(), SketchError> {
     super::split_k_sum(space, sch, sum)?;
     let loops = sch.get_loops(sum).map_err(at("split-K sum"))?;
-    let thread = loops[loops.len().saturating_sub(2)];
+    // The thread's loop, above the serial sum over the partial results.
+    let thread = loops.len().checked_sub(2).map(|i| loops[i]);
     for name in epilogues {
         let b = sch.get_block(name).map_err(at("epilogue"))?;
-        if super::attempt(sch, |s| s.reverse_compute_at(b, thread)).is_err() {
+        let placed =
+            thread.is_some_and(|t| super::attempt(sch, |s| s.reverse_compute_at(b, t)).is_ok());
+        if !placed {
             standalone(space, sch, name)?;
         }
     }
