@@ -215,8 +215,9 @@ fn the_wgmma_sketch_samples_16_bit_convs_of_batch_1_through_im2col() {
 }
 
 /// An NCHW conv with a window: the sketch first stores the data (the padding block's
-/// buffer) and the weights channels last, each by a kernel of its own, so that the GEMM's
-/// operands are fetched by 16-byte copies; a 1x1 conv of stride 1 is fetched as stored.
+/// buffer) and the weights channels last, both transposed through shared memory in one
+/// launch before the GEMM's, so that the GEMM's operands are fetched by 16-byte copies; a
+/// 1x1 conv of stride 1 is fetched as stored.
 #[test]
 fn the_wgmma_sketch_stores_an_nchw_convs_operands_channels_last_first() {
     use tessel::search::sketch::apply_sketch;
@@ -257,10 +258,25 @@ fn the_wgmma_sketch_stores_an_nchw_convs_operands_channels_last_first() {
             let err = tessel::interp::check(&reference, p, seed).unwrap();
             assert!(err < tessel::interp::TOLERANCE_F16, "{spec}: {err}");
             let lowered = tessel::lower::lower(p, tessel::lower::Backend::Cuda).unwrap();
-            // The staging kernels, the GEMM's, and the sum of a split reduction's partial
-            // results (with the copy back in the same kernel).
-            let kernels = if staged { 3 } else { 1 } + usize::from(printed.contains("rfactor("));
+            // The staging kernel (both stages), the GEMM's, and the sum of a split
+            // reduction's partial results (with the copy back in the same kernel).
+            let kernels = 1 + usize::from(staged) + usize::from(printed.contains("rfactor("));
             assert_eq!(lowered.kernels.len(), kernels, "{spec}");
+            if staged {
+                // Each stage a tile read into shared memory along the input's rows and
+                // stored from there along the channels: two stores, a barrier between.
+                let stage = &lowered.kernels[0];
+                assert!(
+                    stage.shared_bytes(&lowered.program) > 0,
+                    "{spec}\n{printed}"
+                );
+                let barriers = stage
+                    .body
+                    .iter()
+                    .filter(|s| s.contains(&|s| matches!(s, tessel::lower::KStmt::Sync)))
+                    .count();
+                assert_eq!((stage.body.len(), barriers), (2, 2), "{spec}\n{printed}");
+            }
             // Where the fetch is pipelined (cp.async) and the GEMM not padded (its guards
             // keep copies element by element), both operands go to shared memory by
             // 16-byte copies.
@@ -277,5 +293,31 @@ fn the_wgmma_sketch_stores_an_nchw_convs_operands_channels_last_first() {
             }
         }
         assert!(unpadded > 0, "{spec}: every sample padded or not pipelined");
+    }
+}
+
+/// The staging kernel as the GPU runs it (barriers, races, every block of both stages, the
+/// GEMM after it), on a conv small enough for the GPU-semantics interpreter.
+#[test]
+fn the_staged_transposes_run_as_the_gpu_runs_them() {
+    use tessel::search::sketch::apply_sketch;
+    use tessel::search::{SearchSpace, SketchKind};
+    let space = SearchSpace::cuda_default();
+    let spec = "conv2d_nchw:n=1,c=16,h=6,w=6,k=16,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
+    let reference = program(spec);
+    for seed in 0..2 {
+        let mut sch = Schedule::new(reference.clone(), seed);
+        apply_sketch(&space, &mut sch, seed, SketchKind::Wgmma).unwrap_or_else(|e| panic!("{e}"));
+        let printed = text::print(sch.trace());
+        // The two stages, each computed into shared memory and stored from there.
+        let staged = printed
+            .lines()
+            .filter(|l| l.contains("cache_write(") && l.contains("scope=\"shared\""))
+            .count();
+        assert_eq!(staged, 2, "{printed}");
+        let lowered = tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda).unwrap();
+        let err = tessel::interp::check_lowered(&reference, &lowered, seed)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{printed}"));
+        assert!(err < tessel::interp::TOLERANCE_F16, "seed {seed}: {err}");
     }
 }

@@ -19,10 +19,14 @@
 //!    shared fetches multi-buffered and issued stages ahead with `cp.async`
 //!    (`pipeline.rs`).
 //! 7. CUDA: tensorized loop nests become tensor-core instructions (`tensorize.rs`).
+//! 8. CUDA: neighbouring kernels that are independent of each other and plain loads and
+//!    stores (a conv's staging kernels, padded copies of two inputs) are launched as one
+//!    (`merge.rs`).
 
 mod barrier;
 mod compact;
 pub mod kernel;
+mod merge;
 mod pipeline;
 pub mod swizzle;
 pub mod tensorize;
@@ -166,16 +170,19 @@ pub fn lower(p: &Program, backend: Backend) -> Result<Lowered> {
             kernels.push(k);
         }
         Backend::Cuda => {
-            for (i, n) in roots.iter().enumerate() {
+            for n in &roots {
                 let tree = to_tree(&prog, *n);
                 check_grid_nest(&prog, *n)?;
                 let trees = vthread::sink_all(&prog, tree);
-                let name = if roots.len() == 1 {
-                    format!("{}_kernel", p.name)
-                } else {
-                    format!("{}_kernel{i}", p.name)
+                kernels.push(build_kernel(&mut prog, "", trees, backend, &workspaces)?);
+            }
+            kernels = merge::merge_independent(&prog, kernels);
+            let single = kernels.len() == 1;
+            for (i, k) in kernels.iter_mut().enumerate() {
+                k.name = match single {
+                    true => format!("{}_kernel", p.name),
+                    false => format!("{}_kernel{i}", p.name),
                 };
-                kernels.push(build_kernel(&mut prog, &name, trees, backend, &workspaces)?);
             }
         }
     }

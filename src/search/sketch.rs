@@ -63,6 +63,7 @@
 //! bound on its own); what no candidate can survive is a [`SketchError`].
 
 mod cpu;
+mod staging;
 mod tensor_core;
 mod wgmma;
 

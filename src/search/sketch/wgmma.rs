@@ -39,6 +39,7 @@
 //! 6. `decompose_reduction` at `k0`; the nests tensorized (`wgmma_sync`, `mma_fill`,
 //!    `mma_store`), the loops around them unrolled.
 
+use super::staging::{self, store_permuted, Staged};
 use super::tensor_core::{accumulate, fetch, pad, tensorize, unroll};
 use super::{at, stages, standalone, SketchError};
 use crate::ir::Program;
@@ -113,7 +114,7 @@ pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
 /// weights in a new layout first (each a kernel of its own, before the GEMM's).
 struct ConvGemm {
     back: String,
-    staged: Vec<String>,
+    staged: Vec<Staged>,
 }
 
 /// Step 0: the convolution `main` rewritten as its GEMM (`im2col`), its operands fetched
@@ -218,54 +219,6 @@ fn conv_to_gemm(sch: &mut Schedule, main: &str) -> Result<ConvGemm, SketchError>
         back: made.back,
         staged,
     })
-}
-
-/// Runs of channels a thread group of a layout-changing stage walks first (a decision
-/// beside the whole channel axis).
-const CHANNEL_RUNS: [i64; 3] = [4, 8, 16];
-
-/// Stores the buffer block `stage` writes with its axes in the order `perm`
-/// (`transform_layout`), its loops reordered to match: neighbouring threads take a run
-/// of channels (the new last axis) at a time, then the last other axis (a row's pixels,
-/// a window's columns), then the runs: a warp reads several channels' neighbouring
-/// pixels and stores several pixels' neighbouring channels. The run (4, 8, 16 or the
-/// whole axis, where it divides the channels) is a decision of the trace; the
-/// block's name.
-fn store_permuted(
-    sch: &mut Schedule,
-    stage: BlockRv,
-    perm: &[usize],
-) -> Result<String, SketchError> {
-    let layout: Vec<i64> = perm.iter().map(|a| *a as i64).collect();
-    sch.transform_layout(stage, 0, &crate::schedule::layout::singletons(&layout))
-        .map_err(at("transform_layout"))?;
-    let loops = sch.get_loops(stage).map_err(at("transform_layout"))?;
-    if loops.len() == perm.len() && perm.len() >= 2 {
-        let mut order: Vec<LoopRv> = perm.iter().map(|a| loops[*a]).collect();
-        sch.reorder(&order).map_err(at("transform_layout"))?;
-        let channels = order.pop().expect("two loops at least");
-        let extent = {
-            let id = sch.loop_id(channels).map_err(at("transform_layout"))?;
-            sch.program().lp(id).extent
-        };
-        let runs: Vec<i64> = CHANNEL_RUNS
-            .into_iter()
-            .filter(|r| extent % r == 0 && *r < extent)
-            .chain([extent])
-            .collect();
-        let probs = vec![1.0 / runs.len() as f64; runs.len()];
-        let run = sch
-            .sample_categorical(&runs, &probs, None)
-            .map_err(at("transform_layout"))?;
-        let parts = sch
-            .split(channels, &[None, Some(IntArg::Rv(run))])
-            .map_err(at("transform_layout"))?;
-        let last_other = order.pop().expect("two loops at least");
-        order.extend([parts[0], last_other, parts[1]]);
-        sch.reorder(&order).map_err(at("transform_layout"))?;
-    }
-    let id = sch.block_id(stage).map_err(at("transform_layout"))?;
-    Ok(sch.program().block(id).name.clone())
 }
 
 /// Builds one sample of the wgmma sketch (see the module doc).
@@ -379,7 +332,11 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         g.tf32 && !g.b_n_major && transpose(sch, b_sh)?,
     ];
     // The zero-filled copies of padded inputs go into the fetches.
-    for name in st.padding.iter().filter(|n| !staged.contains(n)) {
+    for name in st
+        .padding
+        .iter()
+        .filter(|n| !staged.iter().any(|s| &s.name == *n))
+    {
         if let Ok(b) = sch.get_block(name) {
             let _ = super::attempt(sch, |s| s.compute_inline(b));
         }
@@ -414,7 +371,10 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     sch.reorder(&[cs[0], r, cs[1]]).map_err(at("tensorize"))?;
     tensorize(sch, r, "mma_store")?;
     unroll(sch, &[ic[0], cs[0], kk])?;
-    for name in staged.iter().chain(&leftovers) {
+    for stage in &staged {
+        staging::transpose(sch, stage)?;
+    }
+    for name in &leftovers {
         standalone(space, sch, name)?;
     }
     if let Some((_, sum)) = sum {

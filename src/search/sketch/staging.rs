@@ -1,0 +1,142 @@
+//! Layout-changing stages of the wgmma sketch: an NCHW conv's padded data stored channels
+//! last and its weights as `[k, r, s, c]` before its GEMM (see `wgmma.rs`).
+//!
+//! A stage is a transpose: the input's fastest axes (a row's pixels, a window) become the
+//! slower ones of the stored buffer, whose fastest is the channel. Copied one element a
+//! thread, either the reads or the writes of a warp are strided by a whole image plane or
+//! window; on the H100 the c512 conv's weights (2.4M elements) took 14 us so, where
+//! their bytes need 3. So a stage goes through shared memory, as a tiled transpose
+//! does: a thread block takes a tile of a few channels by a run of the input's fast
+//! axes, its threads read it along those axes into shared memory (consecutive threads
+//! consecutive addresses), and store it along the channel (again consecutive); the
+//! shared rows are padded by a word so that neither pass conflicts on the banks.
+
+use super::{at, fuse, SketchError};
+use crate::schedule::{IntArg, LoopRv, Schedule};
+
+/// Elements of the input's fast axes one tile takes at most (a row of a 56-wide padded
+/// image, a 3x3 window a few times over).
+const RUN: i64 = 64;
+
+/// Channels a tile takes: a decision among these where they divide the channels (a
+/// channel axis of at most [`RUN`] may also be taken whole).
+const CHANNELS: [i64; 3] = [16, 32, 64];
+
+/// Threads of a staging block.
+const THREADS: i64 = 128;
+
+/// A block whose buffer [`store_permuted`] changed: its name and the permutation.
+#[derive(Clone, Debug)]
+pub(super) struct Staged {
+    pub name: String,
+    /// The stored buffer's axes as indices into the input's (the channel last).
+    pub perm: Vec<usize>,
+}
+
+/// Stores the buffer block `stage` writes with its axes in the order `perm`
+/// (`transform_layout`); the loops are scheduled later by [`transpose`].
+pub(super) fn store_permuted(
+    sch: &mut Schedule,
+    stage: crate::schedule::BlockRv,
+    perm: &[usize],
+) -> Result<Staged, SketchError> {
+    let layout: Vec<i64> = perm.iter().map(|a| *a as i64).collect();
+    sch.transform_layout(stage, 0, &crate::schedule::layout::singletons(&layout))
+        .map_err(at("transform_layout"))?;
+    let id = sch.block_id(stage).map_err(at("transform_layout"))?;
+    Ok(Staged {
+        name: sch.program().block(id).name.clone(),
+        perm: perm.to_vec(),
+    })
+}
+
+/// Schedules a stage as a tiled transpose through shared memory (see the module doc). Its
+/// loops run in the input's axis order: the axes before the channel (`n`, `k`) stay
+/// outside the tile; the input's axes after the channel (the run: `h, w` or `r, s`) are
+/// tiled innermost first by the largest divisors that keep the tile's run within
+/// [`RUN`]; the channels by a sampled count.
+pub(super) fn transpose(sch: &mut Schedule, stage: &Staged) -> Result<(), SketchError> {
+    let err = at("staging");
+    let b = sch.get_block(&stage.name).map_err(&err)?;
+    let loops = sch.get_loops(b).map_err(&err)?;
+    let ch = *stage
+        .perm
+        .last()
+        .ok_or(SketchError::TensorCoreNotApplicable)?;
+    if loops.len() != stage.perm.len() || ch + 1 >= loops.len() {
+        return Err(SketchError::TensorCoreNotApplicable);
+    }
+    let extent = |sch: &Schedule, l: LoopRv| -> Result<i64, SketchError> {
+        let id = sch.loop_id(l).map_err(&err)?;
+        Ok(sch.program().lp(id).extent)
+    };
+    // The run's tiles, innermost axis first.
+    let (mut run_out, mut run_in) = (Vec::new(), Vec::new());
+    let mut budget = RUN;
+    for l in loops[ch + 1..].iter().rev() {
+        let e = extent(sch, *l)?;
+        let t = (1..=budget.min(e)).rev().find(|t| e % t == 0).unwrap_or(1);
+        budget /= t;
+        let parts = sch.split(*l, &[None, Some(IntArg::Lit(t))]).map_err(&err)?;
+        run_out.insert(0, parts[0]);
+        run_in.insert(0, parts[1]);
+    }
+    // The channels' tile.
+    let c = extent(sch, loops[ch])?;
+    let mut counts: Vec<i64> = CHANNELS
+        .into_iter()
+        .filter(|t| c % t == 0 && *t < c)
+        .collect();
+    if c <= RUN {
+        counts.push(c);
+    }
+    if counts.is_empty() {
+        counts.push((1..=RUN).rev().find(|t| c % t == 0).unwrap_or(1));
+    }
+    let probs = vec![1.0 / counts.len() as f64; counts.len()];
+    let count = sch
+        .sample_categorical(&counts, &probs, None)
+        .map_err(&err)?;
+    let c_parts = sch
+        .split(loops[ch], &[None, Some(IntArg::Rv(count))])
+        .map_err(&err)?;
+    // Blocks over the tiles; inside, the input's order (the channel, then its run).
+    let tiles: Vec<LoopRv> = loops[..ch]
+        .iter()
+        .copied()
+        .chain(run_out)
+        .chain([c_parts[0]])
+        .collect();
+    let order: Vec<LoopRv> = tiles
+        .iter()
+        .copied()
+        .chain([c_parts[1]])
+        .chain(run_in.iter().copied())
+        .collect();
+    sch.reorder(&order).map_err(&err)?;
+    let grid = fuse(sch, &tiles)?;
+    sch.bind(grid, "blockIdx.x").map_err(&err)?;
+    // The tile computed into shared memory and stored from there.
+    let back = sch.cache_write(b, 0, "shared").map_err(&err)?;
+    sch.reverse_compute_at(back, grid).map_err(&err)?;
+    let rank = stage.perm.len() as i64;
+    let elem = {
+        let id = sch.block_id(b).map_err(&err)?;
+        let p = sch.program();
+        let buf = p.block(id).body.buffer;
+        p.buffer(buf).dtype.bytes() as i64
+    };
+    let row = extent(sch, c_parts[1])?;
+    sch.storage_align(b, 0, rank - 2, row, (4 / elem).max(1) % row)
+        .map_err(&err)?;
+    for blk in [b, back] {
+        let inner = sch.get_loops(blk).map_err(&err)?;
+        let inner = fuse(sch, &inner[1..])?;
+        let threads = THREADS.min(extent(sch, inner)?);
+        let parts = sch
+            .split(inner, &[None, Some(IntArg::Lit(threads))])
+            .map_err(&err)?;
+        sch.bind(parts[1], "threadIdx.x").map_err(&err)?;
+    }
+    Ok(())
+}
