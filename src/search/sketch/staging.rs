@@ -2,17 +2,27 @@
 //! last and its weights as `[k, r, s, c]` before its GEMM (see `wgmma.rs`).
 //!
 //! A stage is a transpose: the input's fastest axes (a row's pixels, a window) become the
-//! slower ones of the stored buffer, whose fastest is the channel. Copied one element a
-//! thread, either the reads or the writes of a warp are strided by a whole image plane or
-//! window; on the H100 the c512 conv's weights (2.4M elements) took 14 us so, where
-//! their bytes need 3. So a stage goes through shared memory, as a tiled transpose
-//! does: a thread block takes a tile of a few channels by a run of the input's fast
-//! axes, its threads read it along those axes into shared memory (consecutive threads
-//! consecutive addresses), and store it along the channel (again consecutive); the
-//! shared rows are padded by a word so that neither pass conflicts on the banks.
+//! slower ones of the stored buffer, whose fastest is the channel. Two ways to schedule
+//! it, a decision of the trace per stage:
+//!
+//! * **direct**: one element a thread, neighbouring threads a run of 4, 8, 16 or all
+//!   channels, then the row's pixels: a warp reads several channels' neighbouring pixels
+//!   and stores several pixels' neighbouring channels. Cheap where the stage is small
+//!   and its launch dominates; on the H100 the c512 conv's weights (2.4M elements) took
+//!   14 us so, where their bytes need 3, their reads strided by the window.
+//! * **through shared memory**, as a tiled transpose: a thread block takes a tile of a
+//!   few channels by a run of the input's fast axes, its threads read it along those
+//!   axes into shared memory (consecutive threads, consecutive addresses) and store it
+//!   along the channel (again consecutive); the shared rows are padded by a word so that
+//!   neither pass conflicts on the banks, and a thread's few elements of each pass are
+//!   unrolled so that its loads are in flight together.
+//!
+//! Both run 128 threads a block, so that the two stages share one launch
+//! (`lower/merge.rs`).
 
 use super::{at, fuse, SketchError};
 use crate::schedule::{IntArg, LoopRv, Schedule};
+use crate::search::space::SearchSpace;
 
 /// Elements of the input's fast axes one tile takes at most (a row of a 56-wide padded
 /// image, a 3x3 window a few times over).
@@ -22,8 +32,12 @@ const RUN: i64 = 64;
 /// channel axis of at most [`RUN`] may also be taken whole).
 const CHANNELS: [i64; 3] = [16, 32, 64];
 
-/// Threads of a staging block.
-const THREADS: i64 = 128;
+/// Threads of a staging block: as many as a standalone stage's (a direct one is one).
+const THREADS: i64 = super::STANDALONE_THREADS;
+
+/// Runs of channels neighbouring threads of a direct stage take (a decision beside the
+/// whole channel axis).
+const CHANNEL_RUNS: [i64; 3] = [4, 8, 16];
 
 /// A block whose buffer [`store_permuted`] changed: its name and the permutation.
 #[derive(Clone, Debug)]
@@ -34,7 +48,7 @@ pub(super) struct Staged {
 }
 
 /// Stores the buffer block `stage` writes with its axes in the order `perm`
-/// (`transform_layout`); the loops are scheduled later by [`transpose`].
+/// (`transform_layout`); the loops are scheduled later by [`schedule`].
 pub(super) fn store_permuted(
     sch: &mut Schedule,
     stage: crate::schedule::BlockRv,
@@ -50,12 +64,59 @@ pub(super) fn store_permuted(
     })
 }
 
-/// Schedules a stage as a tiled transpose through shared memory (see the module doc). Its
-/// loops run in the input's axis order: the axes before the channel (`n`, `k`) stay
-/// outside the tile; the input's axes after the channel (the run: `h, w` or `r, s`) are
-/// tiled innermost first by the largest divisors that keep the tile's run within
-/// [`RUN`]; the channels by a sampled count.
-pub(super) fn transpose(sch: &mut Schedule, stage: &Staged) -> Result<(), SketchError> {
+/// Schedules a stage, directly or through shared memory (a decision; see the module
+/// doc).
+pub(super) fn schedule(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    stage: &Staged,
+) -> Result<(), SketchError> {
+    let shared = sch
+        .sample_categorical(&[0, 1], &[0.5, 0.5], None)
+        .map_err(at("staging"))?;
+    match sch.value(shared).map_err(at("staging"))? {
+        0 => direct(space, sch, stage),
+        _ => transpose(sch, stage),
+    }
+}
+
+/// The direct stage: its loops in the stored buffer's order, the channel's split into
+/// a sampled run that neighbouring threads take before the last other axis, all fused
+/// over blocks of threads.
+fn direct(space: &SearchSpace, sch: &mut Schedule, stage: &Staged) -> Result<(), SketchError> {
+    let err = at("staging");
+    let b = sch.get_block(&stage.name).map_err(&err)?;
+    let loops = sch.get_loops(b).map_err(&err)?;
+    if loops.len() == stage.perm.len() && loops.len() >= 2 {
+        let mut order: Vec<LoopRv> = stage.perm.iter().map(|a| loops[*a]).collect();
+        let channels = order.pop().expect("two loops at least");
+        let extent = sch
+            .program()
+            .lp(sch.loop_id(channels).map_err(&err)?)
+            .extent;
+        let runs: Vec<i64> = CHANNEL_RUNS
+            .into_iter()
+            .filter(|r| extent % r == 0 && *r < extent)
+            .chain([extent])
+            .collect();
+        let probs = vec![1.0 / runs.len() as f64; runs.len()];
+        let run = sch.sample_categorical(&runs, &probs, None).map_err(&err)?;
+        let parts = sch
+            .split(channels, &[None, Some(IntArg::Rv(run))])
+            .map_err(&err)?;
+        let last_other = order.pop().expect("two loops at least");
+        order.extend([parts[0], last_other, parts[1]]);
+        sch.reorder(&order).map_err(&err)?;
+    }
+    super::standalone(space, sch, &stage.name)
+}
+
+/// The stage as a tiled transpose through shared memory. Its loops run in the input's
+/// axis order: the axes before the channel (`n`, `k`) stay outside the tile; the input's
+/// axes after the channel (the run: `h, w` or `r, s`) are tiled innermost first by the
+/// largest divisors that keep the tile's run within [`RUN`]; the channels by a sampled
+/// count.
+fn transpose(sch: &mut Schedule, stage: &Staged) -> Result<(), SketchError> {
     let err = at("staging");
     let b = sch.get_block(&stage.name).map_err(&err)?;
     let loops = sch.get_loops(b).map_err(&err)?;
@@ -137,6 +198,8 @@ pub(super) fn transpose(sch: &mut Schedule, stage: &Staged) -> Result<(), Sketch
             .split(inner, &[None, Some(IntArg::Lit(threads))])
             .map_err(&err)?;
         sch.bind(parts[1], "threadIdx.x").map_err(&err)?;
+        // A thread's loads issued together, not one latency after another.
+        sch.unroll(parts[0]).map_err(&err)?;
     }
     Ok(())
 }

@@ -372,7 +372,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     tensorize(sch, r, "mma_store")?;
     unroll(sch, &[ic[0], cs[0], kk])?;
     for stage in &staged {
-        staging::transpose(sch, stage)?;
+        staging::schedule(space, sch, stage)?;
     }
     for name in &leftovers {
         standalone(space, sch, name)?;
