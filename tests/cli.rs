@@ -254,6 +254,9 @@ fn builds_report_names_each_kernel_with_its_own_launch() {
         }
     }
     assert_eq!(grids.len(), 2, "{cuda}");
+    // The GEMM waits for the staging in the kernel (programmatic dependent launch), and
+    // NVRTC takes it (the report below).
+    assert_eq!(cuda.matches("griddepcontrol.wait;").count(), 1, "{cuda}");
     let mut seen = 0;
     for line in report.lines().filter(|l| l.starts_with("kernel ")) {
         let name = line["kernel ".len()..].split(':').next().unwrap();

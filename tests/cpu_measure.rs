@@ -49,6 +49,7 @@ fn hand(body: &str) -> Source {
             dynamic_shared_bytes: 0,
             static_shared_bytes: 0,
             params: vec!["A".into(), "B".into(), "C".into()],
+            waits_for_previous: false,
         }],
         workspaces: vec![],
     }

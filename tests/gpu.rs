@@ -90,6 +90,7 @@ pub fn one_kernel(
             dynamic_shared_bytes,
             static_shared_bytes: 0,
             params: params.iter().map(|p| p.to_string()).collect(),
+            waits_for_previous: false,
         }],
         workspaces: vec![],
     }

@@ -102,6 +102,7 @@ pub fn generate(l: &Lowered) -> Result<Source> {
             dynamic_shared_bytes: 0,
             static_shared_bytes: 0,
             params: k.params.iter().map(|b| p.buffer(*b).name.clone()).collect(),
+            waits_for_previous: false,
         });
     }
     Ok(Source {

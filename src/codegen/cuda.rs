@@ -26,7 +26,34 @@ const TF32: &str = "\
 __device__ __forceinline__ float tessel_tf32(float x) { return __uint_as_float(__float_as_uint(x) & 0xffffe000u); }
 ";
 
-fn kernel(l: &Lowered, k: &Kernel, out: &mut String) -> Result<Launch> {
+/// The grid dependency control of a kernel between others (sm_90 and later; compiled out
+/// before): one with a successor lets it be scheduled at once (each block's trigger, at
+/// its start; the successor still waits), one with a predecessor waits until that one
+/// has completed and its writes are visible, before anything else. Launched with
+/// programmatic stream serialization (`Launch::waits_for_previous`), the next kernel's
+/// blocks are then resident when the previous one ends, instead of being launched after.
+fn grid_dependency(out: &mut String, waits: bool, triggers: bool) {
+    if !waits && !triggers {
+        return;
+    }
+    out.push_str("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n");
+    if waits {
+        out.push_str("  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n");
+    }
+    if triggers {
+        out.push_str("  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n");
+    }
+    out.push_str("#endif\n");
+}
+
+/// One kernel's function; `waits`: a kernel runs before it, `triggers`: one after it.
+fn kernel(
+    l: &Lowered,
+    k: &Kernel,
+    waits: bool,
+    triggers: bool,
+    out: &mut String,
+) -> Result<Launch> {
     let p = &l.program;
     let params: Vec<String> = k
         .params
@@ -105,6 +132,7 @@ fn kernel(l: &Lowered, k: &Kernel, out: &mut String) -> Result<Launch> {
             }
         }
     }
+    grid_dependency(out, waits, triggers);
     let mut pr = Printer::new(p, k, Dialect::Cuda);
     pr.stmts(&k.body, 1, &|_, _, _| {});
     out.push_str(&pr.out);
@@ -121,6 +149,7 @@ fn kernel(l: &Lowered, k: &Kernel, out: &mut String) -> Result<Launch> {
         },
         static_shared_bytes: if dynamic { 0 } else { u(shared) },
         params: k.params.iter().map(|b| p.buffer(*b).name.clone()).collect(),
+        waits_for_previous: waits,
     })
 }
 
@@ -199,8 +228,9 @@ pub fn generate(l: &Lowered) -> Result<Source> {
         code.push_str(super::cuda_mma::MMA);
     }
     let mut kernels = Vec::new();
-    for k in &l.kernels {
-        kernels.push(kernel(l, k, &mut code)?);
+    let last = l.kernels.len().saturating_sub(1);
+    for (i, k) in l.kernels.iter().enumerate() {
+        kernels.push(kernel(l, k, i > 0, i < last, &mut code)?);
     }
     Ok(Source {
         code,

@@ -33,6 +33,13 @@ pub struct Launch {
     pub static_shared_bytes: u32,
     /// Parameter buffer names in call order.
     pub params: Vec<String>,
+    /// The kernel waits at its start for the kernel launched before it
+    /// (`griddepcontrol.wait`, on sm_90 and later), so it may be launched with programmatic
+    /// stream serialization: its blocks are scheduled while the one before it ends, not
+    /// after (CUDA's programmatic dependent launch). Without that attribute it is an
+    /// ordinary launch.
+    #[serde(default)]
+    pub waits_for_previous: bool,
 }
 
 /// Generated source with the launch configuration of each kernel, in launch order.

@@ -213,6 +213,21 @@ mod tests {
         let src = crate::codegen::cuda::generate(&l).unwrap();
         assert_eq!(src.kernels.len(), 2);
         assert_eq!(src.kernels[0].grid, [25, 1, 1]);
+        // The conv may be scheduled while the staging ends: it waits for it in the kernel.
+        assert_eq!(
+            src.kernels
+                .iter()
+                .map(|k| k.waits_for_previous)
+                .collect::<Vec<_>>(),
+            [false, true]
+        );
+        assert_eq!(src.code.matches("griddepcontrol.wait;").count(), 1);
+        assert_eq!(
+            src.code
+                .matches("griddepcontrol.launch_dependents;")
+                .count(),
+            1
+        );
     }
 
     #[test]

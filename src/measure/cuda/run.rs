@@ -641,19 +641,27 @@ impl CudaRunner {
                                 })
                         })
                         .collect::<Result<Vec<_>, _>>()?;
-                    let mut builder = self.stream.launch_builder(func);
-                    for p in &ptrs {
-                        builder.arg(p);
-                    }
                     let cfg = LaunchConfig {
                         grid_dim: (launch.grid[0], launch.grid[1], launch.grid[2]),
                         block_dim: (launch.block[0], launch.block[1], launch.block[2]),
                         shared_mem_bytes: launch.dynamic_shared_bytes,
                     };
-                    // SAFETY: one device pointer per parameter of the generated kernel, in
-                    // its order; each buffer lives as long as the runner. What the kernel
-                    // does with them is what is being tested: faults surface at sync.
-                    unsafe { builder.launch(cfg) }.map_err(during(format!(
+                    let launched =
+                        if launch.waits_for_previous && self.info.compute_capability.0 >= 9 {
+                            // SAFETY: as below; the kernel waits for the one before it itself.
+                            unsafe { self.launch_dependent(func, &cfg, &ptrs) }
+                        } else {
+                            let mut builder = self.stream.launch_builder(func);
+                            for p in &ptrs {
+                                builder.arg(p);
+                            }
+                            // SAFETY: one device pointer per parameter of the generated
+                            // kernel, in its order; each buffer lives as long as the runner.
+                            // What the kernel does with them is what is being tested: faults
+                            // surface at sync.
+                            unsafe { builder.launch(cfg) }.map(|_| ())
+                        };
+                    launched.map_err(during(format!(
                         "launching {} (grid {:?}, block {:?}, {} bytes dynamic shared)",
                         launch.name, launch.grid, launch.block, launch.dynamic_shared_bytes
                     )))?;
@@ -672,6 +680,49 @@ impl CudaRunner {
                     })
             }
         }
+    }
+
+    /// Launches `func` with programmatic stream serialization (CUDA's programmatic
+    /// dependent launch, sm_90 and later): its blocks may be scheduled while the kernel
+    /// before it on the stream still runs; the generated kernel waits for that one's
+    /// completion and writes itself (`griddepcontrol.wait`, see `codegen/cuda.rs`).
+    ///
+    /// # Safety
+    /// `ptrs` are the kernel's parameters, one device pointer each, in its order, alive
+    /// until the stream is synchronized.
+    unsafe fn launch_dependent(
+        &self,
+        func: &CudaFunction,
+        cfg: &LaunchConfig,
+        ptrs: &[sys::CUdeviceptr],
+    ) -> Result<(), DriverError> {
+        self.ctx.bind_to_thread()?;
+        let mut attr: sys::CUlaunchAttribute = std::mem::zeroed();
+        attr.id = sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        let config = sys::CUlaunchConfig {
+            gridDimX: cfg.grid_dim.0,
+            gridDimY: cfg.grid_dim.1,
+            gridDimZ: cfg.grid_dim.2,
+            blockDimX: cfg.block_dim.0,
+            blockDimY: cfg.block_dim.1,
+            blockDimZ: cfg.block_dim.2,
+            sharedMemBytes: cfg.shared_mem_bytes,
+            hStream: self.stream.cu_stream(),
+            attrs: &mut attr,
+            numAttrs: 1,
+        };
+        let mut args: Vec<*mut std::ffi::c_void> = ptrs
+            .iter()
+            .map(|p| p as *const sys::CUdeviceptr as *mut std::ffi::c_void)
+            .collect();
+        sys::cuLaunchKernelEx(
+            &config,
+            func.cu_function(),
+            args.as_mut_ptr(),
+            std::ptr::null_mut(),
+        )
+        .result()
     }
 
     /// Waits for the stream, polling so that a kernel that never finishes becomes a
