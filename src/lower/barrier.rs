@@ -4,68 +4,19 @@
 //! this iteration's reads). Barriers go at the statement-list level, never inside a guard
 //! that only part of the threads pass.
 
-use super::kernel::{KStmt, Kernel};
+use super::kernel::{Accesses, KStmt, Kernel};
 use super::{LowerError, Result};
-use crate::ir::{BufferId, Expr, Program, Scope};
+use crate::ir::{BufferId, Program, Scope};
 use std::collections::BTreeSet;
 
-#[derive(Default)]
-struct Rw {
-    reads: BTreeSet<BufferId>,
-    writes: BTreeSet<BufferId>,
-}
-
-fn expr_reads(p: &Program, e: &Expr, rw: &mut Rw) {
-    e.visit(&mut |x| {
-        if let Expr::Load(b, _) = x {
-            if p.buffer(*b).scope == Scope::Shared {
-                rw.reads.insert(*b);
-            }
-        }
-    });
-}
-
-fn stmt_rw(p: &Program, s: &KStmt, rw: &mut Rw) {
-    match s {
-        KStmt::For { body, .. } => body.iter().for_each(|c| stmt_rw(p, c, rw)),
-        KStmt::If { cond, then } => {
-            expr_reads(p, cond, rw);
-            then.iter().for_each(|c| stmt_rw(p, c, rw));
-        }
-        KStmt::Store {
-            buffer,
-            indices,
-            value,
-        } => {
-            if p.buffer(*buffer).scope == Scope::Shared {
-                rw.writes.insert(*buffer);
-            }
-            indices.iter().for_each(|i| expr_reads(p, i, rw));
-            expr_reads(p, value, rw);
-        }
-        KStmt::CpAsync {
-            dst,
-            dst_index,
-            src_index,
-            valid,
-            ..
-        } => {
-            if p.buffer(*dst).scope == Scope::Shared {
-                rw.writes.insert(*dst);
-            }
-            expr_reads(p, dst_index, rw);
-            expr_reads(p, src_index, rw);
-            if let Some(v) = valid {
-                expr_reads(p, v, rw);
-            }
-        }
-        // Tensor-core instructions are made after barriers are placed (`tensorize.rs`).
-        KStmt::Sync
-        | KStmt::Comment(_)
-        | KStmt::CommitGroup
-        | KStmt::WaitGroup(_)
-        | KStmt::Mma(_) => {}
-    }
+/// The shared buffers a statement reads and writes.
+fn shared_rw(p: &Program, s: &KStmt) -> Accesses {
+    let mut acc = Accesses::default();
+    s.accesses(&mut acc);
+    let shared = |b: &BufferId| p.buffer(*b).scope == Scope::Shared;
+    acc.reads.retain(shared);
+    acc.writes.retain(shared);
+    acc
 }
 
 fn contains_sync(body: &[KStmt]) -> bool {
@@ -94,10 +45,9 @@ fn process(p: &Program, body: &mut Vec<KStmt>, is_loop_body: bool) -> Result<()>
     }
     let mut pending: BTreeSet<BufferId> = BTreeSet::new();
     let mut out = Vec::with_capacity(body.len());
-    let mut all = Rw::default();
+    let mut all = Accesses::default();
     for s in body.drain(..) {
-        let mut rw = Rw::default();
-        stmt_rw(p, &s, &mut rw);
+        let rw = shared_rw(p, &s);
         if !rw.reads.is_disjoint(&pending) {
             out.push(KStmt::Sync);
             pending.clear();

@@ -311,7 +311,63 @@ pub struct Kernel {
     pub body: Vec<KStmt>,
 }
 
+/// The buffers a statement tree reads and writes.
+#[derive(Default, Debug)]
+pub struct Accesses {
+    pub reads: std::collections::BTreeSet<BufferId>,
+    pub writes: std::collections::BTreeSet<BufferId>,
+}
+
 impl KStmt {
+    /// The buffers this statement and those nested in it load from (in any expression,
+    /// conditions and indices included, and a `cp.async`'s source) and store into (a
+    /// store's buffer, a `cp.async`'s destination), added to `acc`. Tensor-core
+    /// instructions, made by the last pass, are not looked into.
+    pub fn accesses(&self, acc: &mut Accesses) {
+        let mut read = |e: &Expr| {
+            e.visit(&mut |x| {
+                if let Expr::Load(b, _) = x {
+                    acc.reads.insert(*b);
+                }
+            })
+        };
+        match self {
+            KStmt::For { body, .. } => body.iter().for_each(|c| c.accesses(acc)),
+            KStmt::If { cond, then } => {
+                read(cond);
+                then.iter().for_each(|c| c.accesses(acc));
+            }
+            KStmt::Store {
+                buffer,
+                indices,
+                value,
+            } => {
+                indices.iter().for_each(&mut read);
+                read(value);
+                acc.writes.insert(*buffer);
+            }
+            KStmt::CpAsync {
+                dst,
+                dst_index,
+                src,
+                src_index,
+                valid,
+                ..
+            } => {
+                read(dst_index);
+                read(src_index);
+                valid.iter().for_each(&mut read);
+                acc.reads.insert(*src);
+                acc.writes.insert(*dst);
+            }
+            KStmt::Sync
+            | KStmt::Comment(_)
+            | KStmt::CommitGroup
+            | KStmt::WaitGroup(_)
+            | KStmt::Mma(_) => {}
+        }
+    }
+
     /// Whether this statement, or one nested in its loops and conditions, satisfies `f`.
     pub fn contains(&self, f: &impl Fn(&KStmt) -> bool) -> bool {
         f(self)

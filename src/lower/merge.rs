@@ -13,9 +13,8 @@
 //! block takes alike). The same work, one launch fewer; the result is the same whatever
 //! order the blocks run in.
 
-use super::kernel::{KStmt, Kernel};
-use crate::ir::{BinOp, BufferId, Dim3, Expr, Scope, ThreadTag, VarId};
-use std::collections::BTreeSet;
+use super::kernel::{Accesses, KStmt, Kernel};
+use crate::ir::{BinOp, Dim3, Expr, Scope, ThreadTag, VarId};
 
 /// The kernels in launch order, each run of mergeable neighbours launched as one.
 pub(super) fn merge_independent(p: &crate::ir::Program, kernels: Vec<Kernel>) -> Vec<Kernel> {
@@ -50,9 +49,12 @@ fn mergeable(p: &crate::ir::Program, a: &Kernel, b: &Kernel) -> bool {
     {
         return false;
     }
-    let (ra, wa) = accesses(&a.body);
-    let (rb, wb) = accesses(&b.body);
-    wa.is_disjoint(&rb) && wa.is_disjoint(&wb) && wb.is_disjoint(&ra)
+    let (mut x, mut y) = (Accesses::default(), Accesses::default());
+    a.body.iter().for_each(|s| s.accesses(&mut x));
+    b.body.iter().for_each(|s| s.accesses(&mut y));
+    x.writes.is_disjoint(&y.reads)
+        && x.writes.is_disjoint(&y.writes)
+        && y.writes.is_disjoint(&x.reads)
 }
 
 /// A statement a merged kernel may hold: loops that are not vectorized, conditions,
@@ -71,37 +73,6 @@ fn block_var(k: &Kernel) -> Option<VarId> {
         .iter()
         .find(|(_, t)| *t == ThreadTag::BlockIdx(Dim3::X))
         .map(|(v, _)| *v)
-}
-
-/// The global buffers a body reads and writes.
-fn accesses(body: &[KStmt]) -> (BTreeSet<BufferId>, BTreeSet<BufferId>) {
-    fn reads(e: &Expr, r: &mut BTreeSet<BufferId>) {
-        r.extend(e.loads().into_iter().map(|(b, _)| b));
-    }
-    fn walk(body: &[KStmt], r: &mut BTreeSet<BufferId>, w: &mut BTreeSet<BufferId>) {
-        for s in body {
-            match s {
-                KStmt::For { body, .. } => walk(body, r, w),
-                KStmt::If { cond, then } => {
-                    reads(cond, r);
-                    walk(then, r, w);
-                }
-                KStmt::Store {
-                    buffer,
-                    indices,
-                    value,
-                } => {
-                    w.insert(*buffer);
-                    indices.iter().for_each(|i| reads(i, r));
-                    reads(value, r);
-                }
-                _ => {}
-            }
-        }
-    }
-    let (mut r, mut w) = (BTreeSet::new(), BTreeSet::new());
-    walk(body, &mut r, &mut w);
-    (r, w)
 }
 
 /// `a` and `b` as one kernel: `a`'s blocks first, then `b`'s.

@@ -482,28 +482,9 @@ fn stage_offset(j: &Expr, stages: i64) -> Expr {
 
 /// The buffers a statement stores into.
 fn writes_of(s: &KStmt) -> BTreeSet<BufferId> {
-    fn go(s: &KStmt, out: &mut BTreeSet<BufferId>) {
-        match s {
-            KStmt::For { body, .. } | KStmt::If { then: body, .. } => {
-                body.iter().for_each(|c| go(c, out))
-            }
-            KStmt::Store { buffer, .. } => {
-                out.insert(*buffer);
-            }
-            KStmt::CpAsync { dst, .. } => {
-                out.insert(*dst);
-            }
-            // Tensor-core instructions are made after pipelining (`tensorize.rs`).
-            KStmt::Sync
-            | KStmt::Comment(_)
-            | KStmt::CommitGroup
-            | KStmt::WaitGroup(_)
-            | KStmt::Mma(_) => {}
-        }
-    }
-    let mut out = BTreeSet::new();
-    go(s, &mut out);
-    out
+    let mut acc = super::kernel::Accesses::default();
+    s.accesses(&mut acc);
+    acc.writes
 }
 
 /// Applies `f` to every statement, children first.
