@@ -384,8 +384,16 @@ fn load_schedule(w: &Workload, path: &PathBuf) -> Result<Schedule> {
         Err(first) => {
             // Traces from the database name the canonical workload's blocks (t0, t1, ...):
             // replay those on the canonical program, whose parameters come in the same order.
+            // Where both fail, the replay that got further says what is wrong.
             let canonical = tessel::database::canonical_program(w)?;
-            replay(&trace, canonical, 0).map_err(|_| anyhow::anyhow!("{}: {first}", path.display()))
+            replay(&trace, canonical, 0).map_err(|second| {
+                let e = if second.index > first.index {
+                    second
+                } else {
+                    first
+                };
+                anyhow::anyhow!("{}: {e}", path.display())
+            })
         }
     }
 }

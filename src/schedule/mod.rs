@@ -5,6 +5,7 @@ pub mod cache;
 pub mod compute_at;
 pub mod error;
 pub mod get;
+pub mod hints;
 pub mod im2col;
 pub mod inline;
 pub mod inst;

@@ -7,6 +7,7 @@
 
 use super::annotation::{self, AnnTarget};
 use super::error::{Result, ScheduleError};
+use super::hints::Hints;
 use super::inst::{Decision, InstKind, Instruction, Operand, RvInfo, RvKind, Trace};
 use super::{
     cache, compute_at, get, im2col, inline, layout, loop_transformation, pad_einsum, reduction,
@@ -88,6 +89,9 @@ pub struct Schedule {
     /// A primitive failed while `rollback` was off: the program may be half transformed,
     /// and every later primitive is refused.
     abandoned: bool,
+    /// Decisions a sketch building this schedule afresh takes where they fit (a mutant
+    /// grown again; see `super::hints`).
+    hints: Option<Hints>,
 }
 
 /// Checks run after every primitive.
@@ -107,7 +111,29 @@ impl Schedule {
             verify: true,
             rollback: true,
             abandoned: false,
+            hints: None,
         }
+    }
+
+    /// Hands the sampling instructions to come the decisions of `hints`: each takes the
+    /// next that fits it (over a decision the caller passes too), else samples.
+    pub fn set_hints(&mut self, hints: Hints) {
+        self.hints = Some(hints);
+    }
+
+    /// The hints, with which of them were taken; none are left set.
+    pub fn take_hints(&mut self) -> Option<Hints> {
+        self.hints.take()
+    }
+
+    /// The next hint for a sampling instruction `kind` with `attrs`, if one fits.
+    fn hint(
+        &mut self,
+        kind: InstKind,
+        attrs: &[(&str, Operand)],
+        valid: impl Fn(&Decision) -> bool,
+    ) -> Option<Decision> {
+        self.hints.as_mut()?.take(kind, attrs, valid)
     }
 
     /// Turns off (or back on) the copy of the program each primitive takes to restore it
@@ -814,6 +840,17 @@ impl Schedule {
         decision: Option<Vec<i64>>,
     ) -> Result<Vec<ExprRv>> {
         let extent = self.tiled_extent(lp, n, "sample_perfect_tile n")?;
+        let attrs = [
+            ("n", Operand::Int(n)),
+            ("max_innermost_factor", Operand::Int(max_innermost)),
+        ];
+        let hinted = self.hint(InstKind::SamplePerfectTile, &attrs, |d| {
+            matches!(d, Decision::Tile(t) if sampling::check_tile(extent, n as usize, max_innermost, t).is_ok())
+        });
+        let decision = match hinted {
+            Some(Decision::Tile(t)) => Some(t),
+            _ => decision,
+        };
         let tiles = match decision {
             Some(t) => {
                 sampling::check_tile(extent, n as usize, max_innermost, &t).map_err(|reason| {
@@ -830,10 +867,7 @@ impl Schedule {
         let ids = self.record(
             InstKind::SamplePerfectTile,
             vec![Operand::Rv(lp.0)],
-            vec![
-                ("n", Operand::Int(n)),
-                ("max_innermost_factor", Operand::Int(max_innermost)),
-            ],
+            attrs.to_vec(),
             Some(Decision::Tile(tiles.clone())),
             tiles.into_iter().map(RvValue::Int).collect(),
         );
@@ -854,6 +888,18 @@ impl Schedule {
     ) -> Result<Vec<ExprRv>> {
         let extent = self.tiled_extent(lp, n, "sample_tile n")?;
         let l = self.loop_id(lp)?;
+        let attrs = [
+            ("n", Operand::Int(n)),
+            ("max_innermost_factor", Operand::Int(max_innermost)),
+            ("max_waste", Operand::Float(max_waste)),
+        ];
+        let hinted = self.hint(InstKind::SampleTile, &attrs, |d| {
+            matches!(d, Decision::Tile(t) if sampling::check_imperfect_tile(extent, n as usize, max_innermost, max_waste, t).is_ok())
+        });
+        let decision = match hinted {
+            Some(Decision::Tile(t)) => Some(t),
+            _ => decision,
+        };
         let tiles = match decision {
             Some(t) => {
                 sampling::check_imperfect_tile(extent, n as usize, max_innermost, max_waste, &t)
@@ -879,11 +925,7 @@ impl Schedule {
         let ids = self.record(
             InstKind::SampleTile,
             vec![Operand::Rv(lp.0)],
-            vec![
-                ("n", Operand::Int(n)),
-                ("max_innermost_factor", Operand::Int(max_innermost)),
-                ("max_waste", Operand::Float(max_waste)),
-            ],
+            attrs.to_vec(),
             Some(Decision::Tile(tiles.clone())),
             tiles.into_iter().map(RvValue::Int).collect(),
         );
@@ -908,6 +950,25 @@ impl Schedule {
                 ),
             });
         }
+        let attrs = [
+            (
+                "candidates",
+                Operand::List(candidates.iter().map(|c| Operand::Int(*c)).collect()),
+            ),
+            (
+                "probs",
+                Operand::List(probs.iter().map(|p| Operand::Float(*p)).collect()),
+            ),
+        ];
+        let hinted = self.hint(
+            InstKind::SampleCategorical,
+            &attrs,
+            |d| matches!(d, Decision::Categorical(i) if *i < candidates.len()),
+        );
+        let decision = match hinted {
+            Some(Decision::Categorical(i)) => Some(i),
+            _ => decision,
+        };
         let index = match decision {
             Some(i) if i < candidates.len() => i,
             Some(i) => {
@@ -922,16 +983,7 @@ impl Schedule {
         let ids = self.record(
             InstKind::SampleCategorical,
             vec![],
-            vec![
-                (
-                    "candidates",
-                    Operand::List(candidates.iter().map(|c| Operand::Int(*c)).collect()),
-                ),
-                (
-                    "probs",
-                    Operand::List(probs.iter().map(|p| Operand::Float(*p)).collect()),
-                ),
-            ],
+            attrs.to_vec(),
             Some(Decision::Categorical(index)),
             vec![RvValue::Int(candidates[index])],
         );
@@ -959,6 +1011,16 @@ impl Schedule {
             .iter()
             .map(|l| self.loop_id(*l))
             .collect::<Result<Vec<_>>>()?;
+        let count = loops.len();
+        let hinted = self.hint(
+            InstKind::SampleComputeLocation,
+            &[],
+            |d| matches!(d, Decision::Categorical(i) if *i < count),
+        );
+        let decision = match hinted {
+            Some(Decision::Categorical(i)) => Some(i),
+            _ => decision,
+        };
         let index = match decision {
             Some(i) if i < loops.len() => i,
             Some(i) => {

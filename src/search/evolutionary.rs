@@ -116,11 +116,18 @@ impl Round {
 }
 
 /// What to evaluate: a trace to replay, a mutant to replay (re-sampling the decisions
-/// its change made invalid), or a fresh sample of a sketch.
+/// its change made invalid) or, for a changed sketch choice at `regrow_at`, to grow
+/// again from its sketch, or a fresh sample of a sketch.
 enum Source {
     Trace(Trace),
-    Mutant(Trace),
-    Fresh { kind: SketchKind, seed: u64 },
+    Mutant {
+        trace: Trace,
+        regrow_at: Option<usize>,
+    },
+    Fresh {
+        kind: SketchKind,
+        seed: u64,
+    },
 }
 
 /// The outcome of evaluating one [`Source`].
@@ -279,8 +286,33 @@ impl EvolutionarySearch {
                     Err(_) => return Evaluated::Replay,
                 }
             }
-            Source::Mutant(t) => match timed(&mut work.replay, || {
-                mutator::replay_mutant(&t, &self.program, 0)
+            // A sketch choice is grown again from its sketch: the trace's instructions
+            // after it are those of the old choice, which a replay would repeat.
+            Source::Mutant {
+                trace,
+                regrow_at: Some(inst),
+            } => {
+                let seed = splitmix(self.seed ^ self.round.rotate_left(32) ^ inst as u64);
+                let regrown = timed(&mut work.sample, || {
+                    sketch::regrow(
+                        &self.space,
+                        &self.program,
+                        &self.sketches,
+                        &trace,
+                        inst,
+                        seed,
+                    )
+                });
+                match regrown {
+                    Some(sch) => sch,
+                    None => return Evaluated::Replay,
+                }
+            }
+            Source::Mutant {
+                trace,
+                regrow_at: None,
+            } => match timed(&mut work.replay, || {
+                mutator::replay_mutant(&trace, &self.program, 0)
             }) {
                 Ok(sch) => sch,
                 Err(_) => return Evaluated::Replay,
@@ -620,7 +652,10 @@ impl EvolutionarySearch {
                 let answer = match known {
                     Some(m) => Answer::Known(m.clone()),
                     None => Answer::Evaluated(*in_wave.entry(key.clone()).or_insert_with(|| {
-                        sources.push(Source::Mutant(trace));
+                        let regrow_at = (kind == MutatorKind::SketchChoice)
+                            .then(|| changed_at(&round.entries[parent].member.trace, &trace))
+                            .flatten();
+                        sources.push(Source::Mutant { trace, regrow_at });
                         sources.len() - 1
                     })),
                 };
@@ -655,12 +690,20 @@ impl EvolutionarySearch {
                                 lowered,
                             }) => {
                                 self.memo.insert(key, Memo::Valid(hash.clone()));
+                                // A regrown mutant has instructions of its own.
+                                let parent_structure = round.entries[parent].member.structure;
+                                let structure =
+                                    if same_structure(&self.structures[parent_structure], &trace) {
+                                        parent_structure
+                                    } else {
+                                        self.structure_of(&trace)
+                                    };
                                 let m = Arc::new(Member {
                                     trace,
                                     sites,
                                     hash,
                                     lowered: *lowered,
-                                    structure: round.entries[parent].member.structure,
+                                    structure,
                                 });
                                 let lineage = round.entries[parent].lineage;
                                 Some(round.admit(m, Origin::Mutant, lineage).0)
@@ -785,6 +828,15 @@ type Lookup = (MutatorKind, MemoKey, Answer);
 enum Answer {
     Known(Memo),
     Evaluated(usize),
+}
+
+/// The instruction whose decision `mutant` changed from `parent`'s.
+fn changed_at(parent: &Trace, mutant: &Trace) -> Option<usize> {
+    parent
+        .insts
+        .iter()
+        .zip(&mutant.insts)
+        .position(|(a, b)| a.decision != b.decision)
 }
 
 fn memo_key(structure: usize, trace: &Trace) -> MemoKey {

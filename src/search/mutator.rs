@@ -14,6 +14,12 @@
 //! * **Pipeline stages** (the `sample_categorical` read by a `software_pipeline_stage`
 //!   annotation): another stage count of the shared fetch's software pipeline.
 //!
+//! * **Sketch choice** (any other `sample_categorical`: a choice of the sketch rule itself,
+//!   such as the way an NCHW conv's stage is stored, or a tile a rule offers among a few):
+//!   another candidate. The sketch may branch on the choice, so that the instructions
+//!   after it belong to the old one (a replay would repeat them): the caller grows such a
+//!   mutant again from the sketch, with the trace's decisions as hints
+//!   (`crate::search::sketch::regrow`).
 //! * **Compute location** (`sample_compute_location`): another of the loops a sketch rule
 //!   offered for a stage (the CPU's accumulator write-back at one of two tile levels, the
 //!   register-tile sketch's packed panel per column tile or per reduction block). The
@@ -45,16 +51,18 @@ pub enum MutatorKind {
     SplitK,
     PipelineStages,
     ComputeLocation,
+    SketchChoice,
 }
 
 impl MutatorKind {
-    pub const ALL: [MutatorKind; 6] = [
+    pub const ALL: [MutatorKind; 7] = [
         MutatorKind::TileSize,
         MutatorKind::Unroll,
         MutatorKind::VectorLength,
         MutatorKind::SplitK,
         MutatorKind::PipelineStages,
         MutatorKind::ComputeLocation,
+        MutatorKind::SketchChoice,
     ];
 
     /// A short name for reports.
@@ -66,6 +74,7 @@ impl MutatorKind {
             MutatorKind::SplitK => "split_k",
             MutatorKind::PipelineStages => "pipeline_stages",
             MutatorKind::ComputeLocation => "compute_location",
+            MutatorKind::SketchChoice => "sketch_choice",
         }
     }
 }
@@ -94,8 +103,7 @@ pub fn sites(trace: &Trace) -> Vec<Site> {
                 }
                 (InstKind::SampleCategorical, Some(Decision::Categorical(_))) => {
                     (candidate_count(trace, i) > 1)
-                        .then(|| categorical_use(trace, i))
-                        .flatten()
+                        .then(|| categorical_use(trace, i).unwrap_or(MutatorKind::SketchChoice))
                 }
                 (InstKind::SampleComputeLocation, Some(Decision::Categorical(_))) => {
                     (candidate_count(trace, i) > 1).then_some(MutatorKind::ComputeLocation)
@@ -244,7 +252,7 @@ fn candidate_count(trace: &Trace, inst: usize) -> usize {
 
 /// What the value of the `sample_categorical` at `inst` is used for: the auto-unroll
 /// annotation, the split that `rfactor` takes (split-K), or a split whose inner loop is
-/// vectorized (a fetch's vector length); `None` for another use.
+/// vectorized (a fetch's vector length); `None` for another use (a sketch choice).
 fn categorical_use(trace: &Trace, inst: usize) -> Option<MutatorKind> {
     let rv = *trace.insts[inst].outputs.first()?;
     let uses_rv = |op: &Operand| matches!(op, Operand::Rv(r) if *r == rv);

@@ -259,6 +259,38 @@ pub(crate) fn attempt<T>(
     out
 }
 
+/// A mutant whose changed sketch choice (the `sample_categorical` at `inst` of `trace`)
+/// no longer replays, grown again: each sketch of `kinds` is applied to `program` afresh
+/// with the trace's decisions as hints (`crate::schedule::hints`), and the first that
+/// makes the trace's decisions up to and including `inst` is the mutant (the decisions
+/// after it kept where the sketch meets the same instructions again, else drawn from
+/// `seed`). `None` when no sketch does.
+pub fn regrow(
+    space: &SearchSpace,
+    program: &Program,
+    kinds: &[SketchKind],
+    trace: &crate::schedule::Trace,
+    inst: usize,
+    seed: u64,
+) -> Option<Schedule> {
+    let through = trace
+        .insts
+        .get(..=inst)?
+        .iter()
+        .filter(|i| i.kind.is_sampling())
+        .count();
+    let hints = crate::schedule::hints::Hints::from_trace(trace);
+    kinds.iter().find_map(|&kind| {
+        let mut sch = Schedule::new(program.clone(), seed);
+        sch.set_rollback(false);
+        sch.set_hints(hints.clone());
+        let applied = apply_sketch(space, &mut sch, super::random::splitmix(seed), kind).is_ok();
+        sch.set_rollback(true);
+        let same = sch.take_hints().is_some_and(|h| h.took_first(through));
+        (applied && same && !sch.abandoned()).then_some(sch)
+    })
+}
+
 pub fn apply_sketch(
     space: &SearchSpace,
     sch: &mut Schedule,
