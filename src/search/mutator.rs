@@ -14,12 +14,12 @@
 //! * **Pipeline stages** (the `sample_categorical` read by a `software_pipeline_stage`
 //!   annotation): another stage count of the shared fetch's software pipeline.
 //!
-//! * **Sketch choice** (any other `sample_categorical`: a choice of the sketch rule itself,
-//!   such as the way an NCHW conv's stage is stored, or a tile a rule offers among a few):
-//!   another candidate. The sketch may branch on the choice, so that the instructions
-//!   after it belong to the old one (a replay would repeat them): the caller grows such a
-//!   mutant again from the sketch, with the trace's decisions as hints
-//!   (`crate::search::sketch::regrow`).
+//! * **Sketch choice** (a `sample_categorical` no later instruction reads: a branch of the
+//!   sketch rule, such as the way an NCHW conv's stage is stored): the other candidate.
+//!   The trace's instructions after it are the old branch's (a replay would repeat them),
+//!   so the caller grows such a mutant again from the sketch, with the trace's decisions
+//!   as hints (`crate::search::sketch::regrow`). Other categoricals no mutator names (a
+//!   padding multiple, a channel tile) stay as sampled, as before.
 //! * **Compute location** (`sample_compute_location`): another of the loops a sketch rule
 //!   offered for a stage (the CPU's accumulator write-back at one of two tile levels, the
 //!   register-tile sketch's packed panel per column tile or per reduction block). The
@@ -103,7 +103,12 @@ pub fn sites(trace: &Trace) -> Vec<Site> {
                 }
                 (InstKind::SampleCategorical, Some(Decision::Categorical(_))) => {
                     (candidate_count(trace, i) > 1)
-                        .then(|| categorical_use(trace, i).unwrap_or(MutatorKind::SketchChoice))
+                        .then(|| {
+                            categorical_use(trace, i).or_else(|| {
+                                (!value_is_read(trace, i)).then_some(MutatorKind::SketchChoice)
+                            })
+                        })
+                        .flatten()
                 }
                 (InstKind::SampleComputeLocation, Some(Decision::Categorical(_))) => {
                     (candidate_count(trace, i) > 1).then_some(MutatorKind::ComputeLocation)
@@ -248,6 +253,25 @@ fn max_innermost(trace: &Trace, inst: usize) -> i64 {
 /// `sample_compute_location` (its locations) at `inst`.
 fn candidate_count(trace: &Trace, inst: usize) -> usize {
     trace.insts[inst].choices().map_or(0, |(_, n)| n)
+}
+
+/// Whether a later instruction of `trace` reads the value of the sampling instruction at
+/// `inst` (as an input or in an attribute). A choice nothing reads is a branch of the
+/// sketch that wrote the trace.
+fn value_is_read(trace: &Trace, inst: usize) -> bool {
+    fn reads(op: &Operand, rv: u32) -> bool {
+        match op {
+            Operand::Rv(r) => *r == rv,
+            Operand::List(items) | Operand::Product(items) => items.iter().any(|o| reads(o, rv)),
+            _ => false,
+        }
+    }
+    let Some(&rv) = trace.insts[inst].outputs.first() else {
+        return false;
+    };
+    trace.insts[inst + 1..]
+        .iter()
+        .any(|i| i.inputs.iter().any(|o| reads(o, rv)) || i.attrs.iter().any(|(_, o)| reads(o, rv)))
 }
 
 /// What the value of the `sample_categorical` at `inst` is used for: the auto-unroll
