@@ -3,7 +3,7 @@
 # Compute (`ncu --clock-control none`, the clocks left alone) on `tessel run W --schedule
 # SCHED`, the first COUNT launches of kernels named main_kernel* (the run's reference
 # kernels come first, then the scheduled ones: read the grid to tell them apart), and
-# with PEER=conv the cuDNN kernel PyTorch picks for a conv2d spec (benchmark mode, TF32
+# with PEER=conv the cuDNN kernel PyTorch picks for a conv2d spec (of the spec's dtype, benchmark mode, TF32
 # off, after the choice is made). Prints per kernel the time, instructions, IPC,
 # occupancy, registers and the top stall; the full reports go to OUT.
 #
@@ -29,7 +29,8 @@ if [[ ${PEER:-} == conv ]]; then
 import sys
 spec = sys.argv[1].split(":", 1)[1]
 kv = dict(x.split("=") for x in spec.split(","))
-print(" ".join(kv[k] for k in ["n", "c", "h", "w", "k", "r", "s", "stride", "pad"]))
+print(" ".join(kv[k] for k in ["n", "c", "h", "w", "k", "r", "s", "stride", "pad"]
+               ) + " " + kv.get("dtype", "f32"))
 PY
 )
   cat >"$out/cudnn_once.py" <<'PY'
@@ -37,8 +38,10 @@ import sys, torch
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cudnn.benchmark = True
 n, c, h, w, k, r, s, st, p = (int(x) for x in sys.argv[1:10])
-x = torch.randn(n, c, h, w, device="cuda")
-wt = torch.randn(k, c, r, s, device="cuda")
+# The workload's element type (dtype=f16|bf16; f32 otherwise), as benches/cudnn_conv.py.
+dtype = {"f16": torch.float16, "bf16": torch.bfloat16}.get(sys.argv[10], torch.float32)
+x = torch.randn(n, c, h, w, device="cuda", dtype=dtype)
+wt = torch.randn(k, c, r, s, device="cuda", dtype=dtype)
 for _ in range(20):
     torch.nn.functional.conv2d(x, wt, stride=st, padding=p)
 torch.cuda.synchronize()
