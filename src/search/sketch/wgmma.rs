@@ -441,24 +441,50 @@ fn split_reduction(
 /// The partial results summed by a kernel of its own (the plain sketch's split-K sum),
 /// the epilogues (the conversion to f16, the copy back to the conv's layout) computed
 /// per element in the same thread where they read the sum as it is indexed, else on
-/// their own.
+/// their own. Neither the sum nor an epilogue before the last leaves a buffer in global
+/// memory where that can be avoided: each epilogue but the last is inlined into the next
+/// (a crop, a copy), and the sum accumulates in a register that the epilogues placed in
+/// its thread read.
 fn sum_partials(
     space: &SearchSpace,
     sch: &mut Schedule,
     sum: BlockRv,
     epilogues: &[String],
 ) -> Result<(), SketchError> {
+    let mut kept = Vec::new();
+    for (i, name) in epilogues.iter().enumerate() {
+        let inlined = i + 1 < epilogues.len() && {
+            let b = sch.get_block(name).map_err(at("epilogue"))?;
+            super::attempt(sch, |s| s.compute_inline(b)).is_ok()
+        };
+        if !inlined {
+            kept.push(name.clone());
+        }
+    }
+    let write_back = super::attempt(sch, |s| s.cache_write(sum, 0, "local")).ok();
     super::split_k_sum(space, sch, sum)?;
     let loops = sch.get_loops(sum).map_err(at("split-K sum"))?;
     // The thread's loop, above the serial sum over the partial results.
     let thread = loops.len().checked_sub(2).map(|i| loops[i]);
-    for name in epilogues {
-        let b = sch.get_block(name).map_err(at("epilogue"))?;
+    let mut all_placed = true;
+    for b in write_back.into_iter().chain(
+        kept.iter()
+            .map(|name| sch.get_block(name).map_err(at("epilogue")))
+            .collect::<Result<Vec<_>, _>>()?,
+    ) {
         let placed =
             thread.is_some_and(|t| super::attempt(sch, |s| s.reverse_compute_at(b, t)).is_ok());
         if !placed {
-            standalone(space, sch, name)?;
+            all_placed = false;
+            let id = sch.block_id(b).map_err(at("epilogue"))?;
+            let name = sch.program().block(id).name.clone();
+            standalone(space, sch, &name)?;
         }
+    }
+    // The sum's write-back into its global buffer, inlined into the epilogues in its
+    // thread: they read the register.
+    if let (Some(wb), true) = (write_back, all_placed) {
+        let _ = super::attempt(sch, |s| s.compute_inline(wb));
     }
     Ok(())
 }
@@ -571,6 +597,7 @@ mod tests {
         let space = SearchSpace::cuda_default();
         let p = program("matmul:m=128,n=64,k=1024,dtype=f16,acc=f32");
         let mut seen = [false; 2];
+        let mut seen_global = false;
         for seed in 0..8 {
             let mut sch = Schedule::new(p.clone(), seed);
             apply_sketch(&space, &mut sch, seed, SketchKind::Wgmma).unwrap();
@@ -581,6 +608,19 @@ mod tests {
             let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{trace}"));
             assert_eq!(lowered.kernels.len(), 1 + usize::from(split), "{trace}");
+            if split && !seen_global {
+                // The sum reads the partial results into a register and converts it for
+                // the output there: the partials are the one buffer left in global memory
+                // (`interp::check` above runs the local accumulator).
+                let ir = crate::ir::printer::print_program(sch.program());
+                let global: Vec<&str> = ir
+                    .lines()
+                    .filter(|l| l.contains("alloc_buffer") && l.contains("\"global\""))
+                    .collect();
+                assert_eq!(global.len(), 1, "{ir}");
+                assert!(global[0].contains("_rf ="), "{ir}");
+                seen_global = true;
+            }
             assert!(trace.contains("wgmma_sync"), "{trace}");
         }
         assert_eq!(seen, [true, true]);
