@@ -162,7 +162,7 @@ fn the_tensor_core_conv_example_compiles_to_wgmma_fed_by_16_byte_copies() {
 }
 
 #[test]
-fn the_wgmma_sketch_samples_16_bit_convs_of_batch_1_through_im2col() {
+fn the_wgmma_sketch_samples_16_bit_convs_through_im2col() {
     use tessel::search::sketch::{apply_sketch, sketches};
     use tessel::search::{SearchSpace, SketchKind};
     let space = SearchSpace::cuda_default();
@@ -173,14 +173,18 @@ fn the_wgmma_sketch_samples_16_bit_convs_of_batch_1_through_im2col() {
     };
     let nhwc = "conv2d_nhwc:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
     assert!(has_wgmma(nhwc));
-    // fp32: no tensor cores without `math=tf32`; a batch: an NHWC write-back's three row
-    // digits do not fold in the lowering.
+    // fp32: no tensor cores without `math=tf32`; a batch of NCHW: the GEMM's rows (the
+    // images' pixels one after another) are no runs of the output, whose image stride
+    // is k * p * q.
     for spec in [
         "conv2d_nhwc:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1",
-        "conv2d_nhwc:n=2,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32",
+        "conv2d_nchw:n=2,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32",
     ] {
         assert!(!has_wgmma(spec), "{spec}");
     }
+    // A batch of NHWC: the rows are runs of the output (its pixels' digits fold back).
+    let batched = "conv2d_nhwc:n=2,c=16,h=6,w=6,k=16,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
+    assert!(has_wgmma(batched));
     // Strided too; NCHW with a window through channels-last stages, and with pixels
     // padded to the tile (7 x 7 = 49 of them).
     let strided = "conv2d_nhwc:n=1,c=16,h=9,w=9,k=64,r=3,s=3,stride=2,pad=1,dtype=f16,acc=f32";
@@ -195,6 +199,8 @@ fn the_wgmma_sketch_samples_16_bit_convs_of_batch_1_through_im2col() {
         (nchw, 5),
         (nchw_small, 6),
         (nchw_small, 7),
+        (batched, 8),
+        (batched, 9),
     ] {
         let reference = program(spec);
         let mut sch = Schedule::new(reference.clone(), seed);
@@ -209,8 +215,14 @@ fn the_wgmma_sketch_samples_16_bit_convs_of_batch_1_through_im2col() {
             err < tessel::interp::TOLERANCE_F16,
             "{spec} seed {seed}: relative error {err}"
         );
-        tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda)
+        let lowered = tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda)
             .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+        if spec == batched && seed == 8 {
+            // Every block of both images, as the GPU runs them.
+            let err = tessel::interp::check_lowered(&reference, &lowered, seed)
+                .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}\n{printed}"));
+            assert!(err < tessel::interp::TOLERANCE_F16, "{spec}: {err}");
+        }
     }
 }
 

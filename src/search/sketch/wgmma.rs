@@ -77,10 +77,11 @@ pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId
 
 /// Whether `main` is a convolution that [`conv_to_gemm`] turns into such a GEMM, fetched
 /// fast and stored back by `mma_store`: its result's rows runs of neighbouring output
-/// elements (the columns step by one through the output). A batch above 1 is left out:
-/// the lowering's simplifier does not fold three digits of a row (`m // 3136`,
-/// `m // 56 % 56`, `m % 56`) back into the row, so the write-back of a tile would not
-/// lower.
+/// elements (the columns step by one through the output). With a batch, the rows are the
+/// batch's pixels one image after another (`n, p, q` as one axis); they are runs of the
+/// output where it stores the channel last (NHWC: the digits `m // 3136`, `m // 56 % 56`,
+/// `m % 56` fold back into the row), not where the channel comes between the batch and
+/// the pixels (NCHW: the image's stride is `k * p * q`), which is left out.
 pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
     let blk = p.block(main);
     let out_vars: Vec<crate::ir::VarId> = blk.body.indices.iter().flat_map(|e| e.vars()).collect();
@@ -90,7 +91,7 @@ pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
         .filter(|iv| iv.kind == crate::ir::IterKind::Spatial && iv.extent > 1)
         .filter(|iv| out_vars.contains(&iv.var))
         .count();
-    if varying > 3 || super::tensor_core::gemm(p, main).is_some() {
+    if varying > 4 || super::tensor_core::gemm(p, main).is_some() {
         return false;
     }
     let mut sch = Schedule::new(p.clone(), 0);
