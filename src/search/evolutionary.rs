@@ -43,7 +43,7 @@ use super::space::{SearchParams, SearchSpace};
 use crate::cost_model::Scorer;
 use crate::ir::Program;
 use crate::lower::{lower, Lowered};
-use crate::schedule::{replay, Decision, Schedule, Trace};
+use crate::schedule::{replay, Decision, Trace};
 use rand::distributions::{Distribution, WeightedIndex};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -319,14 +319,7 @@ impl EvolutionarySearch {
             },
             Source::Fresh { kind, seed } => {
                 let sampled = timed(&mut work.sample, || {
-                    // Dropped if the sketch fails, so sampled without the program copies
-                    // that restore a failed primitive (the sketch's own attempts aside).
-                    let mut sch = Schedule::new(self.program.clone(), seed);
-                    sch.set_rollback(false);
-                    let applied =
-                        sketch::apply_sketch(&self.space, &mut sch, splitmix(seed), kind).is_ok();
-                    sch.set_rollback(true);
-                    (applied && !sch.abandoned()).then_some(sch)
+                    sketch::sample_afresh(&self.space, &self.program, kind, seed, None)
                 });
                 match sampled {
                     Some(sch) => sch,

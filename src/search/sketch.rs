@@ -259,12 +259,33 @@ pub(crate) fn attempt<T>(
     out
 }
 
-/// A mutant whose changed sketch choice (the `sample_categorical` at `inst` of `trace`)
-/// no longer replays, grown again: each sketch of `kinds` is applied to `program` afresh
-/// with the trace's decisions as hints (`crate::schedule::hints`), and the first that
-/// makes the trace's decisions up to and including `inst` is the mutant (the decisions
-/// after it kept where the sketch meets the same instructions again, else drawn from
-/// `seed`). `None` when no sketch does.
+/// A sample of sketch `kind` of `program` drawn from `seed`, each sampling instruction
+/// taking a fitting decision of `hints` first where given; `None` where the sketch fails.
+/// Dropped on failure, so sampled without the program copies that restore a failed
+/// primitive (the sketch's own attempts aside).
+pub(crate) fn sample_afresh(
+    space: &SearchSpace,
+    program: &Program,
+    kind: SketchKind,
+    seed: u64,
+    hints: Option<crate::schedule::hints::Hints>,
+) -> Option<Schedule> {
+    let mut sch = Schedule::new(program.clone(), seed);
+    sch.set_rollback(false);
+    if let Some(h) = hints {
+        sch.set_hints(h);
+    }
+    let applied = apply_sketch(space, &mut sch, super::random::splitmix(seed), kind).is_ok();
+    sch.set_rollback(true);
+    (applied && !sch.abandoned()).then_some(sch)
+}
+
+/// A mutant whose changed sketch choice (the `sample_categorical` at `inst` of `trace`, a
+/// branch of the sketch: the trace's instructions after it are the old branch's) grown
+/// again: each sketch of `kinds` is sampled afresh with the trace's decisions as hints
+/// (`crate::schedule::hints`), and the first that makes the trace's decisions up to and
+/// including `inst` is the mutant (the decisions after it kept where the sketch meets the
+/// same instructions again, else drawn from `seed`). `None` when no sketch does.
 pub fn regrow(
     space: &SearchSpace,
     program: &Program,
@@ -281,13 +302,9 @@ pub fn regrow(
         .count();
     let hints = crate::schedule::hints::Hints::from_trace(trace);
     kinds.iter().find_map(|&kind| {
-        let mut sch = Schedule::new(program.clone(), seed);
-        sch.set_rollback(false);
-        sch.set_hints(hints.clone());
-        let applied = apply_sketch(space, &mut sch, super::random::splitmix(seed), kind).is_ok();
-        sch.set_rollback(true);
+        let mut sch = sample_afresh(space, program, kind, seed, Some(hints.clone()))?;
         let same = sch.take_hints().is_some_and(|h| h.took_first(through));
-        (applied && same && !sch.abandoned()).then_some(sch)
+        same.then_some(sch)
     })
 }
 
