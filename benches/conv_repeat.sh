@@ -6,6 +6,9 @@
 #   benches/conv_repeat.sh TRIALS REPS WORKLOAD...
 #   e.g. benches/conv_repeat.sh 128 3 "conv2d_nchw:n=1,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32"
 set -u
+# A fresh database here means nothing at all: not the shipped records `tessel tune`
+# starts a new database from (TESSEL_SHIPPED=on restores that).
+export TESSEL_SHIPPED=${TESSEL_SHIPPED:-off}
 trials=$1 reps=$2
 shift 2
 bin=${TESSEL_BIN:-./.gpu/tessel}

@@ -9,8 +9,12 @@
 # best trace (.sched) and the peer comparison (.run.txt). The database is
 # $TESSEL_DB (default /tmp/tessel-suite.sqlite); OUT gets its best-only export.
 # TESSEL_NO_PEER=1 skips building the best afresh and timing the peer; TESSEL_RETRAIN=all
-# retrains the cost model on every record (tessel tune --retrain).
+# retrains the cost model on every record (tessel tune --retrain); TESSEL_NO_EXPORT=1
+# skips the database's exports.
 set -u
+# A fresh database here means nothing at all: not the shipped records `tessel tune`
+# starts a new database from (TESSEL_SHIPPED=on restores that).
+export TESSEL_SHIPPED=${TESSEL_SHIPPED:-off}
 out=$1 secs=$2 trials=$3
 shift 3
 bin=${TESSEL_BIN:-./.gpu/tessel}
@@ -44,6 +48,7 @@ for w in "$@"; do
   esac
   cat "$out/$tag.run.txt" | grep -E "TFLOP|check|cublasLt|cuDNN" | head -8
 done
+[[ ${TESSEL_NO_EXPORT:-0} == 1 ]] && exit 0
 # `db export` does not overwrite a file: a second run into the same OUT replaces them.
 rm -f "$out/best.sqlite" "$out/best.jsonl" /tmp/all.jsonl
 "$bin" db export --db "$db" --out "$out/best.sqlite" --best-only --target cuda >/dev/null

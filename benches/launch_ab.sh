@@ -8,6 +8,9 @@
 #   benches/launch_ab.sh OTHER TRIALS REPS WORKLOAD...
 #   e.g. benches/launch_ab.sh .gpu/tessel-before 128 3 "conv2d_nchw:n=1,c=64,h=56,w=56,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32"
 set -u
+# A fresh database here means nothing at all: not the shipped records `tessel tune`
+# starts a new database from (TESSEL_SHIPPED=on restores that).
+export TESSEL_SHIPPED=${TESSEL_SHIPPED:-off}
 other=$1 trials=$2 reps=$3
 shift 3
 bin=${TESSEL_BIN:-./.gpu/tessel}

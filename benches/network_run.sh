@@ -12,7 +12,8 @@
 # network latency against the libraries' per-layer total) and report/ (index.html, one SVG
 # tuning curve per task, network.svg). The third argument picks the task scheduler: run
 # once with each into two OUTs to compare them at the same budget.
-# TESSEL_BIN (default ./.gpu/tessel), TESSEL_DB (default OUT/network.sqlite),
+# TESSEL_BIN (default ./.gpu/tessel), TESSEL_DB (default OUT/network.sqlite; a new one
+# starts from the shipped records, as `tessel tune` does, unless TESSEL_SHIPPED=off),
 # TESSEL_NETWORK (another network file), TESSEL_SEED (11), TESSEL_BATCH (per round, 64).
 set -u
 out=$1 trials=$2 policy=${3:-gradient}

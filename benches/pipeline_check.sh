@@ -13,6 +13,9 @@
 # .tune.err, JSON on .tune.json), the best trace (.sched) and the timing (.run.txt); the
 # summary table (stages of the best trace, TFLOP/s) goes to stdout and OUT/summary.md.
 set -u
+# A fresh database here means nothing at all: not the shipped records `tessel tune`
+# starts a new database from (TESSEL_SHIPPED=on restores that).
+export TESSEL_SHIPPED=${TESSEL_SHIPPED:-off}
 out=$1 secs=${2:-50}
 bin=${TESSEL_BIN:-./.gpu/tessel}
 seed=${TESSEL_SEED:-11}

@@ -7,6 +7,9 @@
 #   benches/tune_ab.sh OTHER TRIALS WORKLOAD...
 #   e.g. benches/tune_ab.sh .exp/tessel-old 128 matmul:1009x523x311 "matmul:1000x1000x1000,dtype=f16,acc=f32"
 set -u
+# A fresh database here means nothing at all: not the shipped records `tessel tune`
+# starts a new database from (TESSEL_SHIPPED=on restores that).
+export TESSEL_SHIPPED=${TESSEL_SHIPPED:-off}
 other=$1 trials=$2
 shift 2
 bin=${TESSEL_BIN:-./.gpu/tessel}

@@ -1017,8 +1017,14 @@ struct TuneArgs {
     #[arg(long)]
     time_limit: Option<f64>,
     /// The record database (default: $TESSEL_DB, else the platform's data directory).
+    /// One that has no record of the target yet starts from the record sets that ship in
+    /// `database/` (imported, and the cost model trained on them, once).
     #[arg(long)]
     db: Option<PathBuf>,
+    /// Start a new database from nothing: do not import the shipped record sets (also
+    /// `TESSEL_SHIPPED=off`; `TESSEL_SHIPPED=DIR` names another folder of sets).
+    #[arg(long)]
+    no_shipped: bool,
     /// Makes the proposals deterministic.
     #[arg(long)]
     seed: Option<u64>,
@@ -1086,12 +1092,8 @@ fn run_tune(args: TuneArgs) -> Result<()> {
         bail!("--shard, --task-scheduler and --devices need --network");
     }
     use tessel::tune::Tuner;
-    let path = db_path(args.db.clone())?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let mut database = tessel::database::Database::open(&path)?;
     let tt = tune_target(args.target)?;
+    let (path, mut database) = open_tune_db(&args, &tt, "tessel")?;
     let space = space_file(args.space.as_deref())?;
     let strategy = strategy_kind(args.strategy);
     let mut json_reports = Vec::new();
@@ -1141,6 +1143,26 @@ fn run_tune(args: TuneArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The database `tessel tune` writes to (its folder created), started from the record
+/// sets that ship when it knows nothing of the target yet (`tune::shipped`; not with
+/// `--no-shipped`). `who` prefixes the notes.
+fn open_tune_db(
+    args: &TuneArgs,
+    tt: &tessel::tune::TuneTarget,
+    who: &str,
+) -> Result<(PathBuf, tessel::database::Database)> {
+    let path = db_path(args.db.clone())?;
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let mut database = tessel::database::Database::open(&path)?;
+    tessel::tune::shipped::prepare(&mut database, &tt.key()?, args.no_shipped, &mut |note| {
+        eprintln!("[{who}] {note}")
+    })
+    .map_err(|e| anyhow::anyhow!("starting {} from the shipped records: {e}", path.display()))?;
+    Ok((path, database))
 }
 
 /// The settings `tessel tune` passes to a tuner, for workloads and networks alike.
@@ -1486,12 +1508,8 @@ fn tune_network(args: &TuneArgs, file: &std::path::Path) -> Result<()> {
         Some(s) => format!("{} shard {}/{}", network.name, s.index, s.count),
         None => network.name.clone(),
     };
-    let path = db_path(args.db.clone())?;
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let mut database = tessel::database::Database::open(&path)?;
     let tt = tune_target(args.target)?;
+    let (path, mut database) = open_tune_db(args, &tt, &name)?;
     let key = tt.key()?;
     let space = space_file(args.space.as_deref())?;
     let strategy = strategy_kind(args.strategy);

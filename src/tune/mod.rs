@@ -33,6 +33,7 @@ mod propose;
 pub(crate) mod record;
 pub mod report;
 mod session;
+pub mod shipped;
 mod target;
 pub mod warm_start;
 
