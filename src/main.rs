@@ -974,6 +974,13 @@ fn main() -> ExitCode {
     {
         return ExitCode::from(u8::try_from(tessel::measure::worker::worker_main()).unwrap_or(1));
     }
+    // A reader that stops early (`tessel db stats | head`) ends the output quietly, as it
+    // does for other command-line tools, instead of a panic in `println!`: Rust ignores
+    // SIGPIPE by default, and a write to the closed pipe then fails.
+    // SAFETY: restoring a signal's default disposition before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

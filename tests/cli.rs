@@ -300,3 +300,31 @@ fn a_json_trace_is_a_schedule_file() {
     let (ok, _, err) = tessel(&["show", "matmul:256x256x256", "--schedule", &bad]);
     assert!(!ok && err.contains("bad.json"), "{err}");
 }
+
+#[test]
+fn a_reader_that_stops_early_ends_the_output_without_a_panic() {
+    use std::io::Read;
+    use std::process::Stdio;
+    // `tessel sample ... | head -c 1`: the pipe closes after the first byte of some 200 KB,
+    // more than a pipe holds.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tessel"))
+        .args([
+            "sample",
+            "matmul:1009x523x311",
+            "--target",
+            "cuda",
+            "-n",
+            "64",
+            "--json",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run tessel");
+    let mut first = [0u8; 1];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    // stdout is dropped here: the rest of the output meets a closed pipe.
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
