@@ -173,18 +173,17 @@ fn the_wgmma_sketch_samples_16_bit_convs_through_im2col() {
     };
     let nhwc = "conv2d_nhwc:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
     assert!(has_wgmma(nhwc));
-    // fp32: no tensor cores without `math=tf32`; a batch of NCHW: the GEMM's rows (the
-    // images' pixels one after another) are no runs of the output, whose image stride
-    // is k * p * q.
-    for spec in [
-        "conv2d_nhwc:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1",
-        "conv2d_nchw:n=2,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32",
-    ] {
-        assert!(!has_wgmma(spec), "{spec}");
-    }
+    // fp32: no tensor cores without `math=tf32`.
+    assert!(!has_wgmma(
+        "conv2d_nhwc:n=1,c=16,h=8,w=8,k=64,r=3,s=3,stride=1,pad=1"
+    ));
     // A batch of NHWC: the rows are runs of the output (its pixels' digits fold back).
     let batched = "conv2d_nhwc:n=2,c=16,h=6,w=6,k=16,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
     assert!(has_wgmma(batched));
+    // A batch of NCHW: the output's image stride is k * p * q, so the GEMM's rows (the
+    // images' pixels one after another) are no runs of it; the GEMM stores its own result.
+    let batched_nchw = "conv2d_nchw:n=2,c=16,h=6,w=6,k=16,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
+    assert!(has_wgmma(batched_nchw));
     // Strided too; NCHW with a window through channels-last stages, and with pixels
     // padded to the tile (7 x 7 = 49 of them).
     let strided = "conv2d_nhwc:n=1,c=16,h=9,w=9,k=64,r=3,s=3,stride=2,pad=1,dtype=f16,acc=f32";
@@ -201,6 +200,8 @@ fn the_wgmma_sketch_samples_16_bit_convs_through_im2col() {
         (nchw_small, 7),
         (batched, 8),
         (batched, 9),
+        (batched_nchw, 10),
+        (batched_nchw, 11),
     ] {
         let reference = program(spec);
         let mut sch = Schedule::new(reference.clone(), seed);
@@ -217,7 +218,11 @@ fn the_wgmma_sketch_samples_16_bit_convs_through_im2col() {
         );
         let lowered = tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda)
             .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
-        if spec == batched && seed == 8 {
+        if spec == batched_nchw {
+            // The conv's store is a kernel of its own after the GEMM's.
+            assert!(lowered.kernels.len() >= 3, "{printed}");
+        }
+        if (spec == batched && seed == 8) || (spec == batched_nchw && seed == 10) {
             // Every block of both images, as the GPU runs them.
             let err = tessel::interp::check_lowered(&reference, &lowered, seed)
                 .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}\n{printed}"));

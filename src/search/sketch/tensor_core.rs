@@ -339,11 +339,37 @@ pub(super) fn accumulate(
     }
     for name in &st.epilogues {
         let b = sch.get_block(name).map_err(at("epilogue"))?;
-        if !leftovers.is_empty() || attempt(sch, |s| s.reverse_compute_inline(b)).is_err() {
+        if !leftovers.is_empty() || !inline_into_store(sch, b, wb) {
             leftovers.push(name.clone());
         }
     }
     Ok((st, main, g, wb, leftovers))
+}
+
+/// Inlines epilogue `b` into the accumulator's write-back `wb` where the store that makes
+/// stays affine in the write-back's variables, as `mma_store` needs (its tiles address
+/// their destination one to one); otherwise leaves the schedule as it was and says no.
+/// A batch of NCHW convolutions is the case: its GEMM's rows are the images' pixels one
+/// after another, and the output puts the channels between images, so the store of a
+/// row reached through the conv's epilogue divides by the pixels an image has. The GEMM
+/// then stores its own output and the epilogue runs as a kernel of its own.
+fn inline_into_store(sch: &mut Schedule, b: BlockRv, wb: BlockRv) -> bool {
+    let before = sch.clone();
+    if attempt(sch, |s| s.reverse_compute_inline(b)).is_err() {
+        return false;
+    }
+    let affine = sch.block_id(wb).is_ok_and(|id| {
+        let p = sch.program();
+        let blk = p.block(id);
+        let flat = crate::ir::tensorize::flat_store_index(p, blk);
+        blk.iter_vars
+            .iter()
+            .all(|iv| crate::ir::tensorize::step(&flat, iv.var).is_some())
+    });
+    if !affine {
+        *sch = before;
+    }
+    affine
 }
 
 /// The cooperative fetch of a shared stage: its loops fused and spread over the warps

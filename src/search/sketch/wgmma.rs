@@ -75,13 +75,13 @@ pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId
             .is_some_and(|t| t.wgmma_probability > 0.0)
 }
 
-/// Whether `main` is a convolution that [`conv_to_gemm`] turns into such a GEMM, fetched
-/// fast and stored back by `mma_store`: its result's rows runs of neighbouring output
-/// elements (the columns step by one through the output). With a batch, the rows are the
-/// batch's pixels one image after another (`n, p, q` as one axis); they are runs of the
-/// output where it stores the channel last (NHWC: the digits `m // 3136`, `m // 56 % 56`,
-/// `m % 56` fold back into the row), not where the channel comes between the batch and
-/// the pixels (NCHW: the image's stride is `k * p * q`), which is left out.
+/// Whether `main` is a convolution that [`conv_to_gemm`] turns into such a GEMM. With a
+/// batch, the GEMM's rows are the batch's pixels one image after another (`n, p, q` as one
+/// axis); where the output stores the channel last (NHWC: the digits `m // 3136`,
+/// `m // 56 % 56`, `m % 56` fold back into the row) `mma_store` writes the conv's output
+/// itself; where the channel comes between the batch and the pixels (NCHW: the image's
+/// stride is `k * p * q`) the GEMM stores its own result and the conv's store runs as a
+/// kernel of its own (`tensor_core::accumulate`).
 pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
     let blk = p.block(main);
     let out_vars: Vec<crate::ir::VarId> = blk.body.indices.iter().flat_map(|e| e.vars()).collect();
@@ -100,12 +100,7 @@ pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
         return false;
     };
     let q = sch.program();
-    let rows_contiguous = q.find_block(&made.back).first().is_some_and(|b| {
-        let back = q.block(*b);
-        let flat = crate::ir::tensorize::flat_store_index(q, back);
-        crate::ir::tensorize::step(&flat, back.iter_vars[1].var) == Some(1)
-    });
-    rows_contiguous
+    q.find_block(&made.back).len() == 1
         && q.find_block(&name)
             .first()
             .is_some_and(|b| super::tensor_core::gemm(q, *b).is_some())
