@@ -4,7 +4,7 @@
 # SCHED`, the first COUNT launches of kernels named main_kernel* (the run's reference
 # kernels come first, then the scheduled ones: read the grid to tell them apart), and
 # with PEER=conv the cuDNN kernel PyTorch picks for a conv2d spec (of the spec's dtype, benchmark mode, TF32
-# off, after the choice is made). Prints per kernel the time, instructions, IPC,
+# off, after the choice is made; channels last for an NHWC workload). Prints per kernel the time, instructions, IPC,
 # occupancy, registers and the top stall; the full reports go to OUT.
 #
 #   benches/ncu_profile.sh OUT WORKLOAD SCHED [COUNT]
@@ -30,7 +30,7 @@ import sys
 spec = sys.argv[1].split(":", 1)[1]
 kv = dict(x.split("=") for x in spec.split(","))
 print(" ".join(kv[k] for k in ["n", "c", "h", "w", "k", "r", "s", "stride", "pad"]
-               ) + " " + kv.get("dtype", "f32"))
+               ) + " " + kv.get("dtype", "f32") + (" nhwc" if sys.argv[1].startswith("conv2d_nhwc") else ""))
 PY
 )
   cat >"$out/cudnn_once.py" <<'PY'
@@ -42,6 +42,10 @@ n, c, h, w, k, r, s, st, p = (int(x) for x in sys.argv[1:10])
 dtype = {"f16": torch.float16, "bf16": torch.bfloat16}.get(sys.argv[10], torch.float32)
 x = torch.randn(n, c, h, w, device="cuda", dtype=dtype)
 wt = torch.randn(k, c, r, s, device="cuda", dtype=dtype)
+if "nhwc" in sys.argv[11:]:
+    # An NHWC workload: cuDNN's channels-last kernels, as benches/cudnn_conv.py times them.
+    x = x.to(memory_format=torch.channels_last)
+    wt = wt.to(memory_format=torch.channels_last)
 for _ in range(20):
     torch.nn.functional.conv2d(x, wt, stride=st, padding=p)
 torch.cuda.synchronize()
