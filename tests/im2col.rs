@@ -349,3 +349,48 @@ fn the_staged_transposes_run_as_the_gpu_runs_them() {
     }
     assert_eq!(seen.into_iter().collect::<Vec<_>>(), [0, 1, 2]);
 }
+
+/// The plain and split-K sketches offer a pointwise conv its GEMM view: a branch recorded
+/// in the trace, `im2col` first where it is taken (the GEMM then padded and staged like
+/// any other), the conv's own loops where it is not; both compute the reference, run as
+/// the GPU runs them. A conv with a window is not offered it.
+#[test]
+fn the_plain_sketch_tiles_a_pointwise_conv_as_its_gemm_or_as_a_conv() {
+    use tessel::search::sketch::apply_sketch;
+    use tessel::search::{SearchSpace, SketchKind};
+    let space = SearchSpace::cuda_default();
+    let pointwise = "conv2d_nhwc:n=2,c=35,h=11,w=11,k=19,r=1,s=1,stride=2,pad=0";
+    let nchw = "conv2d_nchw:n=1,c=24,h=9,w=9,k=40,r=1,s=1,stride=1,pad=0";
+    let window = "conv2d_nchw:n=1,c=8,h=9,w=9,k=16,r=3,s=3,stride=1,pad=1";
+    let mut seen = std::collections::BTreeSet::new();
+    for (spec, kind) in [
+        (pointwise, SketchKind::Plain),
+        (nchw, SketchKind::Plain),
+        (nchw, SketchKind::SplitK),
+        (window, SketchKind::Plain),
+    ] {
+        let reference = program(spec);
+        for seed in 0..4u64 {
+            let mut sch = Schedule::new(reference.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, kind).unwrap_or_else(|e| panic!("{e}"));
+            let printed = text::print(sch.trace());
+            let as_gemm = printed.contains("im2col(");
+            assert!(!(spec == window && as_gemm), "{printed}");
+            if as_gemm {
+                assert!(printed.contains("pad_einsum("), "{printed}");
+            }
+            seen.insert((spec, as_gemm));
+            let lowered = tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda)
+                .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+            let err = tessel::interp::check_lowered(&reference, &lowered, seed)
+                .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}\n{printed}"));
+            assert!(err < 1e-5, "{spec} {kind:?} seed {seed}: {err}");
+        }
+    }
+    for spec in [pointwise, nchw] {
+        assert!(
+            seen.contains(&(spec, true)) && seen.contains(&(spec, false)),
+            "{seen:?}"
+        );
+    }
+}
