@@ -1100,7 +1100,7 @@ fn run_tune(args: TuneArgs) -> Result<()> {
     }
     use tessel::tune::Tuner;
     let tt = tune_target(args.target)?;
-    let (path, mut database) = open_tune_db(&args, &tt, "tessel")?;
+    let (path, mut database) = open_tune_db(&args, &tt.key()?, "tessel")?;
     let space = space_file(args.space.as_deref())?;
     let strategy = strategy_kind(args.strategy);
     let mut json_reports = Vec::new();
@@ -1157,7 +1157,7 @@ fn run_tune(args: TuneArgs) -> Result<()> {
 /// `--no-shipped`). `who` prefixes the notes.
 fn open_tune_db(
     args: &TuneArgs,
-    tt: &tessel::tune::TuneTarget,
+    target: &tessel::database::TargetKey,
     who: &str,
 ) -> Result<(PathBuf, tessel::database::Database)> {
     let path = db_path(args.db.clone())?;
@@ -1165,7 +1165,7 @@ fn open_tune_db(
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let mut database = tessel::database::Database::open(&path)?;
-    tessel::tune::shipped::prepare(&mut database, &tt.key()?, args.no_shipped, &mut |note| {
+    tessel::tune::shipped::prepare(&mut database, target, args.no_shipped, &mut |note| {
         eprintln!("[{who}] {note}")
     })
     .map_err(|e| anyhow::anyhow!("starting {} from the shipped records: {e}", path.display()))?;
@@ -1516,8 +1516,8 @@ fn tune_network(args: &TuneArgs, file: &std::path::Path) -> Result<()> {
         None => network.name.clone(),
     };
     let tt = tune_target(args.target)?;
-    let (path, mut database) = open_tune_db(args, &tt, &name)?;
     let key = tt.key()?;
+    let (path, mut database) = open_tune_db(args, &key, &name)?;
     let space = space_file(args.space.as_deref())?;
     let strategy = strategy_kind(args.strategy);
     eprintln!(

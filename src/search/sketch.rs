@@ -153,9 +153,9 @@ const STANDALONE_THREADS: i64 = 128;
 
 /// Elements each thread of such a stage takes, the candidates of a decision: a block's
 /// threads take `STANDALONE_THREADS` neighbours at a time (each access coalesced), each
-/// thread its elements one block-width apart, unrolled. One a thread made a split-K sum
-/// of 800K outputs 6,272 blocks doing two loads a thread (7.4 us on the H100 where its
-/// 6.4 MB read at HBM speed take 2).
+/// thread its elements one block-width apart, unrolled. With one element a thread, a
+/// split-K sum of 800K outputs ran 6,272 blocks doing two loads a thread (7.4 us on the
+/// H100, where reading its 6.4 MB at HBM speed takes about 2).
 const STANDALONE_ELEMENTS: [i64; 4] = [1, 2, 4, 8];
 
 /// The stages of the program the rules act on, by block name.

@@ -96,21 +96,13 @@ pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
     }
     let mut sch = Schedule::new(p.clone(), 0);
     let name = blk.name.clone();
-    let Ok(made) = conv_to_gemm(&mut sch, &name) else {
+    if conv_to_gemm(&mut sch, &name).is_err() {
         return false;
-    };
+    }
     let q = sch.program();
-    q.find_block(&made.back).len() == 1
-        && q.find_block(&name)
-            .first()
-            .is_some_and(|b| super::tensor_core::gemm(q, *b).is_some())
-}
-
-/// What [`conv_to_gemm`] made: `im2col`'s blocks, and the blocks that store the data and
-/// weights in a new layout first (each a kernel of its own, before the GEMM's).
-struct ConvGemm {
-    back: String,
-    staged: Vec<Staged>,
+    q.find_block(&name)
+        .first()
+        .is_some_and(|b| super::tensor_core::gemm(q, *b).is_some())
 }
 
 /// Step 0: the convolution `main` rewritten as its GEMM (`im2col`), its operands fetched
@@ -123,7 +115,8 @@ struct ConvGemm {
 /// buffer, `transform_layout`, else a global copy of the input), and the weights with
 /// their reduction axes in the data's order (`k, r, s, c`), as cuDNN's tensor-core
 /// kernels do with NCHW tensors; `im2col` then orders K with the channel fastest.
-fn conv_to_gemm(sch: &mut Schedule, main: &str) -> Result<ConvGemm, SketchError> {
+/// Returns those staged stores (each a kernel of its own, before the GEMM's).
+fn conv_to_gemm(sch: &mut Schedule, main: &str) -> Result<Vec<Staged>, SketchError> {
     use crate::ir::{Expr, IterKind};
     let b = sch.get_block(main).map_err(at("im2col"))?;
     let id = sch.block_id(b).map_err(at("im2col"))?;
@@ -211,10 +204,7 @@ fn conv_to_gemm(sch: &mut Schedule, main: &str) -> Result<ConvGemm, SketchError>
         sch.transform_layout(x, 0, &[vec![1], vec![0]])
             .map_err(at("transform_layout"))?;
     }
-    Ok(ConvGemm {
-        back: made.back,
-        staged,
-    })
+    Ok(staged)
 }
 
 /// Builds one sample of the wgmma sketch (see the module doc).
@@ -242,7 +232,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     let staged = if is_gemm {
         Vec::new()
     } else {
-        conv_to_gemm(sch, &st.main)?.staged
+        conv_to_gemm(sch, &st.main)?
     };
     pad(&multiples, PANEL, space.max_waste, sch, &st.main)?;
     // 1b. Split-K: the reduction split into a batch of partial GEMMs.
