@@ -199,8 +199,10 @@ impl Ctx<'_> {
         match e {
             Expr::Int(v) => Lin::constant(*v),
             Expr::Var(v) => Lin::atom(Atom::Var(*v)),
-            Expr::Bin(BinOp::Add, a, b) => self.to_lin(a).add(self.to_lin(b), 1),
-            Expr::Bin(BinOp::Sub, a, b) => self.to_lin(a).add(self.to_lin(b), -1),
+            Expr::Bin(BinOp::Add, a, b) => self.merge_digits(self.to_lin(a).add(self.to_lin(b), 1)),
+            Expr::Bin(BinOp::Sub, a, b) => {
+                self.merge_digits(self.to_lin(a).add(self.to_lin(b), -1))
+            }
             Expr::Bin(BinOp::Mul, a, b) => {
                 let (la, lb) = (self.to_lin(a), self.to_lin(b));
                 match (la.as_const(), lb.as_const()) {
@@ -229,6 +231,53 @@ impl Ctx<'_> {
                 }
             }
             _ => self.opaque(e),
+        }
+    }
+
+    /// `d * (x // c) + (y // a) % d = y // a` where the outer digit was reduced by the
+    /// ranges: `y = g*x + r` with `r` in `[0, g)` and `g*c = a*d`, so `x // c = y // (a*d)`
+    /// (`c` is 1 where the digit reduced to `x` itself).
+    /// A batch of NHWC images as GEMM rows: the image `(256*b + 16*w + i) // 3136` is
+    /// `(16*b + w) // 196` for `i < 16`, beside the pixel row `(256*b + 16*w + i) // 56 % 56`.
+    fn merge_digits(&self, mut l: Lin) -> Lin {
+        loop {
+            let mut found = None;
+            'outer: for (i, (a, k)) in l.terms.iter().enumerate() {
+                // The outer digit, `x // c`; an atom reduced to a whole `x` is `x // 1`.
+                let (x, c) = match a {
+                    Atom::Div(x, c) => ((**x).clone(), *c),
+                    Atom::Mod(..) => continue,
+                    other => (Lin::atom(other.clone()), 1),
+                };
+                for (j, (b, kb)) in l.terms.iter().enumerate() {
+                    let Atom::Mod(y_a, d) = b else { continue };
+                    let [(Atom::Div(y, a), 1)] = y_a.terms.as_slice() else {
+                        continue;
+                    };
+                    if y_a.c != 0 || *k != kb * d {
+                        continue;
+                    }
+                    let Some(ad) = a.checked_mul(*d) else {
+                        continue;
+                    };
+                    if ad % c != 0 || ad == c {
+                        continue;
+                    }
+                    let g = ad / c;
+                    let r = self.lin_range(&(**y).clone().add(x.clone().scale(g), -1));
+                    if r.is_bounded() && r.min >= 0 && r.max < g {
+                        found = Some((i, j, (**y_a).clone(), *kb));
+                        break 'outer;
+                    }
+                }
+            }
+            let Some((i, j, y_a, kb)) = found else {
+                return l;
+            };
+            let (hi, lo) = if i > j { (i, j) } else { (j, i) };
+            l.terms.remove(hi);
+            l.terms.remove(lo);
+            l = l.add(y_a.scale(kb), 1);
         }
     }
 
@@ -572,6 +621,40 @@ pub(crate) mod tests {
         assert!(apart != at(64) && apart != at(13), "{apart:?}");
         let apart = row_col(fm(v(1), 288), v(1), 17);
         assert!(apart != fm(v(1), 288), "{apart:?}");
+    }
+
+    #[test]
+    fn a_reduced_outer_digit_folds_back() {
+        // Rows m = 256*b + 16*w + i (i < 16) of a batch of 56 x 56 images: the image
+        // m // 3136 reduces to (16*b + w) // 196, the pixel row is m // 56 % 56, the
+        // column m % 56; the three digits fold back into m.
+        let m = Expr::add(
+            Expr::add(
+                Expr::mul(v(0), Expr::Int(256)),
+                Expr::mul(v(1), Expr::Int(16)),
+            ),
+            v(2),
+        );
+        let folded = Expr::add(
+            Expr::add(
+                Expr::mul(fd(m.clone(), 3136), Expr::Int(3136)),
+                Expr::mul(fm(fd(m.clone(), 56), 56), Expr::Int(56)),
+            ),
+            fm(m.clone(), 56),
+        );
+        let extents = [(VarId(0), 98), (VarId(1), 16), (VarId(2), 16)]
+            .into_iter()
+            .collect();
+        assert_eq!(simplify_in(&folded, &extents), simplify_in(&m, &extents));
+        // Not beside another row's image: (w // 196) is no digit of m.
+        let other = Expr::add(
+            Expr::add(
+                Expr::mul(fd(v(1), 196), Expr::Int(3136)),
+                Expr::mul(fm(fd(m.clone(), 56), 56), Expr::Int(56)),
+            ),
+            fm(m.clone(), 56),
+        );
+        assert_ne!(simplify_in(&other, &extents), simplify_in(&m, &extents));
     }
 
     #[test]

@@ -94,45 +94,53 @@ pub enum SketchError {
     },
 }
 
-/// Step 0 of the plain and split-K sketches on a GPU: a pointwise (1x1) convolution is, at
-/// a coin's choice recorded in the trace (a branch no later instruction reads, so the
-/// evolutionary search flips it), rewritten as its GEMM first (`im2col`: its data a
-/// gather of rows, its weights a matrix, its output stored back by an epilogue), so that
-/// the GEMM's padding (`pad_einsum`) and staging apply to it. Tuned as a conv, the
-/// validation set's 1x1 stride-2 NHWC conv reached 9.6 TFLOP/s on an H100 where its own
-/// GEMM reached 12.9-14.1 (benches/RESULTS.md, 2026-11-27). Other convs keep their own
-/// loops (the implicit-GEMM view of step 3b covers their windows).
+/// Step 0 of the plain and split-K sketches on a GPU: a convolution is, at a coin's
+/// choice recorded in the trace (a branch no later instruction reads, so the evolutionary
+/// search flips it), rewritten as its GEMM first (`im2col`: its data a gather of rows, its
+/// weights a matrix, its output stored back by an epilogue), so that the GEMM's padding
+/// (`pad_einsum`) and staging apply to it; the gather goes into the shared fetch. The
+/// coin's weight is `tiling.gemm_view` for a pointwise (1x1) conv and
+/// `tiling.gemm_view_windowed` for one with a window. Tuned as a conv, the validation
+/// set's 1x1 stride-2 NHWC conv reached 9.6 TFLOP/s on an H100 where its own GEMM reached
+/// 12.9-14.1 (benches/RESULTS.md, 2026-11-27).
 fn gemm_view(space: &SearchSpace, sch: &mut Schedule) -> Result<(), SketchError> {
     if !space.is_gpu() {
         return Ok(());
     }
     let st = stages(sch.program())?;
-    let pointwise = {
+    let weight = {
         let p = sch.program();
         let [b] = p.find_block(&st.main)[..] else {
             return Ok(());
         };
-        let blk = p.block(b);
-        let reductions: Vec<i64> = blk
+        let reductions: Vec<i64> = p
+            .block(b)
             .iter_vars
             .iter()
             .filter(|iv| iv.kind == IterKind::Reduce)
             .map(|iv| iv.extent)
             .collect();
         // A conv's reduction is its channels and window; a 1x1 window leaves one axis.
-        reductions.len() >= 3 && reductions.iter().filter(|e| **e > 1).count() == 1 && {
+        let pointwise = reductions.iter().filter(|e| **e > 1).count() == 1;
+        let weight = if pointwise {
+            space.gemm_view
+        } else {
+            space.gemm_view_windowed
+        };
+        let takes = reductions.len() >= 3 && weight > 0.0 && {
             let mut probe = Schedule::new(p.clone(), 0);
             probe
                 .get_block(&st.main)
                 .and_then(|b| probe.im2col(b))
                 .is_ok()
+        };
+        if !takes {
+            return Ok(());
         }
+        weight
     };
-    if !pointwise {
-        return Ok(());
-    }
     let choice = sch
-        .sample_categorical(&[0, 1], &[0.5, 0.5], None)
+        .sample_categorical(&[0, 1], &[1.0 - weight, weight], None)
         .map_err(at("gemm view"))?;
     if sch.value(choice).map_err(at("gemm view"))? == 1 {
         let b = sch.get_block(&st.main).map_err(at("im2col"))?;

@@ -71,6 +71,11 @@ pub struct SearchSpace {
     /// tiled freely, with the accumulator indexed by the fused axis
     /// (`tiling.implicit_gemm_rows`; the rest fuse n, p, q with aligned tiles).
     pub implicit_gemm_rows: f64,
+    /// The probability that a GPU sample of a pointwise (1x1) convolution tiles it as its
+    /// GEMM (`im2col` first; `tiling.gemm_view`), and of a convolution with a window
+    /// (`tiling.gemm_view_windowed`); 0: never.
+    pub gemm_view: f64,
+    pub gemm_view_windowed: f64,
     pub min_threads_per_block: i64,
     pub max_threads_per_block: i64,
     pub max_vthreads: i64,
@@ -310,6 +315,10 @@ struct Tiling {
     implicit_gemm: f64,
     #[serde(default)]
     implicit_gemm_rows: f64,
+    #[serde(default)]
+    gemm_view: f64,
+    #[serde(default)]
+    gemm_view_windowed: f64,
 }
 
 #[derive(Deserialize)]
@@ -524,6 +533,8 @@ impl SearchSpace {
         for (key, x) in [
             ("tiling.implicit_gemm", f.tiling.implicit_gemm),
             ("tiling.implicit_gemm_rows", f.tiling.implicit_gemm_rows),
+            ("tiling.gemm_view", f.tiling.gemm_view),
+            ("tiling.gemm_view_windowed", f.tiling.gemm_view_windowed),
         ] {
             if !(0.0..=1.0).contains(&x) {
                 return Err(invalid(key, format!("{x} is not in [0, 1]")));
@@ -749,6 +760,8 @@ impl SearchSpace {
             pad_convolutions: f.tiling.pad_convolutions,
             implicit_gemm: f.tiling.implicit_gemm,
             implicit_gemm_rows: f.tiling.implicit_gemm_rows,
+            gemm_view: f.tiling.gemm_view,
+            gemm_view_windowed: f.tiling.gemm_view_windowed,
             min_threads_per_block: t.min_threads_per_block,
             max_threads_per_block: t.max_threads_per_block,
             max_vthreads: t.max_vthreads,
