@@ -275,7 +275,7 @@ impl<'a> Printer<'a> {
         match crate::lower::zero_filled(value) {
             (load, None) => raw(load),
             (load, Some(c)) => {
-                raw(load).map(|l| format!("({} ? {l} : (unsigned short)0)", self.expr(c)))
+                raw(load).map(|l| format!("({} ? {l} : (unsigned short)0)", self.expr(&c)))
             }
         }
         .unwrap_or_else(|| match dtype {
@@ -509,7 +509,7 @@ impl<'a> Printer<'a> {
             ident(&self.p.buffer(copy.src).name),
             self.expr(&at(copy.src_index, 0))
         );
-        if let Some(c) = copy.valid {
+        if let Some(c) = &copy.valid {
             let zeros = vec!["0.0f"; lanes as usize].join(", ");
             load = format!(
                 "{} ? {load} : make_{ty}({zeros})",

@@ -412,7 +412,7 @@ impl Cx<'_> {
             src: copy.src,
             src_index: at0(copy.src_index),
             lanes,
-            valid: copy.valid.map(at0),
+            valid: copy.valid.as_ref().map(at0),
         };
         Some(match copy.guard {
             Some(cond) => KStmt::If {
@@ -430,7 +430,6 @@ impl Cx<'_> {
             return None;
         }
         let (load, valid) = super::vector_copy::zero_filled(value);
-        let valid = valid.cloned();
         match load {
             Expr::Load(src, idx)
                 if self.p.buffer(*src).scope == Scope::Global

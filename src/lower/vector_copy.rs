@@ -35,7 +35,7 @@ pub(crate) struct VectorCopy<'a> {
     pub src_index: &'a Expr,
     /// The condition under which the vector is loaded rather than zero, uniform over the
     /// lanes (still written in terms of the lane: its value is that at lane 0, [`at_lane`]).
-    pub valid: Option<&'a Expr>,
+    pub valid: Option<Expr>,
 }
 
 /// The vector copy a vectorized loop over `var` with `lanes` lanes performs, or why it is
@@ -82,7 +82,7 @@ pub(crate) fn vector_copy<'a>(
         ));
     }
     contiguous(&sidx[0], var, lanes, ranges)?;
-    if let Some(c) = valid {
+    if let Some(c) = &valid {
         if !uniform(c, var, lanes, ranges) {
             return Err("its zero-fill guard is not uniform over the vector".into());
         }
@@ -121,11 +121,21 @@ fn uniformly_guarded<'a>(
     })
 }
 
-/// A value as `(v, Some(c))` when it is `select(c, v, 0.0)` (a zero-filled read), else
-/// `(value, None)`.
-pub(crate) fn zero_filled(value: &Expr) -> (&Expr, Option<&Expr>) {
+/// A value as `(v, Some(c))` when it is `select(c, v, 0)` (a zero-filled read; the zero
+/// a float literal, cast or not, so a 16-bit buffer's typed zero counts), nested
+/// zero-fills as one with their conditions and-ed (a padded einsum's bound around a
+/// conv's padding: `select(k < 720, select(in_image, x, 0), 0)`), else `(value, None)`.
+pub(crate) fn zero_filled(value: &Expr) -> (&Expr, Option<Expr>) {
+    let zero = |e: &Expr| match e {
+        Expr::Float(z) => *z == 0.0,
+        Expr::Cast(_, inner) => matches!(**inner, Expr::Float(z) if z == 0.0),
+        _ => false,
+    };
     match value {
-        Expr::Select(c, a, b) if matches!(**b, Expr::Float(z) if z == 0.0) => (&**a, Some(&**c)),
+        Expr::Select(c, a, b) if zero(b) => match zero_filled(a) {
+            (v, Some(inner)) => (v, Some(Expr::and((**c).clone(), inner))),
+            (v, None) => (v, Some((**c).clone())),
+        },
         e => (e, None),
     }
 }
@@ -191,6 +201,26 @@ mod tests {
         );
         let ranges = [(lane, lanes), (t, 128), (k, 10)].into();
         (idx, ranges)
+    }
+
+    #[test]
+    fn nested_zero_fills_and_typed_zeros_are_one_zero_fill() {
+        let load = Expr::Load(BufferId(0), vec![Expr::Var(VarId(0))]);
+        let (a, b) = (Expr::Var(VarId(1)), Expr::Var(VarId(2)));
+        let f16_zero = Expr::Cast(DType::F16, Box::new(Expr::Float(0.0)));
+        // select(a, select(b, x, f16(0)), f16(0)): x where a && b.
+        let nested = Expr::select(
+            a.clone(),
+            Expr::select(b.clone(), load.clone(), f16_zero.clone()),
+            f16_zero,
+        );
+        let (v, c) = zero_filled(&nested);
+        assert_eq!(v, &load);
+        assert_eq!(c, Some(Expr::and(a.clone(), b)));
+        // A select whose other branch is no zero is no zero-fill.
+        let other = Expr::select(a, load.clone(), Expr::Float(1.0));
+        assert_eq!(zero_filled(&other), (&other, None));
+        assert_eq!(zero_filled(&load), (&load, None));
     }
 
     #[test]
