@@ -240,6 +240,14 @@ impl Ctx<'_> {
     /// A batch of NHWC images as GEMM rows: the image `(256*b + 16*w + i) // 3136` is
     /// `(16*b + w) // 196` for `i < 16`, beside the pixel row `(256*b + 16*w + i) // 56 % 56`.
     fn merge_digits(&self, mut l: Lin) -> Lin {
+        let digit_of_quotient = |(b, _): &(Atom, i64)| {
+            matches!(b, Atom::Mod(y_a, _)
+                if y_a.c == 0 && matches!(y_a.terms.as_slice(), [(Atom::Div(..), 1)]))
+        };
+        // Most sums have no `(y // a) % d` term: nothing to fold, nothing to clone.
+        if !l.terms.iter().any(digit_of_quotient) {
+            return l;
+        }
         loop {
             let mut found = None;
             'outer: for (i, (a, k)) in l.terms.iter().enumerate() {
