@@ -234,59 +234,114 @@ impl Ctx<'_> {
         }
     }
 
-    /// `d * (x // c) + (y // a) % d = y // a` where the outer digit was reduced by the
-    /// ranges: `y = g*x + r` with `r` in `[0, g)` and `g*c = a*d`, so `x // c = y // (a*d)`
-    /// (`c` is 1 where the digit reduced to `x` itself).
-    /// A batch of NHWC images as GEMM rows: the image `(256*b + 16*w + i) // 3136` is
-    /// `(16*b + w) // 196` for `i < 16`, beside the pixel row `(256*b + 16*w + i) // 56 % 56`.
+    /// Digits of one index that the ranges reduced apart, folded back together (each fold
+    /// replaces two terms by what they sum to, until none applies):
+    ///
+    /// * `d * (x // c) + (y // a) % d = y // a` where `y = g*x + r` with `r` in `[0, g)`
+    ///   and `g*c = a*d`, so `x // c = y // (a*d)` (`c` is 1 where the digit reduced to
+    ///   `x` itself). A batch of NHWC images as GEMM rows: the image
+    ///   `(256*b + 16*w + i) // 3136` is `(16*b + w) // 196` for `i < 16`, beside the pixel
+    ///   row `(256*b + 16*w + i) // 56 % 56`.
+    /// * `a * ((x + y // a) % d) + z % a = (a*x + y) % (a*d)` where `z` is congruent to `y`
+    ///   modulo `a` (`x + y // a` is `(a*x + y) // a`; the pixel row and column of rows
+    ///   that a 16-row piece splits across: `(4*b + (16*t + i) // 12) % 12` beside
+    ///   `(4*t + i) % 12`, each reduced modulo 12).
+    /// * `D * (x // c) + w % D = g*x + r` where `g*c = D` and `r`, the difference `w - g*x`
+    ///   with its coefficients reduced modulo `D`, lies in `[0, g)` (then `g*x + r` has
+    ///   the digits `x // c` and `w % D`).
     fn merge_digits(&self, mut l: Lin) -> Lin {
-        let digit_of_quotient = |(b, _): &(Atom, i64)| {
-            matches!(b, Atom::Mod(y_a, _)
-                if y_a.c == 0 && matches!(y_a.terms.as_slice(), [(Atom::Div(..), 1)]))
-        };
-        // Most sums have no `(y // a) % d` term: nothing to fold, nothing to clone.
-        if !l.terms.iter().any(digit_of_quotient) {
+        // Most sums have no remainder term: nothing to fold, nothing to clone.
+        if !l.terms.iter().any(|(a, _)| matches!(a, Atom::Mod(..))) {
             return l;
         }
-        loop {
-            let mut found = None;
-            'outer: for (i, (a, k)) in l.terms.iter().enumerate() {
-                // The outer digit, `x // c`; an atom reduced to a whole `x` is `x // 1`.
-                let (x, c) = match a {
-                    Atom::Div(x, c) => ((**x).clone(), *c),
-                    Atom::Mod(..) => continue,
-                    other => (Lin::atom(other.clone()), 1),
-                };
-                for (j, (b, kb)) in l.terms.iter().enumerate() {
-                    let Atom::Mod(y_a, d) = b else { continue };
-                    let [(Atom::Div(y, a), 1)] = y_a.terms.as_slice() else {
-                        continue;
-                    };
-                    if y_a.c != 0 || *k != kb * d {
-                        continue;
-                    }
-                    let Some(ad) = a.checked_mul(*d) else {
-                        continue;
-                    };
-                    if ad % c != 0 || ad == c {
-                        continue;
-                    }
-                    let g = ad / c;
-                    let r = self.lin_range(&(**y).clone().add(x.clone().scale(g), -1));
-                    if r.is_bounded() && r.min >= 0 && r.max < g {
-                        found = Some((i, j, (**y_a).clone(), *kb));
-                        break 'outer;
-                    }
-                }
-            }
-            let Some((i, j, y_a, kb)) = found else {
-                return l;
+        // Each fold removes two terms; the bound only guards against a cycle of folds.
+        for _ in 0..l.terms.len() * 2 {
+            let Some((i, j, sum)) = self.fold_digits(&l) else {
+                break;
             };
             let (hi, lo) = if i > j { (i, j) } else { (j, i) };
             l.terms.remove(hi);
             l.terms.remove(lo);
-            l = l.add(y_a.scale(kb), 1);
+            l = l.add(sum, 1);
         }
+        l
+    }
+
+    /// Two terms of `l` that are digits of one value (see [`Ctx::merge_digits`]), with the
+    /// sum that replaces them.
+    fn fold_digits(&self, l: &Lin) -> Option<(usize, usize, Lin)> {
+        for (j, (b, kb)) in l.terms.iter().enumerate() {
+            let Atom::Mod(w, d) = b else { continue };
+            for (i, (a, k)) in l.terms.iter().enumerate() {
+                if i == j {
+                    continue;
+                }
+                let sum = match a {
+                    Atom::Mod(inner, d2) if *k == kb * d => self.fold_remainders(inner, *d2, w, *d),
+                    Atom::Mod(..) => None,
+                    Atom::Div(x, c) if *k == kb * d => self
+                        .fold_reduced_digit(x, *c, w, *d)
+                        .or_else(|| self.fold_quotient(x, *c, w, *d)),
+                    other if *k == kb * d => {
+                        self.fold_reduced_digit(&Lin::atom(other.clone()), 1, w, *d)
+                    }
+                    _ => None,
+                };
+                if let Some(sum) = sum {
+                    return Some((i, j, sum.scale(*kb)));
+                }
+            }
+        }
+        None
+    }
+
+    /// `d * (x // c) + (y // a) % d = y // a` where `w` is `y // a`, `y = g*x + r` with
+    /// `r` in `[0, g)` and `g*c = a*d`.
+    fn fold_reduced_digit(&self, x: &Lin, c: i64, w: &Lin, d: i64) -> Option<Lin> {
+        let [(Atom::Div(y, a), 1)] = w.terms.as_slice() else {
+            return None;
+        };
+        let ad = a.checked_mul(d)?;
+        if w.c != 0 || ad % c != 0 || ad == c {
+            return None;
+        }
+        let g = ad / c;
+        let r = self.lin_range(&(**y).clone().add(x.clone().scale(g), -1));
+        (r.is_bounded() && r.min >= 0 && r.max < g).then(|| w.clone())
+    }
+
+    /// `a * ((x + y // a) % d) + z % a = (a*x + y) % (a*d)` where `p = x + y // a` and
+    /// `z` is congruent to `y` modulo `a`.
+    fn fold_remainders(&self, p: &Lin, d: i64, z: &Lin, a: i64) -> Option<Lin> {
+        let at = p
+            .terms
+            .iter()
+            .position(|(t, k)| *k == 1 && matches!(t, Atom::Div(_, a2) if *a2 == a))?;
+        let Atom::Div(y, _) = &p.terms[at].0 else {
+            return None;
+        };
+        let mut x = p.clone();
+        x.terms.remove(at);
+        let whole = x.scale(a).add((**y).clone(), 1);
+        let ad = a.checked_mul(d)?;
+        congruent(z, &whole, a).then(|| self.modulo(whole, ad))
+    }
+
+    /// `D * (x // c) + w % D = g*x + r` where `g*c = D` and `r` (`w - g*x`, coefficients
+    /// reduced modulo `D`) lies in `[0, g)`.
+    fn fold_quotient(&self, x: &Lin, c: i64, w: &Lin, big: i64) -> Option<Lin> {
+        if big % c != 0 || big == c {
+            return None;
+        }
+        let g = big / c;
+        let diff = modulo_form(w, big).add(x.clone().scale(g), -1);
+        let mut r = Lin::constant(floormod(diff.c, big));
+        for (t, k) in diff.terms {
+            r.add_term(t, floormod(k, big));
+        }
+        let range = self.lin_range(&r);
+        (range.is_bounded() && range.min >= 0 && range.max < g)
+            .then(|| x.clone().scale(g).add(r, 1))
     }
 
     fn opaque(&self, e: &Expr) -> Lin {
@@ -663,6 +718,62 @@ pub(crate) mod tests {
             fm(m.clone(), 56),
         );
         assert_ne!(simplify_in(&other, &extents), simplify_in(&m, &extents));
+    }
+
+    #[test]
+    fn digits_reduced_apart_fold_back() {
+        // Rows m = 192*b + 16*t + i (t < 12, i < 16) of a batch of 12 x 12 images: a
+        // 16-row piece spans two pixel rows. The image m // 144 reduces to
+        // (12*b + t) // 9, the pixel row (m // 12) % 12 to (4*b + (16*t + i) // 12) % 12,
+        // the column m % 12 to (4*t + i) % 12; the three fold back into m.
+        let m = Expr::add(
+            Expr::add(
+                Expr::mul(v(0), Expr::Int(192)),
+                Expr::mul(v(1), Expr::Int(16)),
+            ),
+            v(2),
+        );
+        let digits = |image: Expr| {
+            Expr::add(
+                Expr::add(
+                    Expr::mul(image, Expr::Int(144)),
+                    Expr::mul(fm(fd(m.clone(), 12), 12), Expr::Int(12)),
+                ),
+                fm(m.clone(), 12),
+            )
+        };
+        let extents = [(VarId(0), 6), (VarId(1), 12), (VarId(2), 16)]
+            .into_iter()
+            .collect();
+        // Equal as the simplifier sees it: the difference folds to 0.
+        let same = |a: &Expr, b: &Expr| {
+            simplify_in(&Expr::sub(a.clone(), b.clone()), &extents) == Expr::Int(0)
+        };
+        assert!(same(&digits(fd(m.clone(), 144)), &m));
+        // The row and column alone fold into m % 144.
+        let low = Expr::add(
+            Expr::mul(fm(fd(m.clone(), 12), 12), Expr::Int(12)),
+            fm(m.clone(), 12),
+        );
+        assert!(same(&low, &fm(m.clone(), 144)));
+        // An image that is no digit of m (t // 9, b left out): left apart.
+        let other = digits(fd(v(1), 9));
+        assert!(!same(&other, &m));
+        // Nor is a column of another row.
+        let shifted = Expr::add(
+            Expr::mul(fm(fd(m.clone(), 12), 12), Expr::Int(12)),
+            fm(Expr::add(m.clone(), Expr::Int(1)), 12),
+        );
+        assert!(!same(&shifted, &fm(m.clone(), 144)));
+        // Folded or not, each simplified form has the value of what it was made from at
+        // every point of the ranges.
+        for e in [digits(fd(m.clone(), 144)), low, other, shifted] {
+            let s = simplify_in(&e, &extents);
+            for p in 0..6 * 12 * 16 {
+                let env = |v: VarId| [p / 192, p / 16 % 12, p % 16][v.0 as usize];
+                assert_eq!(s.eval_int(&env), e.eval_int(&env), "{e:?} at {p}");
+            }
+        }
     }
 
     #[test]
