@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # NVRTC on random samples of a workload's CUDA space, without a GPU: for each of N samples
-# (`tessel sample --seed SEED`), the compile time, registers, spills and stack frame
-# (`tessel build`, one compile at a time, each stopped after 25 s) and the floats of its
-# local arrays (`tessel show --emit cuda`). One CSV line per sample.
+# (`tessel sample --seed SEED`), the compile time, the most registers of its kernels, their
+# spills and stack frames summed (`tessel build`, one compile at a time, each stopped after
+# 25 s) and the floats of its local arrays (`tessel show --emit cuda`). One CSV line per
+# sample.
 #
 #   benches/compile_samples.sh WORKLOAD N SEED OUT.csv
 #   e.g. benches/compile_samples.sh "conv2d_nchw:n=12,c=111,h=47,w=47,k=411,r=7,s=7,stride=2,pad=3" 16 11 /tmp/n12.csv
@@ -26,11 +27,14 @@ for ((i = 0; i < n; i++)); do
   local_floats=$("$bin" show "$w" --schedule "$f" --emit cuda 2>/dev/null |
     grep -o "float [a-z0-9_]*local\[[0-9]*\]" | grep -o "[0-9]*\]" | tr -d ']' |
     awk '{s += $1} END {print s + 0}')
-  r=$(timeout 25 "$bin" build "$w" --schedule "$f" 2>&1 | tail -2 | tr '\n' ' ')
+  # One "built ... NVRTC in N ms" line, then a line per kernel: the most registers of
+  # any kernel, the spill stores and stack frames of all of them.
+  r=$(timeout 25 "$bin" build "$w" --schedule "$f" 2>&1)
   ms=$(grep -o "NVRTC in [0-9]* ms" <<<"$r" | grep -o "[0-9]*")
-  regs=$(grep -o "[0-9]* registers" <<<"$r" | grep -o "[0-9]*")
-  spill=$(grep -o "[0-9]* bytes spill stores" <<<"$r" | grep -o "^[0-9]*")
-  stack=$(grep -o "[0-9]* bytes stack" <<<"$r" | grep -o "^[0-9]*")
+  regs=$(grep -o "[0-9]* registers" <<<"$r" | grep -o "^[0-9]*" | sort -n | tail -1)
+  spill=$(grep -o "[0-9]* bytes spill stores" <<<"$r" | grep -o "^[0-9]*" | awk '{s += $1} END {print s + 0}')
+  stack=$(grep -o "[0-9]* bytes stack" <<<"$r" | grep -o "^[0-9]*" | awk '{s += $1} END {print s + 0}')
+  [[ -n $ms ]] || spill= stack=
   echo "$i,${ms:-timeout},${regs:-},${spill:-},${stack:-},$local_floats" >>"$out"
 done
 rm -rf "$dir"
