@@ -5,8 +5,12 @@
 #
 #   benches/network_devices.sh OUT TRIALS [DEVICES...]      (default: 0 0,1)
 #
-# OUT receives per devices value tune_<devices>.txt / .err / .json (the tune report:
-# elapsed seconds, per round the stage seconds). The elapsed times are printed.
+# OUT receives per run N (from 0) tune_N_<devices>.txt / .err / .json (the tune report:
+# elapsed seconds, per round the stage seconds) and cpu_N_<devices>.txt (`vmstat 5` during
+# the tune: the host's CPU, which proposing and NVRTC share). Printed per value: the
+# elapsed time, candidates per second, the host's mean busy share; then each value's
+# candidates per second over the first's. The values may repeat (`0 0,1 0 0,1`): one
+# pair of runs swings by 20% on the same host.
 # TESSEL_BIN (default ./.gpu/tessel), TESSEL_NETWORK (default ResNet-50 batch 1).
 set -u
 out=$1 trials=$2
@@ -21,12 +25,26 @@ base=$out/base.sqlite
 rm -f "$base"
 for f in database/*.all.jsonl.gz; do "$bin" db import "$f" --db "$base" >>"$out/import.txt" 2>&1; done
 "$bin" model train --db "$base" --target cuda >"$out/train.txt" 2>&1
+rates=()
 for dev in "${devices[@]}"; do
-  tag=${dev//,/_}
+  tag=${#rates[@]}_${dev//,/_}
   cp "$base" "$out/db_$tag.sqlite"
   echo "== --devices $dev ($(date -u +%H:%M:%S))"
+  vmstat 5 >"$out/cpu_$tag.txt" &
+  vmstat_pid=$!
   "$bin" tune --network "$net" --trials "$trials" --target cuda --batch 16 --seed 11 \
     --db "$out/db_$tag.sqlite" --devices "$dev" --report-json "$out/tune_$tag.json" \
     >"$out/tune_$tag.txt" 2>"$out/tune_$tag.err"
+  kill "$vmstat_pid"
   grep -E '^(stopped|estimated) ' "$out/tune_$tag.txt"
+  seconds=$(grep -o "trials in [0-9.]* s" "$out/tune_$tag.txt" | grep -o "[0-9.]* s" | tr -d ' s')
+  busy=$(awk 'NR > 2 && $15 ~ /^[0-9]+$/ {s += 100 - $15; n++} END {if (n) printf "%.0f", s / n}' \
+    "$out/cpu_$tag.txt")
+  rate=$(awk -v t="$trials" -v s="$seconds" 'BEGIN {printf "%.2f", t / s}')
+  echo "candidates/s $rate (--devices $dev), host CPU busy ${busy:-?}%"
+  rates+=("$rate")
+done
+for i in "${!devices[@]}"; do
+  awk -v a="${rates[$i]}" -v b="${rates[0]}" -v d="${devices[$i]}" \
+    'BEGIN {printf "--devices %s: %.2fx the candidates per second of the first\n", d, a / b}'
 done
