@@ -153,3 +153,55 @@ fn file_forms_are_told_apart_by_their_first_bytes() {
     assert_eq!(FileFormat::sniff(b"{\"workload_key\""), FileFormat::Jsonl);
     assert_eq!(FileFormat::sniff(b""), FileFormat::Jsonl);
 }
+
+#[test]
+fn seeds_are_the_fastest_ok_traces_of_each_other_workload_in_order() {
+    let mut db = Database::open_in_memory().unwrap();
+    let own = preset("matmul:8x8x8").unwrap();
+    let (a, b) = (
+        preset("matmul:16x8x8").unwrap(),
+        preset("matmul:8x16x8").unwrap(),
+    );
+    // Trace n: a split of the first loop by n (distinct traces, one record each).
+    let trace = |n: u32| {
+        crate::schedule::text::parse(&format!(
+            "b0 = get_block(\"t2\")\ni0, i1, r0 = get_loops(b0)\ni0_0, i0_1 = split(i0, factors=[None, {n}])\n"
+        ))
+        .unwrap()
+    };
+    for (w, secs) in [
+        (&own, 1e-7),
+        (&a, 4e-6),
+        (&b, 2e-6),
+        (&a, 1e-6),
+        (&a, 3e-6),
+        (&b, 5e-6),
+    ] {
+        let n = (secs * 1e7) as u32 + if std::ptr::eq(w, &b) { 100 } else { 0 };
+        db.commit(&NewRecord::ok(w, target(), trace(n), vec![secs]))
+            .unwrap();
+    }
+    // A failure is no seed, however it ranks.
+    db.commit(&NewRecord::failed(
+        &a,
+        target(),
+        trace(1),
+        Status::CompileError,
+        "no",
+    ))
+    .unwrap();
+    let seeds = db.best_traces_of_others(&own, TargetKind::Cpu, 2).unwrap();
+    // Grouped by workload key, fastest first in each group, two per workload.
+    let mut expected = vec![
+        (a.key(), vec![trace(10), trace(30)]),
+        (b.key(), vec![trace(120), trace(150)]),
+    ];
+    expected.sort_by(|x, y| x.0.cmp(&y.0));
+    let expected: Vec<Trace> = expected.into_iter().flat_map(|(_, t)| t).collect();
+    assert_eq!(seeds, expected);
+    // Of another kind of target: none.
+    assert!(db
+        .best_traces_of_others(&own, TargetKind::Cuda, 2)
+        .unwrap()
+        .is_empty());
+}

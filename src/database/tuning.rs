@@ -19,12 +19,17 @@ impl Database {
         kind: TargetKind,
         per_workload: usize,
     ) -> Result<Vec<Trace>> {
+        // The ranking reads only ids, workloads and latencies; the traces (kilobytes each)
+        // are read for the chosen records alone (ranking whole rows took about a second
+        // per call on 30,000 records).
         let sql = format!(
-            "SELECT * FROM (SELECT {LOCAL_COLUMNS}, ROW_NUMBER() OVER \
+            "SELECT {LOCAL_COLUMNS} FROM {RECORD_FROM} WHERE r.id IN \
+             (SELECT id FROM (SELECT r.id AS id, ROW_NUMBER() OVER \
              (PARTITION BY r.workload_key ORDER BY r.median_secs ASC, r.id ASC) AS rank \
-             FROM {RECORD_FROM} \
+             FROM records r JOIN targets t ON t.id = r.target_id \
              WHERE r.status = 'ok' AND t.kind = ?1 AND r.workload_key <> ?2) \
-             WHERE rank <= ?3 ORDER BY workload_key, rank"
+             WHERE rank <= ?3) \
+             ORDER BY r.workload_key, r.median_secs ASC, r.id ASC"
         );
         let limit = i64::try_from(per_workload).unwrap_or(i64::MAX);
         let mut stmt = self.conn.prepare(&sql).ctx("preparing a seed query")?;

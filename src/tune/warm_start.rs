@@ -8,6 +8,7 @@ use crate::ir::Program;
 use crate::schedule::{replay, replay_fitted, Trace};
 use crate::search::{ir_hash, MeasuredResult, SearchStrategy};
 use crate::workload::Workload;
+use rayon::prelude::*;
 
 /// The fastest traces of each other workload handed to the strategy as seeds.
 pub const SEEDS_PER_WORKLOAD: usize = 4;
@@ -36,8 +37,9 @@ pub(crate) fn warm_start(
         target: Some(target.clone()),
         best_only: false,
     })?;
+    // Replays are independent: on every core (a workload can hold thousands of records).
     let results: Vec<MeasuredResult> = records
-        .into_iter()
+        .into_par_iter()
         .filter_map(|r| {
             let sch = replay(&r.trace, program.clone(), 0).ok()?;
             Some(MeasuredResult {
@@ -69,10 +71,14 @@ pub(crate) fn warm_start(
 /// Traces of another computation (a conv's on a GEMM) do not replay and are left out.
 pub(crate) fn fit(traces: Vec<Trace>, program: &Program) -> Vec<Trace> {
     let mut seen = std::collections::HashSet::new();
-    traces
-        .iter()
+    let fitted: Vec<(String, Trace)> = traces
+        .par_iter()
         .filter_map(|t| replay_fitted(t, program.clone(), 0).ok())
-        .filter(|sch| seen.insert(ir_hash(sch.program())))
-        .map(|sch| sch.trace().clone())
+        .map(|sch| (ir_hash(sch.program()), sch.trace().clone()))
+        .collect();
+    fitted
+        .into_iter()
+        .filter(|(hash, _)| seen.insert(hash.clone()))
+        .map(|(_, trace)| trace)
         .collect()
 }
