@@ -686,18 +686,20 @@ pub(crate) mod tests {
         assert!(apart != fm(v(1), 288), "{apart:?}");
     }
 
+    /// A GEMM row `b*v0 + t*v1 + v2`: a block's tile, a 16-row piece in it, a row of it.
+    fn gemm_row(b: i64, t: i64) -> Expr {
+        Expr::add(
+            Expr::add(Expr::mul(v(0), Expr::Int(b)), Expr::mul(v(1), Expr::Int(t))),
+            v(2),
+        )
+    }
+
     #[test]
     fn a_reduced_outer_digit_folds_back() {
         // Rows m = 256*b + 16*w + i (i < 16) of a batch of 56 x 56 images: the image
         // m // 3136 reduces to (16*b + w) // 196, the pixel row is m // 56 % 56, the
         // column m % 56; the three digits fold back into m.
-        let m = Expr::add(
-            Expr::add(
-                Expr::mul(v(0), Expr::Int(256)),
-                Expr::mul(v(1), Expr::Int(16)),
-            ),
-            v(2),
-        );
+        let m = gemm_row(256, 16);
         let folded = Expr::add(
             Expr::add(
                 Expr::mul(fd(m.clone(), 3136), Expr::Int(3136)),
@@ -726,13 +728,7 @@ pub(crate) mod tests {
         // 16-row piece spans two pixel rows. The image m // 144 reduces to
         // (12*b + t) // 9, the pixel row (m // 12) % 12 to (4*b + (16*t + i) // 12) % 12,
         // the column m % 12 to (4*t + i) % 12; the three fold back into m.
-        let m = Expr::add(
-            Expr::add(
-                Expr::mul(v(0), Expr::Int(192)),
-                Expr::mul(v(1), Expr::Int(16)),
-            ),
-            v(2),
-        );
+        let m = gemm_row(192, 16);
         let digits = |image: Expr| {
             Expr::add(
                 Expr::add(
