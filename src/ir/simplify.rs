@@ -272,20 +272,20 @@ impl Ctx<'_> {
     fn fold_digits(&self, l: &Lin) -> Option<(usize, usize, Lin)> {
         for (j, (b, kb)) in l.terms.iter().enumerate() {
             let Atom::Mod(w, d) = b else { continue };
+            // The higher digit's coefficient is the lower one's times its modulus.
+            let Some(high) = kb.checked_mul(*d) else {
+                continue;
+            };
             for (i, (a, k)) in l.terms.iter().enumerate() {
-                if i == j {
+                if i == j || *k != high {
                     continue;
                 }
                 let sum = match a {
-                    Atom::Mod(inner, d2) if *k == kb * d => self.fold_remainders(inner, *d2, w, *d),
-                    Atom::Mod(..) => None,
-                    Atom::Div(x, c) if *k == kb * d => self
+                    Atom::Mod(inner, d2) => self.fold_remainders(inner, *d2, w, *d),
+                    Atom::Div(x, c) => self
                         .fold_reduced_digit(x, *c, w, *d)
                         .or_else(|| self.fold_quotient(x, *c, w, *d)),
-                    other if *k == kb * d => {
-                        self.fold_reduced_digit(&Lin::atom(other.clone()), 1, w, *d)
-                    }
-                    _ => None,
+                    other => self.fold_reduced_digit(&Lin::atom(other.clone()), 1, w, *d),
                 };
                 if let Some(sum) = sum {
                     return Some((i, j, sum.scale(*kb)));
