@@ -76,6 +76,15 @@ impl Lin {
         self.c *= k;
         self
     }
+    /// `self` with its constant and every coefficient reduced into `[0, c)`: congruent to
+    /// it modulo `c`.
+    fn reduced(self, c: i64) -> Lin {
+        let mut out = Lin::constant(floormod(self.c, c));
+        for (a, k) in self.terms {
+            out.add_term(a, floormod(k, c));
+        }
+        out
+    }
     fn as_const(&self) -> Option<i64> {
         self.terms.is_empty().then_some(self.c)
     }
@@ -334,11 +343,7 @@ impl Ctx<'_> {
             return None;
         }
         let g = big / c;
-        let diff = modulo_form(w, big).add(x.clone().scale(g), -1);
-        let mut r = Lin::constant(floormod(diff.c, big));
-        for (t, k) in diff.terms {
-            r.add_term(t, floormod(k, big));
-        }
+        let r = modulo_form(w, big).add(x.clone().scale(g), -1).reduced(big);
         let range = self.lin_range(&r);
         (range.is_bounded() && range.min >= 0 && range.max < g)
             .then(|| x.clone().scale(g).add(r, 1))
@@ -419,13 +424,7 @@ impl Ctx<'_> {
         if c == 1 {
             return Lin::constant(0);
         }
-        let mut rest = Lin::constant(floormod(l.c, c));
-        for (a, k) in l.terms {
-            let k = floormod(k, c);
-            if k != 0 {
-                rest.add_term(a, k);
-            }
-        }
+        let rest = l.reduced(c);
         let r = self.lin_range(&rest);
         if r.is_bounded() && r.min >= 0 && r.max < c {
             return rest;
