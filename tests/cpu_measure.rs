@@ -79,6 +79,7 @@ fn job(candidates: Vec<Source>) -> Job {
         timeout_seconds: 30.0,
         build_limits: None,
         compile_timeout_seconds: None,
+        gated: false,
     }
 }
 
@@ -157,6 +158,36 @@ fn every_failure_is_typed_and_the_next_candidate_still_runs() {
     assert!(err(7).message.contains("error"), "{}", err(7).message);
     // One worker, then a fresh one after the crash and after the timeout.
     assert_eq!(m.workers_started(), 3);
+}
+
+#[test]
+fn a_shared_device_is_taken_only_once_compiled_and_held_through_a_crash() {
+    let device = std::sync::Mutex::new(());
+    let held = device.lock().unwrap();
+    let candidates = vec![
+        scheduled(),
+        hand("volatile float *wild = C + ((long)1 << 40); *wild = 1.0f;"),
+        scheduled(),
+    ];
+    std::thread::scope(|s| {
+        let measuring = s.spawn(|| {
+            let mut m = measurer();
+            let measured = m.measure_sharing(&job(candidates), &device);
+            (measured, m.workers_started())
+        });
+        // The worker compiles, answers, and waits for the device the test holds.
+        std::thread::sleep(Duration::from_millis(1500));
+        assert!(!measuring.is_finished(), "measured without the device");
+        drop(held);
+        let (measured, workers) = measuring.join().unwrap();
+        let (outcomes, _) = measured.expect("measures");
+        assert_ok(&outcomes[0]);
+        assert_eq!(kind(&outcomes[1]), Some(FailureKind::Crash));
+        assert_ok(&outcomes[2]);
+        // The worker started after the crash went on with the device held, ungated.
+        assert_eq!(workers, 2);
+    });
+    assert!(device.try_lock().is_ok(), "the device is given back");
 }
 
 #[test]

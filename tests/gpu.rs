@@ -557,6 +557,57 @@ fn seed_schedules_match_the_reference_on_the_gpu() {
 }
 
 #[test]
+fn measurers_sharing_the_gpu_compile_apart_and_time_one_at_a_time() {
+    if !gpu_enabled() {
+        return;
+    }
+    let arch = device_arch();
+    let spec = "matmul:1000x1000x1000";
+    let device = std::sync::Mutex::new(());
+    let held = device.lock().unwrap();
+    let jobs: Vec<_> = [&SEEDS[..4], &SEEDS[4..]]
+        .iter()
+        .map(|names| {
+            let (w, _) = seed_source(names[0], spec, &arch);
+            let sources = names
+                .iter()
+                .map(|n| seed_source(n, spec, &arch).1)
+                .collect();
+            let cuda = tessel::measure::Device::Cuda { arch: arch.clone() };
+            let mut job = tessel::measure::session::job(&w, sources, cuda, false, 7).unwrap();
+            job.timing = quick_timing();
+            job
+        })
+        .collect();
+    std::thread::scope(|s| {
+        let measuring: Vec<_> = jobs
+            .iter()
+            .map(|job| {
+                let device = &device;
+                s.spawn(move || {
+                    tessel::measure::worker::Measurer::new(tessel_bin())
+                        .measure_sharing(job, device)
+                })
+            })
+            .collect();
+        std::thread::sleep(std::time::Duration::from_secs(2));
+        assert!(
+            measuring.iter().all(|m| !m.is_finished()),
+            "timed without the device"
+        );
+        drop(held);
+        for (job, m) in jobs.iter().zip(measuring) {
+            let (outcomes, _) = m.join().unwrap().expect("the worker runs");
+            assert_eq!(outcomes.len(), job.candidates.len());
+            for o in &outcomes {
+                let r = o.as_ref().unwrap_or_else(|f| panic!("{f}"));
+                assert!(r.rel_error < 1e-4 && r.median_seconds > 0.0);
+            }
+        }
+    });
+}
+
+#[test]
 fn half_precision_seed_schedules_match_the_reference_on_the_gpu() {
     // f16 and bf16 storage (raw 16 bits, converted at loads and stores) against the naive
     // kernel of the same dtype, within the dtype's tolerance; the vectorized fetches run

@@ -293,6 +293,11 @@ pub struct Job {
     /// `Timeout` and the candidate is not run. None: no limit but `timeout_seconds`.
     #[serde(default)]
     pub compile_timeout_seconds: Option<f64>,
+    /// The worker compiles every candidate first, answers `{"compiled": n}` and waits for
+    /// a `go` line before it touches the device (set by `Measurer::measure_sharing`, so
+    /// that one worker compiles while another measures on the same device).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub gated: bool,
 }
 
 /// What compiling a kernel reported.

@@ -189,6 +189,7 @@ pub fn job(
         timeout_seconds: 60.0,
         build_limits: None,
         compile_timeout_seconds: Some(60.0),
+        gated: false,
         device,
     })
 }

@@ -10,6 +10,11 @@
 //!    the job it was sent; `Outcome` is `{"Ok": Measured}` or `{"Err": Failure}`);
 //! 3. `{"peer": {"Ok": PeerMeasured} | {"Err": Failure}}` when the job asks for a peer.
 //!
+//! A gated job (`"gated": true`, sent by [`Measurer::measure_sharing`]) is compiled first:
+//! the worker answers `{"compiled": n}` and waits for a line `go` before it touches the
+//! device, then goes on as above; the parent sends `go` once it holds the device and then
+//! closes stdin.
+//!
 //! Lines that are not replies (a kernel's `printf`) are ignored. Several jobs may be sent
 //! one per line; the worker answers each in turn and exits 0 at the end of its input.
 //!
@@ -67,7 +72,14 @@ pub enum Reply {
     Ready {
         ready: bool,
     },
+    /// A gated job's candidates are compiled: the worker waits for [`GO`].
+    Compiled {
+        compiled: usize,
+    },
 }
+
+/// The line that lets a gated job's worker take the device.
+pub const GO: &str = "go";
 
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
@@ -296,13 +308,18 @@ impl Runner {
 pub fn worker_main() -> i32 {
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
-    for line in stdin.lock().lines() {
+    let mut lines = stdin.lock().lines();
+    while let Some(line) = lines.next() {
         let Ok(line) = line else { return 2 };
         if line.trim().is_empty() {
             continue;
         }
         let written = match serde_json::from_str::<Job>(&line) {
-            Ok(job) => answer(&job, &mut out),
+            Ok(job) => answer(
+                &job,
+                &mut out,
+                &mut || matches!(lines.next(), Some(Ok(l)) if l.trim() == GO),
+            ),
             Err(e) => {
                 let f = Failure::new(
                     FailureKind::Launch,
@@ -330,9 +347,35 @@ fn send(out: &mut impl Write, reply: &Reply) -> std::io::Result<()> {
     out.flush()
 }
 
-/// Measures one job, writing its replies.
-fn answer(job: &Job, out: &mut impl Write) -> std::io::Result<()> {
+/// Measures one job, writing its replies; a gated job's candidates are compiled before
+/// the device is touched, and `go` waits for the parent's word (false: the parent is gone
+/// or said something else, and the job ends there).
+fn answer(job: &Job, out: &mut impl Write, go: &mut dyn FnMut() -> bool) -> std::io::Result<()> {
     let inputs = random_inputs(&job.params, job.seed);
+    let limit = job
+        .compile_timeout_seconds
+        .and_then(|s| Duration::try_from_secs_f64(s).ok());
+    let compiled_first = match job.gated {
+        true => {
+            let all = match &job.device {
+                Device::Cuda { arch } => Compiler::for_cuda(arch, limit).all(&codes_of(job)),
+                // The CPU's compiles need the runner's build directory; they run after
+                // the reference as in an ungated job.
+                Device::Cpu => Vec::new(),
+            };
+            send(
+                out,
+                &Reply::Compiled {
+                    compiled: all.len(),
+                },
+            )?;
+            if !go() {
+                return Ok(());
+            }
+            Some(all)
+        }
+        false => None,
+    };
     let mut runner = match Runner::new(&job.device) {
         Ok(r) => r,
         Err(f) => {
@@ -344,20 +387,18 @@ fn answer(job: &Job, out: &mut impl Write) -> std::io::Result<()> {
             )
         }
     };
-    let limit = job
-        .compile_timeout_seconds
-        .and_then(|s| Duration::try_from_secs_f64(s).ok());
     // Candidates are compiled on every core (NVRTC is thread-safe, gcc runs as one
     // process per candidate). On CUDA the compiles run in the background from the start,
     // so they overlap the reference and the checking and timing of the candidates before
-    // them (the GPU times while the CPU compiles). On the CPU they all finish before
-    // `ready` (the parent allows the reference phase more time): kernels are timed on a
-    // quiet machine.
-    let mut compiled = match job.device {
-        Device::Cuda { .. } => {
+    // them (the GPU times while the CPU compiles), unless the job is gated and they are
+    // done. On the CPU they all finish before `ready` (the parent allows the reference
+    // phase more time): kernels are timed on a quiet machine.
+    let mut compiled = match (compiled_first, &job.device) {
+        (Some(all), Device::Cuda { .. }) => Compiled::Done(all),
+        (_, Device::Cuda { .. }) => {
             Compiled::in_background(Compiler::for_runner(&runner, limit), codes_of(job))
         }
-        Device::Cpu => Compiled::Done(Vec::new()),
+        (_, Device::Cpu) => Compiled::Done(Vec::new()),
     };
     let reference = match run_reference(&mut runner, job, &inputs) {
         Ok(r) => r,
@@ -479,27 +520,28 @@ impl Compiler {
     /// A compiler for `runner`'s device; a compile still running `limit` after it
     /// started is a `Timeout`.
     fn for_runner(runner: &Runner, limit: Option<Duration>) -> Compiler {
-        let compile: Arc<CompileFn> = match runner {
-            Runner::Cuda { arch, .. } => {
-                let arch = arch.clone();
-                Arc::new(move |_, code: &str| cuda::compile(code, &arch).map(Prebuilt::Cuda))
-            }
+        match runner {
+            Runner::Cuda { arch, .. } => Compiler::for_cuda(arch, limit),
             Runner::Cpu(r) => {
                 let (toolchain, dir) = (r.toolchain().clone(), r.build_dir().to_path_buf());
-                Arc::new(move |i, code: &str| {
-                    super::cpu::compile(&toolchain, &dir, &format!("candidate{i}"), code, limit)
-                        .map(|(path, info)| Prebuilt::Cpu(path, info))
-                })
+                Compiler {
+                    compile: Arc::new(move |i, code: &str| {
+                        super::cpu::compile(&toolchain, &dir, &format!("candidate{i}"), code, limit)
+                            .map(|(path, info)| Prebuilt::Cpu(path, info))
+                    }),
+                    what: r.toolchain().cc.clone(),
+                    limit,
+                }
             }
-        };
-        let what = match runner {
-            Runner::Cuda { .. } => "NVRTC",
-            Runner::Cpu(r) => r.toolchain().cc.as_str(),
         }
-        .to_string();
+    }
+
+    /// NVRTC for `arch`: needs no device, so a gated job compiles before it takes one.
+    fn for_cuda(arch: &str, limit: Option<Duration>) -> Compiler {
+        let arch = arch.to_string();
         Compiler {
-            compile,
-            what,
+            compile: Arc::new(move |_, code: &str| cuda::compile(code, &arch).map(Prebuilt::Cuda)),
+            what: "NVRTC".to_string(),
             limit,
         }
     }
@@ -816,6 +858,26 @@ impl Measurer {
         &mut self,
         job: &Job,
     ) -> Result<(Vec<Outcome>, Option<PeerMeasured>), MeasureError> {
+        self.measure_on(job, None)
+    }
+
+    /// As [`Measurer::measure`], for a device that other measurers (each with a worker of
+    /// its own) share: the worker compiles every candidate first, and only then is
+    /// `device` locked, held until the job is measured. One measurer so compiles while
+    /// another checks and times, and no two time on the device at once.
+    pub fn measure_sharing(
+        &mut self,
+        job: &Job,
+        device: &Mutex<()>,
+    ) -> Result<(Vec<Outcome>, Option<PeerMeasured>), MeasureError> {
+        self.measure_on(job, Some(device))
+    }
+
+    fn measure_on(
+        &mut self,
+        job: &Job,
+        mut shared: Option<&Mutex<()>>,
+    ) -> Result<(Vec<Outcome>, Option<PeerMeasured>), MeasureError> {
         self.peer_failure = None;
         self.last_setup = Duration::ZERO;
         self.last_compile_wait = Duration::ZERO;
@@ -826,15 +888,28 @@ impl Measurer {
         let mut outcomes: Vec<Outcome> = Vec::with_capacity(n);
         let mut peer = None;
         let mut peer_pending = job.peer.is_some();
+        // The device, once taken (a worker started after a crash needs no gate: the
+        // device is held).
+        let mut _held = None;
         while outcomes.len() < n || peer_pending {
             let base = outcomes.len();
             let sub = Job {
                 candidates: job.candidates[base..].to_vec(),
+                gated: shared.is_some(),
                 ..job.clone()
             };
-            let spawned = Instant::now();
+            let mut spawned = Instant::now();
             let mut w = self.spawn()?;
             w.send(&sub);
+            if let Some(device) = shared.take() {
+                self.wait_compiled(&mut w)?;
+                self.last_setup += spawned.elapsed();
+                // A measurer that panicked while holding the device left it between two
+                // jobs.
+                _held = Some(device.lock().unwrap_or_else(|p| p.into_inner()));
+                w.go();
+                spawned = Instant::now();
+            }
             let mut ready = false;
             let mut deadline = Instant::now() + self.reference_timeout;
             let ended = loop {
@@ -895,6 +970,29 @@ impl Measurer {
             }
         }
         Ok((outcomes, peer))
+    }
+
+    /// Waits for a gated job's `{"compiled": n}`; a worker that dies or is silent for the
+    /// reference's timeout meanwhile fails the job as a reference failure would.
+    fn wait_compiled(&self, w: &mut Worker) -> Result<(), MeasureError> {
+        let deadline = Instant::now() + self.reference_timeout;
+        loop {
+            let kind = match w.next(deadline) {
+                Event::Reply(Reply::Compiled { .. }) => return Ok(()),
+                Event::Reply(Reply::ReferenceFailed { reference_failed }) => {
+                    return Err(MeasureError::Reference(reference_failed))
+                }
+                Event::Reply(other) => {
+                    w.noise(format!("out-of-order reply {other:?}"));
+                    continue;
+                }
+                Event::Eof => FailureKind::Crash,
+                Event::Timeout => FailureKind::Timeout,
+            };
+            let what = "compiling the candidates";
+            let message = w.post_mortem(kind, what, self.reference_timeout);
+            return Err(MeasureError::Reference(Failure::new(kind, message)));
+        }
     }
 
     fn spawn(&mut self) -> Result<Worker, MeasureError> {
@@ -994,11 +1092,21 @@ impl Worker {
         })
     }
 
-    /// Writes the job and closes stdin; a worker that is already gone shows up as
-    /// end of output.
+    /// Writes the job and closes stdin, unless the job is gated: then stdin stays open
+    /// for [`Worker::go`]. A worker that is already gone shows up as end of output.
     fn send(&mut self, job: &Job) {
         if let (Some(mut stdin), Ok(line)) = (self.stdin.take(), serde_json::to_string(job)) {
             let _ = writeln!(stdin, "{line}").and_then(|_| stdin.flush());
+            if job.gated {
+                self.stdin = Some(stdin);
+            }
+        }
+    }
+
+    /// Lets a gated job take the device, and closes stdin.
+    fn go(&mut self) {
+        if let Some(mut stdin) = self.stdin.take() {
+            let _ = writeln!(stdin, "{GO}").and_then(|_| stdin.flush());
         }
     }
 

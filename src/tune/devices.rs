@@ -1,9 +1,10 @@
 //! A network tuned on one or several devices with rounds in flight at once: a few slots
 //! (threads) per device, each working on a different task's round. A slot proposes the
 //! task's batch (with the task's proposer, lent to it: the strategy, the keys of what is
-//! measured, the job template; see `super::propose`), then compiles and measures it on
-//! its device, which measures one round at a time: with two slots per device, one
-//! proposes while the other measures. The scheduler's loop stays on the calling thread,
+//! measured, the job template; see `super::propose`), compiles it in a worker of its own,
+//! then checks and times it on its device, which checks and times one round at a time
+//! (`Measurer::measure_sharing`): with three slots per device, one proposes while another
+//! compiles and the third measures. The scheduler's loop stays on the calling thread,
 //! which owns the database (one writer) and the cost model: whenever a slot is idle it
 //! chooses a task among those not in flight and lends it that task's proposer; whenever
 //! a slot is done it records what was proposed and measured and feeds it back, exactly
@@ -104,18 +105,20 @@ struct InFlight {
     before: usize,
 }
 
-/// A slot's round: propose with the lent proposer, then measure what it proposed on the
-/// slot's device, waiting while another slot of the device measures.
-fn work(slot: usize, device: &Mutex<Measurer>, task: usize, mut lent: Lent) -> Done {
+/// A slot's round: propose with the lent proposer, compile what it proposed in the slot's
+/// worker, then check and time it on the slot's device, waiting while another slot of
+/// the device checks and times.
+fn work(
+    slot: usize,
+    measurer: &mut Measurer,
+    device: &Mutex<()>,
+    task: usize,
+    mut lent: Lent,
+) -> Done {
     let proposed = lent.proposer.propose(lent.n);
     let measured = (!proposed.proposal.candidates.is_empty()).then(|| {
         let job = lent.proposer.job(&proposed.proposal, lent.give_up_above);
-        // A slot that panicked while measuring left the measurer as it was between two
-        // jobs: the next job starts it afresh if it must.
-        let mut m = device
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        measure::measure(&mut m, &job)
+        measure::measure(measurer, &job, Some(device))
     });
     Done {
         slot,
@@ -127,9 +130,10 @@ fn work(slot: usize, device: &Mutex<Measurer>, task: usize, mut lent: Lent) -> D
 }
 
 impl Tuner<'_> {
-    /// Runs `run` with `slots_per_device` threads per device (each proposing and then
-    /// measuring a round of its own task; a device measures one round at a time) until
-    /// the budget, the time limit or the open tasks run out; returns why it stopped.
+    /// Runs `run` with `slots_per_device` threads per device (each proposing, compiling
+    /// and then checking and timing a round of its own task; a device checks and times
+    /// one round at a time) until the budget, the time limit or the open tasks run out;
+    /// returns why it stopped.
     pub(super) fn on_devices(
         &mut self,
         db: &mut Database,
@@ -138,18 +142,20 @@ impl Tuner<'_> {
         slots_per_device: usize,
         on_round: &mut dyn FnMut(&NetworkRound, &Task),
     ) -> Result<StopReason, TuneError> {
-        let devices: Vec<Mutex<Measurer>> = devices.into_iter().map(Mutex::new).collect();
+        let locks: Vec<Mutex<()>> = devices.iter().map(|_| Mutex::new(())).collect();
         std::thread::scope(|s| {
             let (done_tx, done_rx) = mpsc::channel::<Done>();
             let mut slots = Vec::new();
-            for device in &devices {
+            for (measurer, device) in devices.iter().zip(&locks) {
                 for _ in 0..slots_per_device.max(1) {
                     let slot = slots.len();
                     let (tx, rx) = mpsc::channel::<(usize, Lent)>();
                     let done = done_tx.clone();
+                    let mut measurer = measurer.clone();
                     s.spawn(move || {
                         for (task, lent) in rx {
-                            if done.send(work(slot, device, task, lent)).is_err() {
+                            let back = work(slot, &mut measurer, device, task, lent);
+                            if done.send(back).is_err() {
                                 break;
                             }
                         }

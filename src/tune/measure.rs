@@ -8,6 +8,7 @@ use crate::measure::{session, Device, Job, Outcome, TimingConfig};
 use crate::search::postproc::build_limits;
 use crate::search::{Candidate, SearchSpace, TargetLimits};
 use crate::workload::Workload;
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// The job every batch of one run shares: the reference, inputs' seed, timing and
@@ -68,10 +69,19 @@ pub(crate) struct Measured {
 
 /// Measures a job in the worker. Every candidate gets an outcome: a kernel that crashes
 /// or hangs the worker is a typed failure (the measurer restarts the worker); only a
-/// worker that cannot start or a reference that fails is an error.
-pub(crate) fn measure(measurer: &mut Measurer, job: &Job) -> Result<Measured, MeasureError> {
+/// worker that cannot start or a reference that fails is an error. With `shared`, the
+/// device is one other measurers use too: the job compiles first and then takes it
+/// (`Measurer::measure_sharing`).
+pub(crate) fn measure(
+    measurer: &mut Measurer,
+    job: &Job,
+    shared: Option<&Mutex<()>>,
+) -> Result<Measured, MeasureError> {
     let start = Instant::now();
-    let (outcomes, _) = measurer.measure(job)?;
+    let (outcomes, _) = match shared {
+        Some(device) => measurer.measure_sharing(job, device)?,
+        None => measurer.measure(job)?,
+    };
     let total = start.elapsed();
     let compile = (measurer.last_setup_time() + measurer.last_compile_wait()).min(total);
     let given_up = outcomes

@@ -227,8 +227,9 @@ impl Tuner<'_> {
             } else {
                 vec![self.measurer()?]
             };
-            // With overlap, one slot of a device proposes while the other measures.
-            let slots = if overlap { 2 } else { 1 };
+            // With overlap, one slot of a device proposes while another compiles and the
+            // third measures.
+            let slots = if overlap { 3 } else { 1 };
             self.on_devices(db, &mut run, devices, slots, on_round)?
         } else {
             self.one_at_a_time(db, &mut run, on_round)?

@@ -374,7 +374,7 @@ impl Session<'_> {
         let (measured, next) = std::thread::scope(|s| {
             let proposer = (plan.overlap && following > 0)
                 .then(|| s.spawn(move || Ok(proposer.propose(following))));
-            let measured = measure::measure(measurer, &job);
+            let measured = measure::measure(measurer, &job, None);
             let waited = Instant::now();
             let next = proposer.map(|h| {
                 h.join()
