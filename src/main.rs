@@ -1239,11 +1239,16 @@ fn print_tune_report(spec: &str, w: &Workload, report: &tessel::tune::TuneReport
     );
     let st = &report.stage_seconds;
     println!(
-        "time      {:.1} s opening, {:.1} s proposing (+{:.1} s while measuring), {:.1} s compiling, {:.1} s checking and timing ({:.1} s of it timed runs; {} given up after {} runs as over {}x the best), {:.1} s recording, {:.1} s learning, {:.1} s closing",
+        "time      {:.1} s opening, {:.1} s proposing (+{:.1} s while measuring), {:.1} s compiling, {}{:.1} s checking and timing ({:.1} s of it timed runs; {} given up after {} runs as over {}x the best), {:.1} s recording, {:.1} s learning, {:.1} s closing",
         report.opening.as_secs_f64(),
         st.propose,
         report.overlapped_propose_seconds,
         st.compile,
+        if st.device_wait > 0.0 {
+            format!("{:.1} s waiting for the device, ", st.device_wait)
+        } else {
+            String::new()
+        },
         st.check_time,
         report.timed_run_seconds,
         report.given_up,

@@ -775,6 +775,7 @@ pub struct Measurer {
     workers_started: usize,
     last_setup: Duration,
     last_compile_wait: Duration,
+    last_device_wait: Duration,
 }
 
 impl Measurer {
@@ -790,6 +791,7 @@ impl Measurer {
             workers_started: 0,
             last_setup: Duration::ZERO,
             last_compile_wait: Duration::ZERO,
+            last_device_wait: Duration::ZERO,
         }
     }
 
@@ -847,6 +849,12 @@ impl Measurer {
         self.last_compile_wait
     }
 
+    /// Wall time of the last `measure_sharing` call spent waiting for the device while
+    /// another measurer held it.
+    pub fn last_device_wait(&self) -> Duration {
+        self.last_device_wait
+    }
+
     /// How many worker processes this measurer has started.
     pub fn workers_started(&self) -> usize {
         self.workers_started
@@ -881,6 +889,7 @@ impl Measurer {
         self.peer_failure = None;
         self.last_setup = Duration::ZERO;
         self.last_compile_wait = Duration::ZERO;
+        self.last_device_wait = Duration::ZERO;
         let n = job.candidates.len();
         let timeout = self.timeout.unwrap_or_else(|| {
             Duration::try_from_secs_f64(job.timeout_seconds).unwrap_or(Duration::from_secs(60))
@@ -906,7 +915,9 @@ impl Measurer {
                 self.last_setup += spawned.elapsed();
                 // A measurer that panicked while holding the device left it between two
                 // jobs.
+                let waiting = Instant::now();
                 _held = Some(device.lock().unwrap_or_else(|p| p.into_inner()));
+                self.last_device_wait = waiting.elapsed();
                 w.go();
                 spawned = Instant::now();
             }

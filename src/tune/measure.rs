@@ -60,6 +60,8 @@ pub(crate) struct Measured {
     /// Starting the worker, running the reference, and compiling where the measuring
     /// waited for it (on CUDA compiles overlap checking and timing).
     pub compile: Duration,
+    /// Waiting for a shared device while another round checked and timed on it.
+    pub device_wait: Duration,
     /// Checking and timing the candidates.
     pub check_time: Duration,
     /// Of `check_time`, the timed runs of the candidates measured (the kernels' own time
@@ -83,7 +85,9 @@ pub(crate) fn measure(
         None => measurer.measure(job)?,
     };
     let total = start.elapsed();
-    let compile = (measurer.last_setup_time() + measurer.last_compile_wait()).min(total);
+    let device_wait = measurer.last_device_wait().min(total);
+    let compile =
+        (measurer.last_setup_time() + measurer.last_compile_wait()).min(total - device_wait);
     let given_up = outcomes
         .iter()
         .filter(|o| matches!(o, Ok(m) if m.runs.len() < job.timing.min_runs))
@@ -97,7 +101,8 @@ pub(crate) fn measure(
         outcomes,
         given_up,
         compile,
-        check_time: total - compile,
+        device_wait,
+        check_time: total - compile - device_wait,
         timed_runs: Duration::from_secs_f64(timed_runs.max(0.0)),
     })
 }

@@ -60,6 +60,9 @@ pub struct StageSeconds {
     /// background while earlier candidates are checked and timed, and only the wait
     /// counts.
     pub compile: f64,
+    /// Waiting for the device while another round held it (a network's rounds share
+    /// each device: one compiles while another checks and times).
+    pub device_wait: f64,
     /// In the measurer checking each candidate against the reference and timing it.
     pub check_time: f64,
     /// Committing outcomes to the database.
@@ -70,12 +73,13 @@ pub struct StageSeconds {
 
 impl StageSeconds {
     pub fn total(&self) -> f64 {
-        self.propose + self.compile + self.check_time + self.record + self.learn
+        self.propose + self.compile + self.device_wait + self.check_time + self.record + self.learn
     }
 
     pub(crate) fn add(&mut self, o: &StageSeconds) {
         self.propose += o.propose;
         self.compile += o.compile;
+        self.device_wait += o.device_wait;
         self.check_time += o.check_time;
         self.record += o.record;
         self.learn += o.learn;

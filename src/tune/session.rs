@@ -305,6 +305,7 @@ impl Session<'_> {
             ..
         } = prepared;
         round.seconds.compile = measured.compile.as_secs_f64();
+        round.seconds.device_wait = measured.device_wait.as_secs_f64();
         round.seconds.check_time = measured.check_time.as_secs_f64();
         round.given_up = measured.given_up;
         self.report.given_up += measured.given_up;
