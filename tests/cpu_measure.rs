@@ -191,6 +191,27 @@ fn a_shared_device_is_taken_only_once_compiled_and_held_through_a_crash() {
 }
 
 #[test]
+fn a_job_started_ahead_is_measured_with_the_give_up_latency_of_when_it_goes() {
+    let mut ahead = job(vec![scheduled(), scheduled()]);
+    ahead.timing.min_runs = 10;
+    let mut m = measurer();
+    let compiling = m.start_compiling(&ahead).expect("starts");
+    let mut now = ahead.clone();
+    now.timing.give_up_above_seconds = Some(1e-12);
+    let (outcomes, _) = m.measure_compiled(compiling, &now).expect("measures");
+    for o in &outcomes {
+        assert_ok(o);
+        let runs = o.as_ref().unwrap().runs.len();
+        assert_eq!(
+            runs,
+            tessel::measure::PROBE_RUNS,
+            "given up after its probes"
+        );
+    }
+    assert_eq!(m.workers_started(), 1);
+}
+
+#[test]
 fn the_ndarray_peer_is_checked_and_timed() {
     let mut j = job(vec![scheduled()]);
     j.peer = Some(Peer::Gemm(GemmPeer::nn(1, N, N, N)));

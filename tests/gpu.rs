@@ -608,6 +608,48 @@ fn measurers_sharing_the_gpu_compile_apart_and_time_one_at_a_time() {
 }
 
 #[test]
+fn a_batch_compiled_ahead_is_measured_on_its_worker_or_afresh_if_it_changed() {
+    if !gpu_enabled() {
+        return;
+    }
+    let arch = device_arch();
+    let spec = "matmul:1000x1000x1000";
+    let (w, _) = seed_source(SEEDS[0], spec, &arch);
+    let sources: Vec<_> = SEEDS
+        .iter()
+        .map(|n| seed_source(n, spec, &arch).1)
+        .collect();
+    let cuda = tessel::measure::Device::Cuda { arch: arch.clone() };
+    let mut job = tessel::measure::session::job(&w, sources, cuda, false, 7).unwrap();
+    job.timing = quick_timing();
+    let mut m = tessel::measure::worker::Measurer::new(tessel_bin());
+    // The same candidates, a give-up latency set after the compile started (below every
+    // seed's time: each is timed by its probe runs alone).
+    let compiling = m.start_compiling(&job).expect("starts");
+    let mut later = job.clone();
+    later.timing.give_up_above_seconds = Some(1e-9);
+    let (outcomes, _) = m.measure_compiled(compiling, &later).expect("measures");
+    assert_eq!(m.workers_started(), 1);
+    for o in &outcomes {
+        let r = o.as_ref().unwrap_or_else(|f| panic!("{f}"));
+        assert!(r.rel_error < 1e-4);
+        assert_eq!(
+            r.runs.len(),
+            tessel::measure::PROBE_RUNS,
+            "given up after its probes"
+        );
+    }
+    // Other candidates: the compiled worker is dropped and the job measured afresh.
+    let compiling = m.start_compiling(&job).expect("starts");
+    let mut fewer = job.clone();
+    fewer.candidates.truncate(2);
+    let (outcomes, _) = m.measure_compiled(compiling, &fewer).expect("measures");
+    assert_eq!(outcomes.len(), 2);
+    assert!(outcomes.iter().all(|o| o.is_ok()));
+    assert_eq!(m.workers_started(), 3);
+}
+
+#[test]
 fn half_precision_seed_schedules_match_the_reference_on_the_gpu() {
     // f16 and bf16 storage (raw 16 bits, converted at loads and stores) against the naive
     // kernel of the same dtype, within the dtype's tolerance; the vectorized fetches run

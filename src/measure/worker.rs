@@ -10,10 +10,11 @@
 //!    the job it was sent; `Outcome` is `{"Ok": Measured}` or `{"Err": Failure}`);
 //! 3. `{"peer": {"Ok": PeerMeasured} | {"Err": Failure}}` when the job asks for a peer.
 //!
-//! A gated job (`"gated": true`, sent by [`Measurer::measure_sharing`]) is compiled first:
-//! the worker answers `{"compiled": n}` and waits for a line `go` before it touches the
-//! device, then goes on as above; the parent sends `go` once it holds the device and then
-//! closes stdin.
+//! A gated job (`"gated": true`, sent by [`Measurer::measure_sharing`] and
+//! [`Measurer::start_compiling`]) is compiled first: the worker answers `{"compiled": n}`
+//! and waits for a line `{"go": true, "give_up_above_seconds": s}` ([`Go`]) before it
+//! touches the device, then goes on as above with that give-up latency; the parent sends
+//! it once the device is free, and closes stdin.
 //!
 //! Lines that are not replies (a kernel's `printf`) are ignored. Several jobs may be sent
 //! one per line; the worker answers each in turn and exits 0 at the end of its input.
@@ -78,8 +79,31 @@ pub enum Reply {
     },
 }
 
-/// The line that lets a gated job's worker take the device.
-pub const GO: &str = "go";
+/// The line that lets a gated job's worker take the device (see the module doc), with
+/// the give-up latency its timing is to use by now.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Go {
+    pub go: bool,
+    #[serde(default)]
+    pub give_up_above_seconds: Option<f64>,
+}
+
+/// How a measurement gets its first worker.
+enum First<'a> {
+    /// A new one, ungated.
+    Spawn,
+    /// A new gated one; the device is locked once it has compiled.
+    Shared(&'a Mutex<()>),
+    /// One started by [`Measurer::start_compiling`].
+    Compiling(Worker),
+}
+
+/// A gated job's worker, compiling (see [`Measurer::start_compiling`]); dropping it kills
+/// the worker.
+pub struct Compiling {
+    worker: Worker,
+    candidates: Vec<Source>,
+}
 
 fn is_zero(x: &f64) -> bool {
     *x == 0.0
@@ -315,11 +339,10 @@ pub fn worker_main() -> i32 {
             continue;
         }
         let written = match serde_json::from_str::<Job>(&line) {
-            Ok(job) => answer(
-                &job,
-                &mut out,
-                &mut || matches!(lines.next(), Some(Ok(l)) if l.trim() == GO),
-            ),
+            Ok(job) => answer(&job, &mut out, &mut || {
+                let line = lines.next()?.ok()?;
+                serde_json::from_str::<Go>(&line).ok().filter(|g| g.go)
+            }),
             Err(e) => {
                 let f = Failure::new(
                     FailureKind::Launch,
@@ -348,9 +371,13 @@ fn send(out: &mut impl Write, reply: &Reply) -> std::io::Result<()> {
 }
 
 /// Measures one job, writing its replies; a gated job's candidates are compiled before
-/// the device is touched, and `go` waits for the parent's word (false: the parent is gone
-/// or said something else, and the job ends there).
-fn answer(job: &Job, out: &mut impl Write, go: &mut dyn FnMut() -> bool) -> std::io::Result<()> {
+/// the device is touched, and `go` waits for the parent's word (`None`: the parent is
+/// gone or said something else, and the job ends there).
+fn answer(
+    job: &Job,
+    out: &mut impl Write,
+    go: &mut dyn FnMut() -> Option<Go>,
+) -> std::io::Result<()> {
     let inputs = random_inputs(&job.params, job.seed);
     let limit = job
         .compile_timeout_seconds
@@ -369,13 +396,16 @@ fn answer(job: &Job, out: &mut impl Write, go: &mut dyn FnMut() -> bool) -> std:
                     compiled: all.len(),
                 },
             )?;
-            if !go() {
-                return Ok(());
-            }
-            Some(all)
+            let Some(go) = go() else { return Ok(()) };
+            Some((all, go.give_up_above_seconds))
         }
         false => None,
     };
+    let give_up_above_seconds = match &compiled_first {
+        Some((_, g)) => *g,
+        None => job.timing.give_up_above_seconds,
+    };
+    let compiled_first = compiled_first.map(|(all, _)| all);
     let mut runner = match Runner::new(&job.device) {
         Ok(r) => r,
         Err(f) => {
@@ -416,7 +446,10 @@ fn answer(job: &Job, out: &mut impl Write, go: &mut dyn FnMut() -> bool) -> std:
     }
     send(out, &Reply::Ready { ready: true })?;
     // The give-up limit tightens as the job's candidates are timed (`give_up_factor`).
-    let mut timing = job.timing.clone();
+    let mut timing = TimingConfig {
+        give_up_above_seconds,
+        ..job.timing.clone()
+    };
     for (index, src) in job.candidates.iter().enumerate() {
         let waiting = Instant::now();
         let pre = compiled.take(index);
@@ -866,7 +899,7 @@ impl Measurer {
         &mut self,
         job: &Job,
     ) -> Result<(Vec<Outcome>, Option<PeerMeasured>), MeasureError> {
-        self.measure_on(job, None)
+        self.measure_on(job, First::Spawn)
     }
 
     /// As [`Measurer::measure`], for a device that other measurers (each with a worker of
@@ -878,13 +911,43 @@ impl Measurer {
         job: &Job,
         device: &Mutex<()>,
     ) -> Result<(Vec<Outcome>, Option<PeerMeasured>), MeasureError> {
-        self.measure_on(job, Some(device))
+        self.measure_on(job, First::Shared(device))
+    }
+
+    /// Starts a worker compiling `job`'s candidates, to be measured later by
+    /// [`Measurer::measure_compiled`] once the device is free: a tuner so compiles its
+    /// next batch while it checks and times this one.
+    pub fn start_compiling(&mut self, job: &Job) -> Result<Compiling, MeasureError> {
+        let mut worker = self.spawn()?;
+        worker.send(&Job {
+            gated: true,
+            ..job.clone()
+        });
+        Ok(Compiling {
+            worker,
+            candidates: job.candidates.clone(),
+        })
+    }
+
+    /// Measures `job` (as [`Measurer::measure`]) on the worker that has been compiling it
+    /// since [`Measurer::start_compiling`], waiting for its compiles to end; its timing
+    /// takes `job`'s give-up latency, which may have changed since. A worker started on
+    /// other candidates is dropped and the job measured afresh.
+    pub fn measure_compiled(
+        &mut self,
+        compiling: Compiling,
+        job: &Job,
+    ) -> Result<(Vec<Outcome>, Option<PeerMeasured>), MeasureError> {
+        match compiling.candidates == job.candidates {
+            true => self.measure_on(job, First::Compiling(compiling.worker)),
+            false => self.measure_on(job, First::Spawn),
+        }
     }
 
     fn measure_on(
         &mut self,
         job: &Job,
-        mut shared: Option<&Mutex<()>>,
+        mut first: First,
     ) -> Result<(Vec<Outcome>, Option<PeerMeasured>), MeasureError> {
         self.peer_failure = None;
         self.last_setup = Duration::ZERO;
@@ -897,30 +960,49 @@ impl Measurer {
         let mut outcomes: Vec<Outcome> = Vec::with_capacity(n);
         let mut peer = None;
         let mut peer_pending = job.peer.is_some();
-        // The device, once taken (a worker started after a crash needs no gate: the
-        // device is held).
+        // The shared device, once taken (a worker started after a crash needs no gate:
+        // the device is held).
         let mut _held = None;
         while outcomes.len() < n || peer_pending {
             let base = outcomes.len();
             let sub = Job {
                 candidates: job.candidates[base..].to_vec(),
-                gated: shared.is_some(),
+                gated: false,
                 ..job.clone()
             };
             let mut spawned = Instant::now();
-            let mut w = self.spawn()?;
-            w.send(&sub);
-            if let Some(device) = shared.take() {
-                self.wait_compiled(&mut w)?;
-                self.last_setup += spawned.elapsed();
+            // A gated worker that dies while compiling is replaced by an ungated one,
+            // where the compile that killed it fails its candidate alone.
+            let gated = match std::mem::replace(&mut first, First::Spawn) {
+                First::Spawn => None,
+                First::Shared(device) => {
+                    let w = self.start_compiling(&sub)?.worker;
+                    Some((self.compiled(w), Some(device)))
+                }
+                First::Compiling(w) => Some((self.compiled(w), None)),
+            };
+            if let Some((_, Some(device))) = &gated {
                 // A measurer that panicked while holding the device left it between two
                 // jobs.
                 let waiting = Instant::now();
+                self.last_setup += waiting - spawned;
                 _held = Some(device.lock().unwrap_or_else(|p| p.into_inner()));
                 self.last_device_wait = waiting.elapsed();
-                w.go();
                 spawned = Instant::now();
             }
+            let mut w = match gated {
+                Some((Some(mut w), _)) => {
+                    self.last_setup += spawned.elapsed();
+                    w.go(job.timing.give_up_above_seconds);
+                    spawned = Instant::now();
+                    w
+                }
+                _ => {
+                    let mut w = self.spawn()?;
+                    w.send(&sub);
+                    w
+                }
+            };
             let mut ready = false;
             let mut deadline = Instant::now() + self.reference_timeout;
             let ended = loop {
@@ -983,26 +1065,16 @@ impl Measurer {
         Ok((outcomes, peer))
     }
 
-    /// Waits for a gated job's `{"compiled": n}`; a worker that dies or is silent for the
-    /// reference's timeout meanwhile fails the job as a reference failure would.
-    fn wait_compiled(&self, w: &mut Worker) -> Result<(), MeasureError> {
+    /// The gated worker once it answered `{"compiled": n}`; `None` when it died or was
+    /// silent for the reference's timeout meanwhile (it is killed).
+    fn compiled(&self, mut w: Worker) -> Option<Worker> {
         let deadline = Instant::now() + self.reference_timeout;
         loop {
-            let kind = match w.next(deadline) {
-                Event::Reply(Reply::Compiled { .. }) => return Ok(()),
-                Event::Reply(Reply::ReferenceFailed { reference_failed }) => {
-                    return Err(MeasureError::Reference(reference_failed))
-                }
-                Event::Reply(other) => {
-                    w.noise(format!("out-of-order reply {other:?}"));
-                    continue;
-                }
-                Event::Eof => FailureKind::Crash,
-                Event::Timeout => FailureKind::Timeout,
-            };
-            let what = "compiling the candidates";
-            let message = w.post_mortem(kind, what, self.reference_timeout);
-            return Err(MeasureError::Reference(Failure::new(kind, message)));
+            match w.next(deadline) {
+                Event::Reply(Reply::Compiled { .. }) => return Some(w),
+                Event::Reply(other) => w.noise(format!("out-of-order reply {other:?}")),
+                Event::Eof | Event::Timeout => return None,
+            }
         }
     }
 
@@ -1114,10 +1186,15 @@ impl Worker {
         }
     }
 
-    /// Lets a gated job take the device, and closes stdin.
-    fn go(&mut self) {
-        if let Some(mut stdin) = self.stdin.take() {
-            let _ = writeln!(stdin, "{GO}").and_then(|_| stdin.flush());
+    /// Lets a gated job take the device, giving up on candidates slower than
+    /// `give_up_above_seconds` after their probes, and closes stdin.
+    fn go(&mut self, give_up_above_seconds: Option<f64>) {
+        let go = Go {
+            go: true,
+            give_up_above_seconds,
+        };
+        if let (Some(mut stdin), Ok(line)) = (self.stdin.take(), serde_json::to_string(&go)) {
+            let _ = writeln!(stdin, "{line}").and_then(|_| stdin.flush());
         }
     }
 

@@ -118,7 +118,7 @@ fn work(
     let proposed = lent.proposer.propose(lent.n);
     let measured = (!proposed.proposal.candidates.is_empty()).then(|| {
         let job = lent.proposer.job(&proposed.proposal, lent.give_up_above);
-        measure::measure(measurer, &job, Some(device))
+        measure::measure(measurer, &job, measure::Start::Shared(device))
     });
     Done {
         slot,

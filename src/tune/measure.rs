@@ -3,7 +3,7 @@
 //! inputs and times those that are right (see `crate::measure::worker`).
 
 use super::TuneError;
-use crate::measure::worker::{MeasureError, Measurer};
+use crate::measure::worker::{Compiling, MeasureError, Measurer};
 use crate::measure::{session, Device, Job, Outcome, TimingConfig};
 use crate::search::postproc::build_limits;
 use crate::search::{Candidate, SearchSpace, TargetLimits};
@@ -69,20 +69,30 @@ pub(crate) struct Measured {
     pub timed_runs: Duration,
 }
 
+/// How a job's worker starts.
+pub(crate) enum Start<'a> {
+    /// Afresh, compiling while it checks and times.
+    Fresh,
+    /// Afresh on a device other measurers use too: the job compiles first and then takes
+    /// it (`Measurer::measure_sharing`).
+    Shared(&'a Mutex<()>),
+    /// On the worker compiling it since the last round (`Measurer::start_compiling`).
+    Compiled(Compiling),
+}
+
 /// Measures a job in the worker. Every candidate gets an outcome: a kernel that crashes
 /// or hangs the worker is a typed failure (the measurer restarts the worker); only a
-/// worker that cannot start or a reference that fails is an error. With `shared`, the
-/// device is one other measurers use too: the job compiles first and then takes it
-/// (`Measurer::measure_sharing`).
+/// worker that cannot start or a reference that fails is an error.
 pub(crate) fn measure(
     measurer: &mut Measurer,
     job: &Job,
-    shared: Option<&Mutex<()>>,
+    how: Start,
 ) -> Result<Measured, MeasureError> {
     let start = Instant::now();
-    let (outcomes, _) = match shared {
-        Some(device) => measurer.measure_sharing(job, device)?,
-        None => measurer.measure(job)?,
+    let (outcomes, _) = match how {
+        Start::Fresh => measurer.measure(job)?,
+        Start::Shared(device) => measurer.measure_sharing(job, device)?,
+        Start::Compiled(compiling) => measurer.measure_compiled(compiling, job)?,
     };
     let total = start.elapsed();
     let device_wait = measurer.last_device_wait().min(total);

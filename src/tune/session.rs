@@ -11,7 +11,7 @@ use super::report::{MutatorUse, RoundStats, StopReason, TuneReport};
 use super::{best_in_db, empty_report, has_design_space, TuneError, Tuner};
 use crate::database::{Database, TargetKey};
 use crate::ir::Program;
-use crate::measure::worker::Measurer;
+use crate::measure::worker::{Compiling, Measurer};
 use crate::measure::{Job, TimingConfig};
 use crate::schedule::Trace;
 use crate::search::Proposal;
@@ -64,6 +64,8 @@ pub(crate) struct Session<'w> {
     pub report: TuneReport,
     /// The batch proposed while the last one was measured.
     pending: Option<Proposed>,
+    /// On CUDA, the worker compiling `pending` since it was proposed.
+    compiling: Option<Compiling>,
     pub stale_rounds: usize,
     pub failures_in_a_row: usize,
     /// Candidates the model had scored when the last batch was handed over.
@@ -124,6 +126,7 @@ impl Tuner<'_> {
             seeds_waiting: Vec::new(),
             report,
             pending: None,
+            compiling: None,
             stale_rounds: 0,
             failures_in_a_row: 0,
             scored_mark: 0,
@@ -352,8 +355,9 @@ impl Session<'_> {
     }
 
     /// One round on `measurer`: prepare, measure (proposing the next batch meanwhile when
-    /// `plan.overlap`), finish. Returns `Some(SpaceExhausted)` when the strategy had
-    /// nothing new to propose.
+    /// `plan.overlap`, and on CUDA starting a worker that compiles it as soon as it is
+    /// proposed, so that its compiles overlap this batch's checking and timing), finish.
+    /// Returns `Some(SpaceExhausted)` when the strategy had nothing new to propose.
     pub fn round(
         &mut self,
         db: &mut Database,
@@ -371,11 +375,26 @@ impl Session<'_> {
             plan.budget_left
                 .saturating_sub(prepared.proposal.candidates.len()),
         );
+        let this = match self.compiling.take() {
+            Some(compiling) => measure::Start::Compiled(compiling),
+            None => measure::Start::Fresh,
+        };
+        let compile_ahead = matches!(job.device, crate::measure::Device::Cuda { .. });
+        let mut ahead = measurer.clone();
+        let give_up = self.give_up_above();
         let proposer = self.proposer()?;
         let (measured, next) = std::thread::scope(|s| {
-            let proposer = (plan.overlap && following > 0)
-                .then(|| s.spawn(move || Ok(proposer.propose(following))));
-            let measured = measure::measure(measurer, &job, None);
+            let proposer = (plan.overlap && following > 0).then(|| {
+                s.spawn(move || {
+                    let next = proposer.propose(following);
+                    // A worker that cannot start now is started again next round.
+                    let compiling = (compile_ahead && !next.proposal.candidates.is_empty())
+                        .then(|| ahead.start_compiling(&proposer.job(&next.proposal, give_up)))
+                        .and_then(Result::ok);
+                    Ok((next, compiling))
+                })
+            });
+            let measured = measure::measure(measurer, &job, this);
             let waited = Instant::now();
             let next = proposer.map(|h| {
                 h.join()
@@ -385,10 +404,11 @@ impl Session<'_> {
         });
         let measured = measured?;
         if let Some((next, waited)) = next {
-            let next = next?;
+            let (next, compiling) = next?;
             // Proposing that outlasted the measurement held up the loop.
             prepared.round.seconds.propose += waited.as_secs_f64();
             self.pending = Some(next);
+            self.compiling = compiling;
         }
         // 5-6. record, learn.
         self.finish(db, learner, notes, prepared, measured)?;
