@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Two tessel binaries' tunes of the same workloads on the CUDA device: each binary tunes
 # each workload from a fresh database of its own (TRIALS trials, seed 11 or TESSEL_SEED,
-# no model), then its best is run by `tessel run --compare` against the vendor library in
-# the same process. For changes to the search (the same seed proposes differently).
+# no model; its `stopped` and `time` lines printed), then its best is run by `tessel run
+# --compare` against the vendor library in the same process. For changes to the search
+# (the same seed proposes differently) and to the tuner's pipeline (where time goes).
 #
 #   benches/tune_ab.sh OTHER TRIALS WORKLOAD...
 #   e.g. benches/tune_ab.sh .exp/tessel-old 128 matmul:1009x523x311 "matmul:1000x1000x1000,dtype=f16,acc=f32"
@@ -20,7 +21,7 @@ for w in "$@"; do
     rm -f "$db"
     printf '%s %s: ' "$b" "$w"
     "$b" tune "$w" --target cuda --trials "$trials" --seed "${TESSEL_SEED:-11}" --db "$db" 2>/dev/null |
-      grep -E "^stopped " | tr '\n' ' '
+      grep -E "^(stopped|time) " | tr '\n' ' '
     "$b" best "$w" --target cuda --db "$db" --emit trace >/tmp/tune-ab.sched 2>/dev/null || { echo; continue; }
     "$b" run "$w" --schedule /tmp/tune-ab.sched --target cuda --compare 2>&1 |
       grep -E "^(latency|peer)" | tr '\n' ' '
