@@ -382,31 +382,32 @@ fn answer(
     let limit = job
         .compile_timeout_seconds
         .and_then(|s| Duration::try_from_secs_f64(s).ok());
-    let compiled_first = match job.gated {
-        true => {
-            let all = match &job.device {
-                Device::Cuda { arch } => Compiler::for_cuda(arch, limit).all(&codes_of(job)),
-                // The CPU's compiles need the runner's build directory; they run after
-                // the reference as in an ungated job.
-                Device::Cpu => Vec::new(),
-            };
-            send(
-                out,
-                &Reply::Compiled {
-                    compiled: all.len(),
-                },
-            )?;
-            let Some(go) = go() else { return Ok(()) };
-            Some((all, go.give_up_above_seconds))
-        }
-        false => None,
+    // A gated job compiles its candidates and its reference and opens the runner (a
+    // CUDA context) before the parent's word: none of that runs on the device.
+    let mut give_up_above_seconds = job.timing.give_up_above_seconds;
+    let (runner, compiled_first, reference_build) = if job.gated {
+        let (runner, candidates, reference) = match &job.device {
+            // The candidates compile on other threads while this one opens the context
+            // and compiles the reference.
+            Device::Cuda { arch } => std::thread::scope(|s| {
+                let candidates = s.spawn(|| Compiler::for_cuda(arch, limit).all(&codes_of(job)));
+                let runner = Runner::new(&job.device);
+                let reference = cuda::compile(&job.reference.code, arch).map(Prebuilt::Cuda);
+                (runner, candidates.join().ok(), Some(reference))
+            }),
+            // The CPU's compiles need the runner's build directory; they run after the
+            // reference as in an ungated job.
+            Device::Cpu => (Runner::new(&job.device), None, None),
+        };
+        let compiled = candidates.as_ref().map_or(0, Vec::len);
+        send(out, &Reply::Compiled { compiled })?;
+        let Some(go) = go() else { return Ok(()) };
+        give_up_above_seconds = go.give_up_above_seconds;
+        (runner, candidates, reference)
+    } else {
+        (Runner::new(&job.device), None, None)
     };
-    let give_up_above_seconds = match &compiled_first {
-        Some((_, g)) => *g,
-        None => job.timing.give_up_above_seconds,
-    };
-    let compiled_first = compiled_first.map(|(all, _)| all);
-    let mut runner = match Runner::new(&job.device) {
+    let mut runner = match runner {
         Ok(r) => r,
         Err(f) => {
             return send(
@@ -423,14 +424,15 @@ fn answer(
     // them (the GPU times while the CPU compiles), unless the job is gated and they are
     // done. On the CPU they all finish before `ready` (the parent allows the reference
     // phase more time): kernels are timed on a quiet machine.
-    let mut compiled = match (compiled_first, &job.device) {
-        (Some(all), Device::Cuda { .. }) => Compiled::Done(all),
-        (_, Device::Cuda { .. }) => {
-            Compiled::in_background(Compiler::for_runner(&runner, limit), codes_of(job))
-        }
-        (_, Device::Cpu) => Compiled::Done(Vec::new()),
+    let compiled = match (compiled_first, &job.device) {
+        (Some(all), _) => Some(Compiled::Done(all)),
+        (None, Device::Cuda { .. }) => Some(Compiled::in_background(
+            Compiler::for_runner(&runner, limit),
+            codes_of(job),
+        )),
+        (None, Device::Cpu) => None,
     };
-    let reference = match run_reference(&mut runner, job, &inputs) {
+    let reference = match run_reference(&mut runner, job, &inputs, reference_build) {
         Ok(r) => r,
         Err(f) => {
             return send(
@@ -441,9 +443,9 @@ fn answer(
             )
         }
     };
-    if let Compiled::Done(all) = &mut compiled {
-        *all = Compiler::for_runner(&runner, limit).all(&codes_of(job));
-    }
+    let mut compiled = compiled.unwrap_or_else(|| {
+        Compiled::Done(Compiler::for_runner(&runner, limit).all(&codes_of(job)))
+    });
     send(out, &Reply::Ready { ready: true })?;
     // The give-up limit tightens as the job's candidates are timed (`give_up_factor`).
     let mut timing = TimingConfig {
@@ -519,13 +521,18 @@ impl Compiled {
     }
 }
 
+/// Runs the reference (`prebuilt` where it was compiled before) on fresh inputs.
 fn run_reference(
     runner: &mut Runner,
     job: &Job,
     inputs: &[Vec<f32>],
+    prebuilt: Option<Result<Prebuilt, Failure>>,
 ) -> Result<Vec<Vec<f32>>, Failure> {
     runner.prepare(&job.params, inputs, &job.reference.workspaces)?;
-    let (h, _) = runner.build(&job.reference)?;
+    let (h, _) = match prebuilt {
+        Some(p) => runner.load(p?, &job.reference)?,
+        None => runner.build(&job.reference)?,
+    };
     let outs = runner.run_once(h)?;
     // A reference that leaves NaN behind cannot judge anything.
     compare(&job.params, &outs, &outs)?;
