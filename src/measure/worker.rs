@@ -73,7 +73,7 @@ pub enum Reply {
     Ready {
         ready: bool,
     },
-    /// A gated job's candidates are compiled: the worker waits for [`GO`].
+    /// A gated job's candidates are compiled: the worker waits for a [`Go`] line.
     Compiled {
         compiled: usize,
     },
