@@ -520,6 +520,16 @@ const SEEDS: [&str; 7] = [
     "gemm_split_k",
 ];
 
+/// A job measuring the named seed schedules on `spec`, timed briefly.
+fn seed_job(names: &[&str], spec: &str, arch: &str) -> tessel::measure::Job {
+    let (w, _) = seed_source(names[0], spec, arch);
+    let sources = names.iter().map(|n| seed_source(n, spec, arch).1).collect();
+    let device = tessel::measure::Device::Cuda { arch: arch.into() };
+    let mut job = tessel::measure::session::job(&w, sources, device, false, 7).unwrap();
+    job.timing = quick_timing();
+    job
+}
+
 #[test]
 fn seed_schedules_match_the_reference_on_the_gpu() {
     if !gpu_enabled() {
@@ -527,17 +537,7 @@ fn seed_schedules_match_the_reference_on_the_gpu() {
     }
     let arch = device_arch();
     for spec in ["matmul:1024x1024x1024", "matmul:1000x1000x1000"] {
-        let mut sources = Vec::new();
-        let mut w = None;
-        for name in SEEDS {
-            let (wl, src) = seed_source(name, spec, &arch);
-            sources.push(src);
-            w = Some(wl);
-        }
-        let w = w.unwrap();
-        let device = tessel::measure::Device::Cuda { arch: arch.clone() };
-        let mut job = tessel::measure::session::job(&w, sources, device, false, 7).unwrap();
-        job.timing = quick_timing();
+        let job = seed_job(&SEEDS, spec, &arch);
         let mut m = tessel::measure::worker::Measurer::new(tessel_bin());
         let (outcomes, _) = m.measure(&job).expect("the worker runs");
         for (name, o) in SEEDS.iter().zip(&outcomes) {
@@ -565,20 +565,10 @@ fn measurers_sharing_the_gpu_compile_apart_and_time_one_at_a_time() {
     let spec = "matmul:1000x1000x1000";
     let device = std::sync::Mutex::new(());
     let held = device.lock().unwrap();
-    let jobs: Vec<_> = [&SEEDS[..4], &SEEDS[4..]]
-        .iter()
-        .map(|names| {
-            let (w, _) = seed_source(names[0], spec, &arch);
-            let sources = names
-                .iter()
-                .map(|n| seed_source(n, spec, &arch).1)
-                .collect();
-            let cuda = tessel::measure::Device::Cuda { arch: arch.clone() };
-            let mut job = tessel::measure::session::job(&w, sources, cuda, false, 7).unwrap();
-            job.timing = quick_timing();
-            job
-        })
-        .collect();
+    let jobs = [
+        seed_job(&SEEDS[..4], spec, &arch),
+        seed_job(&SEEDS[4..], spec, &arch),
+    ];
     std::thread::scope(|s| {
         let measuring: Vec<_> = jobs
             .iter()
@@ -614,14 +604,7 @@ fn a_batch_compiled_ahead_is_measured_on_its_worker_or_afresh_if_it_changed() {
     }
     let arch = device_arch();
     let spec = "matmul:1000x1000x1000";
-    let (w, _) = seed_source(SEEDS[0], spec, &arch);
-    let sources: Vec<_> = SEEDS
-        .iter()
-        .map(|n| seed_source(n, spec, &arch).1)
-        .collect();
-    let cuda = tessel::measure::Device::Cuda { arch: arch.clone() };
-    let mut job = tessel::measure::session::job(&w, sources, cuda, false, 7).unwrap();
-    job.timing = quick_timing();
+    let job = seed_job(&SEEDS, spec, &arch);
     let mut m = tessel::measure::worker::Measurer::new(tessel_bin());
     // The same candidates, a give-up latency set after the compile started (below every
     // seed's time: each is timed by its probe runs alone).
