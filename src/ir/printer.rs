@@ -22,7 +22,14 @@ use std::fmt::Write;
 /// Prints the whole program.
 pub fn print_program(p: &Program) -> String {
     let mut out = String::new();
-    out.push_str("@T.prim_func\n");
+    write_program(p, &mut out);
+    out
+}
+
+/// Writes the whole program to `out` as [`print_program`] prints it (a digest of the text
+/// needs no string of it).
+pub fn write_program<W: Write>(p: &Program, out: &mut W) {
+    let _ = out.write_str("@T.prim_func\n");
     let params: Vec<String> = p
         .params
         .iter()
@@ -51,9 +58,8 @@ pub fn print_program(p: &Program) -> String {
         let _ = writeln!(out, ", scope=\"{}\")", buf.scope.name());
     }
     for n in &p.root {
-        print_node(p, *n, 1, &mut out);
+        print_node(p, *n, 1, out);
     }
-    out
 }
 
 fn shape_tuple(shape: &[i64]) -> String {
@@ -71,9 +77,9 @@ fn shape_tuple(shape: &[i64]) -> String {
     }
 }
 
-fn indent(out: &mut String, depth: usize) {
+fn indent<W: Write>(out: &mut W, depth: usize) {
     for _ in 0..depth {
-        out.push_str("    ");
+        let _ = out.write_str("    ");
     }
 }
 
@@ -82,7 +88,7 @@ fn is_plain_serial(p: &Program, l: LoopId) -> bool {
     lp.kind == LoopKind::Serial && lp.annotations.is_empty()
 }
 
-fn print_node(p: &Program, n: Node, depth: usize, out: &mut String) {
+fn print_node<W: Write>(p: &Program, n: Node, depth: usize, out: &mut W) {
     match n {
         Node::Block(b) => print_block(p, b, depth, out),
         Node::Loop(l) => {
@@ -145,7 +151,7 @@ fn print_node(p: &Program, n: Node, depth: usize, out: &mut String) {
     }
 }
 
-fn print_block(p: &Program, b: BlockId, depth: usize, out: &mut String) {
+fn print_block<W: Write>(p: &Program, b: BlockId, depth: usize, out: &mut W) {
     let blk = p.block(b);
     indent(out, depth);
     let _ = writeln!(out, "with T.block(\"{}\"):", blk.name);
@@ -241,13 +247,13 @@ fn print_block(p: &Program, b: BlockId, depth: usize, out: &mut String) {
     }
     if let Some(init) = &blk.init {
         indent(out, d);
-        out.push_str("with T.init():\n");
+        let _ = out.write_str("with T.init():\n");
         print_store(p, blk, init, d + 1, out);
     }
     print_store(p, blk, &blk.body, d, out);
 }
 
-fn print_store(p: &Program, _blk: &Block, s: &Store, depth: usize, out: &mut String) {
+fn print_store<W: Write>(p: &Program, _blk: &Block, s: &Store, depth: usize, out: &mut W) {
     indent(out, depth);
     let dtype = p.buffer(s.buffer).dtype;
     let _ = writeln!(

@@ -6,7 +6,7 @@
 use super::postproc::{verify, RejectKind, Rejection, TargetLimits, Verified};
 use super::sketch;
 use super::space::SearchSpace;
-use crate::ir::printer::print_program;
+use crate::ir::printer::write_program;
 use crate::ir::Program;
 use crate::schedule::{Schedule, Trace};
 use sha2::{Digest, Sha256};
@@ -97,8 +97,24 @@ pub trait SearchStrategy {
 /// Hex SHA-256 of a program's printed IR: two candidates with the same hash are the same
 /// program.
 pub fn ir_hash(p: &Program) -> String {
-    let digest = Sha256::digest(print_program(p).as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    let mut digest = Digesting(Sha256::new());
+    write_program(p, &mut digest);
+    digest
+        .0
+        .finalize()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The printer's text fed to a digest as it is written.
+struct Digesting(Sha256);
+
+impl std::fmt::Write for Digesting {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        self.0.update(s.as_bytes());
+        Ok(())
+    }
 }
 
 /// Samples that may be tried per wanted candidate before the space counts as exhausted.
@@ -187,5 +203,32 @@ impl SearchStrategy for RandomSearch {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ir::printer::print_program;
+
+    #[test]
+    fn the_hash_is_the_digest_of_the_printed_program() {
+        let w =
+            crate::workload::preset("conv2d_nchw:n=1,c=16,h=14,w=14,k=32,r=3,s=3,stride=1,pad=1")
+                .expect("preset");
+        let limits = TargetLimits::Cuda(crate::target::cuda::CudaLimits::sm90_default());
+        let mut search = RandomSearch::new(SearchSpace::cuda_default(), limits, w.to_program(), 3);
+        let proposal = search.propose(4, &mut |_| false);
+        assert!(!proposal.candidates.is_empty());
+        for c in &proposal.candidates {
+            let sch = crate::schedule::replay(&c.trace, w.to_program(), 0).expect("replays");
+            let printed = print_program(sch.program());
+            let hex: String = Sha256::digest(printed.as_bytes())
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            assert_eq!(ir_hash(sch.program()), hex);
+            assert_eq!(c.ir_hash, hex);
+        }
     }
 }
