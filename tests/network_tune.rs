@@ -141,7 +141,8 @@ fn two_workers_tune_different_tasks_at_once_into_one_database() {
 
 #[test]
 fn one_device_proposes_a_round_while_it_measures_another() {
-    // As on one GPU: two slots, one proposing while the other measures.
+    // As on one GPU: three slots, one proposing, one compiling (a gated job: on the CPU
+    // its compiles wait for the device too) and one measuring.
     rounds_in_flight_fill_one_database(|t| t.with_overlap(true));
 }
 
