@@ -58,7 +58,9 @@ pub(crate) struct Measured {
     /// Candidates timed by the probe runs alone (given up as too slow).
     pub given_up: usize,
     /// Starting the worker, running the reference, and compiling where the measuring
-    /// waited for it (on CUDA compiles overlap checking and timing).
+    /// waited for it (on CUDA compiles overlap checking and timing; a gated job's
+    /// compiles, done before it takes the device, count whole, less what another worker
+    /// compiled ahead before this round began).
     pub compile: Duration,
     /// Waiting for a shared device while another round checked and timed on it.
     pub device_wait: Duration,
