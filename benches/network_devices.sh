@@ -8,9 +8,10 @@
 # OUT receives per run N (from 0) tune_N_<devices>.txt / .err / .json (the tune report:
 # elapsed seconds, per round the stage seconds) and cpu_N_<devices>.txt (`vmstat 5` during
 # the tune: the host's CPU, which proposing and NVRTC share). Printed per value: the
-# elapsed time, candidates per second, the host's mean busy share; then each value's
-# candidates per second over the first's. The values may repeat (`0 0,1 0 0,1`): one
-# pair of runs swings by 20% on the same host.
+# elapsed time, candidates per second, the host's mean busy share, the seconds of each
+# stage summed over the rounds (slots overlap, so the sums exceed the wall time); then
+# each value's candidates per second over the first's. The values may repeat
+# (`0 0,1 0 0,1`): one pair of runs swings by 20% on the same host.
 # TESSEL_BIN (default ./.gpu/tessel), TESSEL_NETWORK (default ResNet-50 batch 1).
 set -u
 out=$1 trials=$2
@@ -42,6 +43,17 @@ for dev in "${devices[@]}"; do
     "$out/cpu_$tag.txt")
   rate=$(awk -v t="$trials" -v s="$seconds" 'BEGIN {printf "%.2f", t / s}')
   echo "candidates/s $rate (--devices $dev), host CPU busy ${busy:-?}%"
+  # Where the slots' time went: each stage summed over every task's rounds.
+  python3 - "$out/tune_$tag.json" <<'PY'
+import json, sys
+report = json.load(open(sys.argv[1]))
+sums = {}
+for task in report["tasks"]:
+    for r in task["report"]["rounds"]:
+        for stage, s in r["seconds"].items():
+            sums[stage] = sums.get(stage, 0.0) + s
+print("slot-seconds " + ", ".join(f"{k} {v:.1f}" for k, v in sorted(sums.items())))
+PY
   rates+=("$rate")
 done
 for i in "${!devices[@]}"; do
