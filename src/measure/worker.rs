@@ -45,7 +45,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
@@ -951,10 +951,10 @@ impl Measurer {
         }
     }
 
-    fn measure_on(
+    fn measure_on<'d>(
         &mut self,
         job: &Job,
-        mut first: First,
+        mut first: First<'d>,
     ) -> Result<(Vec<Outcome>, Option<PeerMeasured>), MeasureError> {
         self.peer_failure = None;
         self.last_setup = Duration::ZERO;
@@ -969,7 +969,7 @@ impl Measurer {
         let mut peer_pending = job.peer.is_some();
         // The shared device, once taken (a worker started after a crash needs no gate:
         // the device is held).
-        let mut _held = None;
+        let mut held: Option<MutexGuard<'d, ()>> = None;
         while outcomes.len() < n || peer_pending {
             let base = outcomes.len();
             let sub = Job {
@@ -977,39 +977,10 @@ impl Measurer {
                 gated: false,
                 ..job.clone()
             };
-            let mut spawned = Instant::now();
-            // A gated worker that dies while compiling is replaced by an ungated one,
-            // where the compile that killed it fails its candidate alone.
-            let gated = match std::mem::replace(&mut first, First::Spawn) {
-                First::Spawn => None,
-                First::Shared(device) => {
-                    let w = self.start_compiling(&sub)?.worker;
-                    Some((self.compiled(w), Some(device)))
-                }
-                First::Compiling(w) => Some((self.compiled(w), None)),
-            };
-            if let Some((_, Some(device))) = &gated {
-                // A measurer that panicked while holding the device left it between two
-                // jobs.
-                let waiting = Instant::now();
-                self.last_setup += waiting - spawned;
-                _held = Some(device.lock().unwrap_or_else(|p| p.into_inner()));
-                self.last_device_wait = waiting.elapsed();
-                spawned = Instant::now();
-            }
-            let mut w = match gated {
-                Some((Some(mut w), _)) => {
-                    self.last_setup += spawned.elapsed();
-                    w.go(job.timing.give_up_above_seconds);
-                    spawned = Instant::now();
-                    w
-                }
-                _ => {
-                    let mut w = self.spawn()?;
-                    w.send(&sub);
-                    w
-                }
-            };
+            let first = std::mem::replace(&mut first, First::Spawn);
+            let mut w =
+                self.worker_for(first, &sub, job.timing.give_up_above_seconds, &mut held)?;
+            let spawned = Instant::now();
             let mut ready = false;
             let mut deadline = Instant::now() + self.reference_timeout;
             let ended = loop {
@@ -1070,6 +1041,46 @@ impl Measurer {
             }
         }
         Ok((outcomes, peer))
+    }
+
+    /// The worker that measures `sub`: a gated one once it has compiled (taking the
+    /// shared device into `held` first) and been let go with `give_up_above_seconds`, or a
+    /// new ungated one, also where a gated one died while compiling (the compile that
+    /// killed it then fails its candidate alone). The compiles count as setup.
+    fn worker_for<'d>(
+        &mut self,
+        first: First<'d>,
+        sub: &Job,
+        give_up_above_seconds: Option<f64>,
+        held: &mut Option<MutexGuard<'d, ()>>,
+    ) -> Result<Worker, MeasureError> {
+        let compiling = Instant::now();
+        let (compiled, device) = match first {
+            First::Spawn => (None, None),
+            First::Shared(device) => {
+                let w = self.start_compiling(sub)?.worker;
+                (self.compiled(w), Some(device))
+            }
+            First::Compiling(w) => (self.compiled(w), None),
+        };
+        self.last_setup += compiling.elapsed();
+        if let Some(device) = device {
+            // A measurer that panicked while holding the device left it between two jobs.
+            let waiting = Instant::now();
+            *held = Some(device.lock().unwrap_or_else(|p| p.into_inner()));
+            self.last_device_wait = waiting.elapsed();
+        }
+        Ok(match compiled {
+            Some(mut w) => {
+                w.go(give_up_above_seconds);
+                w
+            }
+            None => {
+                let mut w = self.spawn()?;
+                w.send(sub);
+                w
+            }
+        })
     }
 
     /// The gated worker once it answered `{"compiled": n}`; `None` when it died or was
