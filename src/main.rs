@@ -981,6 +981,11 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // Named threads, so that `top -H` or a profile tells the search's parallel work
+    // (`tessel-pool-N`) from a cost-model training's (`tessel-learn-N`, a pool of its own).
+    let _ = rayon::ThreadPoolBuilder::new()
+        .thread_name(|i| format!("tessel-pool-{i}"))
+        .build_global();
     match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -1562,10 +1567,11 @@ fn tune_network(args: &TuneArgs, file: &std::path::Path) -> Result<()> {
         })?
     };
     println!(
-        "stopped   {} after {} trials in {:.1} s",
+        "stopped   {} after {} trials in {:.1} s ({:.1} s of them opening the tasks)",
         report.stop.describe(),
         report.trials(),
-        report.elapsed.as_secs_f64()
+        report.elapsed.as_secs_f64(),
+        report.opened.as_secs_f64()
     );
     let per_task: Vec<String> = report
         .tasks

@@ -112,9 +112,17 @@ fn the_scheduler_warms_up_every_task_then_spends_the_network_budget() {
     let est = report.estimated_seconds().unwrap();
     assert!((est - sum).abs() <= 1e-12 * sum);
     assert_eq!(report.rounds.last().unwrap().estimated_seconds, Some(est));
+    // The timeline: every round comes in after the tasks opened, in order, within the run.
+    let opened = report.opened.as_secs_f64();
+    let times: Vec<f64> = report.rounds.iter().map(|r| r.elapsed_seconds).collect();
+    assert!(opened <= times[0], "{opened} {times:?}");
+    assert!(times.windows(2).all(|w| w[0] <= w[1]), "{times:?}");
+    assert!(times[4] <= report.elapsed.as_secs_f64(), "{times:?}");
     let json = report.to_json("tiny");
     assert_eq!(json["trials"], 10);
     assert_eq!(json["tasks"].as_array().unwrap().len(), 3);
+    assert_eq!(json["opened_seconds"], opened);
+    assert_eq!(json["rounds"][4]["elapsed_seconds"], times[4]);
 
     // An interrupted run resumes: the next run is fed every record and keeps the bests.
     let again = tuner(&mut db, 2)

@@ -166,6 +166,11 @@ pub struct ModelPolicy {
     /// round, and it is not stored: a later run of another workload is better served by
     /// no model than by one that knows a few dozen records of one shape.
     pub run_records: usize,
+    /// Threads a training runs on, in a pool of its own; 0: a quarter of the cores
+    /// ([`training_threads`]). Training runs beside proposing and compiling, which the
+    /// run waits on: on the global pool, a retraining took every core it could while a
+    /// network's slots proposed and NVRTC compiled.
+    pub training_threads: usize,
 }
 
 impl ModelPolicy {
@@ -191,8 +196,15 @@ impl Default for ModelPolicy {
             retrain_every: 32,
             focus_other_records: FOCUS_OTHER_RECORDS,
             run_records: 16,
+            training_threads: 0,
         }
     }
+}
+
+/// The threads of a training pool when the policy leaves it open: a quarter of the
+/// cores, at least one.
+pub fn training_threads() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| (n.get() / 4).max(1))
 }
 
 /// A scorer that counts the candidates it scored (the report's `scored`).
@@ -239,6 +251,8 @@ pub(crate) struct Learner {
     /// starts (so that a training stopped at the end does not take them with it), cached
     /// at the end of the run.
     uncached: Vec<(i64, Option<Vec<f32>>)>,
+    /// The pool trainings run on, made by the first ([`ModelPolicy::training_threads`]).
+    pool: Option<Arc<rayon::ThreadPool>>,
 }
 
 /// What a training thread hands back: its model (or why not) and the training data,
@@ -277,6 +291,7 @@ impl Learner {
             scored: Arc::new(AtomicUsize::new(0)),
             seen: TrainingData::empty(target),
             uncached: Vec::new(),
+            pool: None,
         };
         let what = format!("{}/{}", target.kind.name(), target.arch);
         let Some(source) = l.source.clone() else {
@@ -479,6 +494,7 @@ impl Learner {
         self.new_ok = 0;
         let stop = Arc::new(AtomicBool::new(false));
         let stopped = stop.clone();
+        let pool = self.pool();
         let thread = std::thread::spawn(move || {
             if let Some(path) = file {
                 let read = Database::open(&path)
@@ -488,11 +504,33 @@ impl Learner {
                     return (Err(format!("reading the training records: {e}")), data);
                 }
             }
-            let model = source.train(&mut data, &|| stopped.load(Ordering::Relaxed));
+            let mut train = || source.train(&mut data, &|| stopped.load(Ordering::Relaxed));
+            let model = match pool {
+                Some(pool) => pool.install(train),
+                None => train(),
+            };
             (model, data)
         });
         self.training = Some(Training { thread, stop });
         Ok(())
+    }
+
+    /// The training pool, made on first use; `None` if its threads cannot be started
+    /// (the training then runs on the global pool).
+    fn pool(&mut self) -> Option<Arc<rayon::ThreadPool>> {
+        if self.pool.is_none() {
+            let threads = match self.policy.training_threads {
+                0 => training_threads(),
+                n => n,
+            };
+            self.pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .thread_name(|i| format!("tessel-learn-{i}"))
+                .build()
+                .ok()
+                .map(Arc::new);
+        }
+        self.pool.clone()
     }
 
     /// Waits for the training in flight; notes a failure.
@@ -619,6 +657,64 @@ mod tests {
         // unless told to).
         rx.recv_timeout(Duration::from_secs(30))
             .expect("the training was told to stop");
+    }
+
+    /// The shipped source, whose trainings also say on which thread and in a pool of
+    /// how many threads they ran.
+    struct Observed {
+        stored: StoredModels,
+        seen: std::sync::Mutex<mpsc::Sender<(Option<String>, usize)>>,
+    }
+
+    impl ModelSource for Observed {
+        fn load(&self, db: &Database, t: &TargetKey) -> Result<Option<LearnedModel>, String> {
+            self.stored.load(db, t)
+        }
+        fn train(
+            &self,
+            data: &mut TrainingData,
+            stop: &dyn Fn() -> bool,
+        ) -> Result<LearnedModel, String> {
+            let here = std::thread::current().name().map(str::to_string);
+            let sent = self
+                .seen
+                .lock()
+                .unwrap()
+                .send((here, rayon::current_num_threads()));
+            sent.map_err(|e| e.to_string())?;
+            self.stored.train(data, stop)
+        }
+        fn save(&self, db: &mut Database, t: &TargetKey, m: &LearnedModel) -> Result<(), String> {
+            self.stored.save(db, t, m)
+        }
+    }
+
+    #[test]
+    fn a_training_runs_on_a_pool_of_its_own_with_the_policys_threads() {
+        let mut db = fixture_db();
+        let (tx, rx) = mpsc::channel();
+        let source = Arc::new(Observed {
+            stored: StoredModels::default(),
+            seen: std::sync::Mutex::new(tx),
+        });
+        let policy = ModelPolicy {
+            min_records: 1,
+            training_threads: 3,
+            ..ModelPolicy::default()
+        };
+        let mut notes = Vec::new();
+        let l = Learner::start(Some(source), policy, &db, &target(), &[], &mut notes).unwrap();
+        let used = l.finish(&mut db, &mut notes).expect("the first model");
+        assert_eq!(used.trained_this_run, 1, "{notes:?}");
+        let (thread, threads) = rx.recv_timeout(Duration::from_secs(30)).unwrap();
+        assert!(
+            thread
+                .as_deref()
+                .is_some_and(|n| n.starts_with("tessel-learn-")),
+            "{thread:?}"
+        );
+        assert_eq!(threads, 3);
+        assert!(training_threads() >= 1);
     }
 
     #[test]

@@ -34,6 +34,8 @@ pub struct NetworkRound {
     pub task_best_seconds: Option<f64>,
     /// The network's estimated latency after the round (once every task has a best).
     pub estimated_seconds: Option<f64>,
+    /// Seconds since the run started when the round's results were in.
+    pub elapsed_seconds: f64,
 }
 
 /// One task's outcome.
@@ -54,6 +56,9 @@ pub struct NetworkReport {
     pub stop: StopReason,
     pub tasks: Vec<TaskOutcome>,
     pub rounds: Vec<NetworkRound>,
+    /// From the start to the first round: every task opened (its space, the database's
+    /// records fed to its strategy) and the cost model loaded.
+    pub opened: Duration,
     pub elapsed: Duration,
 }
 
@@ -97,6 +102,7 @@ impl NetworkReport {
             "stop_reason": self.stop.describe(),
             "trials": self.trials(),
             "elapsed_seconds": self.elapsed.as_secs_f64(),
+            "opened_seconds": self.opened.as_secs_f64(),
             "estimated_seconds": self.estimated_seconds(),
             "tasks": tasks,
             "rounds": self.rounds,
@@ -218,6 +224,7 @@ impl Tuner<'_> {
             total: 0,
             start,
         };
+        let opened = start.elapsed();
         let overlap = self
             .overlap
             .unwrap_or_else(|| self.target.overlaps_by_default());
@@ -266,6 +273,7 @@ impl Tuner<'_> {
             stop,
             tasks: outcomes,
             rounds,
+            opened,
             elapsed: start.elapsed(),
         })
     }
@@ -351,6 +359,7 @@ impl Tuner<'_> {
                     .zip(&run.histories)
                     .map(|(t, h)| (t.weight, h.curve.last().copied().flatten())),
             ),
+            elapsed_seconds: run.start.elapsed().as_secs_f64(),
         };
         on_round(&r, &run.tasks[i]);
         run.rounds.push(r);
