@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::ir::expr::DType;
-use crate::ir::program::{Buffer, Dim3, IterVar, Scope};
+use crate::ir::program::{AnnValue, Buffer, Dim3, IterVar, Scope, StorageAlign};
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 
@@ -407,6 +407,44 @@ fn cycle_is_reported_and_ends() {
 }
 
 // ----- 2. loops -----------------------------------------------------------------
+
+/// `Schedule::annotate`, `storage_align` and `storage_swizzle` do not run the verifier
+/// again: annotations and storage hints, whatever they say, change neither a passing
+/// program's verdict nor a failing one's errors.
+#[test]
+fn annotations_and_storage_hints_change_no_verdict() {
+    let annotate_everything = |p: &mut Program| {
+        for l in &mut p.loops {
+            l.annotations
+                .insert("software_pipeline_stage".into(), AnnValue::Ints(vec![9]));
+            l.annotations
+                .insert("pragma_auto_unroll_max_step".into(), AnnValue::Int(-1));
+        }
+        for b in &mut p.blocks {
+            b.annotations.insert(
+                "meta_schedule.tiling_structure".into(),
+                AnnValue::Str("?".into()),
+            );
+        }
+        for b in &mut p.buffers {
+            b.swizzle = true;
+            b.align.push(StorageAlign {
+                axis: 7,
+                factor: 0,
+                offset: -1,
+            });
+        }
+    };
+    let mut m = matmul();
+    annotate_everything(&mut m.p);
+    assert_eq!(verify(&m.p), Ok(()));
+    let mut bad = matmul();
+    bad.p.lp_mut(bad.ax0).extent = 0;
+    let errors = verify_all(&bad.p);
+    annotate_everything(&mut bad.p);
+    assert!(!errors.is_empty());
+    assert_eq!(verify_all(&bad.p), errors);
+}
 
 #[test]
 fn loop_extent_below_one() {
