@@ -1,24 +1,22 @@
 //! The queries the tuner asks at the start of a run and when it trains a cost model:
-//! the best traces of other workloads (transfer seeds) and the `ok` records of one
+//! the best traces of every workload (transfer seeds) and the `ok` records of one
 //! target kind and arch (training data).
 
 use super::store::{parse_record, read_row, LOCAL_COLUMNS, RECORD_FROM};
 use super::types::{Record, TargetKind};
 use super::{Context, Database, Result};
 use crate::schedule::Trace;
-use crate::workload::Workload;
 use rusqlite::params;
 
 impl Database {
-    /// The `per_workload` fastest `ok` traces of every workload other than `workload`
-    /// measured on a target of `kind`, grouped by workload key, fastest first in each
-    /// group: seeds a search may replay on `workload` where their decisions fit.
-    pub fn best_traces_of_others(
+    /// The `per_workload` fastest `ok` traces of every workload measured on a target of
+    /// `kind`, each with its workload key, grouped by key, fastest first in each group:
+    /// seeds a search may replay on another workload where their decisions fit.
+    pub fn best_traces(
         &self,
-        workload: &Workload,
         kind: TargetKind,
         per_workload: usize,
-    ) -> Result<Vec<Trace>> {
+    ) -> Result<Vec<(String, Trace)>> {
         // The ranking reads only ids, workloads and latencies; the traces (kilobytes each)
         // are read for the chosen records alone (ranking whole rows took about a second
         // per call on 30,000 records).
@@ -27,18 +25,19 @@ impl Database {
              (SELECT id FROM (SELECT r.id AS id, ROW_NUMBER() OVER \
              (PARTITION BY r.workload_key ORDER BY r.median_secs ASC, r.id ASC) AS rank \
              FROM records r JOIN targets t ON t.id = r.target_id \
-             WHERE r.status = 'ok' AND t.kind = ?1 AND r.workload_key <> ?2) \
-             WHERE rank <= ?3) \
+             WHERE r.status = 'ok' AND t.kind = ?1) \
+             WHERE rank <= ?2) \
              ORDER BY r.workload_key, r.median_secs ASC, r.id ASC"
         );
         let limit = i64::try_from(per_workload).unwrap_or(i64::MAX);
         let mut stmt = self.conn.prepare(&sql).ctx("preparing a seed query")?;
         let rows = stmt
-            .query_map(params![kind.name(), workload.key(), limit], read_row)
+            .query_map(params![kind.name(), limit], read_row)
             .ctx("reading seed records")?;
         let mut out = Vec::new();
         for row in rows {
-            out.push(parse_record(row.ctx("reading a seed record")?)?.trace);
+            let r = parse_record(row.ctx("reading a seed record")?)?;
+            out.push((r.workload_key, r.trace));
         }
         Ok(out)
     }

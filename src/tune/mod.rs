@@ -57,6 +57,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
+use warm_start::Seeds;
 
 /// Why tuning could not run at all.
 #[derive(Debug, Error)]
@@ -294,7 +295,7 @@ impl<'a> Tuner<'a> {
     fn run(&mut self, db: &mut Database, w: &Workload) -> Result<TuneReport, TuneError> {
         let start = Instant::now();
         let seed = self.seed.unwrap_or_else(time_seed);
-        let mut session = self.open(db, w, seed)?;
+        let mut session = self.open(db, w, seed, &mut Seeds::new(self.target.kind()))?;
         let mut measurer = self.measurer()?;
         let mut notes = Vec::new();
         let mut learner = Learner::start(

@@ -10,6 +10,7 @@
 use super::learn::Learner;
 use super::report::{StopReason, TuneReport};
 use super::session::{RoundPlan, Session};
+use super::warm_start::Seeds;
 use super::{time_seed, TuneError, Tuner};
 use crate::database::Database;
 use crate::network::{choose, estimated_latency, Choice, SchedulerParams, Task, TaskHistory};
@@ -183,8 +184,10 @@ impl Tuner<'_> {
         let start = Instant::now();
         let seed = self.seed.unwrap_or_else(time_seed);
         let mut sessions = Vec::with_capacity(tasks.len());
+        // Nothing is measured before every task is open: the seeds are read once.
+        let mut seeds = Seeds::new(self.target.kind());
         for (i, t) in tasks.iter().enumerate() {
-            sessions.push(self.open(db, &t.workload, seed.wrapping_add(i as u64))?);
+            sessions.push(self.open(db, &t.workload, seed.wrapping_add(i as u64), &mut seeds)?);
         }
         let Some(target) = sessions.first().map(|s| s.report.target.clone()) else {
             return Err(TuneError::Target("the network has no task".into()));

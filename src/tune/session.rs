@@ -8,6 +8,7 @@ use super::measure::{self, JobTemplate, Measured};
 use super::propose::{Proposed, Proposer};
 use super::record::Recorder;
 use super::report::{MutatorUse, RoundStats, StopReason, TuneReport};
+use super::warm_start::Seeds;
 use super::{best_in_db, empty_report, has_design_space, TuneError, Tuner};
 use crate::database::{Database, TargetKey};
 use crate::ir::Program;
@@ -78,12 +79,14 @@ pub(crate) struct Session<'w> {
 
 impl Tuner<'_> {
     /// Opens a session for `w`: the canonical program, its design space, the job its
-    /// batches share, the strategy fed with what the database knows.
+    /// batches share, the strategy fed with what the database knows (`seeds`: the other
+    /// workloads' best traces, read once for the sessions a run opens together).
     pub(crate) fn open<'w>(
         &self,
         db: &Database,
         w: &'w Workload,
         seed: u64,
+        seeds: &mut Seeds,
     ) -> Result<Session<'w>, TuneError> {
         let opening = Instant::now();
         // Candidates schedule the canonical program (tensors t0, t1, ...) so that their
@@ -113,7 +116,7 @@ impl Tuner<'_> {
         let mut strategy = self.strategy.build(space, limits, program.clone(), seed);
         let mut report = empty_report(&key, strategy.name(), w);
         report.best = best_in_db(db, w, &key)?;
-        let warm = super::warm_start::warm_start(&mut *strategy, db, w, &program, &key)?;
+        let warm = super::warm_start::warm_start(&mut *strategy, db, w, &program, &key, seeds)?;
         report.fed_back_at_start = warm.fed_back;
         report.seed_traces = warm.seeds;
         let known = db.measured_keys(w, &key)?;

@@ -53,6 +53,14 @@ impl TuneTarget {
         Ok(target_key(&fp))
     }
 
+    /// The kind of target (what its records are filed under, with the arch).
+    pub(crate) fn kind(&self) -> TargetKind {
+        match self {
+            TuneTarget::Cpu => TargetKind::Cpu,
+            TuneTarget::Cuda { .. } => TargetKind::Cuda,
+        }
+    }
+
     pub(crate) fn device(&self) -> Device {
         match self {
             TuneTarget::Cpu => Device::Cpu,
