@@ -587,30 +587,28 @@ mod tests {
     use std::sync::mpsc;
     use std::time::Duration;
 
-    /// The shipped source, except that its trainings run until they are told to stop,
-    /// then say so on `stopped` (or give up after a minute).
-    struct Stubborn {
+    /// The shipped source with its trainings replaced by `train` (given the shipped
+    /// source to train with, if it does).
+    struct ReplacedTraining<F> {
         stored: StoredModels,
-        stopped: std::sync::Mutex<mpsc::Sender<()>>,
+        train: F,
     }
 
-    impl ModelSource for Stubborn {
+    impl<F> ModelSource for ReplacedTraining<F>
+    where
+        F: Fn(&StoredModels, &mut TrainingData, &dyn Fn() -> bool) -> Result<LearnedModel, String>
+            + Send
+            + Sync,
+    {
         fn load(&self, db: &Database, t: &TargetKey) -> Result<Option<LearnedModel>, String> {
             self.stored.load(db, t)
         }
         fn train(
             &self,
-            _: &mut TrainingData,
+            data: &mut TrainingData,
             stop: &dyn Fn() -> bool,
         ) -> Result<LearnedModel, String> {
-            for _ in 0..6000 {
-                if stop() {
-                    self.stopped.lock().unwrap().send(()).unwrap();
-                    return Err("stopped".into());
-                }
-                std::thread::sleep(Duration::from_millis(10));
-            }
-            Err("never told to stop".into())
+            (self.train)(&self.stored, data, stop)
         }
         fn save(&self, db: &mut Database, t: &TargetKey, m: &LearnedModel) -> Result<(), String> {
             self.stored.save(db, t, m)
@@ -632,9 +630,21 @@ mod tests {
     fn the_end_of_a_run_with_a_model_stops_a_retraining_instead_of_waiting_for_it() {
         let mut db = db_with_a_model();
         let (tx, rx) = mpsc::channel();
-        let source = Arc::new(Stubborn {
+        let stopped = std::sync::Mutex::new(tx);
+        // Its trainings run until they are told to stop, then say so (or give up after
+        // a minute).
+        let source = Arc::new(ReplacedTraining {
             stored: StoredModels::default(),
-            stopped: std::sync::Mutex::new(tx),
+            train: move |_: &StoredModels, _: &mut TrainingData, stop: &dyn Fn() -> bool| {
+                for _ in 0..6000 {
+                    if stop() {
+                        stopped.lock().unwrap().send(()).unwrap();
+                        return Err("stopped".into());
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err("never told to stop".into())
+            },
         });
         let mut notes = Vec::new();
         let mut l = Learner::start(
@@ -660,43 +670,25 @@ mod tests {
             .expect("the training was told to stop");
     }
 
-    /// The shipped source, whose trainings also say on which thread and in a pool of
-    /// how many threads they ran.
-    struct Observed {
-        stored: StoredModels,
-        seen: std::sync::Mutex<mpsc::Sender<(Option<String>, usize)>>,
-    }
-
-    impl ModelSource for Observed {
-        fn load(&self, db: &Database, t: &TargetKey) -> Result<Option<LearnedModel>, String> {
-            self.stored.load(db, t)
-        }
-        fn train(
-            &self,
-            data: &mut TrainingData,
-            stop: &dyn Fn() -> bool,
-        ) -> Result<LearnedModel, String> {
-            let here = std::thread::current().name().map(str::to_string);
-            let sent = self
-                .seen
-                .lock()
-                .unwrap()
-                .send((here, rayon::current_num_threads()));
-            sent.map_err(|e| e.to_string())?;
-            self.stored.train(data, stop)
-        }
-        fn save(&self, db: &mut Database, t: &TargetKey, m: &LearnedModel) -> Result<(), String> {
-            self.stored.save(db, t, m)
-        }
-    }
-
     #[test]
     fn a_training_runs_on_a_pool_of_its_own_with_the_policys_threads() {
         let mut db = fixture_db();
         let (tx, rx) = mpsc::channel();
-        let source = Arc::new(Observed {
+        let seen = std::sync::Mutex::new(tx);
+        // Its trainings say on which thread and in a pool of how many threads they ran.
+        let source = Arc::new(ReplacedTraining {
             stored: StoredModels::default(),
-            seen: std::sync::Mutex::new(tx),
+            train: move |stored: &StoredModels,
+                         data: &mut TrainingData,
+                         stop: &dyn Fn() -> bool| {
+                let here = std::thread::current().name().map(str::to_string);
+                let sent = seen
+                    .lock()
+                    .unwrap()
+                    .send((here, rayon::current_num_threads()));
+                sent.map_err(|e| e.to_string())?;
+                stored.train(data, stop)
+            },
         });
         let policy = ModelPolicy {
             min_records: 1,
