@@ -3,8 +3,11 @@
 //! share of mutants each mutator gets accepted. No device is needed: nothing is measured.
 //!
 //! ```text
-//! cargo bench --bench search_round [-- [--db DB [--arch ARCH]] [--cuda-only] [WORKLOAD ...]]
+//! cargo bench --bench search_round [-- [--db DB [--arch ARCH]] [--cuda-only] [--batch N] [WORKLOAD ...]]
 //! ```
+//!
+//! Each round proposes `--batch` candidates (64, the tuner's default; a network tune's
+//! rounds are 16), which sets its population (`SearchParams::population_for`).
 //!
 //! Without `--db` the search has no cost model (it scores by measured ancestry, here all
 //! alike). With `--db` the CUDA rounds are ranked by the model stored in that database for
@@ -34,7 +37,7 @@ const DEFAULT_WORKLOADS: &[&str] = &[
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const ROUNDS: usize = 2;
-const BATCH: usize = 64;
+const DEFAULT_BATCH: usize = 64;
 
 /// What the command line asks for.
 #[derive(Default)]
@@ -42,6 +45,7 @@ struct Args {
     db: Option<String>,
     arch: Option<String>,
     cuda_only: bool,
+    batch: Option<usize>,
     workloads: Vec<String>,
 }
 
@@ -53,6 +57,7 @@ fn args() -> Args {
             "--db" => out.db = it.next(),
             "--arch" => out.arch = it.next(),
             "--cuda-only" => out.cuda_only = true,
+            "--batch" => out.batch = it.next().and_then(|n| n.parse().ok()),
             // `--bench` and the like, from cargo.
             _ if a.starts_with("--") => {}
             _ => out.workloads.push(a),
@@ -99,7 +104,7 @@ fn main() {
             let mut all = RoundTimes::default();
             for round in 0..ROUNDS {
                 let (start, cpu) = (Instant::now(), cpu_seconds());
-                let p = search.propose(BATCH, &mut |_| false);
+                let p = search.propose(args.batch.unwrap_or(DEFAULT_BATCH), &mut |_| false);
                 let cpu = cpu_seconds() - cpu;
                 let s = search.last_round();
                 println!(

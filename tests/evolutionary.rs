@@ -253,6 +253,36 @@ fn the_population_seeds_from_measured_and_transferred_traces() {
         .all(|c| !measured_hashes.contains(c.ir_hash.as_str())));
 }
 
+#[test]
+fn a_rounds_population_is_in_proportion_to_what_it_proposes() {
+    let (space, target) = cuda();
+    let mut space = small(space, 64, 1);
+    space.search.population_per_candidate = 8;
+    space.search.min_population = 16;
+    let p = program("matmul:64x64x64");
+    let mut search = EvolutionarySearch::new(space, target, p, 5);
+    // Per proposed candidate 8 a generation: 4 -> 32, 1 -> the floor of 16, 12 -> 96
+    // capped at the population of 64.
+    for (n, population) in [(4, 32), (1, 16), (12, 64)] {
+        let proposal = search.propose(n, &mut |_| false);
+        let summary = search.last_round().clone();
+        assert_eq!(proposal.candidates.len(), n, "{summary:?}");
+        assert_eq!(
+            summary.fresh + summary.measured + summary.transferred,
+            population,
+            "n = {n}: {summary:?}"
+        );
+        assert!(
+            summary.generations.iter().all(|g| *g <= population),
+            "n = {n}: {summary:?}"
+        );
+        assert!(
+            summary.generations.iter().any(|g| *g > population / 2),
+            "n = {n}: {summary:?}"
+        );
+    }
+}
+
 fn proposal_texts(seed: u64) -> Vec<String> {
     let (space, target) = cuda();
     let space = small(space, 24, 2);

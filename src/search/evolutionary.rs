@@ -1,7 +1,10 @@
 //! Evolutionary search over the sketches' decisions, ranked by the cost model (the
 //! MetaSchedule scheme, with the parameters of the space's `[search]` section).
 //!
-//! One call to [`SearchStrategy::propose`] is one round:
+//! One call to [`SearchStrategy::propose`] for `n` candidates is one round, its
+//! population (candidates per generation) `n x population_per_candidate` within
+//! `min_population` and `population` ([`SearchParams::population_for`]), so a small batch
+//! costs in proportion:
 //!
 //! 1. **Initial population**: the best measured candidates of this workload (the top
 //!    `init_measured_ratio` of the population by latency, from [`SearchStrategy::feedback`]),
@@ -90,6 +93,8 @@ struct Entry {
 struct Round {
     entries: Vec<Entry>,
     index: HashMap<String, usize>,
+    /// Candidates per generation ([`SearchParams::population_for`] the batch).
+    population: usize,
 }
 
 impl Round {
@@ -396,7 +401,7 @@ impl EvolutionarySearch {
     /// The best measured candidates: the top `init_measured_ratio` of the population by
     /// latency, each with its normalized throughput.
     fn measured_members(&mut self, round: &Round) -> Vec<(Arc<Member>, f64)> {
-        let k = (self.params.init_measured_ratio * self.params.population as f64) as usize;
+        let k = (self.params.init_measured_ratio * round.population as f64) as usize;
         let mut best: Vec<(f64, String)> = self
             .measured
             .iter()
@@ -539,7 +544,7 @@ impl EvolutionarySearch {
                 self.last.transferred += 1;
             }
         }
-        let want = self.params.population.saturating_sub(pop.len());
+        let want = round.population.saturating_sub(pop.len());
         let fresh = self.sample_fresh(round, want, rng, out);
         self.last.fresh = fresh.len();
         for i in fresh {
@@ -602,7 +607,7 @@ impl EvolutionarySearch {
             .map(|i| round.entries[*i].score.unwrap_or(0.0).max(0.0))
             .collect();
         let by_score = WeightedIndex::new(&weights).ok();
-        let target = self.params.population;
+        let target = round.population;
         let cap = target.saturating_mul(self.params.max_attempts_per_candidate);
         let (mut next, mut in_next) = (Vec::new(), HashSet::new());
         let mut tried = 0;
@@ -858,7 +863,10 @@ impl SearchStrategy for EvolutionarySearch {
         self.times = RoundTimes::default();
         let mut rng = ChaCha8Rng::seed_from_u64(splitmix(self.seed ^ splitmix(self.round)));
         self.round += 1;
-        let mut round = Round::default();
+        let mut round = Round {
+            population: self.params.population_for(n),
+            ..Round::default()
+        };
         let mut pop = self.initial_population(&mut round, &mut rng, &mut out);
         for _ in 0..self.params.generations {
             self.score(&mut round, &mut out);

@@ -188,8 +188,15 @@ pub enum PanelAt {
 /// embedded files.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SearchParams {
-    /// Candidates per generation.
+    /// Candidates per generation at most: a round proposing `n` candidates breeds
+    /// [`SearchParams::population_for`]`(n)`.
     pub population: usize,
+    /// Candidates per generation for each candidate a round proposes, so that a small
+    /// batch (a network's round of 16) costs in proportion and is picked from as many
+    /// scored candidates per proposed one as a full batch.
+    pub population_per_candidate: usize,
+    /// The fewest candidates per generation (when `population` allows as many).
+    pub min_population: usize,
     /// The share of the initial population taken from the best measured candidates.
     pub init_measured_ratio: f64,
     /// Rounds of scoring, selection and mutation before a batch is picked.
@@ -206,6 +213,16 @@ pub struct SearchParams {
     /// Samples (or mutants) that may be tried per wanted one before the search stops
     /// looking: what keeps a small space from spinning on duplicates.
     pub max_attempts_per_candidate: usize,
+}
+
+impl SearchParams {
+    /// Candidates per generation for a round that proposes `n`:
+    /// `n x population_per_candidate`, within `min_population` and `population`.
+    pub fn population_for(&self, n: usize) -> usize {
+        n.saturating_mul(self.population_per_candidate)
+            .max(self.min_population)
+            .min(self.population)
+    }
 }
 
 /// The software-pipelining rule (`[pipeline]`): the stage counts the sketch offers (a
@@ -252,6 +269,8 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct SearchFile {
     population: usize,
+    population_per_candidate: usize,
+    min_population: usize,
     init_measured_ratio: f64,
     generations: usize,
     mutation_probability: f64,
@@ -822,6 +841,12 @@ fn search_params(
     if f.population < 1 {
         return Err(invalid("search.population", "must be at least 1".into()));
     }
+    if f.population_per_candidate < 1 {
+        return Err(invalid(
+            "search.population_per_candidate",
+            "must be at least 1".into(),
+        ));
+    }
     let share = |key: &'static str, v: f64| {
         if (0.0..=1.0).contains(&v) {
             Ok(v)
@@ -841,6 +866,8 @@ fn search_params(
     }
     Ok(SearchParams {
         population: f.population,
+        population_per_candidate: f.population_per_candidate,
+        min_population: f.min_population,
         init_measured_ratio,
         generations: f.generations,
         mutation_probability,
@@ -910,6 +937,33 @@ mod tests {
         let missing = CUDA_DEFAULT.replace("generations = 4", "");
         let e = SearchSpace::parse(&missing, "f.toml").unwrap_err();
         assert!(e.to_string().contains("generations"), "{e}");
+        let none_per = CUDA_DEFAULT.replace(
+            "population_per_candidate = 8",
+            "population_per_candidate = 0",
+        );
+        let e = SearchSpace::parse(&none_per, "f.toml").unwrap_err();
+        assert!(
+            e.to_string().contains("search.population_per_candidate"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_rounds_population_follows_its_batch_within_the_bounds() {
+        let s = SearchSpace::cuda_default().search;
+        assert_eq!((s.population_per_candidate, s.min_population), (8, 128));
+        // The default batch gets the whole population, a network's round of 16 a quarter.
+        assert_eq!(s.population_for(64), 512);
+        assert_eq!(s.population_for(16), 128);
+        assert_eq!(s.population_for(40), 320);
+        assert_eq!(s.population_for(1), 128);
+        assert_eq!(s.population_for(1000), 512);
+        // A floor above the population gives way to it.
+        let tiny = SearchParams {
+            population: 24,
+            ..s
+        };
+        assert_eq!(tiny.population_for(1), 24);
     }
 
     #[test]
