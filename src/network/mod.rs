@@ -14,7 +14,9 @@ pub mod scheduler;
 pub mod shard;
 
 pub use file::{task_workload, NetworkError};
-pub use scheduler::{choose, gradient, Choice, Policy, SchedulerParams, TaskHistory};
+pub use scheduler::{
+    choose, default_batch, gradient, Choice, Policy, SchedulerParams, TaskHistory,
+};
 pub use shard::{shard, Shard, ShardError};
 
 use crate::workload::Workload;

@@ -1,3 +1,4 @@
+use super::scheduler::BATCHES;
 use super::*;
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
@@ -270,4 +271,21 @@ fn round_robin_gives_equal_shares_whatever_the_curves() {
     };
     let c = choose(&ts, &rr, &mut ChaCha8Rng::seed_from_u64(0));
     assert_eq!(c, Some(Choice::RoundRobin(1)));
+}
+
+#[test]
+fn the_default_round_leaves_three_quarters_of_the_budget_after_the_warm_up() {
+    // ResNet-50's 24 tasks: 24 x 16 x 4 = 1,536 <= 3,000 < 24 x 32 x 4.
+    assert_eq!(default_batch(3000, 24), 16);
+    assert_eq!(default_batch(6144, 24), 64);
+    assert_eq!(default_batch(6143, 24), 32);
+    // A few tasks keep the tuner's full rounds; a budget too small for any gets the least.
+    assert_eq!(default_batch(3000, 6), 64);
+    assert_eq!(default_batch(100, 24), 8);
+    assert_eq!(default_batch(0, 0), 64);
+    for (trials, tasks) in [(3000, 24), (768, 24), (20000, 30), (500, 3)] {
+        let b = default_batch(trials, tasks);
+        assert!(BATCHES.contains(&b));
+        assert!(b == 8 || 4 * b * tasks <= trials, "{trials} {tasks}: {b}");
+    }
 }
