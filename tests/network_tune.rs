@@ -124,10 +124,18 @@ fn the_scheduler_warms_up_every_task_then_spends_the_network_budget() {
     assert_eq!(json["opened_seconds"], opened);
     assert_eq!(json["rounds"][4]["elapsed_seconds"], times[4]);
 
-    // An interrupted run resumes: the next run is fed every record and keeps the bests.
+    // An interrupted run resumes: the next run is fed every record and keeps the bests,
+    // and goes on without warming up the tasks that have one.
     let again = tuner(&mut db, 2)
         .tune_network(&net.tasks, |_, _| {})
         .unwrap();
+    assert!(!again.rounds.is_empty());
+    assert!(
+        again.rounds.iter().all(|r| r.reason != "warm-up"),
+        "{:?}",
+        again.rounds
+    );
+    assert!(again.rounds[0].estimated_seconds.is_some());
     for (first, second) in report.tasks.iter().zip(&again.tasks) {
         let rejected = first.report.rejected.values().sum::<usize>();
         assert_eq!(

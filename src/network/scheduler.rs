@@ -14,7 +14,9 @@
 //!                  beta * flops_i / best FLOP/s of similar tasks) - g_i
 //! ```
 //!
-//! with `t_i` the rounds the task had. Similar tasks compute the same thing on other
+//! with `t_i` the rounds the task had, those of earlier runs (its records in the database,
+//! in rounds of this run's size) included. A task whose best is known before the run (a
+//! resumed run, a task tuned before) needs no warm-up round. Similar tasks compute the same thing on other
 //! shapes ([`TaskHistory::group`]); a task with no similar one has no second estimate.
 //! A task without a measured latency counts as [`UNMEASURED`] seconds, as in Ansor, so
 //! it is preferred until something passes (or the tuner closes it). When every gradient
@@ -91,18 +93,35 @@ pub struct TaskHistory {
     pub flops: f64,
     /// Tasks with equal groups compute the same thing on other shapes.
     pub group: String,
-    /// The best latency in seconds after each round the task had (`None` while nothing
-    /// passed); its length is the number of rounds.
+    /// The best latency in seconds after each round the task had in this run (`None`
+    /// while nothing passed); its length is the number of rounds.
     pub curve: Vec<Option<f64>>,
+    /// Its best latency before this run, when the database had one (a resumed run, or a
+    /// task tuned before): such a task needs no warm-up round.
+    pub before: Option<f64>,
+    /// The rounds it had before this run (the records the database had of it, in rounds
+    /// of this run's size): they count in `t_i`, so a task tuned at length elsewhere is
+    /// not expected to gain as if it were new.
+    pub prior_rounds: usize,
     /// Whether it can take more rounds (not once its space is exhausted or it failed
     /// too often).
     pub open: bool,
 }
 
 impl TaskHistory {
+    /// Its best latency so far, in this run or before it.
+    pub fn known_best(&self) -> Option<f64> {
+        self.curve.last().copied().flatten().or(self.before)
+    }
+
     /// Its best latency so far, [`UNMEASURED`] without one.
     pub fn best(&self) -> f64 {
-        self.curve.last().copied().flatten().unwrap_or(UNMEASURED)
+        self.known_best().unwrap_or(UNMEASURED)
+    }
+
+    /// Whether it still needs its warm-up round: none in this run and no best before it.
+    fn needs_warm_up(&self) -> bool {
+        self.curve.is_empty() && self.before.is_none()
     }
 
     fn at(&self, round: usize) -> f64 {
@@ -156,7 +175,7 @@ impl Choice {
 /// The task to tune next, or `None` when no task is open.
 pub fn choose(tasks: &[TaskHistory], p: &SchedulerParams, rng: &mut impl Rng) -> Option<Choice> {
     let open: Vec<usize> = (0..tasks.len()).filter(|&i| tasks[i].open).collect();
-    if let Some(&i) = open.iter().find(|&&i| tasks[i].curve.is_empty()) {
+    if let Some(&i) = open.iter().find(|&&i| tasks[i].needs_warm_up()) {
         return Some(Choice::WarmUp(i));
     }
     if p.policy == Policy::RoundRobin {
@@ -186,10 +205,11 @@ pub fn choose(tasks: &[TaskHistory], p: &SchedulerParams, rng: &mut impl Rng) ->
 }
 
 /// The estimated change of the network's latency per round given to task `i` (zero or
-/// negative; more negative is better). `i` must have had a round.
+/// negative; more negative is better). `i` must have had a round or a best before the
+/// run.
 pub fn gradient(tasks: &[TaskHistory], i: usize, p: &SchedulerParams) -> f64 {
     let t = &tasks[i];
-    let rounds = t.curve.len().max(1);
+    let rounds = (t.prior_rounds + t.curve.len()).max(1);
     let best = t.best();
     let backward = if rounds > p.window {
         (t.at(rounds - 1) - t.at(rounds - 1 - p.window)) / p.window as f64

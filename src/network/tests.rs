@@ -173,6 +173,8 @@ fn history(weight: f64, group: &str, curve: &[f64]) -> TaskHistory {
         flops: 1e9,
         group: group.into(),
         curve: curve.iter().map(|c| Some(*c)).collect(),
+        before: None,
+        prior_rounds: 0,
         open: true,
     }
 }
@@ -288,4 +290,28 @@ fn the_default_round_leaves_three_quarters_of_the_budget_after_the_warm_up() {
         assert!(BATCHES.contains(&b));
         assert!(b == 8 || 4 * b * tasks <= trials, "{trials} {tasks}: {b}");
     }
+}
+
+#[test]
+fn a_task_known_before_the_run_needs_no_warm_up_and_brings_its_rounds() {
+    // Task 0 was tuned before (a resumed run): a best and 40 rounds of records; task 1 is
+    // new. Only the new one is warmed up.
+    let mut known = history(1.0, "a", &[]);
+    known.before = Some(2.0);
+    known.prior_rounds = 40;
+    let new = history(1.0, "b", &[]);
+    let mut ts = vec![known, new];
+    assert_eq!(pick(&ts), Choice::WarmUp(1));
+    assert_eq!(ts[0].best(), 2.0);
+    // Once both have a best of 2.0, the one with a short history promises more.
+    ts[1].curve.push(Some(2.0));
+    assert_eq!(pick(&ts), Choice::Gradient(1));
+    let g = |ts: &[TaskHistory], i| gradient(ts, i, &greedy());
+    assert!(g(&ts, 1) < g(&ts, 0), "{} vs {}", g(&ts, 1), g(&ts, 0));
+    // Without the earlier rounds the two would be alike.
+    ts[0].prior_rounds = 0;
+    assert_eq!(g(&ts, 0), g(&ts, 1));
+    // A round in this run improves on the best from before; the curve carries it.
+    ts[0].curve.push(Some(1.5));
+    assert_eq!(ts[0].known_best(), Some(1.5));
 }

@@ -206,11 +206,14 @@ impl Tuner<'_> {
             tasks,
             histories: tasks
                 .iter()
-                .map(|t| TaskHistory {
+                .zip(&sessions)
+                .map(|(t, s)| TaskHistory {
                     weight: f64::from(t.weight),
                     flops: t.workload.flops(),
                     group: group_of(t),
                     curve: Vec::new(),
+                    before: s.report.best.as_ref().map(|b| b.median_seconds),
+                    prior_rounds: s.report.fed_back_at_start.div_ceil(self.batch.max(1)),
                     open: true,
                 })
                 .collect(),
@@ -336,7 +339,7 @@ impl Tuner<'_> {
         let trials = s.report.trials - before;
         run.total += trials;
         let best = s.report.best.as_ref().map(|b| b.median_seconds);
-        let before_best = run.histories[i].curve.last().copied().flatten();
+        let before_best = run.histories[i].known_best();
         run.histories[i].curve.push(best);
         run.closed[i] = exhausted.or_else(|| self.task_stop(s));
         if run.closed[i].is_some() {
@@ -360,7 +363,7 @@ impl Tuner<'_> {
                 run.tasks
                     .iter()
                     .zip(&run.histories)
-                    .map(|(t, h)| (t.weight, h.curve.last().copied().flatten())),
+                    .map(|(t, h)| (t.weight, h.known_best())),
             ),
             elapsed_seconds: run.start.elapsed().as_secs_f64(),
         };
