@@ -209,13 +209,16 @@ pub fn choose(tasks: &[TaskHistory], p: &SchedulerParams, rng: &mut impl Rng) ->
 /// run.
 pub fn gradient(tasks: &[TaskHistory], i: usize, p: &SchedulerParams) -> f64 {
     let t = &tasks[i];
-    let rounds = (t.prior_rounds + t.curve.len()).max(1);
     let best = t.best();
-    let backward = if rounds > p.window {
-        (t.at(rounds - 1) - t.at(rounds - 1 - p.window)) / p.window as f64
+    // The slope over this run's last `window` rounds (the rounds before the run have no
+    // curve here).
+    let n = t.curve.len();
+    let backward = if n > p.window {
+        (t.at(n - 1) - t.at(n - 1 - p.window)) / p.window as f64
     } else {
         0.0
     };
+    let rounds = (t.prior_rounds + n).max(1);
     let again = best - best / rounds as f64;
     let similar = similar_estimate(tasks, i, p.beta);
     let forward = similar.map_or(again, |s| again.min(s)) - best;

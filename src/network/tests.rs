@@ -315,3 +315,24 @@ fn a_task_known_before_the_run_needs_no_warm_up_and_brings_its_rounds() {
     ts[0].curve.push(Some(1.5));
     assert_eq!(ts[0].known_best(), Some(1.5));
 }
+
+#[test]
+fn earlier_rounds_leave_the_slope_of_this_runs_curve_alone() {
+    // With rounds before the run, the backward slope still reads this run's curve: a
+    // falling curve promises more than a flat one, and no gradient is positive.
+    let mut falling = history(1.0, "a", &[20.0, 14.0, 8.0, 2.0, 1.5]);
+    let mut flat = history(1.0, "b", &[1.5, 1.5, 1.5, 1.5, 1.5]);
+    for t in [&mut falling, &mut flat] {
+        t.before = Some(25.0);
+        t.prior_rounds = 3;
+    }
+    let ts = [flat, falling];
+    let g = |i| gradient(&ts, i, &greedy());
+    assert!(g(0) <= 0.0 && g(1) <= 0.0, "{} {}", g(0), g(1));
+    assert!(g(1) < g(0), "{} vs {}", g(1), g(0));
+    assert_eq!(pick(&ts), Choice::Gradient(1));
+    // Only the forward estimate sees them: 3 + 5 rounds, as much again as so far.
+    let flat_alone = [ts[0].clone()];
+    let expect = 0.8 * (1.5 / 8.0);
+    assert!((gradient(&flat_alone, 0, &greedy()) + expect).abs() < 1e-12);
+}
