@@ -15,9 +15,10 @@
 //! ```
 //!
 //! with `t_i` the rounds the task had, those of earlier runs (its records in the database,
-//! in rounds of this run's size) included. A task whose best is known before the run (a
-//! resumed run, a task tuned before) needs no warm-up round. Similar tasks compute the same thing on other
-//! shapes ([`TaskHistory::group`]); a task with no similar one has no second estimate.
+//! in rounds of this run's size) included, and the backward slope read from this run's
+//! rounds. A task whose best is known before the run (a resumed run, a task tuned before)
+//! needs no warm-up round. Similar tasks compute the same thing on other shapes
+//! ([`TaskHistory::group`]); a task with no similar one has no second estimate.
 //! A task without a measured latency counts as [`UNMEASURED`] seconds, as in Ansor, so
 //! it is preferred until something passes (or the tuner closes it). When every gradient
 //! is equal the round goes to a random open task.
