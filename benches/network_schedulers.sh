@@ -24,8 +24,9 @@ batch=${TESSEL_BATCH:-16}
 mkdir -p "$out"
 base=$out/base.sqlite
 rm -f "$base"
-for f in database/*.all.jsonl.gz; do "$bin" db import "$f" --db "$base" >>"$out/import.txt" 2>&1; done
-"$bin" model train --db "$base" --target cuda 2>&1 | tail -1
+source "$(dirname "$0")/shipped_db.sh"
+shipped_db "$bin" "$base" "$out"
+tail -1 "$out/train.txt"
 tasks=$(grep -c '^\[\[task\]\]' "$net")
 warm=$((tasks * batch))
 estimate() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["estimated_seconds"])' "$1"; }

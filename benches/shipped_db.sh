@@ -1,5 +1,5 @@
 # Sourced by the bench scripts that tune from what ships (validation_run.sh,
-# transfer_run.sh, tuning_curves.sh):
+# transfer_run.sh, tuning_curves.sh, network_schedulers.sh):
 #
 #   shipped_db BIN DB OUT
 #
