@@ -37,7 +37,6 @@ const DEFAULT_WORKLOADS: &[&str] = &[
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const ROUNDS: usize = 2;
-const DEFAULT_BATCH: usize = 64;
 
 /// What the command line asks for.
 #[derive(Default)]
@@ -104,7 +103,10 @@ fn main() {
             let mut all = RoundTimes::default();
             for round in 0..ROUNDS {
                 let (start, cpu) = (Instant::now(), cpu_seconds());
-                let p = search.propose(args.batch.unwrap_or(DEFAULT_BATCH), &mut |_| false);
+                let p = search.propose(
+                    args.batch.unwrap_or(tessel::tune::DEFAULT_BATCH),
+                    &mut |_| false,
+                );
                 let cpu = cpu_seconds() - cpu;
                 let s = search.last_round();
                 println!(
