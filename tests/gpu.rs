@@ -744,76 +744,91 @@ fn half_precision_accumulated_in_f32_matches_the_reference_on_the_gpu() {
     }
 }
 
+/// Builds the example schedule `name` on `spec`, finds `instruction` in its CUDA C,
+/// checks it against the naive kernel within `tolerance` and times it in the worker,
+/// beside the vendor peer where `peer` (which must then exist).
+fn example_matches_the_reference(
+    name: &str,
+    spec: &str,
+    instruction: &str,
+    tolerance: f64,
+    peer: bool,
+) {
+    let arch = device_arch();
+    let (w, src) = seed_source(name, spec, &arch);
+    assert!(src.code.contains(instruction), "{spec}: no {instruction}");
+    let (outcomes, measured) = measure_sources(&w, vec![src], &arch, peer);
+    if peer {
+        let p = measured.unwrap_or_else(|| panic!("{spec}: no peer measured"));
+        println!(
+            "{spec} {}: rel error {:.2e}, median {:.3} ms",
+            p.name,
+            p.rel_error,
+            p.median_seconds * 1e3
+        );
+    }
+    assert_within(
+        std::iter::once(format!("{spec} {name}")),
+        &outcomes,
+        tolerance,
+    );
+}
+
 #[test]
 fn tensor_core_gemm_matches_the_reference_on_the_gpu() {
     // The mma.sync example (`examples/schedules/tensor_core_gemm.sched`: ldmatrix,
     // mma.sync m16n8k16, 16-byte cp.async over 3 stages) with f16 and bf16 operands
-    // accumulated in f32, built, checked against the naive kernel and timed in the worker,
-    // beside cublasLt of the same precision.
+    // accumulated in f32, beside cublasLt of the same precision.
     if !gpu_enabled() {
         return;
     }
-    let arch = device_arch();
     for dtype in [DType::F16, DType::BF16] {
         let spec = format!("matmul:m=256,n=256,k=256,dtype={},acc=f32", dtype.short());
-        let (w, src) = seed_source("tensor_core_gemm", &spec, &arch);
         let mma = format!(
             "mma.sync.aligned.m16n8k16.row.col.f32.{0}.{0}.f32",
             dtype.short()
         );
-        assert!(src.code.contains(&mma), "{spec}: no {mma}");
-        let (outcomes, peer) = measure_sources(&w, vec![src], &arch, true);
-        if let Some(peer) = peer {
-            println!(
-                "{spec} {}: rel error {:.2e}, median {:.3} ms",
-                peer.name,
-                peer.rel_error,
-                peer.median_seconds * 1e3
-            );
-        }
-        let label = format!("{spec} tensor_core_gemm");
-        assert_within(
-            std::iter::once(label),
-            &outcomes,
-            tessel::interp::tolerance(dtype),
-        );
+        let tolerance = tessel::interp::tolerance(dtype);
+        example_matches_the_reference("tensor_core_gemm", &spec, &mma, tolerance, true);
     }
+}
+
+#[test]
+fn tensor_core_tf32_gemm_matches_the_reference_on_the_gpu() {
+    // The TF32 mma.sync example (`examples/schedules/tensor_core_tf32_gemm.sched`:
+    // ldmatrix of f32 tiles, mma.sync m16n8k8 on f32 operands read as TF32, B transposed
+    // into shared memory) in the NN layout, checked against the naive kernel (which
+    // truncates the factors as `tf32(x)` does), beside cublasLt in TF32.
+    if !gpu_enabled() {
+        return;
+    }
+    example_matches_the_reference(
+        "tensor_core_tf32_gemm",
+        "matmul:m=256,n=256,k=256,math=tf32",
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32",
+        tessel::interp::TOLERANCE_TF32,
+        true,
+    );
 }
 
 #[test]
 fn wgmma_gemm_matches_the_reference_on_the_gpu() {
     // The wgmma example (`examples/schedules/wgmma_gemm.sched`: wgmma.mma_async m64n256k16
     // on 128-byte swizzled shared operands, 16-byte cp.async over 3 stages) with f16 and
-    // bf16 operands accumulated in f32, built, checked against the naive kernel and timed
-    // in the worker, beside cublasLt of the same precision. Its smallest M is 1024 (blocks
-    // of 128 rows in groups of eight), N a multiple of 256, K of 64 and at least 256.
+    // bf16 operands accumulated in f32, beside cublasLt of the same precision. Its
+    // smallest M is 1024 (blocks of 128 rows in groups of eight), N a multiple of 256, K
+    // of 64 and at least 256.
     if !gpu_enabled() {
         return;
     }
-    let arch = device_arch();
     for dtype in [DType::F16, DType::BF16] {
         let spec = format!("matmul:m=1024,n=512,k=256,dtype={},acc=f32", dtype.short());
-        let (w, src) = seed_source("wgmma_gemm", &spec, &arch);
         let wgmma = format!(
             "wgmma.mma_async.sync.aligned.m64n256k16.f32.{0}.{0}",
             dtype.short()
         );
-        assert!(src.code.contains(&wgmma), "{spec}: no {wgmma}");
-        let (outcomes, peer) = measure_sources(&w, vec![src], &arch, true);
-        if let Some(peer) = peer {
-            println!(
-                "{spec} {}: rel error {:.2e}, median {:.3} ms",
-                peer.name,
-                peer.rel_error,
-                peer.median_seconds * 1e3
-            );
-        }
-        let label = format!("{spec} wgmma_gemm");
-        assert_within(
-            std::iter::once(label),
-            &outcomes,
-            tessel::interp::tolerance(dtype),
-        );
+        let tolerance = tessel::interp::tolerance(dtype);
+        example_matches_the_reference("wgmma_gemm", &spec, &wgmma, tolerance, true);
     }
 }
 
@@ -821,52 +836,36 @@ fn wgmma_gemm_matches_the_reference_on_the_gpu() {
 fn wgmma_tf32_gemm_matches_the_reference_on_the_gpu() {
     // The TF32 example (`examples/schedules/wgmma_tf32_gemm.sched`: wgmma.mma_async
     // m64n128k8 on f32 operands read as TF32, B transposed into shared memory by 4-byte
-    // cp.async) in the NN layout, built, checked against the naive kernel (which truncates
-    // the factors as `tf32(x)` does) and timed in the worker, beside cublasLt in TF32.
-    // Its smallest M is 2048 (blocks of 256 rows in groups of eight), N a multiple of
-    // 128, K of 32 and at least 128.
+    // cp.async) in the NN layout, checked against the naive kernel (which truncates the
+    // factors as `tf32(x)` does), beside cublasLt in TF32. Its smallest M is 2048 (blocks
+    // of 256 rows in groups of eight), N a multiple of 128, K of 32 and at least 128.
     if !gpu_enabled() {
         return;
     }
-    let arch = device_arch();
-    let spec = "matmul:m=2048,n=256,k=256,math=tf32";
-    let (w, src) = seed_source("wgmma_tf32_gemm", spec, &arch);
-    let wgmma = "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32";
-    assert!(src.code.contains(wgmma), "{spec}: no {wgmma}");
-    let (outcomes, peer) = measure_sources(&w, vec![src], &arch, true);
-    let peer = peer.expect("a TF32 GEMM has the cublasLt peer");
-    println!(
-        "{spec} {}: rel error {:.2e}, median {:.3} ms",
-        peer.name,
-        peer.rel_error,
-        peer.median_seconds * 1e3
-    );
-    assert_within(
-        std::iter::once(format!("{spec} wgmma_tf32_gemm")),
-        &outcomes,
+    example_matches_the_reference(
+        "wgmma_tf32_gemm",
+        "matmul:m=2048,n=256,k=256,math=tf32",
+        "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32",
         tessel::interp::TOLERANCE_TF32,
+        true,
     );
 }
 
 #[test]
 fn wgmma_conv2d_nhwc_matches_the_reference_on_the_gpu() {
     // The tensor-core conv example (`examples/schedules/wgmma_conv2d_nhwc.sched`: `im2col`,
-    // then the wgmma GEMM, the data fetched by 16-byte cp.async zero-filled at the border)
-    // built, checked against the naive kernel and timed in the worker. Batch 1, as the
-    // example stores the result back at the digits of the GEMM row that fold only there.
+    // then the wgmma GEMM, the data fetched by 16-byte cp.async zero-filled at the border).
+    // Batch 1, as the example stores the result back at the digits of the GEMM row that
+    // fold only there.
     if !gpu_enabled() {
         return;
     }
-    let arch = device_arch();
-    let spec = "conv2d_nhwc:n=1,c=64,h=16,w=16,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32";
-    let (w, src) = seed_source("wgmma_conv2d_nhwc", spec, &arch);
-    let wgmma = "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16";
-    assert!(src.code.contains(wgmma), "{spec}: no {wgmma}");
-    let (outcomes, _) = measure_sources(&w, vec![src], &arch, false);
-    assert_within(
-        std::iter::once(format!("{spec} wgmma_conv2d_nhwc")),
-        &outcomes,
+    example_matches_the_reference(
+        "wgmma_conv2d_nhwc",
+        "conv2d_nhwc:n=1,c=64,h=16,w=16,k=64,r=3,s=3,stride=1,pad=1,dtype=f16,acc=f32",
+        "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
         tessel::interp::TOLERANCE_F16,
+        false,
     );
 }
 

@@ -10,6 +10,11 @@
 //!   16-byte and the transposed B by 4-byte `cp.async`, and NVRTC compiles it for sm_90a
 //!   without local memory or serialized wgmmas;
 //! * a TF32 operand stored with k as its rows is refused by the lowering, naming it;
+//! * the mma.sync example `examples/schedules/tensor_core_tf32_gemm.sched` computes the
+//!   reference, lowers to `ldmatrix` of f32 tiles (no `.trans`) and
+//!   `mma.sync.m16n8k8.f32.tf32.tf32`, and NVRTC compiles it without local memory; its B
+//!   left with k as rows is refused (ldmatrix cannot transpose 32-bit elements), and a
+//!   k nest of 16 is refused by `tensorize` naming the loop;
 //! * a TF32 GEMM's job checks with the TF32 tolerance and times cublasLt in TF32.
 //!
 //! Its run on the H100 is `benches/probe/tf32_run.sh` (figures in benches/RESULTS.md).
@@ -25,11 +30,22 @@ use kernel_util::nvrtc;
 const SPEC: &str = "matmul:m=2048,n=128,k=128,math=tf32";
 
 fn example() -> String {
+    read_example("wgmma_tf32_gemm")
+}
+
+fn read_example(name: &str) -> String {
     let path = format!(
-        "{}/examples/schedules/wgmma_tf32_gemm.sched",
+        "{}/examples/schedules/{name}.sched",
         env!("CARGO_MANIFEST_DIR")
     );
     std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The mma.sync TF32 example (M, N multiples of 128, K of 32 and at least 96).
+const MMA_SPEC: &str = "matmul:m=128,n=128,k=96,math=tf32";
+
+fn mma_example() -> String {
+    read_example("tensor_core_tf32_gemm")
 }
 
 fn schedule(sched: &str, spec: &str) -> Schedule {
@@ -181,5 +197,95 @@ fn a_tf32_gemm_checks_with_the_tf32_tolerance_against_cublaslt_in_tf32() {
             interp::TOLERANCE
         };
         assert_eq!(job.tolerance, want, "{spec}");
+    }
+}
+
+#[test]
+fn the_mma_sync_example_computes_the_reference() {
+    let sch = schedule(&mma_example(), MMA_SPEC);
+    let reference = workload::preset(MMA_SPEC).unwrap().to_program();
+    let err = interp::check(&reference, sch.program(), 5).unwrap();
+    assert!(err <= interp::TOLERANCE, "{err}");
+}
+
+#[test]
+fn the_lowered_mma_sync_example_computes_the_reference_with_gpu_semantics() {
+    // Each lane runs its warp's instructions as their scalar loops (`Mma::logical`),
+    // which read the TF32 factors as `tf32(x)` does.
+    let sch = schedule(&mma_example(), MMA_SPEC);
+    let l = tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda).unwrap();
+    let reference = workload::preset(MMA_SPEC).unwrap().to_program();
+    let err = interp::check_lowered(&reference, &l, 5).unwrap_or_else(|e| panic!("{e}"));
+    assert!(err <= interp::TOLERANCE, "relative error {err}");
+}
+
+#[test]
+fn the_mma_sync_example_lowers_to_ldmatrix_of_f32_tiles_and_m16n8k8() {
+    let code = cuda(&mma_example(), MMA_SPEC);
+    assert!(
+        code.contains("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32"),
+        "{code}"
+    );
+    assert!(!code.contains("m16n8k16"), "{code}");
+    // A as 16 x 8 tiles (x4), B as 8 x 8 ones (x2) from its transposed copy: no .trans,
+    // the f32 registers passed to mma as their bits.
+    assert!(
+        code.contains("ldmatrix.sync.aligned.m8n8.x4.shared.b16"),
+        "{code}"
+    );
+    assert!(
+        code.contains("ldmatrix.sync.aligned.m8n8.x2.shared.b16"),
+        "{code}"
+    );
+    assert!(!code.contains(".trans"), "{code}");
+    assert!(
+        code.contains("__float_as_uint(A_shared_fragment["),
+        "{code}"
+    );
+}
+
+#[test]
+fn nvrtc_compiles_the_mma_sync_example_without_local_memory() {
+    if !nvrtc() {
+        return;
+    }
+    let code = cuda(&mma_example(), "matmul:4096x4096x4096,math=tf32");
+    let cubin = tessel::measure::cuda::compile(&code, "sm_90a").unwrap_or_else(|f| panic!("{f:?}"));
+    assert_eq!(cubin.info.spill_stores, Some(0), "{}", cubin.info.log);
+    assert_eq!(cubin.info.stack_bytes, Some(0), "{}", cubin.info.log);
+}
+
+#[test]
+fn ldmatrix_of_a_tf32_operand_with_k_as_rows_is_refused_naming_it() {
+    let sched: String = mma_example()
+        .lines()
+        .filter(|l| !l.starts_with("transform_layout("))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let sch = schedule(&sched, MMA_SPEC);
+    let e = match tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda) {
+        Ok(_) => panic!("a TF32 fragment loaded through ldmatrix .trans lowered"),
+        Err(e) => e.to_string(),
+    };
+    for says in ["cannot transpose 32-bit", "B_shared", "transform_layout"] {
+        assert!(e.contains(says), "{e:?} does not say {says:?}");
+    }
+}
+
+#[test]
+fn a_tf32_mma_sync_over_16_k_is_refused_naming_the_loop() {
+    // Steps of 16 k, as a 16-bit GEMM has: mma_load_a's k loop is the first to refuse.
+    let sched = mma_example().replace(
+        "k0, k1, k2 = split(k, factors=[None, 4, 8])",
+        "k0, k1, k2 = split(k, factors=[None, 2, 16])",
+    );
+    let w = workload::preset(MMA_SPEC).unwrap();
+    let trace = text::parse(&sched).unwrap();
+    let e = match replay(&trace, w.to_program(), 0) {
+        Ok(_) => panic!("a TF32 nest of 16 k was tensorized"),
+        Err(e) => e.to_string(),
+    };
+    for says in ["mma_load_a", "its extent is 16", "8 of tf32"] {
+        assert!(e.contains(says), "{e:?} does not say {says:?}");
     }
 }

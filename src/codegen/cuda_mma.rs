@@ -14,6 +14,14 @@
 //! * B (16 x 8, rows k): `b0` = rows `2t, 2t+1` of column `g`; `b1` rows `+8` (ldmatrix x2
 //!   with `.trans` from rows of k, lanes 0-15 giving rows 0-15; without `.trans` from rows
 //!   of n, lanes 0-7 at column 0 and 8-15 at column 8).
+//!
+//! On TF32 (`mma.sync.m16n8k8`, f32 fragments, one element to a register) the same
+//! `ldmatrix` calls move 32-bit elements as pairs of 16-bit ones, so a lane's address
+//! steps by 16 bytes (4 elements) where a 16-bit tile's steps by 8 elements, and a lane
+//! gets one element of each 8 x 4 matrix: `a0` = row `g`, column `t`; `a1` row `g+8`;
+//! `a2`, `a3` the same at column `t+4`; `b0` = row (k) `t` of column `g`, `b1` row `t+4`.
+//! `.trans` would swap 16-bit halves, so a TF32 tile is read with k along the source's
+//! rows only (A as `[m, k]`, B as `[n, k]`; the lowering checks it).
 
 use super::c_like::{ident, paren, Printer};
 use crate::ir::{DType, Expr};
@@ -166,12 +174,18 @@ impl Printer<'_> {
                 frag,
                 src,
                 transposed,
+                tf32,
             } => {
-                // The source row and column each lane gives ldmatrix (see the module doc).
+                // The source row and column each lane gives ldmatrix (see the module doc):
+                // 16 bytes further for the second matrix of a row.
+                let half = if *tf32 { 4 } else { 8 };
                 let (count, trans, row, col) = match (operand, transposed) {
-                    (MmaOperand::A, false) => {
-                        (4, false, format!("{lane} % 16"), format!("{lane} / 16 * 8"))
-                    }
+                    (MmaOperand::A, false) => (
+                        4,
+                        false,
+                        format!("{lane} % 16"),
+                        format!("{lane} / 16 * {half}"),
+                    ),
                     (MmaOperand::A, true) => (
                         4,
                         true,
@@ -183,9 +197,11 @@ impl Printer<'_> {
                         2,
                         false,
                         format!("{lane} % 8"),
-                        format!("{lane} / 8 % 2 * 8"),
+                        format!("{lane} / 8 % 2 * {half}"),
                     ),
                 };
+                // TF32 fragments are `float` registers.
+                let reg = if *tf32 { "f" } else { "r" };
                 let row_start = format!(
                     "{} + ({row}) * {} + {col}",
                     paren(&self.expr(&src.base)),
@@ -199,7 +215,7 @@ impl Printer<'_> {
                 let outs: Vec<String> = self
                     .registers(frag, count)
                     .iter()
-                    .map(|x| format!("\"=r\"({x})"))
+                    .map(|x| format!("\"={reg}\"({x})"))
                     .collect();
                 let places: Vec<String> = (0..count).map(|i| format!("%{i}")).collect();
                 vec![format!(
@@ -209,10 +225,12 @@ impl Printer<'_> {
                     outs.join(", ")
                 )]
             }
-            MmaOp::Sync { acc, a, b } => {
-                let ty = match self.p.buffer(a.buffer).dtype {
-                    DType::BF16 => "bf16",
-                    _ => "f16",
+            MmaOp::Sync { acc, a, b, tf32 } => {
+                // TF32 operands are `float` registers, which mma takes as their bits.
+                let (ty, k, bits) = match self.p.buffer(a.buffer).dtype {
+                    _ if *tf32 => ("tf32", 8, "__float_as_uint"),
+                    DType::BF16 => ("bf16", 16, ""),
+                    _ => ("f16", 16, ""),
                 };
                 let operands: Vec<String> = self
                     .registers(acc, 4)
@@ -223,10 +241,10 @@ impl Printer<'_> {
                     .registers(a, 4)
                     .into_iter()
                     .chain(self.registers(b, 2))
-                    .map(|r| format!("\"r\"({r})"))
+                    .map(|r| format!("\"r\"({bits}({r}))"))
                     .collect();
                 vec![format!(
-                    "asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.{ty}.{ty}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\\n\" : {} : {});",
+                    "asm volatile(\"mma.sync.aligned.m16n8k{k}.row.col.f32.{ty}.{ty}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\\n\" : {} : {});",
                     operands.join(", "),
                     ins.join(", ")
                 )]

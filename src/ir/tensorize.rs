@@ -9,7 +9,8 @@
 //! because a tessel block is a single statement: the annotated loop is the unit.
 //!
 //! The intrinsics are those of `mma.sync.m16n8k16` with 16-bit operands (f16 or bf16)
-//! accumulated in f32, on `fragment` buffers (a warp's tiles in its lanes' registers):
+//! accumulated in f32, and of `mma.sync.m16n8k8` with f32 operands read as TF32, on
+//! `fragment` buffers (a warp's tiles in its lanes' registers):
 //!
 //! | intrinsic    | loops (outermost first) | block                                          |
 //! | ------------ | ----------------------- | ---------------------------------------------- |
@@ -17,6 +18,9 @@
 //! | `mma_load_a` | rows 16 (m), cols 16 (k)| `a[r, c] = src[..]` (src: shared, same dtype)  |
 //! | `mma_load_b` | rows 16 (k), cols 8 (n) | `b[r, c] = src[..]`                            |
 //! | `mma_sync`   | i 16, j 8, k 16         | `acc[i, j] += f32(a[i, k]) * f32(b[k, j])`     |
+//! | `mma_load_a` (TF32) | rows 16, cols 8  | `a[r, c] = src[..]`, a and src f32             |
+//! | `mma_load_b` (TF32) | rows 8, cols 8   | `b[r, c] = src[..]`                            |
+//! | `mma_sync` (TF32)   | i 16, j 8, k 8   | `acc[i, j] += tf32(a[i, k]) * tf32(b[k, j])`, a and b f32 fragments |
 //! | `mma_store`  | rows 16, cols 8         | `dst[r, c] = f(acc[r, c], ..)`: an elementwise function of the element (a conversion to dst's dtype, a bias, a relu); global or shared; may be guarded |
 //! | `wgmma_sync` | i 16, j 8..256 (by 8), k 16 | `acc[i, j] += f32(a[i, k]) * f32(b[k, j])`, a and b **shared** (swizzled) |
 //! | `wgmma_sync` (TF32) | i 16, j 8..256 (by 8), k 8 | `acc[i, j] += tf32(a[i, k]) * tf32(b[k, j])`, a and b f32, **shared**, both stored k-major |
@@ -60,8 +64,8 @@ pub enum Intrin {
 /// The `wgmma` N extents: 8 to 256 in steps of 8 (`extents` gives 0 for that loop).
 pub const WGMMA_N: std::ops::RangeInclusive<i64> = 8..=256;
 
-/// Bytes of k one `wgmma` reduces: 16 elements of a 16-bit type, 8 of TF32 (`extents`
-/// gives -1 for that loop, checked once the operands' type is known).
+/// Bytes of k one `mma.sync` or `wgmma` reduces: 16 elements of a 16-bit type, 8 of
+/// TF32 (`extents` gives -1 for that loop, checked once the operands' type is known).
 pub const WGMMA_K_BYTES: i64 = 32;
 
 impl Intrin {
@@ -93,9 +97,10 @@ impl Intrin {
     /// that is a multiple of 8; -1: the [`WGMMA_K_BYTES`] of the operands' type.
     pub fn extents(self) -> &'static [i64] {
         match self {
-            Intrin::MmaFill | Intrin::MmaLoadB | Intrin::MmaStore => &[16, 8],
-            Intrin::MmaLoadA => &[16, 16],
-            Intrin::MmaSync => &[16, 8, 16],
+            Intrin::MmaFill | Intrin::MmaStore => &[16, 8],
+            Intrin::MmaLoadA => &[16, -1],
+            Intrin::MmaLoadB => &[-1, 8],
+            Intrin::MmaSync => &[16, 8, -1],
             Intrin::WgmmaSync => &[16, 0, -1],
         }
     }
@@ -285,6 +290,27 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
     let didx = &blk.body.indices;
     let value = &blk.body.value;
     let shape = |reason: &str| fail(l, format!("block {}: {reason}", blk.name));
+    // The nest's k loop (position `at`) covers 32 bytes of the operands' `dtype`.
+    let reduces_32_bytes = |at: usize, dtype: DType| {
+        let k = p.lp(loops[at]).extent;
+        let bytes = dtype.bytes() as i64;
+        if k * bytes == WGMMA_K_BYTES {
+            return Ok(());
+        }
+        Err(fail(
+            loops[at],
+            format!(
+                "its extent is {k}; {} reduces {} of {} per instruction",
+                intrin.name(),
+                WGMMA_K_BYTES / bytes,
+                if dtype == DType::F32 {
+                    "tf32"
+                } else {
+                    "a 16-bit type"
+                }
+            ),
+        ))
+    };
     match intrin {
         Intrin::MmaFill => {
             scope_is("accumulator", dst, Scope::Fragment, &[DType::F32])?;
@@ -294,11 +320,18 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
             access("accumulator", dst, didx, &[0, 1])?;
         }
         Intrin::MmaLoadA | Intrin::MmaLoadB => {
-            scope_is("fragment", dst, Scope::Fragment, HALF)?;
+            scope_is(
+                "fragment",
+                dst,
+                Scope::Fragment,
+                &[DType::F16, DType::BF16, DType::F32],
+            )?;
             let Expr::Load(src, sidx) = value else {
                 return Err(shape("it does not copy one element"));
             };
             scope_is("source", *src, Scope::Shared, &[p.buffer(dst).dtype])?;
+            let k = extents.iter().position(|e| *e == -1).unwrap_or(0);
+            reduces_32_bytes(k, p.buffer(dst).dtype)?;
             access("fragment", dst, didx, &[0, 1])?;
             access("source", *src, sidx, &[0, 1])?;
         }
@@ -318,19 +351,16 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
             let Expr::Bin(BinOp::Mul, x, y) = product else {
                 return Err(shape("the accumulated value is not a product"));
             };
-            // 16-bit elements widened to f32, or (wgmma) f32 elements read as TF32.
+            // 16-bit elements widened to f32, or f32 elements read as TF32.
             let operand = |e: &Expr| match e.factor_load()? {
                 (FactorRead::Cast(DType::F32), b, i) => Some((b, i.to_vec(), false)),
-                (FactorRead::Tf32, b, i) if intrin == Intrin::WgmmaSync => {
-                    Some((b, i.to_vec(), true))
-                }
+                (FactorRead::Tf32, b, i) => Some((b, i.to_vec(), true)),
                 _ => None,
             };
             let (Some((xb, xi, xt)), Some((yb, yi, yt))) = (operand(x), operand(y)) else {
-                return Err(shape(match intrin {
-                    Intrin::WgmmaSync => "the product's factors are not 16-bit elements widened to f32 nor f32 elements read as tf32",
-                    _ => "the product's factors are not 16-bit elements widened to f32",
-                }));
+                return Err(shape(
+                    "the product's factors are not 16-bit elements widened to f32 nor f32 elements read as tf32",
+                ));
             };
             if xt != yt {
                 return Err(shape("one factor is read as tf32 and the other is not"));
@@ -354,20 +384,7 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
                 if tf32 { &[DType::F32] } else { HALF },
             )?;
             scope_is("operand B", b.0, from, &[p.buffer(a.0).dtype])?;
-            if intrin == Intrin::WgmmaSync {
-                let k = p.lp(loops[2]).extent;
-                let bytes = p.buffer(a.0).dtype.bytes() as i64;
-                if k * bytes != WGMMA_K_BYTES {
-                    return Err(fail(
-                        loops[2],
-                        format!(
-                            "its extent is {k}; wgmma reduces {} of {} per instruction",
-                            WGMMA_K_BYTES / bytes,
-                            if tf32 { "tf32" } else { "a 16-bit type" }
-                        ),
-                    ));
-                }
-            }
+            reduces_32_bytes(2, p.buffer(a.0).dtype)?;
             access("accumulator", dst, didx, &[0, 1])?;
             access("operand A", a.0, &a.1, &[0, 2])?;
             access("operand B", b.0, &b.1, &[2, 1])?;

@@ -87,7 +87,8 @@ impl Tile {
     }
 }
 
-/// A tensor-core instruction (`mma.sync.m16n8k16` with its loads and stores) and the loop
+/// A tensor-core instruction (`mma.sync.m16n8k16`, or `m16n8k8` on TF32, with its loads
+/// and stores) and the loop
 /// variables of the nest it replaced (rows, columns, and for `Sync` the reduction): the
 /// variables of a store's guard and of [`Mma::logical`].
 #[derive(Clone, Debug, PartialEq)]
@@ -106,19 +107,23 @@ pub enum MmaOp {
         acc: Tile,
     },
     /// `ldmatrix`: a 16 x 16 (operand A, rows m, columns k) or 16 x 8 (operand B, rows k,
-    /// columns n) fragment tile loaded from a shared 16-bit matrix. `transposed`: the
-    /// source's rows are the tile's columns (`src` row `c` holds tile column `c`).
+    /// columns n) fragment tile loaded from a shared 16-bit matrix; with `tf32`, a 16 x 8
+    /// or 8 x 8 tile of f32 elements (`MmaOperand::shape`). `transposed`: the source's
+    /// rows are the tile's columns (`src` row `c` holds tile column `c`).
     Load {
         operand: MmaOperand,
         frag: Tile,
         src: Tile,
         transposed: bool,
+        tf32: bool,
     },
-    /// `acc (16 x 8, f32) += a (16 x 16) * b (16 x 8)` on 16-bit operands.
+    /// `acc (16 x 8, f32) += a (16 x 16) * b (16 x 8)` on 16-bit operands; with `tf32`,
+    /// `acc += tf32(a (16 x 8)) * tf32(b (8 x 8))` on f32 operands (`m16n8k8`).
     Sync {
         acc: Tile,
         a: Tile,
         b: Tile,
+        tf32: bool,
     },
     /// `wgmma.mma_async.m64nNk16`: this warp's `acc (16 x n, f32) += a (16 x 16) * b (16 x
     /// n)`, `a` and `b` 16-bit tiles of swizzled shared buffers, issued with the three
@@ -161,7 +166,7 @@ impl MmaOp {
         match self {
             MmaOp::Fill { acc } => vec![acc],
             MmaOp::Load { frag, src, .. } => vec![frag, src],
-            MmaOp::Sync { acc, a, b } | MmaOp::Wgmma { acc, a, b, .. } => vec![acc, a, b],
+            MmaOp::Sync { acc, a, b, .. } | MmaOp::Wgmma { acc, a, b, .. } => vec![acc, a, b],
             MmaOp::Store { dst, acc, .. } => vec![dst, acc],
             MmaOp::WgmmaFence | MmaOp::WgmmaCommit | MmaOp::WgmmaWait(_) => vec![],
         }
@@ -176,12 +181,24 @@ pub enum MmaOperand {
 }
 
 impl MmaOperand {
-    /// Rows and columns of one fragment tile of this operand (m16n8k16).
-    pub fn shape(self) -> (i64, i64) {
+    /// Rows and columns of one fragment tile of this operand: m16n8k16 on 16-bit
+    /// elements, m16n8k8 on TF32 (`tf32`). Either way a tile row of A and a tile column
+    /// of B are 32 bytes, and a lane holds 4 registers of A's tile and 2 of B's.
+    pub fn shape(self, tf32: bool) -> (i64, i64) {
+        let k = mma_k(tf32);
         match self {
-            MmaOperand::A => (16, 16),
-            MmaOperand::B => (16, 8),
+            MmaOperand::A => (16, k),
+            MmaOperand::B => (k, 8),
         }
+    }
+}
+
+/// The reduction one `mma.sync` covers: 16 of a 16-bit type, 8 of TF32.
+pub fn mma_k(tf32: bool) -> i64 {
+    if tf32 {
+        8
+    } else {
+        16
     }
 }
 
@@ -220,8 +237,9 @@ impl Mma {
                 frag,
                 src,
                 transposed,
+                tf32,
             } => {
-                let (r, c) = operand.shape();
+                let (r, c) = operand.shape(*tf32);
                 let value = if *transposed {
                     load(src, v(1), v(0))
                 } else {
@@ -229,13 +247,17 @@ impl Mma {
                 };
                 nest(&[r, c], store(frag, value))
             }
-            MmaOp::Sync { acc, a, b } => {
-                let widen = |e: Expr| Expr::Cast(crate::ir::DType::F32, Box::new(e));
+            MmaOp::Sync { acc, a, b, tf32 } => {
+                // 16-bit operands widened to f32, or f32 ones read at TF32's precision.
+                let read = |e: Expr| match tf32 {
+                    true => Expr::Un(crate::ir::UnOp::Tf32, Box::new(e)),
+                    false => Expr::Cast(crate::ir::DType::F32, Box::new(e)),
+                };
                 let value = Expr::add(
                     load(acc, v(0), v(1)),
-                    Expr::mul(widen(load(a, v(0), v(2))), widen(load(b, v(2), v(1)))),
+                    Expr::mul(read(load(a, v(0), v(2))), read(load(b, v(2), v(1)))),
                 );
-                nest(&[16, 8, 16], store(acc, value))
+                nest(&[16, 8, mma_k(*tf32)], store(acc, value))
             }
             MmaOp::Wgmma {
                 acc,

@@ -43,14 +43,24 @@ impl FragmentLayout {
             registers: 4,
         }
     }
-    fn of_operand(o: MmaOperand, row_length: i64) -> Self {
-        let (tile_rows, tile_cols) = o.shape();
+    fn of_operand(o: MmaOperand, tf32: bool, row_length: i64) -> Self {
+        let (tile_rows, tile_cols) = o.shape(tf32);
         FragmentLayout {
             row_length,
             tile_rows,
             tile_cols,
-            // 16-bit elements, two to a register: 256 / 32 / 2 = 4 for A, 2 for B.
-            registers: tile_rows * tile_cols / 64,
+            // 16-bit elements two to a register (256 / 32 / 2 = 4 for A, 2 for B), TF32
+            // one (128 / 32 = 4 for A, 64 / 32 = 2 for B).
+            registers: match o {
+                MmaOperand::A => 4,
+                MmaOperand::B => 2,
+            },
+        }
+    }
+    fn of(role: Role, row_length: i64) -> Self {
+        match role {
+            Role::Accumulator => FragmentLayout::of_accumulator(row_length),
+            Role::Operand(o, tf32) => FragmentLayout::of_operand(o, tf32, row_length),
         }
     }
     /// Registers one lane declares for a fragment buffer of `size` elements.
@@ -63,8 +73,8 @@ impl FragmentLayout {
 pub fn fragment_layouts(k: &Kernel) -> BTreeMap<BufferId, FragmentLayout> {
     let mut out = BTreeMap::new();
     visit(&k.body, &mut |m| {
-        for (t, layout) in fragment_tiles(&m.op) {
-            out.insert(t.buffer, layout(t.row_stride));
+        for (t, role) in fragment_tiles(&m.op) {
+            out.insert(t.buffer, FragmentLayout::of(role, t.row_stride));
         }
     });
     out
@@ -85,19 +95,35 @@ fn visit(body: &[KStmt], f: &mut impl FnMut(&Mma)) {
     }
 }
 
-type LayoutOf = fn(i64) -> FragmentLayout;
+/// What a fragment tile is to its instruction, which fixes its layout.
+#[derive(Copy, Clone)]
+enum Role {
+    Accumulator,
+    /// Operand A or B, on TF32 or not.
+    Operand(MmaOperand, bool),
+}
 
-/// The fragment tiles an instruction touches, each with the layout its role implies.
-fn fragment_tiles(op: &MmaOp) -> Vec<(&Tile, LayoutOf)> {
-    let a: LayoutOf = |s| FragmentLayout::of_operand(MmaOperand::A, s);
-    let b: LayoutOf = |s| FragmentLayout::of_operand(MmaOperand::B, s);
-    let acc: LayoutOf = FragmentLayout::of_accumulator;
+/// The fragment tiles an instruction touches, each with its role.
+fn fragment_tiles(op: &MmaOp) -> Vec<(&Tile, Role)> {
+    let acc = Role::Accumulator;
     match op {
         MmaOp::Fill { acc: t } | MmaOp::Store { acc: t, .. } => vec![(t, acc)],
         MmaOp::Load {
-            operand, frag: t, ..
-        } => vec![(t, if *operand == MmaOperand::A { a } else { b })],
-        MmaOp::Sync { acc: c, a: x, b: y } => vec![(c, acc), (x, a), (y, b)],
+            operand,
+            frag: t,
+            tf32,
+            ..
+        } => vec![(t, Role::Operand(*operand, *tf32))],
+        MmaOp::Sync {
+            acc: c,
+            a: x,
+            b: y,
+            tf32,
+        } => vec![
+            (c, acc),
+            (x, Role::Operand(MmaOperand::A, *tf32)),
+            (y, Role::Operand(MmaOperand::B, *tf32)),
+        ],
         // wgmma reads its operands from shared memory.
         MmaOp::Wgmma { acc: c, .. } => vec![(c, acc)],
         MmaOp::WgmmaFence | MmaOp::WgmmaCommit | MmaOp::WgmmaWait(_) => vec![],
@@ -150,8 +176,8 @@ pub(super) fn apply(
     let mut layouts: BTreeMap<BufferId, FragmentLayout> = BTreeMap::new();
     let mut bad = None;
     visit(&k.body, &mut |m| {
-        for (tile, layout) in fragment_tiles(&m.op) {
-            let l = layout(tile.row_stride);
+        for (tile, role) in fragment_tiles(&m.op) {
+            let l = FragmentLayout::of(role, tile.row_stride);
             if let Some(old) = layouts.insert(tile.buffer, l) {
                 if old != l && bad.is_none() {
                     bad = Some((m.vars[0], tile.buffer, "tiles of two shapes or row lengths"));
@@ -456,25 +482,37 @@ impl Tensorizer<'_> {
                 } else {
                     MmaOperand::B
                 };
-                let f = frag(buffer, &indices[0], r, c, operand.shape())?;
+                let tf32 = self.p.buffer(buffer).dtype == DType::F32;
+                let f = frag(buffer, &indices[0], r, c, operand.shape(tf32))?;
                 let (src, sidx) = load_of(&value).ok_or_else(not_matched)?;
                 let (s, transposed) = tile(src, &sidx, r, c)?;
                 self.ldmatrix_rows(&s).map_err(&fail)?;
+                // `ldmatrix .trans` moves 16-bit elements: a TF32 tile is read with k
+                // along the source's rows (A as `[m, k]`, B as `[n, k]`).
+                if tf32 && (operand == MmaOperand::A) == transposed {
+                    return Err(fail(format!(
+                        "ldmatrix cannot transpose 32-bit elements: store the shared copy {} with k as its last axis (transform_layout)",
+                        self.p.buffer(src).name
+                    )));
+                }
                 MmaOp::Load {
                     operand,
                     frag: f,
                     src: s,
                     transposed,
+                    tf32,
                 }
             }
             Intrin::MmaSync => {
                 let k = vars[2];
                 let acc = frag(buffer, &indices[0], r, c, ACC_SHAPE)?;
                 let (a, b) = factors(&value, r).ok_or_else(not_matched)?;
+                let tf32 = self.p.buffer(a.0).dtype == DType::F32;
                 MmaOp::Sync {
                     acc,
-                    a: frag(a.0, &a.1, r, k, MmaOperand::A.shape())?,
-                    b: frag(b.0, &b.1, k, c, MmaOperand::B.shape())?,
+                    a: frag(a.0, &a.1, r, k, MmaOperand::A.shape(tf32))?,
+                    b: frag(b.0, &b.1, k, c, MmaOperand::B.shape(tf32))?,
+                    tf32,
                 }
             }
             Intrin::WgmmaSync => {
