@@ -37,7 +37,8 @@ mod vthread;
 pub(crate) use compact::contiguous as kernel_contiguous;
 pub(crate) use compact::{vector_body as kernel_vector_body, VectorStore};
 pub use kernel::{
-    cp_async_lanes, Alloc, ForKind, KStmt, Kernel, Lowered, Mma, MmaOp, MmaOperand, Tile, ACC_SHAPE,
+    cp_async_lanes, mma_k, Alloc, ForKind, KStmt, Kernel, Lowered, Mma, MmaOp, MmaOperand, Tile,
+    ACC_SHAPE,
 };
 pub(crate) use vector_copy::{
     at_lane as kernel_at_lane, vector_copy as kernel_vector_copy, zero_filled,

@@ -1,7 +1,8 @@
 //! The tensor-core sketch (`[tensor_core]` in `search_spaces/cuda.toml`): a GEMM whose
-//! 16-bit operands (f16, bf16) are accumulated in f32 runs on `mma.sync.m16n8k16`, in the
-//! structure of MetaSchedule's multi-level tiling with tensor cores and of
-//! `examples/schedules/tensor_core_gemm.sched`:
+//! 16-bit operands (f16, bf16) are accumulated in f32 runs on `mma.sync.m16n8k16`, one
+//! whose f32 operands are read at TensorFloat-32's precision (`math=tf32`) on
+//! `mma.sync.m16n8k8`, in the structure of MetaSchedule's multi-level tiling with tensor
+//! cores and of `examples/schedules/tensor_core_gemm.sched` (`tensor_core_tf32_gemm.sched`):
 //!
 //! 1. The GEMM's axes are padded (`pad_einsum`) to a sampled multiple of 32 each (the
 //!    multiples of `pad_multiples` that waste at most `max_waste`, and the extent itself
@@ -12,7 +13,7 @@
 //!    which `mma_store` computes per element.
 //! 3. Tiling (`sample_perfect_tile`, decisions of the trace): rows `i` into
 //!    `[blocks, warps, tiles] x 16`, columns `j` into `[blocks, warps, tiles] x 8`, the
-//!    reduction `k` into `[steps, per stage] x 16`, ordered
+//!    reduction `k` into `[steps, per stage] x 16` (x 8 on TF32), ordered
 //!    `bi bj | wi wj | k0 kk | ti tj | 16 8 16`. Drawn jointly so that a block has at most
 //!    `max_warps` warps and a lane at most `max_accumulators` f32 accumulators (4 per
 //!    16 x 8 tile); mutations keep only the per-axis bounds of the trace.
@@ -23,13 +24,17 @@
 //!    block's threads; rows padded by 16 bytes against bank conflicts) and in fragments
 //!    at `kk` (an operand stored the other way round, `A[k, i]` or `B[j, k]`, is stored
 //!    transposed in its fragment, read by `ldmatrix .trans`); the fetch loop is
-//!    software-pipelined by the space's `[pipeline]` rule (a sampled stage count).
+//!    software-pipelined by the space's `[pipeline]` rule (a sampled stage count). On
+//!    TF32, which `ldmatrix .trans` cannot transpose, an operand whose k is not its last
+//!    axis (`A[k, i]`, `B[k, j]`) is transposed into shared memory instead, by 4-byte
+//!    copies (the wgmma sketch's transposing fetch).
 //! 7. `decompose_reduction` at `k0`; the five nests tensorized (`mma_fill`,
 //!    `mma_load_a`, `mma_load_b`, `mma_sync`, `mma_store`), the loops around them
 //!    unrolled so that every fragment register is a constant index.
 
 use super::{
-    add_multiples, at, attempt, pad_by_choices, padded_extent, stages, standalone, SketchError,
+    add_multiples, at, attempt, pad_by_choices, padded_extent, stages, standalone, wgmma,
+    SketchError,
 };
 use crate::ir::{BinOp, DType, Expr, FactorRead, IterKind, Program, VarId};
 use crate::schedule::{BlockRv, IntArg, LoopRv, Schedule};
@@ -53,14 +58,14 @@ pub(super) struct Gemm {
     /// A batch of GEMMs: a leading spatial axis indexing both operands and the output (or
     /// the partial GEMMs of a split reduction, the batch a run of the reduction).
     pub batch: bool,
-    /// f32 operands read at TensorFloat-32's precision (`tf32(a) * tf32(b)`), which only
-    /// the wgmma sketch runs on tensor cores; otherwise 16-bit operands widened to f32.
+    /// f32 operands read at TensorFloat-32's precision (`tf32(a) * tf32(b)`), on
+    /// `mma.sync.m16n8k8` here and `wgmma` there; otherwise 16-bit operands widened to f32.
     pub tf32: bool,
 }
 
 /// Whether the tensor-core sketch applies to `main` of `p` under `space`.
 pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> bool {
-    space.tensor_core.is_some() && space.is_gpu() && gemm(p, main).is_some_and(|g| !g.tf32)
+    space.tensor_core.is_some() && space.is_gpu() && gemm(p, main).is_some()
 }
 
 pub(super) fn gemm(p: &Program, main: crate::ir::BlockId) -> Option<Gemm> {
@@ -208,7 +213,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         };
     let (io, i16) = split(sch, i, 16)?;
     let (jo, j8) = split(sch, j, 8)?;
-    let (ko, k16) = split(sch, k, 16)?;
+    let (ko, k16) = split(sch, k, crate::lower::mma_k(g.tf32))?;
     let extent = |sch: &Schedule, l: LoopRv| -> Result<i64, SketchError> {
         let id = sch.loop_id(l).map_err(at("tiling"))?;
         Ok(sch.program().lp(id).extent)
@@ -279,9 +284,23 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
             let _ = attempt(sch, |s| s.compute_inline(b));
         }
     }
-    for sh in [a_sh, b_sh] {
-        fetch(sch, sh, &warps, 8)?;
-        sch.storage_align(sh, 0, 0, 64, 8)
+    // TF32 operands reach their fragments with k as the shared copy's last axis.
+    let transposed = [
+        g.tf32 && g.a_k_major && wgmma::transpose(sch, a_sh)?,
+        g.tf32 && !g.b_n_major && wgmma::transpose(sch, b_sh)?,
+    ];
+    // Rows padded by 16 bytes, their length kept a multiple of 128 bytes otherwise.
+    let elem = if g.tf32 { 4 } else { 2 };
+    for (sh, transposed) in [(a_sh, transposed[0]), (b_sh, transposed[1])] {
+        if transposed {
+            wgmma::fetch_transposed(sch, sh, &warps)?;
+        } else if g.tf32 {
+            let vector = wgmma::aligned_vector(sch, sh, 4)?;
+            fetch(sch, sh, &warps, vector)?;
+        } else {
+            fetch(sch, sh, &warps, 8)?;
+        }
+        sch.storage_align(sh, 0, 0, 128 / elem, 16 / elem)
             .map_err(at("storage_align"))?;
     }
     load(sch, a_fr, g.a_k_major, true)?;
@@ -539,7 +558,7 @@ mod tests {
     }
 
     #[test]
-    fn applies_to_16_bit_gemms_accumulated_in_f32_of_every_layout() {
+    fn applies_to_16_bit_and_tf32_gemms_accumulated_in_f32_of_every_layout() {
         let space = SearchSpace::cuda_default();
         for spec in [
             "batch_matmul:b=2,m=16,n=16,k=16,dtype=f16,acc=f32",
@@ -553,18 +572,16 @@ mod tests {
             );
         }
         for layout in ["nn", "nt", "tn", "tt"] {
-            for dtype in ["f16", "bf16"] {
-                let p = program(&format!(
-                    "matmul:m=64,n=32,k=48,layout={layout},dtype={dtype},acc=f32"
-                ));
+            for types in ["dtype=f16,acc=f32", "dtype=bf16,acc=f32", "math=tf32"] {
+                let p = program(&format!("matmul:m=64,n=32,k=48,layout={layout},{types}"));
                 let kinds = sketches(&space, &p).unwrap();
                 assert!(
                     kinds.contains(&SketchKind::TensorCore),
-                    "{layout} {dtype}: {kinds:?}"
+                    "{layout} {types}: {kinds:?}"
                 );
             }
         }
-        // Not: f32 operands, the CPU space.
+        // Not: f32 operands at f32's precision, the CPU space.
         let f32_gemm = program("matmul:64x64x64");
         assert!(!sketches(&space, &f32_gemm)
             .unwrap()
@@ -585,6 +602,13 @@ mod tests {
             "matmul:m=33,n=70,k=20,layout=nt,dtype=f16,acc=f32",
             "batch_matmul:b=3,m=32,n=40,k=24,dtype=f16,acc=f32",
             "dense_bias_relu:m=24,n=40,k=32,dtype=bf16,acc=f32",
+            // TF32: A or B transposed into shared memory where k is not its last axis.
+            "matmul:m=40,n=24,k=50,math=tf32",
+            "matmul:m=33,n=70,k=20,layout=tn,math=tf32",
+            "matmul:m=32,n=32,k=40,layout=nt,math=tf32",
+            "matmul:m=32,n=40,k=24,layout=tt,math=tf32",
+            "batch_matmul:b=2,m=32,n=24,k=16,math=tf32",
+            "dense_bias_relu:m=24,n=40,k=32,math=tf32",
         ] {
             let p = program(spec);
             for seed in 0..4 {

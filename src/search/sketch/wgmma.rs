@@ -477,7 +477,7 @@ fn sum_partials(
 
 /// Stores the shared copy `sh` with its last two axes swapped (`transform_layout`);
 /// returns true.
-fn transpose(sch: &mut Schedule, sh: BlockRv) -> Result<bool, SketchError> {
+pub(super) fn transpose(sch: &mut Schedule, sh: BlockRv) -> Result<bool, SketchError> {
     let rank = {
         let id = sch.block_id(sh).map_err(at("transform_layout"))?;
         let p = sch.program();
@@ -494,7 +494,7 @@ fn transpose(sch: &mut Schedule, sh: BlockRv) -> Result<bool, SketchError> {
 /// `sh` reads keep aligned (a row of 311 floats takes single elements). Called once the
 /// padding and `im2col`'s stages are inlined into the copy: what it reads then is what
 /// the kernel loads (an input, or a buffer a kernel before stored in a new layout).
-fn aligned_vector(sch: &Schedule, sh: BlockRv, lanes: i64) -> Result<i64, SketchError> {
+pub(super) fn aligned_vector(sch: &Schedule, sh: BlockRv, lanes: i64) -> Result<i64, SketchError> {
     let id = sch.block_id(sh).map_err(at("fetch"))?;
     let p = sch.program();
     let row = match p.block_reads(id).as_slice() {
@@ -522,7 +522,11 @@ fn aligned_vector(sch: &Schedule, sh: BlockRv, lanes: i64) -> Result<i64, Sketch
 /// loads then fill whole 32-byte sectors of 4 source rows, and its stores land in 8
 /// shared rows 4 elements apart, which the swizzle spreads over all 32 banks (lanes along
 /// the source's row alone, or vectors along it, put 4 to 16 stores in one bank).
-fn fetch_transposed(sch: &mut Schedule, sh: BlockRv, warps: &IntArg) -> Result<(), SketchError> {
+pub(super) fn fetch_transposed(
+    sch: &mut Schedule,
+    sh: BlockRv,
+    warps: &IntArg,
+) -> Result<(), SketchError> {
     let loops = sch.get_loops(sh).map_err(at("fetch"))?;
     let n = loops.len();
     let lit = |v: i64| Some(IntArg::Lit(v));
@@ -567,13 +571,14 @@ mod tests {
         assert!(!sketches(&space, &f32_gemm)
             .unwrap()
             .contains(&SketchKind::Wgmma));
-        // TF32: wgmma only (no mma.sync sketch), and nothing on older GPUs.
+        // TF32: wgmma and mma.sync on Hopper, mma.sync alone on older GPUs.
         let tf32 = program("matmul:m=64,n=64,k=64,math=tf32");
         let kinds = sketches(&space, &tf32).unwrap();
         assert!(kinds.contains(&SketchKind::Wgmma), "{kinds:?}");
-        assert!(!kinds.contains(&SketchKind::TensorCore), "{kinds:?}");
+        assert!(kinds.contains(&SketchKind::TensorCore), "{kinds:?}");
         let kinds = sketches(&older, &tf32).unwrap();
         assert!(!kinds.contains(&SketchKind::Wgmma), "{kinds:?}");
+        assert!(kinds.contains(&SketchKind::TensorCore), "{kinds:?}");
     }
 
     #[test]
