@@ -115,11 +115,30 @@ fn the_presets_take_math_tf32_for_f32_only() {
     }
 }
 
+/// The schedule's relative error against the workload's reference in the interpreter.
+fn interpreter_error(sched: &str, spec: &str, seed: u64) -> f64 {
+    let sch = schedule(sched, spec);
+    let reference = workload::preset(spec).unwrap().to_program();
+    interp::check(&reference, sch.program(), seed).unwrap()
+}
+
+/// Why the schedule, its `transform_layout` lines left out, does not lower for CUDA.
+fn lowering_error_without_transform_layout(sched: &str, spec: &str) -> String {
+    let sched: String = sched
+        .lines()
+        .filter(|l| !l.starts_with("transform_layout("))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let sch = schedule(&sched, spec);
+    match tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda) {
+        Ok(_) => panic!("{spec}: a TF32 operand with k as its rows lowered"),
+        Err(e) => e.to_string(),
+    }
+}
+
 #[test]
 fn the_example_computes_the_reference() {
-    let sch = schedule(&example(), SPEC);
-    let reference = workload::preset(SPEC).unwrap().to_program();
-    let err = interp::check(&reference, sch.program(), 3).unwrap();
+    let err = interpreter_error(&example(), SPEC, 3);
     assert!(err <= interp::TOLERANCE, "{err}");
 }
 
@@ -143,16 +162,7 @@ fn the_example_lowers_to_tf32_wgmma_with_a_transposing_copy_of_b() {
 
 #[test]
 fn a_tf32_operand_stored_with_k_as_rows_is_refused_naming_it() {
-    let sched: String = example()
-        .lines()
-        .filter(|l| !l.starts_with("transform_layout("))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let sch = schedule(&sched, SPEC);
-    let e = match tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda) {
-        Ok(_) => panic!("an N-major TF32 operand lowered"),
-        Err(e) => e.to_string(),
-    };
+    let e = lowering_error_without_transform_layout(&example(), SPEC);
     for says in ["k-major only", "operand B", "B_shared", "transform_layout"] {
         assert!(e.contains(says), "{e:?} does not say {says:?}");
     }
@@ -202,9 +212,7 @@ fn a_tf32_gemm_checks_with_the_tf32_tolerance_against_cublaslt_in_tf32() {
 
 #[test]
 fn the_mma_sync_example_computes_the_reference() {
-    let sch = schedule(&mma_example(), MMA_SPEC);
-    let reference = workload::preset(MMA_SPEC).unwrap().to_program();
-    let err = interp::check(&reference, sch.program(), 5).unwrap();
+    let err = interpreter_error(&mma_example(), MMA_SPEC, 5);
     assert!(err <= interp::TOLERANCE, "{err}");
 }
 
@@ -257,16 +265,7 @@ fn nvrtc_compiles_the_mma_sync_example_without_local_memory() {
 
 #[test]
 fn ldmatrix_of_a_tf32_operand_with_k_as_rows_is_refused_naming_it() {
-    let sched: String = mma_example()
-        .lines()
-        .filter(|l| !l.starts_with("transform_layout("))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    let sch = schedule(&sched, MMA_SPEC);
-    let e = match tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda) {
-        Ok(_) => panic!("a TF32 fragment loaded through ldmatrix .trans lowered"),
-        Err(e) => e.to_string(),
-    };
+    let e = lowering_error_without_transform_layout(&mma_example(), MMA_SPEC);
     for says in ["cannot transpose 32-bit", "B_shared", "transform_layout"] {
         assert!(e.contains(says), "{e:?} does not say {says:?}");
     }
