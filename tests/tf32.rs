@@ -288,3 +288,95 @@ fn a_tf32_mma_sync_over_16_k_is_refused_naming_the_loop() {
         assert!(e.contains(says), "{e:?} does not say {says:?}");
     }
 }
+
+#[test]
+fn math_3xtf32_states_a_tf32_gemm_over_the_split_operands_for_every_layout() {
+    for layout in ["nn", "nt", "tn", "tt"] {
+        let spec = format!("matmul:m=24,n=40,k=16,layout={layout},math=3xtf32");
+        let w = workload::preset(&spec).unwrap();
+        assert!(w.uses_tf32() && w.splits_tf32(), "{spec}");
+        // One GEMM over three times the reduction, after the remainders and the concats.
+        let text = w.to_text();
+        assert!(text.contains("concat("), "{text}");
+        assert!(text.contains("sum(tf32("), "{text}");
+        // Recovered from its canonical text, as the database and the peer need.
+        let named = match layout {
+            "nn" => "matmul:24x40x16,math=3xtf32".to_string(),
+            l => format!("matmul:24x40x16,layout={l},math=3xtf32"),
+        };
+        assert_eq!(workload::preset_spec(&w), Some(named), "{spec}");
+        let plain =
+            workload::preset(&format!("matmul:m=24,n=40,k=16,layout={layout},math=tf32")).unwrap();
+        assert!(!plain.splits_tf32());
+    }
+    for (spec, says) in [
+        (
+            "matmul:m=8,n=8,k=8,dtype=f16,math=3xtf32",
+            "mode of f32 operands",
+        ),
+        ("batch_matmul:b=2,m=8,n=8,k=8,math=3xtf32", "mode of matmul"),
+        ("dense_bias_relu:m=8,n=8,k=8,math=3xtf32", "mode of matmul"),
+    ] {
+        let e = workload::preset(spec).err().unwrap().to_string();
+        assert!(e.contains(says) && e.contains("1:"), "{spec}: {e}");
+    }
+}
+
+#[test]
+fn math_3xtf32_keeps_about_f32s_accuracy_where_tf32_does_not() {
+    // Against the f32 GEMM on the same random inputs (the interpreter): 3xTF32 within
+    // f32's tolerance, TF32 alone well outside it.
+    let spec = |math: &str| format!("matmul:m=32,n=24,k=512{math}");
+    let f32_gemm = workload::preset(&spec("")).unwrap().to_program();
+    for seed in 0..3 {
+        let err = |math: &str| {
+            let w = workload::preset(&spec(math)).unwrap().to_program();
+            match interp::check(&f32_gemm, &w, seed) {
+                Ok(e) | Err(interp::CheckError::Mismatch { rel_error: e, .. }) => e,
+                Err(e) => panic!("{math}: {e}"),
+            }
+        };
+        let (split, tf32) = (err(",math=3xtf32"), err(",math=tf32"));
+        assert!(split <= interp::TOLERANCE / 10.0, "3xtf32: {split:e}");
+        assert!(tf32 > interp::TOLERANCE, "tf32: {tf32:e}");
+        println!("seed {seed}: relative error 3xtf32 {split:.2e}, tf32 {tf32:.2e}");
+    }
+}
+
+#[test]
+fn a_3xtf32_gemm_checks_with_f32s_tolerance_against_cublaslt_in_f32() {
+    for layout in ["nn", "tt"] {
+        let spec = format!("matmul:m=8,n=16,k=32,layout={layout},math=3xtf32");
+        let w = workload::preset(&spec).unwrap();
+        let Some(Peer::Gemm(g)) = session::gemm_peer(&w) else {
+            panic!("{spec}: no GEMM peer");
+        };
+        assert!(!g.tf32, "{spec}: the peer must be the f32 GEMM");
+        assert_eq!((g.trans_a, g.trans_b), (layout == "tt", layout == "tt"));
+        let job = session::job(&w, Vec::new(), Device::Cpu, true, 0).unwrap();
+        assert_eq!(job.tolerance, interp::TOLERANCE, "{spec}");
+    }
+}
+
+#[test]
+fn the_tensor_core_sketches_run_a_3xtf32_gemm() {
+    use tessel::search::sketch::{apply_sketch, sketches, SketchKind};
+    use tessel::search::space::SearchSpace;
+    let space = SearchSpace::cuda_default();
+    for spec in [
+        "matmul:m=40,n=24,k=20,math=3xtf32",
+        "matmul:m=33,n=64,k=24,layout=tt,math=3xtf32",
+    ] {
+        let p = workload::preset(spec).unwrap().to_program();
+        let kinds = sketches(&space, &p).unwrap();
+        for kind in [SketchKind::TensorCore, SketchKind::Wgmma] {
+            assert!(kinds.contains(&kind), "{spec}: {kinds:?}");
+            let mut sch = Schedule::new(p.clone(), 1);
+            apply_sketch(&space, &mut sch, 1, kind).unwrap_or_else(|e| panic!("{spec}: {e}"));
+            let err = interp::check(&p, sch.program(), 1).unwrap();
+            assert!(err <= interp::TOLERANCE, "{spec} {kind:?}: {err}");
+            tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda)
+                .unwrap_or_else(|e| panic!("{spec} {kind:?}: {e}"));
+        }
+    }
+}

@@ -99,8 +99,11 @@ pub fn gemm_peer(w: &Workload) -> Option<Peer> {
         .map(|b| p.buffer(*b).shape.clone())
         .collect();
     let dtype = p.buffer(*p.params.first()?).dtype;
-    let tf32 = w.uses_tf32();
+    // A 3xTF32 GEMM keeps f32's accuracy: its peer is the vendor's f32 GEMM.
+    let split = w.splits_tf32();
+    let tf32 = w.uses_tf32() && !split;
     let suffix = match dtype {
+        DType::F32 if split => ",math=3xtf32".to_string(),
         DType::F32 if tf32 => ",math=tf32".to_string(),
         DType::F32 => String::new(),
         DType::F16 | DType::BF16 => format!(",dtype={},acc=f32", dtype.short()),
@@ -167,7 +170,7 @@ pub fn job(
     // The outputs' precision sets the tolerance (a 16-bit output is rounded coarsely, and
     // a schedule reorders its roundings), or the factors' where they are TF32; the
     // loosest where outputs differ.
-    let least = match w.uses_tf32() {
+    let least = match w.uses_tf32() && !w.splits_tf32() {
         true => crate::interp::TOLERANCE_TF32,
         false => crate::interp::TOLERANCE,
     };

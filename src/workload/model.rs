@@ -205,6 +205,19 @@ impl Workload {
             .any(|t| matches!(&t.def, TensorDef::Compute(c) if has(&c.value)))
     }
 
+    /// Whether a stage splits values at TensorFloat-32's precision, `x - tf32(x)` (the
+    /// remainder `math=3xtf32` multiplies besides the TF32 part): such a workload keeps
+    /// about f32's accuracy, so it is checked with f32's tolerance and compared with the
+    /// vendor's f32 GEMM.
+    pub fn splits_tf32(&self) -> bool {
+        self.tensors.iter().any(|t| {
+            matches!(&t.def, TensorDef::Compute(c) if matches!(
+                &c.value,
+                Scalar::Bin(BinOp::Sub, x, t) if matches!(&**t, Scalar::Un(UnOp::Tf32, y) if y == x)
+            ))
+        })
+    }
+
     /// The canonical name of each tensor (`t0`, `t1`, ... in declaration order), as
     /// `(original, canonical)` pairs in declaration order.
     pub fn canonical_names(&self) -> Vec<(String, String)> {

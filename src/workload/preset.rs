@@ -160,7 +160,10 @@ impl Args<'_> {
     /// narrower (`acc=same`, the default, or the dtype's own name accumulates in the
     /// dtype); `math=tf32` (GEMM presets) multiplies f32 operands at TensorFloat-32's
     /// precision (`tf32(x)` in the text), as cuBLAS's `CUBLAS_COMPUTE_32F_FAST_TF32` and
-    /// PyTorch's `allow_tf32` do; `math=ieee` (the default) multiplies in f32.
+    /// PyTorch's `allow_tf32` do; `math=3xtf32` (`matmul` only) splits each f32 operand
+    /// into a TF32 part and a TF32 remainder and sums three TF32 products (big x big, big x
+    /// small, small x big), CUTLASS's 3xTF32, which keeps about f32's accuracy on tensor
+    /// cores; `math=ieee` (the default) multiplies in f32.
     fn precision(&self, dtype: &str) -> Result<Precision> {
         let acc = self.choice("acc", &["same", "f32", "f16", "bf16"])?;
         if acc != "same" && acc != "f32" && acc != dtype {
@@ -172,16 +175,26 @@ impl Args<'_> {
         // Only the GEMM presets take `math` (the tensor-core sketches and the TF32 peer
         // are GEMMs').
         let has_math = self.vals.iter().any(|(k, _, _)| *k == "math");
-        let tf32 = has_math && self.choice("math", &["ieee", "tf32"])? == "tf32";
-        if tf32 && dtype != "f32" {
+        let math = match has_math {
+            true => self.choice("math", &["ieee", "tf32", "3xtf32"])?,
+            false => "ieee".to_string(),
+        };
+        if math != "ieee" && dtype != "f32" {
             return Err(at(
                 self.raw("math").1,
-                format!("math=tf32 with dtype={dtype}: TensorFloat-32 is a mode of f32 operands"),
+                format!("math={math} with dtype={dtype}: TensorFloat-32 is a mode of f32 operands"),
+            ));
+        }
+        if math == "3xtf32" && self.preset != "matmul" {
+            return Err(at(
+                self.raw("math").1,
+                format!("math=3xtf32 is a mode of matmul, not of {}", self.preset),
             ));
         }
         Ok(Precision {
             acc32: acc == "f32" && dtype != "f32",
-            tf32,
+            tf32: math == "tf32",
+            split: math == "3xtf32",
         })
     }
 }
@@ -191,6 +204,8 @@ impl Args<'_> {
 struct Precision {
     acc32: bool,
     tf32: bool,
+    /// `math=3xtf32`.
+    split: bool,
 }
 
 /// A reduction stage `out[index] = sum(a * b, axes)` (`index` with its extents where they
@@ -385,6 +400,11 @@ fn matmul(a: &Args) -> Result<String> {
     } else {
         (format!("{k}, {n}"), "k, j")
     };
+    let prec = a.precision(&dt)?;
+    let inputs = format!("input A: {dt}[{ashape}]\ninput B: {dt}[{bshape}]\n");
+    if prec.split {
+        return Ok(inputs + &split_tf32(&layout));
+    }
     let c = Reduction {
         out: "C",
         index: "i, j".into(),
@@ -393,10 +413,33 @@ fn matmul(a: &Args) -> Result<String> {
         b: format!("B[{bidx}]"),
         axes: "k",
     }
-    .text(&dt, a.precision(&dt)?);
-    Ok(format!(
-        "input A: {dt}[{ashape}]\ninput B: {dt}[{bshape}]\n{c}"
-    ))
+    .text(&dt, prec);
+    Ok(inputs + &c)
+}
+
+/// `math=3xtf32` of a matmul in `layout`: each operand's remainder after TF32 (`X_lo = X -
+/// tf32(X)`, exact in f32), then one TF32 GEMM over a reduction three times as long whose
+/// operands are the parts side by side, `[A, A, A_lo]` times `[B; B_lo; B]`: the three
+/// products big x big, big x small and small x big, summed in f32 (the small x small one
+/// is left out, as in CUTLASS's 3xTF32). The tensor-core sketches then run it as they run
+/// any TF32 GEMM.
+fn split_tf32(layout: &str) -> String {
+    // The reduction is A's second axis (or first, stored K x M) and B's first (or second).
+    let (a_axis, a_idx, a3) = match layout.starts_with('t') {
+        true => (0, "k, i", "A3[q, i]"),
+        false => (1, "i, k", "A3[i, q]"),
+    };
+    let (b_axis, b_idx, b3) = match layout.ends_with('t') {
+        true => (1, "j, k", "B3[j, q]"),
+        false => (0, "k, j", "B3[q, j]"),
+    };
+    format!(
+        "A_lo[{a_idx}] = A[{a_idx}] - tf32(A[{a_idx}])\n\
+         B_lo[{b_idx}] = B[{b_idx}] - tf32(B[{b_idx}])\n\
+         A3 = concat(A, A, A_lo, axis={a_axis})\n\
+         B3 = concat(B, B_lo, B, axis={b_axis})\n\
+         C[i, j] = sum(tf32({a3}) * tf32({b3}), q)\n"
+    )
 }
 
 /// `out * stride + r * dilation`, without unit factors.
