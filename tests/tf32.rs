@@ -15,7 +15,11 @@
 //!   `mma.sync.m16n8k8.f32.tf32.tf32`, and NVRTC compiles it without local memory; its B
 //!   left with k as rows is refused (ldmatrix cannot transpose 32-bit elements), and a
 //!   k nest of 16 is refused by `tensorize` naming the loop;
-//! * a TF32 GEMM's job checks with the TF32 tolerance and times cublasLt in TF32.
+//! * a TF32 GEMM's job checks with the TF32 tolerance and times cublasLt in TF32;
+//! * `math=3xtf32` (matmul, every layout) states one TF32 GEMM over the split operands
+//!   side by side, keeps about f32's accuracy against the f32 GEMM where `math=tf32` does
+//!   not, checks with f32's tolerance against cublasLt in f32, and both tensor-core
+//!   sketches run it with the split operands computed by kernels of their own.
 //!
 //! Its run on the H100 is `benches/probe/tf32_run.sh` (figures in benches/RESULTS.md).
 
@@ -375,8 +379,36 @@ fn the_tensor_core_sketches_run_a_3xtf32_gemm() {
             apply_sketch(&space, &mut sch, 1, kind).unwrap_or_else(|e| panic!("{spec}: {e}"));
             let err = interp::check(&p, sch.program(), 1).unwrap();
             assert!(err <= interp::TOLERANCE, "{spec} {kind:?}: {err}");
-            tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda)
+            // The remainders and the joined operands are computed once, by kernels of
+            // their own before the GEMM, whose fetches stay cp.async copies.
+            let names: Vec<&str> = sch
+                .program()
+                .blocks_in_order()
+                .into_iter()
+                .map(|b| sch.program().block(b).name.as_str())
+                .collect();
+            assert!(
+                !names.contains(&"A_lo") && !names.contains(&"B_lo"),
+                "{names:?}"
+            );
+            assert!(names.contains(&"A3") && names.contains(&"B3"), "{names:?}");
+            let l = tessel::lower::lower(sch.program(), tessel::lower::Backend::Cuda)
                 .unwrap_or_else(|e| panic!("{spec} {kind:?}: {e}"));
+            assert!(l.kernels.len() >= 2, "{spec} {kind:?}");
+            // A3 and B3 live in global memory, written by their kernels and read by the
+            // GEMM's fetches as they are.
+            let p = sch.program();
+            for name in ["A3", "B3"] {
+                let [b] = p.find_block(name)[..] else {
+                    panic!("{spec} {kind:?}: no block {name}");
+                };
+                let buf = p.buffer(p.block(b).body.buffer);
+                assert_eq!(
+                    buf.scope,
+                    tessel::ir::Scope::Global,
+                    "{spec} {kind:?}: {name}"
+                );
+            }
         }
     }
 }

@@ -1435,6 +1435,56 @@ fn loop_kinds(
 
 /// Schedules a stage left at the root on its own: all loops fused; on CUDA split over
 /// blocks of [`STANDALONE_THREADS`] threads, on the CPU run in parallel.
+/// The stages before a tensor-core GEMM that compute values rather than only move them
+/// (`math=3xtf32`'s remainders `x - tf32(x)` and the operands they join), run once as
+/// kernels of their own instead of in every block's shared fetch, which then stays a
+/// plain `cp.async` copy: a computing stage read only by other stages before the GEMM is
+/// inlined into them, and each computing stage the GEMM reads is spread over threads as an
+/// epilogue is. Zero-filled padding and concatenations of inputs only move data and are
+/// left to the fetches. Returns the names of the kernels made.
+fn prologue_kernels(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    st: &Stages,
+) -> Result<Vec<String>, SketchError> {
+    let computes = |sch: &Schedule, name: &str| -> Option<(bool, bool)> {
+        let p = sch.program();
+        let [b] = p.find_block(name)[..] else {
+            return None;
+        };
+        let blk = p.block(b);
+        let before_main = p
+            .readers(blk.body.buffer)
+            .iter()
+            .all(|r| st.padding.contains(&p.block(*r).name));
+        Some((computes_values(&blk.body.value), before_main))
+    };
+    for name in &st.padding {
+        if let Some((true, true)) = computes(sch, name) {
+            let b = sch.get_block(name).map_err(at("prologue"))?;
+            let _ = attempt(sch, |s| s.compute_inline(b));
+        }
+    }
+    let mut kernels = Vec::new();
+    for name in &st.padding {
+        if let Some((true, false)) = computes(sch, name) {
+            standalone(space, sch, name)?;
+            kernels.push(name.clone());
+        }
+    }
+    Ok(kernels)
+}
+
+/// Whether a stage's value does arithmetic on data (indices and conditions aside).
+fn computes_values(e: &Expr) -> bool {
+    match e {
+        Expr::Int(_) | Expr::Float(_) | Expr::Var(_) | Expr::Load(..) => false,
+        Expr::Bin(..) | Expr::Un(..) => true,
+        Expr::Select(_, t, f) => computes_values(t) || computes_values(f),
+        Expr::Cast(_, x) => computes_values(x),
+    }
+}
+
 fn standalone(space: &SearchSpace, sch: &mut Schedule, name: &str) -> Result<(), SketchError> {
     let b = sch.get_block(name).map_err(at("epilogue"))?;
     let loops = sch.get_loops(b).map_err(at("epilogue"))?;

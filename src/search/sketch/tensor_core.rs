@@ -33,8 +33,8 @@
 //!    unrolled so that every fragment register is a constant index.
 
 use super::{
-    add_multiples, at, attempt, pad_by_choices, padded_extent, stages, standalone, wgmma,
-    SketchError,
+    add_multiples, at, attempt, pad_by_choices, padded_extent, prologue_kernels, stages,
+    standalone, wgmma, SketchError,
 };
 use crate::ir::{BinOp, DType, Expr, FactorRead, IterKind, Program, VarId};
 use crate::schedule::{BlockRv, IntArg, LoopRv, Schedule};
@@ -186,8 +186,9 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         .tensor_core
         .clone()
         .ok_or(SketchError::TensorCoreNotApplicable)?;
-    // 1. Padding.
+    // 1. Stages that compute run as kernels of their own; padding.
     let st = stages(sch.program())?;
+    let kernels = prologue_kernels(space, sch, &st)?;
     pad(
         &rule.pad_multiples,
         PAD_BASE,
@@ -279,7 +280,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         sch.compute_at(b, l).map_err(at("cache_read"))?;
     }
     // The zero-filled copies of padded inputs go into the fetches.
-    for name in &st.padding {
+    for name in st.padding.iter().filter(|n| !kernels.contains(n)) {
         if let Ok(b) = sch.get_block(name) {
             let _ = attempt(sch, |s| s.compute_inline(b));
         }

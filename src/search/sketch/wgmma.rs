@@ -229,10 +229,10 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         };
         super::tensor_core::gemm(p, b).is_some()
     };
-    let staged = if is_gemm {
-        Vec::new()
+    let (staged, kernels) = if is_gemm {
+        (Vec::new(), super::prologue_kernels(space, sch, &st)?)
     } else {
-        conv_to_gemm(sch, &st.main)?
+        (conv_to_gemm(sch, &st.main)?, Vec::new())
     };
     pad(&multiples, PANEL, space.max_waste, sch, &st.main)?;
     // 1b. Split-K: the reduction split into a batch of partial GEMMs.
@@ -321,7 +321,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     for name in st
         .padding
         .iter()
-        .filter(|n| !staged.iter().any(|s| &s.name == *n))
+        .filter(|n| !staged.iter().any(|s| &s.name == *n) && !kernels.contains(n))
     {
         if let Ok(b) = sch.get_block(name) {
             let _ = super::attempt(sch, |s| s.compute_inline(b));
