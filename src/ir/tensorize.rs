@@ -66,7 +66,7 @@ pub const WGMMA_N: std::ops::RangeInclusive<i64> = 8..=256;
 
 /// Bytes of k one `mma.sync` or `wgmma` reduces: 16 elements of a 16-bit type, 8 of
 /// TF32 (`extents` gives -1 for that loop, checked once the operands' type is known).
-pub const WGMMA_K_BYTES: i64 = 32;
+pub const MMA_K_BYTES: i64 = 32;
 
 impl Intrin {
     pub const ALL: [Intrin; 6] = [
@@ -94,7 +94,7 @@ impl Intrin {
     }
 
     /// The extents of the intrinsic's loop nest, outermost first; 0: any of [`WGMMA_N`]
-    /// that is a multiple of 8; -1: the [`WGMMA_K_BYTES`] of the operands' type.
+    /// that is a multiple of 8; -1: the [`MMA_K_BYTES`] of the operands' type.
     pub fn extents(self) -> &'static [i64] {
         match self {
             Intrin::MmaFill | Intrin::MmaStore => &[16, 8],
@@ -294,7 +294,7 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
     let reduces_32_bytes = |at: usize, dtype: DType| {
         let k = p.lp(loops[at]).extent;
         let bytes = dtype.bytes() as i64;
-        if k * bytes == WGMMA_K_BYTES {
+        if k * bytes == MMA_K_BYTES {
             return Ok(());
         }
         Err(fail(
@@ -302,7 +302,7 @@ pub fn check(p: &Program, l: LoopId, intrin: Intrin) -> Result<Nest, TensorizeEr
             format!(
                 "its extent is {k}; {} reduces {} of {} per instruction",
                 intrin.name(),
-                WGMMA_K_BYTES / bytes,
+                MMA_K_BYTES / bytes,
                 if dtype == DType::F32 {
                     "tf32"
                 } else {

@@ -19,7 +19,7 @@ use super::swizzle::{Swizzle, ATOM_ROWS};
 use super::{LowerError, Result};
 use crate::ir::interval::Interval;
 use crate::ir::simplify::simplify;
-use crate::ir::tensorize::{step, Intrin, WGMMA_K_BYTES};
+use crate::ir::tensorize::{step, Intrin, MMA_K_BYTES};
 use crate::ir::{BinOp, BufferId, DType, Expr, Program, Scope, VarId};
 use std::collections::BTreeMap;
 
@@ -667,7 +667,7 @@ impl Tensorizer<'_> {
         let zero = |e: Expr| simplify(&e, &self.range()) == Expr::Int(0);
         let modulo = |e: Expr, m: i64| Expr::bin(BinOp::FloorMod, e, Expr::Int(m));
         let row = Expr::bin(BinOp::FloorDiv, base.clone(), Expr::Int(s.row));
-        let k_step = WGMMA_K_BYTES / b.dtype.bytes() as i64;
+        let k_step = MMA_K_BYTES / b.dtype.bytes() as i64;
         let col_ok = match k_major {
             true => zero(modulo(base.clone(), k_step)),
             false => mn % s.panel == 0 && zero(modulo(base.clone(), s.panel)),

@@ -252,7 +252,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     let i_parts = split(sch, i, &[None, lit(4), lit(16)])?;
     let j_parts = split(sch, j, &[None, lit(PANEL)])?;
     let elem = if g.tf32 { 4 } else { 2 };
-    let k_inst = crate::ir::tensorize::WGMMA_K_BYTES / elem;
+    let k_inst = crate::ir::tensorize::MMA_K_BYTES / elem;
     let k_parts = split(
         sch,
         k,
