@@ -100,7 +100,7 @@ fn the_presets_take_math_tf32_for_f32_only() {
         ),
         (
             "matmul:64x64x64,math=fast",
-            "must be one of ieee, tf32, found 'fast'",
+            "must be one of ieee, tf32, 3xtf32, found 'fast'",
         ),
         // Convs have no tensor-core sketch nor TF32 peer: the key is the GEMMs'.
         (
