@@ -273,3 +273,27 @@ fn random_sequences_mostly_apply() {
         40 * 14
     );
 }
+
+#[test]
+fn a_write_back_under_a_strided_tile_updates_each_point_once() {
+    // Found by `random_schedules_of_matmul`: under `j, i_1_0, i_1_1` the initialization
+    // writes rows `x` and `x + 6` (`i_0` relaxed, stride 6), whose box has 7 rows; the
+    // update moved there must accumulate into those two rows only, not into the five
+    // between them that other iterations own.
+    let sched = r#"b0 = get_block("C")
+i, j, k = get_loops(b0)
+i_0, i_1 = split(i, factors=[None, 6])
+reorder(j, i_0)
+i_1_0, i_1_1, i_1_2 = split(i_1, factors=[2, 3, 1])
+b4 = decompose_reduction(b0, j)
+b5 = get_block("C_init")
+j_init, a0, a1, a2, a3 = get_loops(b5)
+b6 = get_block("C_update")
+reverse_compute_at(b6, a1)
+"#;
+    let w = workload::preset("matmul:12x10x8").unwrap();
+    let trace = tessel::schedule::text::parse(sched).unwrap();
+    let sch = replay(&trace, w.to_program(), 0).unwrap();
+    let err = interp::check(&w.to_program(), sch.program(), 3).unwrap();
+    assert!(err <= interp::TOLERANCE, "{err}");
+}

@@ -299,8 +299,52 @@ fn box_is_exact(
             rest.vars()
                 .into_iter()
                 .all(|v| !fixed.contains(&v) && seen.insert(v))
+                && dense(&rest, &ext)
         })
     })
+}
+
+/// Whether the values of the relaxed part of an index fill its box: an affine sum
+/// `c1 * v1 + c2 * v2 + ...` over loops of extents `e_k` leaves no gap when, by growing
+/// `|c|`, each coefficient is at most one past the reach of the terms before it. A split
+/// axis whose outer part is relaxed and whose inner part is fixed (`i0 * 6 + i1`, `i1`
+/// fixed) reaches 0 and 6 only, where its box has 7 points. A part that is not affine
+/// (digits of a fused index) is judged by the rule of one index a loop alone.
+fn dense(rest: &Expr, ext: &BTreeMap<VarId, i64>) -> bool {
+    fn terms(e: &Expr, scale: i64, out: &mut Vec<(i64, VarId)>) -> bool {
+        match e {
+            Expr::Int(_) => true,
+            Expr::Var(v) => {
+                out.push((scale, *v));
+                true
+            }
+            Expr::Bin(BinOp::Add, a, b) => terms(a, scale, out) && terms(b, scale, out),
+            Expr::Bin(BinOp::Sub, a, b) => terms(a, scale, out) && terms(b, -scale, out),
+            Expr::Bin(BinOp::Mul, a, b) => match (&**a, &**b) {
+                (Expr::Int(c), x) | (x, Expr::Int(c)) => terms(x, scale * c, out),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+    let mut ts = Vec::new();
+    if !terms(rest, 1, &mut ts) {
+        return true;
+    }
+    let mut ts: Vec<(i64, i64)> = ts
+        .into_iter()
+        .map(|(c, v)| (c.abs(), ext.get(&v).copied().unwrap_or(1)))
+        .filter(|(c, e)| *c != 0 && *e > 1)
+        .collect();
+    ts.sort();
+    let mut reach = 0;
+    for (c, e) in ts {
+        if c > reach + 1 {
+            return false;
+        }
+        reach += c * (e - 1);
+    }
+    true
 }
 
 /// Rebuilds the loops of consumer `b` as copies of the loops that the store indices of its
