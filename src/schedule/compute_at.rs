@@ -11,11 +11,14 @@
 //!
 //! A write-back (`reverse_compute_at`) may not write more than its producers wrote in that
 //! iteration: a point outside would copy a value another iteration (another thread) owns.
-//! Its box is exact when every index is a fixed part plus a part over relaxed loops alone
-//! and no relaxed loop moves two indices. It is not when the producer's indices are
-//! `floordiv`/`floormod` digits of one fused index whose tile is not aligned to the digits
-//! (the implicit-GEMM view of a conv: `n, p, q` from one `n*p*q` axis): the box of such a
-//! digit is its whole range. Then the consumer iterates over copies of the relaxed loops
+//! Its box is exact when every index is a fixed part plus a part over relaxed loops alone,
+//! no relaxed loop moves two indices, and an affine relaxed part leaves no gap in its box.
+//! It is not when the producer's indices are `floordiv`/`floormod` digits of one fused
+//! index whose tile is not aligned to the digits (the implicit-GEMM view of a conv: `n, p,
+//! q` from one `n*p*q` axis): the box of such a digit is its whole range; nor when a split
+//! axis's outer part is relaxed over a fixed inner part (`i0 * 6 + i1`, `i0` relaxed)
+//! reaching two rows of a box of seven, where an update would accumulate into rows other
+//! iterations own. Then the consumer iterates over copies of the relaxed loops
 //! its producer's store indices use, each index bound to the producer's expression over
 //! them, so it writes exactly the points written there.
 //!
