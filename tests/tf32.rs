@@ -312,6 +312,9 @@ fn math_3xtf32_states_a_tf32_gemm_over_the_split_operands_for_every_layout() {
         let plain =
             workload::preset(&format!("matmul:m=24,n=40,k=16,layout={layout},math=tf32")).unwrap();
         assert!(!plain.splits_tf32());
+        // Its FLOP/s read as the f32 GEMM's: 2 * M * N * K.
+        assert_eq!(w.flops(), 2.0 * 24.0 * 40.0 * 16.0, "{spec}");
+        assert_eq!(plain.flops(), w.flops(), "{spec}");
     }
     for (spec, says) in [
         (

@@ -173,15 +173,20 @@ impl Workload {
     }
 
     /// Floating-point operations of one evaluation: per point of each stage, its value
-    /// operations, plus one for the combine of a reduction (so matmul is `2*M*N*K`).
+    /// operations, plus one for the combine of a reduction (so matmul is `2*M*N*K`). A
+    /// 3xTF32 GEMM ([`Workload::splits_tf32`]) counts the f32 GEMM it stands for, as its
+    /// peer's is counted: a third of its reduction over three times the length, without
+    /// the splits, so that its FLOP/s read as an f32 GEMM's.
     pub fn flops(&self) -> f64 {
+        let split = self.splits_tf32();
         self.tensors
             .iter()
             .map(|t| match &t.def {
-                TensorDef::Compute(c) => {
+                TensorDef::Compute(c) if !split || c.reduce.is_some() => {
                     let points: f64 = c.all_axes().map(|a| a.extent as f64).product();
                     let ops = c.value.value_ops() + u64::from(c.reduce.is_some());
-                    points * ops as f64
+                    let share = if split { 3.0 } else { 1.0 };
+                    points * ops as f64 / share
                 }
                 _ => 0.0,
             })
