@@ -193,13 +193,11 @@ impl MmaOperand {
     }
 }
 
-/// The reduction one `mma.sync` covers: 16 of a 16-bit type, 8 of TF32.
+/// The reduction one `mma.sync` covers: 16 of a 16-bit type, 8 of TF32 (32 bytes,
+/// `ir::tensorize::MMA_K_BYTES`).
 pub fn mma_k(tf32: bool) -> i64 {
-    if tf32 {
-        8
-    } else {
-        16
-    }
+    let bytes = if tf32 { 4 } else { 2 };
+    crate::ir::tensorize::MMA_K_BYTES / bytes
 }
 
 /// The rows and columns of a 16 x 8 accumulator tile.

@@ -103,9 +103,7 @@ pub fn gemm_peer(w: &Workload) -> Option<Peer> {
     let split = w.splits_tf32();
     let tf32 = w.uses_tf32() && !split;
     let suffix = match dtype {
-        DType::F32 if split => ",math=3xtf32".to_string(),
-        DType::F32 if tf32 => ",math=tf32".to_string(),
-        DType::F32 => String::new(),
+        DType::F32 => w.math_suffix().to_string(),
         DType::F16 | DType::BF16 => format!(",dtype={},acc=f32", dtype.short()),
         DType::I32 | DType::Bool => return None,
     };

@@ -60,9 +60,7 @@ fn candidates(w: &Workload) -> Vec<String> {
     // A 16-bit workload with an f32 stage accumulates in f32 (`acc=f32`).
     let acc32 = first.dtype.is_half() && w.tensors.iter().any(|t| t.dtype == DType::F32);
     let dtype = match (first.dtype, acc32) {
-        (DType::F32, _) if w.splits_tf32() => ",math=3xtf32".to_string(),
-        (DType::F32, _) if w.uses_tf32() => ",math=tf32".to_string(),
-        (DType::F32, _) => String::new(),
+        (DType::F32, _) => w.math_suffix().to_string(),
         (d, false) => format!(",dtype={}", d.short()),
         (d, true) => format!(",dtype={},acc=f32", d.short()),
     };

@@ -223,6 +223,19 @@ impl Workload {
         })
     }
 
+    /// The `math=` argument of the GEMM preset an f32 workload would be built by:
+    /// `,math=3xtf32` where it splits its operands, `,math=tf32` where it reads them as
+    /// TF32, nothing otherwise.
+    pub fn math_suffix(&self) -> &'static str {
+        if self.splits_tf32() {
+            ",math=3xtf32"
+        } else if self.uses_tf32() {
+            ",math=tf32"
+        } else {
+            ""
+        }
+    }
+
     /// The canonical name of each tensor (`t0`, `t1`, ... in declaration order), as
     /// `(original, canonical)` pairs in declaration order.
     pub fn canonical_names(&self) -> Vec<(String, String)> {
