@@ -27,14 +27,14 @@
 //!    software-pipelined by the space's `[pipeline]` rule (a sampled stage count). On
 //!    TF32, which `ldmatrix .trans` cannot transpose, an operand whose k is not its last
 //!    axis (`A[k, i]`, `B[k, j]`) is transposed into shared memory instead, by 4-byte
-//!    copies (the wgmma sketch's transposing fetch).
+//!    copies (`fetch_transposed`, which the wgmma sketch uses too).
 //! 7. `decompose_reduction` at `k0`; the five nests tensorized (`mma_fill`,
 //!    `mma_load_a`, `mma_load_b`, `mma_sync`, `mma_store`), the loops around them
 //!    unrolled so that every fragment register is a constant index.
 
 use super::{
     add_multiples, at, attempt, pad_by_choices, padded_extent, prologue_kernels, stages,
-    standalone, wgmma, SketchError,
+    standalone, SketchError,
 };
 use crate::ir::{BinOp, DType, Expr, FactorRead, IterKind, Program, VarId};
 use crate::schedule::{BlockRv, IntArg, LoopRv, Schedule};
@@ -287,16 +287,16 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     }
     // TF32 operands reach their fragments with k as the shared copy's last axis.
     let transposed = [
-        g.tf32 && g.a_k_major && wgmma::transpose(sch, a_sh)?,
-        g.tf32 && !g.b_n_major && wgmma::transpose(sch, b_sh)?,
+        g.tf32 && g.a_k_major && transpose(sch, a_sh)?,
+        g.tf32 && !g.b_n_major && transpose(sch, b_sh)?,
     ];
     // Rows padded by 16 bytes, their length kept a multiple of 128 bytes otherwise.
     let elem = if g.tf32 { 4 } else { 2 };
     for (sh, transposed) in [(a_sh, transposed[0]), (b_sh, transposed[1])] {
         if transposed {
-            wgmma::fetch_transposed(sch, sh, &warps)?;
+            fetch_transposed(sch, sh, &warps)?;
         } else if g.tf32 {
-            let vector = wgmma::aligned_vector(sch, sh, 4)?;
+            let vector = aligned_vector(sch, sh, 4)?;
             fetch(sch, sh, &warps, vector)?;
         } else {
             fetch(sch, sh, &warps, 8)?;
@@ -417,6 +417,80 @@ pub(super) fn fetch(
     sch.bind(parts[1], "threadIdx.y").map_err(at("fetch"))?;
     sch.bind(parts[2], "threadIdx.x").map_err(at("fetch"))?;
     sch.vectorize(parts[3]).map_err(at("fetch"))?;
+    Ok(())
+}
+
+/// Stores the shared copy `sh` with its last two axes swapped (`transform_layout`);
+/// returns true.
+pub(super) fn transpose(sch: &mut Schedule, sh: BlockRv) -> Result<bool, SketchError> {
+    let rank = {
+        let id = sch.block_id(sh).map_err(at("transform_layout"))?;
+        let p = sch.program();
+        p.buffer(p.block(id).body.buffer).shape.len()
+    };
+    let mut perm: Vec<i64> = (0..rank as i64).collect();
+    perm.swap(rank - 2, rank - 1);
+    sch.transform_layout(sh, 0, &crate::schedule::layout::singletons(&perm))
+        .map_err(at("transform_layout"))?;
+    Ok(true)
+}
+
+/// The longest vector, of `lanes` elements at most, that the rows of the buffer the copy
+/// `sh` reads keep aligned (a row of 311 floats takes single elements). Called once the
+/// padding and `im2col`'s stages are inlined into the copy: what it reads then is what
+/// the kernel loads (an input, or a buffer a kernel before stored in a new layout).
+pub(super) fn aligned_vector(sch: &Schedule, sh: BlockRv, lanes: i64) -> Result<i64, SketchError> {
+    let id = sch.block_id(sh).map_err(at("fetch"))?;
+    let p = sch.program();
+    let row = match p.block_reads(id).as_slice() {
+        // Trailing axes of extent 1 (a 1x1 conv's weights `k, c, 1, 1`) leave the row.
+        [(buf, _)] => p
+            .buffer(*buf)
+            .shape
+            .iter()
+            .rev()
+            .find(|e| **e > 1)
+            .copied()
+            .unwrap_or(1),
+        _ => 1,
+    };
+    let mut vector = lanes;
+    while row % vector != 0 {
+        vector /= 2;
+    }
+    Ok(vector)
+}
+
+/// The cooperative fetch of an operand stored transposed in shared memory (the source's
+/// rows `k` become the copy's columns): the 32 lanes of a warp copy 4 rows of k by 8
+/// consecutive elements of the source's row, one element each (4-byte copies). A warp's
+/// loads then fill whole 32-byte sectors of 4 source rows, and its stores land in 8
+/// shared rows 4 elements apart, which the swizzle (wgmma) or rows padded by 16 bytes
+/// (mma.sync) spread over all 32 banks (lanes along
+/// the source's row alone, or vectors along it, put 4 to 16 stores in one bank).
+pub(super) fn fetch_transposed(
+    sch: &mut Schedule,
+    sh: BlockRv,
+    warps: &IntArg,
+) -> Result<(), SketchError> {
+    let loops = sch.get_loops(sh).map_err(at("fetch"))?;
+    let n = loops.len();
+    let lit = |v: i64| Some(IntArg::Lit(v));
+    let k = sch
+        .split(loops[n - 2], &[None, lit(4)])
+        .map_err(at("fetch"))?;
+    let mn = sch
+        .split(loops[n - 1], &[None, lit(8)])
+        .map_err(at("fetch"))?;
+    sch.reorder(&[k[0], mn[0], k[1], mn[1]])
+        .map_err(at("fetch"))?;
+    let outer = sch.fuse(&[k[0], mn[0]]).map_err(at("fetch"))?;
+    let lanes = sch.fuse(&[k[1], mn[1]]).map_err(at("fetch"))?;
+    let w = sch
+        .split(outer, &[None, Some(warps.clone())])
+        .map_err(at("fetch"))?;
+    sch.bind(w[1], "threadIdx.y").map_err(at("fetch"))?;
+    sch.bind(lanes, "threadIdx.x").map_err(at("fetch"))?;
     Ok(())
 }
 

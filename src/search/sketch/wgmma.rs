@@ -40,7 +40,9 @@
 //!    `mma_store`), the loops around them unrolled.
 
 use super::staging::{self, store_permuted, Staged};
-use super::tensor_core::{accumulate, fetch, pad, tensorize, unroll};
+use super::tensor_core::{
+    accumulate, aligned_vector, fetch, fetch_transposed, pad, tensorize, transpose, unroll,
+};
 use super::{at, stages, standalone, SketchError};
 use crate::ir::Program;
 use crate::schedule::{BlockRv, IntArg, LoopRv, Schedule};
@@ -472,79 +474,6 @@ fn sum_partials(
     if let (Some(wb), true) = (write_back, all_placed) {
         let _ = super::attempt(sch, |s| s.compute_inline(wb));
     }
-    Ok(())
-}
-
-/// Stores the shared copy `sh` with its last two axes swapped (`transform_layout`);
-/// returns true.
-pub(super) fn transpose(sch: &mut Schedule, sh: BlockRv) -> Result<bool, SketchError> {
-    let rank = {
-        let id = sch.block_id(sh).map_err(at("transform_layout"))?;
-        let p = sch.program();
-        p.buffer(p.block(id).body.buffer).shape.len()
-    };
-    let mut perm: Vec<i64> = (0..rank as i64).collect();
-    perm.swap(rank - 2, rank - 1);
-    sch.transform_layout(sh, 0, &crate::schedule::layout::singletons(&perm))
-        .map_err(at("transform_layout"))?;
-    Ok(true)
-}
-
-/// The longest vector, of `lanes` elements at most, that the rows of the buffer the copy
-/// `sh` reads keep aligned (a row of 311 floats takes single elements). Called once the
-/// padding and `im2col`'s stages are inlined into the copy: what it reads then is what
-/// the kernel loads (an input, or a buffer a kernel before stored in a new layout).
-pub(super) fn aligned_vector(sch: &Schedule, sh: BlockRv, lanes: i64) -> Result<i64, SketchError> {
-    let id = sch.block_id(sh).map_err(at("fetch"))?;
-    let p = sch.program();
-    let row = match p.block_reads(id).as_slice() {
-        // Trailing axes of extent 1 (a 1x1 conv's weights `k, c, 1, 1`) leave the row.
-        [(buf, _)] => p
-            .buffer(*buf)
-            .shape
-            .iter()
-            .rev()
-            .find(|e| **e > 1)
-            .copied()
-            .unwrap_or(1),
-        _ => 1,
-    };
-    let mut vector = lanes;
-    while row % vector != 0 {
-        vector /= 2;
-    }
-    Ok(vector)
-}
-
-/// The cooperative fetch of an operand stored transposed in shared memory (the source's
-/// rows `k` become the copy's columns): the 32 lanes of a warp copy 4 rows of k by 8
-/// consecutive elements of the source's row, one element each (4-byte copies). A warp's
-/// loads then fill whole 32-byte sectors of 4 source rows, and its stores land in 8
-/// shared rows 4 elements apart, which the swizzle spreads over all 32 banks (lanes along
-/// the source's row alone, or vectors along it, put 4 to 16 stores in one bank).
-pub(super) fn fetch_transposed(
-    sch: &mut Schedule,
-    sh: BlockRv,
-    warps: &IntArg,
-) -> Result<(), SketchError> {
-    let loops = sch.get_loops(sh).map_err(at("fetch"))?;
-    let n = loops.len();
-    let lit = |v: i64| Some(IntArg::Lit(v));
-    let k = sch
-        .split(loops[n - 2], &[None, lit(4)])
-        .map_err(at("fetch"))?;
-    let mn = sch
-        .split(loops[n - 1], &[None, lit(8)])
-        .map_err(at("fetch"))?;
-    sch.reorder(&[k[0], mn[0], k[1], mn[1]])
-        .map_err(at("fetch"))?;
-    let outer = sch.fuse(&[k[0], mn[0]]).map_err(at("fetch"))?;
-    let lanes = sch.fuse(&[k[1], mn[1]]).map_err(at("fetch"))?;
-    let w = sch
-        .split(outer, &[None, Some(warps.clone())])
-        .map_err(at("fetch"))?;
-    sch.bind(w[1], "threadIdx.y").map_err(at("fetch"))?;
-    sch.bind(lanes, "threadIdx.x").map_err(at("fetch"))?;
     Ok(())
 }
 
