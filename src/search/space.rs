@@ -147,9 +147,6 @@ pub struct TensorCore {
     /// The share of tensor-core samples that take the wgmma sketch (Hopper, sm_90a);
     /// 0 on other targets ([`SearchSpace::with_wgmma`]).
     pub wgmma_probability: f64,
-    /// The pipeline depths the wgmma sketch samples (under `[pipeline]`'s shared-memory
-    /// bound); `[pipeline]`'s own stages where the file names none.
-    pub wgmma_stages: Vec<i64>,
 }
 
 /// The CPU register-tile sketch's bounds (`[register_tile]`; see `search_spaces/cpu.toml`
@@ -309,8 +306,6 @@ struct TensorCoreFile {
     pad_multiples: Vec<i64>,
     #[serde(default)]
     wgmma_probability: f64,
-    #[serde(default)]
-    wgmma_stages: Vec<i64>,
 }
 
 #[derive(Deserialize)]
@@ -703,18 +698,6 @@ impl SearchSpace {
                         format!("{:?}: a non-empty list of multiples of 32", t.pad_multiples),
                     ));
                 }
-                let max = crate::ir::pipeline::MAX_STAGES;
-                if t.wgmma_stages.iter().any(|s| !(1..=max).contains(s)) {
-                    return Err(invalid(
-                        "tensor_core.wgmma_stages",
-                        format!("{:?}: each must be in 1..={max}", t.wgmma_stages),
-                    ));
-                }
-                let wgmma_stages = if t.wgmma_stages.is_empty() {
-                    pipeline.as_ref().map_or(vec![1], |p| p.stages.clone())
-                } else {
-                    t.wgmma_stages
-                };
                 Some(TensorCore {
                     probability: t.probability,
                     max_warps: t.max_warps,
@@ -724,7 +707,6 @@ impl SearchSpace {
                     max_reduction_steps: t.max_reduction_steps,
                     pad_multiples: t.pad_multiples,
                     wgmma_probability: t.wgmma_probability,
-                    wgmma_stages,
                 })
             }
             None => None,
@@ -932,18 +914,6 @@ mod tests {
             e.to_string(),
             "f.toml: key `tiling.max_waste`: 1.5 is not in [0, 1)"
         );
-        let deep =
-            CUDA_DEFAULT.replace("wgmma_stages = [1, 2, 3, 4, 6, 8]", "wgmma_stages = [4, 9]");
-        let e = SearchSpace::parse(&deep, "f.toml").unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            "f.toml: key `tensor_core.wgmma_stages`: [4, 9]: each must be in 1..=8"
-        );
-        // Without the key the wgmma sketch samples [pipeline]'s depths.
-        let unset = CUDA_DEFAULT.replace("wgmma_stages = [1, 2, 3, 4, 6, 8]", "");
-        let space = SearchSpace::parse(&unset, "f.toml").unwrap();
-        let t = space.tensor_core.unwrap();
-        assert_eq!(t.wgmma_stages, space.pipeline.unwrap().stages);
         let bad_bind = CUDA_DEFAULT.replace("\"vthread.x\"", "\"warp\"");
         let e = SearchSpace::parse(&bad_bind, "f.toml").unwrap_err();
         assert!(e.to_string().contains("tiling.spatial_bind"), "{e}");

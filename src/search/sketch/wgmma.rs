@@ -35,9 +35,7 @@
 //!    (`storage_swizzle`) that `wgmma` reads, whatever the operands' layouts (TF32
 //!    operands, which wgmma reads k-major only, are stored transposed where k is not
 //!    their last axis: `transform_layout`, the copy then storing element by element); the
-//!    fetch loop software-pipelined by the space's `[pipeline]` rule with the depths of
-//!    `wgmma_stages` (up to 8: a 128 x 64 tile's step is short, and on the H100 1000^3
-//!    bf16 ran 7-10% faster with 6 or 8 stages than with 4).
+//!    fetch loop software-pipelined by the space's `[pipeline]` rule.
 //! 6. `decompose_reduction` at `k0`; the nests tensorized (`wgmma_sync`, `mma_fill`,
 //!    `mma_store`), the loops around them unrolled.
 
@@ -341,13 +339,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         sch.storage_swizzle(sh, 0).map_err(at("storage_swizzle"))?;
     }
     if let Some(p) = &space.pipeline {
-        // Deeper than the other sketches' pipelines: a stage is one wgmma step of a
-        // block, short on small tiles, so more of them in flight hide the copies.
-        let deeper = crate::search::space::PipelineRule {
-            stages: rule.wgmma_stages.clone(),
-            max_shared_bytes: p.max_shared_bytes,
-        };
-        super::pipeline::pipeline(&deeper, sch, k0)?;
+        super::pipeline::pipeline(p, sch, k0)?;
     }
     // 6. The instructions.
     let init = sch
@@ -557,44 +549,6 @@ mod tests {
         let mut sch = Schedule::new(big, 0);
         apply_sketch(&space, &mut sch, 0, SketchKind::Wgmma).unwrap();
         assert!(!crate::schedule::text::print(sch.trace()).contains("rfactor("));
-    }
-
-    #[test]
-    fn small_tiles_pipeline_deeper_than_four_stages() {
-        // 64 x 64 or 128 x 64 tiles of 16-bit operands take 16-24 KiB a stage: six and
-        // eight stages fit, and with one wgmma group in flight the copies of an S-stage
-        // loop run S - 2 steps ahead (the wait leaves S - 3 groups pending).
-        let space = SearchSpace::cuda_default();
-        let p = program("matmul:m=128,n=64,k=512,dtype=bf16,acc=f32");
-        let mut deepest = 0;
-        for seed in 0..64 {
-            let mut sch = Schedule::new(p.clone(), seed);
-            apply_sketch(&space, &mut sch, seed, SketchKind::Wgmma).unwrap();
-            let q = sch.program();
-            let stages = q
-                .walk()
-                .into_iter()
-                .filter_map(|(n, _)| match n {
-                    crate::ir::Node::Loop(l) => crate::ir::pipeline::plan(q, l).ok().flatten(),
-                    crate::ir::Node::Block(_) => None,
-                })
-                .map(|plan| plan.stages)
-                .max()
-                .unwrap_or(1);
-            if stages < 6 {
-                continue;
-            }
-            deepest = deepest.max(stages);
-            crate::interp::check(&p, q, seed).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-            let lowered = crate::lower::lower(q, crate::lower::Backend::Cuda).unwrap();
-            let code = crate::codegen::cuda::generate(&lowered).unwrap().code;
-            let wait = format!("cp.async.wait_group {};", stages - 3);
-            assert!(
-                code.contains(&wait),
-                "{stages} stages, no `{wait}`:\n{code}"
-            );
-        }
-        assert_eq!(deepest, 8, "no sample of 8 stages in 64");
     }
 
     #[test]
