@@ -331,6 +331,12 @@ enum Command {
     },
 }
 
+/// The vector ISA CPU kernels are built for: the host's, or the narrower one
+/// `TESSEL_CPU_ISA` names (an error where the CPU cannot run it).
+fn cpu_isa() -> Result<tessel::target::cpu::VectorIsa> {
+    tessel::target::cpu::VectorIsa::host().map_err(|e| anyhow::anyhow!("{e}"))
+}
+
 fn db_path(db: Option<PathBuf>) -> Result<PathBuf> {
     db.or_else(tessel::database::default_path)
         .context("no database path: pass --db or set $TESSEL_DB")
@@ -338,7 +344,10 @@ fn db_path(db: Option<PathBuf>) -> Result<PathBuf> {
 
 fn tune_target(target: TargetArg) -> Result<tessel::tune::TuneTarget> {
     Ok(match target {
-        TargetArg::Cpu => tessel::tune::TuneTarget::cpu(),
+        TargetArg::Cpu => {
+            cpu_isa()?;
+            tessel::tune::TuneTarget::cpu()
+        }
         TargetArg::Cuda => tessel::tune::TuneTarget::cuda()?,
     })
 }
@@ -436,7 +445,10 @@ fn run_measure(
     use tessel::measure::{session, worker::Measurer, Device};
     let w = load_workload(spec)?;
     let device = match target {
-        TargetArg::Cpu => Device::Cpu,
+        TargetArg::Cpu => {
+            cpu_isa()?;
+            Device::Cpu
+        }
         TargetArg::Cuda => {
             tessel::target::cuda::cuda_driver_available().map_err(|e| anyhow::anyhow!("{e}"))?;
             tessel::measure::cuda::nvrtc_available().map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -483,7 +495,8 @@ fn run_measure(
         Device::Cpu => {
             let tc = tessel::measure::cpu::CpuToolchain::detect()
                 .map_err(|e| anyhow::anyhow!("{}", e.message))?;
-            let info = tessel::target::cpu::CpuInfo::query(&tc.cc);
+            let info =
+                tessel::target::cpu::CpuInfo::query(&tc.cc).map_err(|e| anyhow::anyhow!("{e}"))?;
             println!(
                 "target    cpu: {} ({}, {} threads, {})",
                 info.model_name,
@@ -945,7 +958,7 @@ fn run_sample(
             TargetLimits::Cuda(tessel::target::cuda::CudaLimits::sm90_default()),
         ),
         TargetArg::Cpu => {
-            let isa = tessel::target::cpu::VectorIsa::host();
+            let isa = cpu_isa()?;
             let space = space
                 .unwrap_or_else(SearchSpace::cpu_default)
                 .with_vector_unit(isa.f32_lanes(), isa.vector_registers());

@@ -80,7 +80,7 @@ fn the_micro_kernel_is_fmas_on_vector_registers() {
     let code = source();
     // The generator's vector code, not the compiler's auto-vectorizer, makes the FMAs.
     assert!(code.contains("tessel_vload(&B_local["), "{code}");
-    let isa = VectorIsa::host();
+    let isa = VectorIsa::host().expect("TESSEL_CPU_ISA names an ISA this CPU runs");
     let register = match isa {
         VectorIsa::Avx512f => "%zmm",
         VectorIsa::Avx2Fma => "%ymm",

@@ -58,24 +58,25 @@ impl CpuToolchain {
             .collect()
     }
 
-    /// [`flags_for`](Self::flags_for) this machine's ISA.
-    pub fn default_flags() -> Vec<String> {
-        CpuToolchain::flags_for(VectorIsa::host())
+    /// [`flags_for`](Self::flags_for) the ISA kernels are built for on this machine (the
+    /// CPU's, or the narrower one `TESSEL_CPU_ISA` names: [`VectorIsa::host`]).
+    pub fn default_flags() -> Result<Vec<String>, String> {
+        VectorIsa::host().map(CpuToolchain::flags_for)
     }
 
     /// The first compiler that answers `--version` among `$CC`, `cc`, `gcc`, `clang`,
-    /// with the default flags.
+    /// with the default flags; an error where none does or `TESSEL_CPU_ISA` names an ISA
+    /// this CPU cannot run.
     pub fn detect() -> Result<CpuToolchain, Failure> {
+        let flags =
+            CpuToolchain::default_flags().map_err(|e| Failure::new(FailureKind::Compile, e))?;
         let from_env = std::env::var("CC").ok().filter(|s| !s.trim().is_empty());
         let tried = from_env
             .into_iter()
             .chain(["cc", "gcc", "clang"].iter().map(|s| s.to_string()));
         for cc in tried {
             if crate::target::cpu::cc_version(&cc).is_some() {
-                return Ok(CpuToolchain {
-                    cc,
-                    flags: CpuToolchain::default_flags(),
-                });
+                return Ok(CpuToolchain { cc, flags });
             }
         }
         Err(Failure::new(FailureKind::Compile, NO_COMPILER))
@@ -850,7 +851,7 @@ mod tests {
         assert!(!none.iter().any(|x| x.starts_with("-m")), "{none:?}");
         assert_eq!(
             CpuToolchain::default_flags(),
-            CpuToolchain::flags_for(VectorIsa::host())
+            VectorIsa::host().map(CpuToolchain::flags_for)
         );
     }
 

@@ -6,8 +6,17 @@
 //! `-march=native`, so that a record says what it was built for), and the vector width
 //! and register count the CPU sketch sizes its register tiles by.
 //!
-//! Reading never fails: what a machine does not report (another OS, a container that
-//! hides `/sys`) stays `"unknown"` or 0, and the fingerprint says so. The parsers are
+//! It is the widest the CPU reports, unless the environment variable `TESSEL_CPU_ISA`
+//! ([`ISA_VAR`]) names a narrower one: `avx2+fma` (or `avx2`) on an AVX-512 host builds,
+//! fingerprints and sizes tiles for AVX2, as for a fleet of AVX2 servers; `none` builds
+//! for the architecture's baseline. The names are those of the fingerprint (`avx512f`,
+//! `avx2+fma`, `neon`, `none`), in any case. The order is `none` < `avx2+fma` <
+//! `avx512f` on x86_64 and `none` < `neon` on aarch64; a value the CPU cannot run (wider
+//! than its ISA, or another architecture's) or an unknown one is an error naming the
+//! variable ([`isa_override`]), reported by [`VectorIsa::host`] and [`CpuInfo::query`].
+//!
+//! Reading the machine never fails: what it does not report (another OS, a container
+//! that hides `/sys`) stays `"unknown"` or 0, and the fingerprint says so. The parsers are
 //! pure functions over the files' text, tested on captured samples.
 
 use super::TargetFingerprint;
@@ -24,7 +33,8 @@ pub struct CpuInfo {
     pub cores: usize,
     /// Hardware threads this process may run on.
     pub threads: usize,
-    /// The vector ISA kernels are built for.
+    /// The vector ISA kernels are built for (the CPU's, or the narrower one
+    /// `TESSEL_CPU_ISA` names).
     pub isa: VectorIsa,
     /// Data cache sizes per level in bytes (0 when unknown).
     pub l1d_bytes: u64,
@@ -35,15 +45,17 @@ pub struct CpuInfo {
 }
 
 impl CpuInfo {
-    /// Queries the machine; `cc` is the C compiler kernels are built with.
-    pub fn query(cc: &str) -> CpuInfo {
+    /// Queries the machine; `cc` is the C compiler kernels are built with. Fails only
+    /// where `TESSEL_CPU_ISA` names an ISA this CPU cannot run ([`isa_override`]).
+    pub fn query(cc: &str) -> Result<CpuInfo, String> {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         let parsed = parse_cpuinfo(&cpuinfo);
         let threads = std::thread::available_parallelism()
             .map(|n| n.get())
             .unwrap_or(1);
         let caches = read_caches(Path::new("/sys/devices/system/cpu/cpu0/cache"));
-        CpuInfo {
+        let isa = isa_override(VectorIsa::from_flags(&parsed.flags), isa_var().as_deref())?;
+        Ok(CpuInfo {
             model_name: parsed.model_name.unwrap_or_else(|| "unknown".to_string()),
             cores: if parsed.cores > 0 {
                 parsed.cores.min(threads.max(1))
@@ -51,12 +63,12 @@ impl CpuInfo {
                 threads
             },
             threads,
-            isa: VectorIsa::from_flags(&parsed.flags),
+            isa,
             l1d_bytes: caches.l1d,
             l2_bytes: caches.l2,
             l3_bytes: caches.l3,
             cc_version: cc_version(cc),
-        }
+        })
     }
 
     /// The instruction-set name used in fingerprints and for arch fallback:
@@ -128,7 +140,8 @@ pub fn parse_cpuinfo(text: &str) -> ParsedCpuinfo {
 }
 
 /// The vector instruction set kernels are compiled for: the widest of those tessel
-/// builds for that the CPU reports (`flags` on x86, `Features` on ARM).
+/// builds for that the CPU reports (`flags` on x86, `Features` on ARM), or a narrower one
+/// named by `TESSEL_CPU_ISA`.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub enum VectorIsa {
     /// AVX-512 Foundation (with AVX2 and FMA): 16 float lanes, 32 vector registers.
@@ -195,11 +208,75 @@ impl VectorIsa {
         }
     }
 
-    /// The ISA of this machine's CPU, from `/proc/cpuinfo` (the baseline where it cannot
-    /// be read).
-    pub fn host() -> VectorIsa {
+    /// The ISA named `name` in a fingerprint (`avx512f`, `avx2+fma`, `neon`, `none`; also
+    /// `avx2` for `avx2+fma`), in any case.
+    pub fn parse(name: &str) -> Option<VectorIsa> {
+        match name.trim().to_ascii_lowercase().as_str() {
+            "avx512f" => Some(VectorIsa::Avx512f),
+            "avx2+fma" | "avx2" => Some(VectorIsa::Avx2Fma),
+            "neon" => Some(VectorIsa::Neon),
+            "none" => Some(VectorIsa::Baseline),
+            _ => None,
+        }
+    }
+
+    /// The ISAs a CPU of this ISA runs, widest first: itself and the narrower ones of its
+    /// architecture (`none` < `avx2+fma` < `avx512f`; `none` < `neon`).
+    pub fn runnable(self) -> &'static [VectorIsa] {
+        match self {
+            VectorIsa::Avx512f => &[VectorIsa::Avx512f, VectorIsa::Avx2Fma, VectorIsa::Baseline],
+            VectorIsa::Avx2Fma => &[VectorIsa::Avx2Fma, VectorIsa::Baseline],
+            VectorIsa::Neon => &[VectorIsa::Neon, VectorIsa::Baseline],
+            VectorIsa::Baseline => &[VectorIsa::Baseline],
+        }
+    }
+
+    /// The widest ISA this machine's CPU reports in `/proc/cpuinfo` (the baseline where it
+    /// cannot be read), whatever `TESSEL_CPU_ISA` says.
+    pub fn detected() -> VectorIsa {
         let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
         VectorIsa::from_flags(&parse_cpuinfo(&text).flags)
+    }
+
+    /// The ISA kernels are built for on this machine: [`detected`](Self::detected),
+    /// narrowed by `TESSEL_CPU_ISA` where it is set; an error where it names an ISA the
+    /// CPU cannot run or none tessel knows.
+    pub fn host() -> Result<VectorIsa, String> {
+        isa_override(VectorIsa::detected(), isa_var().as_deref())
+    }
+}
+
+/// The environment variable that narrows the vector ISA kernels are built for.
+pub const ISA_VAR: &str = "TESSEL_CPU_ISA";
+
+/// The value of [`ISA_VAR`], `None` where it is unset or blank.
+fn isa_var() -> Option<String> {
+    std::env::var(ISA_VAR).ok().filter(|s| !s.trim().is_empty())
+}
+
+/// The ISA to build for on a CPU whose widest is `host`, given `TESSEL_CPU_ISA`'s
+/// `value`: `host` without one, else the ISA it names where the CPU runs it (see
+/// [`VectorIsa::runnable`]); an error naming the variable, the value and the choices
+/// otherwise.
+pub fn isa_override(host: VectorIsa, value: Option<&str>) -> Result<VectorIsa, String> {
+    let Some(value) = value else {
+        return Ok(host);
+    };
+    let choices = host.runnable();
+    let names: Vec<&str> = choices.iter().map(|i| i.name()).collect();
+    let choose = match names.split_last() {
+        Some((last, rest)) if !rest.is_empty() => format!("{} or {last}", rest.join(", ")),
+        _ => names.concat(),
+    };
+    match VectorIsa::parse(value) {
+        Some(isa) if choices.contains(&isa) => Ok(isa),
+        Some(_) => Err(format!(
+            "{ISA_VAR}={value}: this CPU supports {} at most (choose {choose})",
+            host.name()
+        )),
+        None => Err(format!(
+            "{ISA_VAR}={value}: unknown vector ISA (choose {choose})"
+        )),
     }
 }
 
@@ -336,13 +413,63 @@ flags\t\t: fpu sse sse2 sse4_2 avx avx2 fma\n";
 
     #[test]
     fn queries_this_machine() {
-        let info = CpuInfo::query("cc");
+        let info = CpuInfo::query("cc").unwrap();
         assert!(info.threads >= 1 && info.cores >= 1);
         let fp = info.fingerprint(&["-O3".to_string()], 2);
         assert_eq!(fp.kind, "cpu");
-        assert_eq!(info.isa, VectorIsa::host());
+        assert_eq!(Ok(info.isa), VectorIsa::host());
         assert!(fp.arch.starts_with(std::env::consts::ARCH));
         assert!(fp.arch.ends_with(info.isa.name()), "{}", fp.arch);
         assert!(fp.toolchain.ends_with("-O3; 2 threads"), "{}", fp.toolchain);
+    }
+
+    #[test]
+    fn isa_override_narrows_and_accepts_the_alias_in_any_case() {
+        use VectorIsa::*;
+        assert_eq!(isa_override(Avx512f, None), Ok(Avx512f));
+        assert_eq!(isa_override(Avx512f, Some("avx2+fma")), Ok(Avx2Fma));
+        assert_eq!(isa_override(Avx512f, Some("avx2")), Ok(Avx2Fma));
+        assert_eq!(isa_override(Avx512f, Some("AVX2")), Ok(Avx2Fma));
+        assert_eq!(isa_override(Avx512f, Some("Avx512F")), Ok(Avx512f));
+        assert_eq!(isa_override(Avx512f, Some("none")), Ok(Baseline));
+        assert_eq!(isa_override(Avx2Fma, Some("NONE")), Ok(Baseline));
+        assert_eq!(isa_override(Neon, Some("neon")), Ok(Neon));
+        assert_eq!(isa_override(Neon, Some("none")), Ok(Baseline));
+        assert_eq!(isa_override(Baseline, Some("none")), Ok(Baseline));
+        // The names round-trip through the fingerprint's.
+        for isa in [Avx512f, Avx2Fma, Neon, Baseline] {
+            assert_eq!(VectorIsa::parse(isa.name()), Some(isa));
+        }
+    }
+
+    #[test]
+    fn isa_override_refuses_unknown_and_wider_isas() {
+        use VectorIsa::*;
+        assert_eq!(
+            isa_override(Avx2Fma, Some("avx512f")),
+            Err(
+                "TESSEL_CPU_ISA=avx512f: this CPU supports avx2+fma at most \
+                 (choose avx2+fma or none)"
+                    .to_string()
+            )
+        );
+        let e = isa_override(Avx512f, Some("neon")).unwrap_err();
+        assert_eq!(
+            e,
+            "TESSEL_CPU_ISA=neon: this CPU supports avx512f at most \
+             (choose avx512f, avx2+fma or none)"
+        );
+        let e = isa_override(Neon, Some("avx2")).unwrap_err();
+        assert!(
+            e.contains("supports neon at most (choose neon or none)"),
+            "{e}"
+        );
+        let e = isa_override(Baseline, Some("avx2+fma")).unwrap_err();
+        assert!(e.ends_with("(choose none)"), "{e}");
+        let e = isa_override(Avx512f, Some("bogus")).unwrap_err();
+        assert_eq!(
+            e,
+            "TESSEL_CPU_ISA=bogus: unknown vector ISA (choose avx512f, avx2+fma or none)"
+        );
     }
 }

@@ -25,7 +25,7 @@ pub struct TargetFingerprint {
 /// The fingerprint of this machine's CPU with the C toolchain tessel builds with.
 pub fn cpu_fingerprint() -> Result<TargetFingerprint, String> {
     let tc = crate::measure::cpu::CpuToolchain::detect().map_err(|f| f.message)?;
-    Ok(cpu::CpuInfo::query(&tc.cc).fingerprint(&tc.flags, crate::measure::cpu::threads()))
+    Ok(cpu::CpuInfo::query(&tc.cc)?.fingerprint(&tc.flags, crate::measure::cpu::threads()))
 }
 
 /// The fingerprint of CUDA device 0 (needs the driver and a GPU).

@@ -95,8 +95,8 @@ impl Tuner<'_> {
         let program = canonical.to_program();
         let key = self.target.key()?;
         let space = match self.space.clone() {
-            Some(space) => self.target.adapt_space(space),
-            None => self.target.default_space(),
+            Some(space) => self.target.adapt_space(space)?,
+            None => self.target.default_space()?,
         };
         has_design_space(&space, &program, seed)?;
         let limits = self.target.limits();

@@ -47,6 +47,7 @@ impl TuneTarget {
                 let tc = crate::measure::cpu::CpuToolchain::detect()
                     .map_err(|f| TuneError::Target(f.message))?;
                 crate::target::cpu::CpuInfo::query(&tc.cc)
+                    .map_err(TuneError::Target)?
                     .fingerprint(&tc.flags, crate::measure::cpu::threads())
             }
         };
@@ -76,7 +77,7 @@ impl TuneTarget {
     }
 
     /// The embedded search space of this target.
-    pub fn default_space(&self) -> SearchSpace {
+    pub fn default_space(&self) -> Result<SearchSpace, TuneError> {
         match self {
             TuneTarget::Cpu => self.adapt_space(SearchSpace::cpu_default()),
             TuneTarget::Cuda { .. } => self.adapt_space(SearchSpace::cuda_default()),
@@ -84,16 +85,17 @@ impl TuneTarget {
     }
 
     /// A space made for this target's machine: on the CPU, register tiles sized for the
-    /// host's vector ISA (queried from `/proc/cpuinfo`); on CUDA, the wgmma sketch only
-    /// where the device has it (`sm_90a`).
-    pub fn adapt_space(&self, space: SearchSpace) -> SearchSpace {
-        match self {
+    /// vector ISA kernels are built for (queried from `/proc/cpuinfo`, narrowed by
+    /// `TESSEL_CPU_ISA`); on CUDA, the wgmma sketch only where the device has it
+    /// (`sm_90a`).
+    pub fn adapt_space(&self, space: SearchSpace) -> Result<SearchSpace, TuneError> {
+        Ok(match self {
             TuneTarget::Cpu => {
-                let isa = crate::target::cpu::VectorIsa::host();
+                let isa = crate::target::cpu::VectorIsa::host().map_err(TuneError::Target)?;
                 space.with_vector_unit(isa.f32_lanes(), isa.vector_registers())
             }
             TuneTarget::Cuda { arch, .. } => space.with_wgmma(arch == "sm_90a"),
-        }
+        })
     }
 
     /// Whether proposing the next batch may overlap with measuring this one. On a GPU it
