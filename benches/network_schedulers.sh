@@ -12,7 +12,9 @@
 # reports: per round the estimated latency). Prints per seed each run's stop line and
 # estimate, and the gradient's estimate over round-robin's (< 1: the gradient is ahead).
 # TESSEL_BIN (default ./.gpu/tessel), TESSEL_NETWORK (default ResNet-50 batch 1),
-# TESSEL_BATCH (16).
+# TESSEL_BATCH (16). TESSEL_START=empty starts every seed from an empty database instead
+# (no shipped record, no model: the warm-up's rounds are random samples, and the model is
+# trained on the run's own records).
 set -u
 out=$1 trials=$2
 shift 2
@@ -24,16 +26,21 @@ batch=${TESSEL_BATCH:-16}
 mkdir -p "$out"
 base=$out/base.sqlite
 rm -f "$base"
-source "$(dirname "$0")/shipped_db.sh"
-shipped_db "$bin" "$base" "$out"
-tail -1 "$out/train.txt"
+if [[ ${TESSEL_START:-shipped} == empty ]]; then
+  export TESSEL_SHIPPED=off
+else
+  source "$(dirname "$0")/shipped_db.sh"
+  shipped_db "$bin" "$base" "$out"
+  tail -1 "$out/train.txt"
+fi
 tasks=$(grep -c '^\[\[task\]\]' "$net")
 warm=$((tasks * batch))
 estimate() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["estimated_seconds"])' "$1"; }
 for seed in "${seeds[@]}"; do
   o=$out/$seed
   mkdir -p "$o"
-  cp "$base" "$o/warm.sqlite"
+  rm -f "$o/warm.sqlite"
+  [[ -e $base ]] && cp "$base" "$o/warm.sqlite"
   "$bin" tune --network "$net" --trials "$warm" --target cuda --task-scheduler round-robin \
     --batch "$batch" --seed "$seed" --db "$o/warm.sqlite" --report-json "$o/warm.json" \
     >"$o/warm.txt" 2>"$o/warm.err"
