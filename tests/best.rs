@@ -2,24 +2,11 @@
 //! command line on this machine's CPU target, printed in every form, exported, imported
 //! into another database and found there identically.
 
-use std::process::Command;
 use tessel::database::{target_key, Database, NewRecord};
 use tessel::schedule::text;
 
-fn tessel(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!err.contains("panicked"), "{err}");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        err,
-    )
-}
+mod cli_util;
+use cli_util::tessel;
 
 #[test]
 fn best_finds_the_record_and_survives_export_and_import() {

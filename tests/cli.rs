@@ -3,20 +3,8 @@
 
 use std::process::Command;
 
-fn tessel(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("run tessel");
-    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!stderr.contains("panicked"), "tessel panicked: {stderr}");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        stderr,
-    )
-}
+mod cli_util;
+use cli_util::tessel;
 
 fn write_temp(name: &str, text: &str) -> String {
     let dir = std::env::temp_dir().join(format!("tessel-cli-{}", std::process::id()));

@@ -3,24 +3,13 @@
 //! variable. The variable is set on a `tessel` subprocess only, never in this process
 //! (tests run in parallel threads).
 
-use std::process::Command;
+mod cli_util;
+use cli_util::tessel_env;
 use tessel::target::cpu::VectorIsa;
 
 /// Runs `tessel args` with `TESSEL_CPU_ISA=isa`: (success, stdout, stderr).
 fn tessel_with_isa(isa: &str, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
-        .args(args)
-        .env("TESSEL_CPU_ISA", isa)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!err.contains("panicked"), "{err}");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        err,
-    )
+    tessel_env(&[("TESSEL_CPU_ISA", isa)], args)
 }
 
 #[test]

@@ -5,24 +5,11 @@
 //! here and a latency that is not the claim.
 
 use std::io::Write;
-use std::process::Command;
 use tessel::database::{target_key, Database, NewRecord, Provenance};
 use tessel::schedule::{text, Trace};
 
-fn tessel(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
-        .args(args)
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!err.contains("panicked"), "{err}");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        err,
-    )
-}
+mod cli_util;
+use cli_util::tessel;
 
 /// The claimed run time of the tampered record.
 const CLAIM: f64 = 2e-9;

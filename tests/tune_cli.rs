@@ -1,19 +1,8 @@
 //! End to end on the CPU: `tessel tune` measures candidates and records them, `tessel best`
 //! prints the best schedule from the database, a second run skips what was measured.
 
-use std::process::Command;
-
-fn tessel(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
-        .args(args)
-        .output()
-        .expect("run tessel");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+mod cli_util;
+use cli_util::tessel;
 
 #[test]
 fn tune_then_best_on_the_cpu() {
