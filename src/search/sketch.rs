@@ -1475,6 +1475,51 @@ fn prologue_kernels(
     Ok(kernels)
 }
 
+/// The zero-filled copies `pad_einsum` made (`made`: the padding stages that were not
+/// there before it) of operands whose rows are no whole 16-byte vectors (a 16-bit
+/// extent not a multiple of 8, a 32-bit one not of 4). Inlined into a tensor-core
+/// GEMM's shared fetch, such a copy moves its operand element by element (2-byte loads
+/// for an odd f16 reduction); as kernels of their own they write the padded operands
+/// once, whose rows (whole multiples of the padding) the fetch then reads in 16-byte
+/// `cp.async` copies, for the price of a launch and a pass over the operand. Which of the
+/// two is a decision of the trace, sampled only where such a copy exists. Returns the
+/// kernels made.
+fn unaligned_pad_kernels(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    made: &[String],
+) -> Result<Vec<String>, SketchError> {
+    let unaligned: Vec<String> = {
+        let p = sch.program();
+        made.iter()
+            .filter(|name| {
+                let [b] = p.find_block(name)[..] else {
+                    return false;
+                };
+                p.block_reads(b).iter().any(|(buf, _)| {
+                    let buffer = p.buffer(*buf);
+                    let row = buffer.shape.last().copied().unwrap_or(1);
+                    row * buffer.dtype.bytes() as i64 % 16 != 0
+                })
+            })
+            .cloned()
+            .collect()
+    };
+    if unaligned.is_empty() {
+        return Ok(Vec::new());
+    }
+    let own = sch
+        .sample_categorical(&[0, 1], &[0.5, 0.5], None)
+        .map_err(at("unaligned padding"))?;
+    if sch.value(own).map_err(at("unaligned padding"))? == 0 {
+        return Ok(Vec::new());
+    }
+    for name in &unaligned {
+        standalone(space, sch, name)?;
+    }
+    Ok(unaligned)
+}
+
 /// Whether a stage's value does arithmetic on data (indices and conditions aside).
 fn computes_values(e: &Expr) -> bool {
     match e {

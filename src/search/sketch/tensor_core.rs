@@ -7,7 +7,10 @@
 //! 1. The GEMM's axes are padded (`pad_einsum`) to a sampled multiple of 32 each (the
 //!    multiples of `pad_multiples` that waste at most `max_waste`, and the extent itself
 //!    where 32 divides it), so that every tile below divides them; the zero-filled input
-//!    copies are inlined into the shared fetches, the copy back into the write-back.
+//!    copies are inlined into the shared fetches, the copy back into the write-back. An
+//!    input whose rows are no whole 16-byte vectors (an odd f16 reduction) is copied
+//!    element by element that way; its zero-filled copy may instead run as a kernel of
+//!    its own (a decision: `unaligned_pad_kernels` in `sketch.rs`).
 //! 2. `cache_write` of the main block into a `fragment` accumulator; elementwise epilogues
 //!    (the cast to the output's 16-bit dtype, bias, relu) inlined into its write-back,
 //!    which `mma_store` computes per element.
@@ -34,7 +37,7 @@
 
 use super::{
     add_multiples, at, attempt, pad_by_choices, padded_extent, prologue_kernels, stages,
-    standalone, SketchError,
+    standalone, unaligned_pad_kernels, SketchError,
 };
 use crate::ir::{BinOp, DType, Expr, FactorRead, IterKind, Program, VarId};
 use crate::schedule::{BlockRv, IntArg, LoopRv, Schedule};
@@ -188,7 +191,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         .ok_or(SketchError::TensorCoreNotApplicable)?;
     // 1. Stages that compute run as kernels of their own; padding.
     let st = stages(sch.program())?;
-    let kernels = prologue_kernels(space, sch, &st)?;
+    let mut kernels = prologue_kernels(space, sch, &st)?;
     pad(
         &rule.pad_multiples,
         PAD_BASE,
@@ -196,6 +199,8 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         sch,
         &st.main,
     )?;
+    let made = padding_made(sch, &st)?;
+    kernels.extend(unaligned_pad_kernels(space, sch, &made)?);
     // 2. Accumulator and epilogues.
     let (st, main, g, wb, leftovers) = accumulate(sch, None)?;
     // 3. Tiling.
@@ -571,6 +576,20 @@ pub(super) fn pad(
     }
     let b = sch.get_block(main).map_err(at("pad_einsum"))?;
     pad_by_choices(sch, b, &choices)
+}
+
+/// The padding stages `pad_einsum` made: those of the program's stages now that `before`
+/// (its stages before the padding) did not have.
+pub(super) fn padding_made(
+    sch: &Schedule,
+    before: &super::Stages,
+) -> Result<Vec<String>, SketchError> {
+    let now = stages(sch.program())?;
+    Ok(now
+        .padding
+        .into_iter()
+        .filter(|n| !before.padding.contains(n))
+        .collect())
 }
 
 /// The multiples an axis may be padded to: 1 where `base` divides it, each multiple
