@@ -12,8 +12,10 @@ from), never the validation set's.
 a quarter of them (at least one per layout) have every dimension moved to the next
 prime, the others keep their draw (about half of those dimensions are odd). 8 convs:
 odd channels and sizes, batch uniform in 1..16, stride 1 and 2, NCHW and NHWC, kernels
-of 1, 3, 5 or 7 with the padding that keeps the size for stride 1. The same seed draws
-the same set; the rules of the search are not to be tuned to any one of them.
+of 1, 3, 5 or 7 with the padding that keeps the size for stride 1. Then 16-bit GEMMs
+for the tensor cores (`[[tensor_core]]`: see TENSOR_CORE_VALIDATION and draw_tensor_core).
+The same seed draws the same set; the rules of the search are not to be tuned to any one
+of them.
 """
 import argparse
 import random
@@ -74,6 +76,44 @@ def draw(seed, conv_count=CONVS):
     return gemms, convs
 
 
+# 16-bit GEMMs on the tensor cores (f16/bf16 operands, f32 accumulation). The validation
+# set's are the shapes every tensor-core table of benches/RESULTS.md has used since
+# 2026-11-26, fixed before any training shape was drawn; the training set's are drawn.
+TENSOR_CORE_VALIDATION = [
+    "matmul:m=4096,n=4096,k=4096,dtype=f16,acc=f32",
+    "matmul:m=2048,n=2048,k=2048,dtype=bf16,acc=f32",
+    "matmul:m=1009,n=523,k=311,dtype=f16,acc=f32",
+    "matmul:m=728,n=3092,k=3184,layout=nt,dtype=f16,acc=f32",
+    "matmul:m=1523,n=241,k=605,layout=tn,dtype=bf16,acc=f32",
+    "batch_matmul:b=12,m=384,n=384,k=64,dtype=f16,acc=f32",
+    "matmul:m=512,n=1024,k=4096,layout=tt,dtype=bf16,acc=f32",
+    "dense_bias_relu:m=128,n=3072,k=768,dtype=f16,acc=f32",
+    "matmul:m=1000,n=1000,k=1000,dtype=bf16,acc=f32",
+]
+TENSOR_CORE_GEMMS = 12
+
+
+def draw_tensor_core(seed):
+    """12 GEMMs (dimensions uniform in 128..4096, the four layouts, f16 and bf16), two
+    batched GEMMs (attention's shapes: batch 2..16, m and n 64..1024, k 32..256) and two
+    dense layers (rows 1..512), all accumulated in f32; a stream of its own, so that
+    the f32 entries of a set stay as they were drawn."""
+    rng = random.Random(seed + 1)
+    out = []
+    for i in range(TENSOR_CORE_GEMMS):
+        layout = LAYOUTS[i % len(LAYOUTS)]
+        dtype = "f16" if i % 2 == 0 else "bf16"
+        m, n, k = (rng.randint(128, 4096) for _ in range(3))
+        out.append(f"matmul:m={m},n={n},k={k},layout={layout},dtype={dtype},acc=f32")
+    for dtype in ["f16", "bf16"]:
+        b, m, n, k = rng.randint(2, 16), rng.randint(64, 1024), rng.randint(64, 1024), rng.randint(32, 256)
+        out.append(f"batch_matmul:b={b},m={m},n={n},k={k},dtype={dtype},acc=f32")
+    for dtype in ["f16", "bf16"]:
+        m, n, k = rng.randint(1, 512), rng.randint(128, 4096), rng.randint(128, 4096)
+        out.append(f"dense_bias_relu:m={m},n={n},k={k},dtype={dtype},acc=f32")
+    return [w for w in out if w not in TENSOR_CORE_VALIDATION]
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int)
@@ -96,6 +136,9 @@ def main():
         print(f'\n[[gemm]]\nworkload = "{spec}"\nkind = "{kind}"')
     for spec in convs:
         print(f'\n[[conv]]\nworkload = "{spec}"')
+    tensor_core = draw_tensor_core(seed) if args.training else TENSOR_CORE_VALIDATION
+    for spec in tensor_core:
+        print(f'\n[[tensor_core]]\nworkload = "{spec}"')
 
 
 if __name__ == "__main__":

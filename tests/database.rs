@@ -775,6 +775,44 @@ fn the_shipped_tf32_records_answer_their_workloads() {
     }
 }
 
+/// The 16-bit training set's records (`[[tensor_core]]` of `benches/training.toml`, tuned
+/// on the H100 on 2026-11-27) answer every one of its workloads with a tensor-core
+/// schedule, and none is one of the validation set's 16-bit GEMMs.
+#[test]
+fn the_shipped_16_bit_training_records_answer_their_workloads_and_no_validation_one() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let specs = |file: &str| -> Vec<String> {
+        let text = std::fs::read_to_string(root.join("benches").join(file)).unwrap();
+        let doc: toml::Table = text.parse().unwrap();
+        doc["tensor_core"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["workload"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let training = specs("training.toml");
+    let validation: std::collections::HashSet<String> = specs("validation.toml")
+        .iter()
+        .map(|s| preset(s).unwrap().key())
+        .collect();
+    assert_eq!(training.len(), 16);
+    let mut db = Database::open_in_memory().unwrap();
+    import_shipped(&mut db, "h100-2026-11-27.best.jsonl", 16);
+    let h100 = h100();
+    for spec in &training {
+        let w = preset(spec).unwrap();
+        assert!(
+            !validation.contains(&w.key()),
+            "{spec} is in the validation set"
+        );
+        let best = db.best(&w, &h100).unwrap().unwrap();
+        assert!(!best.is_fallback(), "{spec}");
+        let trace = tessel::schedule::text::print(&best.record.trace);
+        assert!(trace.contains("mma_sync"), "{spec}: {trace}");
+    }
+}
+
 #[test]
 fn training_records_are_read_whole_or_since_a_record() {
     let mut db = Database::open_in_memory().unwrap();

@@ -75,10 +75,27 @@ fn the_set_has_its_promised_make_up() {
 }
 
 #[test]
+fn the_tensor_core_entries_are_16_bit_gemms_accumulated_in_f32() {
+    let entries = entries("tensor_core");
+    assert!(entries.len() >= 9);
+    for e in &entries {
+        let spec = workload(e);
+        let dtype = arg(&spec, "dtype");
+        assert!(dtype == "f16" || dtype == "bf16", "{spec}");
+        assert_eq!(arg(&spec, "acc"), "f32", "{spec}");
+    }
+}
+
+#[test]
 fn every_entry_has_candidates_in_the_cuda_space() {
     let space = SearchSpace::cuda_default();
     let target = TargetLimits::Cuda(CudaLimits::sm90_default());
-    for e in entries("gemm").iter().chain(&entries("conv")) {
+    let tensor_core = entries("tensor_core");
+    for e in entries("gemm")
+        .iter()
+        .chain(&entries("conv"))
+        .chain(&tensor_core)
+    {
         let spec = workload(e);
         let w = tessel::workload::from_cli(&spec, |_| Err(std::io::Error::other("no files")))
             .unwrap_or_else(|err| panic!("{spec}: {err}"));
