@@ -8,8 +8,9 @@
 #   benches/transfer_run.sh OUT TRIALS [FIRST [COUNT]]
 #   e.g. benches/transfer_run.sh /tmp/transfer 32 0 24
 #
-# TESSEL_SET picks another set file (default benches/validation.toml); the per-workload
-# time limit is 60 s.
+# TESSEL_SET picks another set file (default benches/validation.toml), TESSEL_KIND its
+# entries (default gemm; tensor_core: the 16-bit GEMMs); the per-workload time limit is
+# 60 s.
 set -u
 out=$1 trials=$2 first=${3:-0} count=${4:-1000}
 bin=${TESSEL_BIN:-./.gpu/tessel}
@@ -18,11 +19,11 @@ base=${TESSEL_BASE_DB:-/tmp/tessel-transfer-base.sqlite}
 mkdir -p "$out"
 source "$(dirname "$0")/shipped_db.sh"
 shipped_db "$bin" "$base" "$out"
-mapfile -t workloads < <(python3 - "$first" "$count" "$set" <<'PY'
+mapfile -t workloads < <(python3 - "$first" "$count" "$set" "${TESSEL_KIND:-gemm}" <<'PY'
 import sys, tomllib
 first, count = int(sys.argv[1]), int(sys.argv[2])
 with open(sys.argv[3], "rb") as f:
-    entries = tomllib.load(f)["gemm"]
+    entries = tomllib.load(f)[sys.argv[4]]
 for e in entries[first:first + count]:
     print(e["workload"])
 PY
