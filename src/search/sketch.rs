@@ -1475,8 +1475,9 @@ fn prologue_kernels(
     Ok(kernels)
 }
 
-/// The zero-filled copies `pad_einsum` made (`made`: the padding stages that were not
-/// there before it) of operands whose rows are no whole 16-byte vectors (a 16-bit
+/// The zero-filled copies `pad_einsum` made (the padding stages the program has now that
+/// `before`, its stages before the padding, did not) of operands whose rows are no whole
+/// 16-byte vectors (a 16-bit
 /// extent not a multiple of 8, a 32-bit one not of 4). Inlined into a tensor-core
 /// GEMM's shared fetch, such a copy moves its operand element by element (2-byte loads
 /// for an odd f16 reduction); as kernels of their own they write the padded operands
@@ -1487,11 +1488,13 @@ fn prologue_kernels(
 fn unaligned_pad_kernels(
     space: &SearchSpace,
     sch: &mut Schedule,
-    made: &[String],
+    before: &Stages,
 ) -> Result<Vec<String>, SketchError> {
+    let made = stages(sch.program())?.padding;
     let unaligned: Vec<String> = {
         let p = sch.program();
-        made.iter()
+        made.into_iter()
+            .filter(|name| !before.padding.contains(name))
             .filter(|name| {
                 let [b] = p.find_block(name)[..] else {
                     return false;
@@ -1502,7 +1505,6 @@ fn unaligned_pad_kernels(
                     row * buffer.dtype.bytes() as i64 % 16 != 0
                 })
             })
-            .cloned()
             .collect()
     };
     if unaligned.is_empty() {

@@ -199,8 +199,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         sch,
         &st.main,
     )?;
-    let made = padding_made(sch, &st)?;
-    kernels.extend(unaligned_pad_kernels(space, sch, &made)?);
+    kernels.extend(unaligned_pad_kernels(space, sch, &st)?);
     // 2. Accumulator and epilogues.
     let (st, main, g, wb, leftovers) = accumulate(sch, None)?;
     // 3. Tiling.
@@ -576,20 +575,6 @@ pub(super) fn pad(
     }
     let b = sch.get_block(main).map_err(at("pad_einsum"))?;
     pad_by_choices(sch, b, &choices)
-}
-
-/// The padding stages `pad_einsum` made: those of the program's stages now that `before`
-/// (its stages before the padding) did not have.
-pub(super) fn padding_made(
-    sch: &Schedule,
-    before: &super::Stages,
-) -> Result<Vec<String>, SketchError> {
-    let now = stages(sch.program())?;
-    Ok(now
-        .padding
-        .into_iter()
-        .filter(|n| !before.padding.contains(n))
-        .collect())
 }
 
 /// The multiples an axis may be padded to: 1 where `base` divides it, each multiple

@@ -16,7 +16,8 @@
 //!    panel is 64 elements of k (and of m or n for operands stored that way). A GEMM
 //!    operand whose rows are no whole 16-byte vectors may be padded by a kernel of its
 //!    own instead of in the fetch (a decision, `unaligned_pad_kernels` in `sketch.rs`):
-//!    tuned on the H100, GEMMs with such rows ran 1.2x-3.4x faster with it (2026-11-27).
+//!    tuned on the H100 (2026-11-27), 16 GEMMs with such rows ran 1.8x faster with it
+//!    (geomean; 0.88x-3.4x).
 //!    Where the space's `[split_k]` applies (a small output against its reduction), the
 //!    reduction is split into a sampled count of runs of whole panels (1: none) and
 //!    `rfactor`ed into a batch of partial GEMMs, summed by a kernel of their own that
@@ -44,8 +45,7 @@
 
 use super::staging::{self, store_permuted, Staged};
 use super::tensor_core::{
-    accumulate, aligned_vector, fetch, fetch_transposed, pad, padding_made, tensorize, transpose,
-    unroll,
+    accumulate, aligned_vector, fetch, fetch_transposed, pad, tensorize, transpose, unroll,
 };
 use super::{at, stages, standalone, SketchError};
 use crate::ir::Program;
@@ -235,20 +235,15 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         };
         super::tensor_core::gemm(p, b).is_some()
     };
-    let (staged, kernels) = if is_gemm {
+    let (staged, mut kernels) = if is_gemm {
         (Vec::new(), super::prologue_kernels(space, sch, &st)?)
     } else {
         (conv_to_gemm(sch, &st.main)?, Vec::new())
     };
     pad(&multiples, PANEL, space.max_waste, sch, &st.main)?;
-    let kernels = if is_gemm {
-        let made = padding_made(sch, &st)?;
-        let mut all = kernels;
-        all.extend(super::unaligned_pad_kernels(space, sch, &made)?);
-        all
-    } else {
-        kernels
-    };
+    if is_gemm {
+        kernels.extend(super::unaligned_pad_kernels(space, sch, &st)?);
+    }
     // 1b. Split-K: the reduction split into a batch of partial GEMMs.
     let sum = split_reduction(space, sch, &st.main)?;
     // 2. Accumulator and epilogues.
