@@ -712,27 +712,36 @@ fn the_shipped_h100_records_answer_on_the_h100_and_h200_ones_fall_back() {
     }
 }
 
+/// The workload specs of the given kinds of entries (`gemm`, `conv`, `tensor_core`) of a
+/// set file in `benches/`.
+fn set_workloads(file: &str, kinds: &[&str]) -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("benches")
+        .join(file);
+    let doc: toml::Table = std::fs::read_to_string(path).unwrap().parse().unwrap();
+    kinds
+        .iter()
+        .flat_map(|kind| doc[*kind].as_array().unwrap().clone())
+        .map(|e| e["workload"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// The workload keys of [`set_workloads`].
+fn set_keys(file: &str, kinds: &[&str]) -> std::collections::HashSet<String> {
+    set_workloads(file, kinds)
+        .iter()
+        .map(|s| preset(s).unwrap().key())
+        .collect()
+}
+
 /// The training set's records (`benches/training.toml`, tuned on the H100 on 2026-11-25)
 /// import and answer for every training workload, and no training workload is one of the
 /// validation set's (`benches/validation.toml`): transfer and the cost model learn from
 /// shapes the validation figures never include.
 #[test]
 fn the_shipped_training_records_cover_the_training_set_and_none_of_the_validation_set() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let specs = |file: &str| -> Vec<String> {
-        let text = std::fs::read_to_string(root.join("benches").join(file)).unwrap();
-        let doc: toml::Table = text.parse().unwrap();
-        ["gemm", "conv"]
-            .iter()
-            .flat_map(|kind| doc[*kind].as_array().unwrap().clone())
-            .map(|e| e["workload"].as_str().unwrap().to_string())
-            .collect()
-    };
-    let training = specs("training.toml");
-    let validation: std::collections::HashSet<String> = specs("validation.toml")
-        .iter()
-        .map(|s| preset(s).unwrap().key())
-        .collect();
+    let training = set_workloads("training.toml", &["gemm", "conv"]);
+    let validation = set_keys("validation.toml", &["gemm", "conv"]);
     assert_eq!(training.len(), 40);
     let mut db = Database::open_in_memory().unwrap();
     import_shipped(&mut db, "h100-2026-11-25.best.jsonl", 28);
@@ -780,22 +789,8 @@ fn the_shipped_tf32_records_answer_their_workloads() {
 /// schedule, and none is one of the validation set's 16-bit GEMMs.
 #[test]
 fn the_shipped_16_bit_training_records_answer_their_workloads_and_no_validation_one() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let specs = |file: &str| -> Vec<String> {
-        let text = std::fs::read_to_string(root.join("benches").join(file)).unwrap();
-        let doc: toml::Table = text.parse().unwrap();
-        doc["tensor_core"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|e| e["workload"].as_str().unwrap().to_string())
-            .collect()
-    };
-    let training = specs("training.toml");
-    let validation: std::collections::HashSet<String> = specs("validation.toml")
-        .iter()
-        .map(|s| preset(s).unwrap().key())
-        .collect();
+    let training = set_workloads("training.toml", &["tensor_core"]);
+    let validation = set_keys("validation.toml", &["tensor_core"]);
     assert_eq!(training.len(), 16);
     let mut db = Database::open_in_memory().unwrap();
     import_shipped(&mut db, "h100-2026-11-27.best.jsonl", 16);
