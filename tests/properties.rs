@@ -297,3 +297,101 @@ reverse_compute_at(b6, a1)
     let err = interp::check(&w.to_program(), sch.program(), 3).unwrap();
     assert!(err <= interp::TOLERANCE, "{err}");
 }
+
+#[test]
+fn decompose_reduction_refuses_a_loop_that_repeats_the_block() {
+    // Found by `random_schedules_of_matmul`: `compute_at` puts the rfactor'ed update
+    // under the write-back's `j`, a virtual-thread loop the shared region is relaxed over,
+    // so the update runs once per `j` for every element. With the init in the block each
+    // run starts afresh; an init decomposed above `j` ran once for ten updates.
+    let sched = r#"b0 = get_block("C")
+i, j, k = get_loops(b0)
+b1 = rfactor(k, factor_axis=2)
+b3 = get_block("C_rf")
+i_1, j_1, k_1 = get_loops(b3)
+b4 = cache_write(b3, write_index=0, scope="shared")
+reverse_compute_at(b4, k_1)
+b6 = get_block("C_rf")
+i_2, j_2, k_2 = get_loops(b6)
+bind(j_2, thread="vthread.x")
+b11 = get_block("C_rf_shared")
+i_4, j_4, k_4 = get_loops(b11)
+b10 = get_block("C_rf")
+compute_at(b10, k_4)
+"#;
+    let w = workload::preset("matmul:12x10x8").unwrap();
+    let trace = tessel::schedule::text::parse(sched).unwrap();
+    let mut sch = replay(&trace, w.to_program(), 0).unwrap();
+    let err = interp::check(&w.to_program(), sch.program(), 3).unwrap();
+    assert!(err <= interp::TOLERANCE, "{err}");
+    let before = sch.program().clone();
+    let b = sch.get_block("C_rf").unwrap();
+    let loops = sch.get_loops(b).unwrap();
+    let e = sch
+        .decompose_reduction(b, loops[0])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("the loop j") && e.contains("repeats the block"),
+        "{e}"
+    );
+    assert_eq!(sch.program(), &before);
+    // Below `j` the init runs once per repetition, as the block's own init did.
+    sch.decompose_reduction(b, loops[2]).unwrap();
+    let err = interp::check(&w.to_program(), sch.program(), 3).unwrap();
+    assert!(err <= interp::TOLERANCE, "{err}");
+}
+
+#[test]
+fn an_update_moved_under_a_masked_init_skips_the_masked_iterations() {
+    // Found by `random_schedules_of_matmul`: rows split 2 x 7 and the 7 into 4 x 2 leave
+    // `i_1_0 * 2 + i_1_1 == 7` masked, a row the next `i_0` owns. The update moved under
+    // the init's loops must skip that iteration as the init does, or (with `i_1_1`
+    // outermost, so that the masked iteration comes after row 7's own) row 7 is
+    // accumulated twice.
+    let sched = r#"b0 = get_block("C")
+i, j, k = get_loops(b0)
+b1 = decompose_reduction(b0, j)
+i_0, i_1 = split(i, factors=[None, 7])
+i_1_0, i_1_1 = split(i_1, factors=[None, 2])
+b2 = get_block("C_init")
+i_0_1, i_1_0_1, i_1_1_1, j_init = get_loops(b2)
+b3 = get_block("C_update")
+reverse_compute_at(b3, j_init)
+reorder(i_1_1_1, i_0_1)
+"#;
+    let w = workload::preset("matmul:12x10x8").unwrap();
+    let trace = tessel::schedule::text::parse(sched).unwrap();
+    let sch = replay(&trace, w.to_program(), 0).unwrap();
+    let err = interp::check(&w.to_program(), sch.program(), 3).unwrap();
+    assert!(
+        err <= interp::TOLERANCE,
+        "{err}\n{}",
+        print_program(sch.program())
+    );
+}
+
+#[test]
+fn compute_at_refuses_to_move_a_block_before_the_writer_of_its_input() {
+    // Found by `random_schedules_of_matmul`: the copy out of the accumulator sat beside
+    // the update under `i, j`; moved out to `i` it would go before the `j` loop that holds
+    // both the update it copies and the write-back that reads it, and copy zeros.
+    let sched = r#"b0 = get_block("C")
+b1 = cache_write(b0, write_index=0, scope="local")
+i, j, k = get_loops(b0)
+reverse_compute_at(b1, j)
+b2 = cache_write(b0, write_index=0, scope="local")
+"#;
+    let w = workload::preset("matmul:12x10x8").unwrap();
+    let trace = tessel::schedule::text::parse(sched).unwrap();
+    let mut sch = replay(&trace, w.to_program(), 0).unwrap();
+    let copy = sch.get_block("C_local_local").unwrap();
+    let write_back = sch.get_block("C_local").unwrap();
+    let i = sch.get_loops(write_back).unwrap()[0];
+    let before = sch.program().clone();
+    let e = sch.compute_at(copy, i).unwrap_err().to_string();
+    assert!(e.contains("which C writes under loop"), "{e}");
+    assert_eq!(sch.program(), &before);
+    let err = interp::check(&w.to_program(), sch.program(), 3).unwrap();
+    assert!(err <= interp::TOLERANCE, "{err}");
+}

@@ -438,6 +438,30 @@ fn rebuild_exact(
     install(p, b, &loops, bindings, pred)
 }
 
+/// Adds to consumer `b`'s predicate the conjuncts of producer `w`'s predicate over the
+/// loops fixed in one iteration of `target`: where they mask an iteration, `w` writes
+/// nothing in it, and the points `b` would visit there are written in other iterations
+/// (an imperfect split's last tile reaching into the next one), so an update visiting
+/// them would accumulate twice.
+fn skip_where_masked(p: &mut Program, b: BlockId, w: BlockId, target: LoopId, scope: Scope) {
+    let fixed = fixed_vars(p, target, scope);
+    let carried: Vec<Expr> = p
+        .block(w)
+        .predicate
+        .iter()
+        .flat_map(Expr::conjuncts)
+        .filter(|c| {
+            let vars = c.vars();
+            !vars.is_empty() && vars.iter().all(|v| fixed.contains(v))
+        })
+        .collect();
+    let blk = p.block_mut(b);
+    blk.predicate = carried
+        .into_iter()
+        .chain(blk.predicate.take())
+        .reduce(|a, g| Expr::bin(BinOp::And, a, g));
+}
+
 fn common_checks(p: &Program, b: BlockId, target: LoopId) -> Result<()> {
     if p.is_ancestor(target, Node::Block(b)) {
         return Err(ScheduleError::AlreadyUnderLoop {
@@ -512,6 +536,32 @@ pub fn compute_at(p: &mut Program, b: BlockId, target: LoopId) -> Result<()> {
     let scope = p.buffer(buf).scope;
     let rank = p.buffer(buf).shape.len();
     let reg = region(p, &accesses, target, scope, rank);
+    //    What it reads must be written before that place: a block moved out of a nest
+    //    beside the writer of its input (a write-back copy beside the update it copies)
+    //    would otherwise read that input before it is computed.
+    let first = consumers
+        .iter()
+        .filter_map(|c| child_containing(p, Some(target), Node::Block(*c)))
+        .min()
+        .unwrap_or(0);
+    for (read, _) in p.block_reads(b) {
+        let late = p.writers(read).into_iter().find(|w| {
+            *w != b
+                && child_containing(p, Some(target), Node::Block(*w)).is_some_and(|i| i >= first)
+        });
+        if let Some(w) = late {
+            return Err(ScheduleError::Unsupported {
+                primitive: "compute_at",
+                block: name,
+                reason: format!(
+                    "it reads {}, which {} writes under loop {tname} no earlier than the \
+                     place before its first consumer there",
+                    p.buffer(read).name,
+                    p.block(w).name
+                ),
+            });
+        }
+    }
     // 3. Detach the block, rebuild its loops, insert before the first consumer.
     remove_exclusive(p, b);
     let dim_of_iter: BTreeMap<usize, Dim> = dims
@@ -636,6 +686,9 @@ pub fn reverse_compute_at(p: &mut Program, b: BlockId, target: LoopId) -> Result
             rebuild(p, b, &dim_of_iter, Node::Loop(target))
         }
     };
+    if let (Some(w), true) = (single, exact_box) {
+        skip_where_masked(p, b, w, target, scope);
+    }
     let last = producers
         .iter()
         .filter_map(|w| child_containing(p, Some(target), Node::Block(*w)))

@@ -76,6 +76,23 @@ pub fn decompose_reduction(p: &mut Program, b: BlockId, target: LoopId) -> Resul
                 name: p.loop_name(*l).into(),
             });
         }
+        // A loop no binding uses repeats the block (a producer `compute_at` placed under a
+        // relaxed thread loop computes its region once per iteration): with the init inside
+        // the block every repetition starts afresh, but an init above the loop would run
+        // once for all of its updates.
+        let extent = p.lp(*l).extent;
+        if !s && !r && extent > 1 {
+            return Err(ScheduleError::Unsupported {
+                primitive: "decompose_reduction",
+                block: blk.name,
+                reason: format!(
+                    "the loop {} (extent {extent}) between the target loop {tname} and the \
+                     block repeats the block without indexing it: the updates would run \
+                     {extent} times after one initialization",
+                    p.loop_name(*l)
+                ),
+            });
+        }
         if s {
             copied.push(*l);
         }
