@@ -476,7 +476,8 @@ fn common_checks(p: &Program, b: BlockId, target: LoopId) -> Result<()> {
 /// region its consumers read in one iteration of `target`. A block already nested under
 /// `target` (deeper, beside its consumers) moves out to it: it then computes, once per
 /// iteration of `target`, what it computed over that iteration's inner loops (a fragment
-/// stage loaded for a whole shared stage instead of per reduction step).
+/// stage loaded for a whole shared stage instead of per reduction step). Refused where
+/// a block under `target` writes what `b` reads at or after that place.
 pub fn compute_at(p: &mut Program, b: BlockId, target: LoopId) -> Result<()> {
     let name = p.block(b).name.clone();
     let tname = p.loop_name(target).to_string();
@@ -580,7 +581,8 @@ pub fn compute_at(p: &mut Program, b: BlockId, target: LoopId) -> Result<()> {
 }
 
 /// Moves consumer `b` under `target`, after the last producer there, computing the
-/// region its producers write in one iteration of `target`.
+/// region its producers write in one iteration of `target`, and skipping the iterations
+/// where its one producer's predicate writes nothing.
 pub fn reverse_compute_at(p: &mut Program, b: BlockId, target: LoopId) -> Result<()> {
     let name = p.block(b).name.clone();
     let tname = p.loop_name(target).to_string();
