@@ -697,5 +697,23 @@ pub fn reverse_compute_at(p: &mut Program, b: BlockId, target: LoopId) -> Result
         .max()
         .map_or(0, |i| i + 1);
     p.lp_mut(target).body.insert(last, top);
+    // 4. An update in place (it reads what it writes) runs once for each point: under a
+    //    thread loop a shared region is relaxed over, every thread would add it again.
+    let own = p.block(b).body.buffer;
+    if p.block_reads(b).iter().any(|(r, _)| *r == own) {
+        let nest = p.ancestors(Node::Block(b));
+        if let Some(l) = repeating_loop(p, b, &nest) {
+            return Err(ScheduleError::Unsupported {
+                primitive: "reverse_compute_at",
+                block: name,
+                reason: format!(
+                    "it updates {} in place and would run more than once for some points \
+                     there (over loop {})",
+                    p.buffer(own).name,
+                    p.loop_name(l)
+                ),
+            });
+        }
+    }
     Ok(())
 }

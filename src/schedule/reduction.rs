@@ -76,26 +76,24 @@ pub fn decompose_reduction(p: &mut Program, b: BlockId, target: LoopId) -> Resul
                 name: p.loop_name(*l).into(),
             });
         }
-        // A loop no binding uses repeats the block (a producer `compute_at` placed under a
-        // relaxed thread loop computes its region once per iteration): with the init inside
-        // the block every repetition starts afresh, but an init above the loop would run
-        // once for all of its updates.
-        let extent = p.lp(*l).extent;
-        if !s && !r && extent > 1 {
-            return Err(ScheduleError::Unsupported {
-                primitive: "decompose_reduction",
-                block: blk.name,
-                reason: format!(
-                    "the loop {} (extent {extent}) between the target loop {tname} and the \
-                     block repeats the block without indexing it: the updates would run \
-                     {extent} times after one initialization",
-                    p.loop_name(*l)
-                ),
-            });
-        }
         if s {
             copied.push(*l);
         }
+    }
+    //    Below the target the block must visit each point once (see `repeating_loop`):
+    //    a producer `compute_at` placed under a relaxed thread loop, or gave a region wider
+    //    than its tile, computes some points again, which with the init inside the block
+    //    starts afresh, but with one init above would add the updates twice.
+    if let Some(l) = repeating_loop(p, b, &anc[pos..]) {
+        return Err(ScheduleError::Unsupported {
+            primitive: "decompose_reduction",
+            block: blk.name,
+            reason: format!(
+                "under the target loop {tname} it runs more than once for some points (over \
+                 loop {}): the updates would repeat after one initialization",
+                p.loop_name(l)
+            ),
+        });
     }
     // The init keeps the conjuncts of the predicate that do not involve the reduction
     // loops below the target (those only mask reduction steps).

@@ -229,3 +229,98 @@ pub fn written_buffer(
     }
     Ok(blk.body.buffer)
 }
+
+/// The first of `loops` (extent above 1) over which block `b` would not visit each point
+/// of its iteration space once: a loop no binding uses (the block runs again on every
+/// iteration of it), or one whose terms in a binding overlap those of a loop before it
+/// (`6 * j0 + ax1` with `ax1` over 12 visits columns 6-11 twice). A binding not affine in
+/// these loops (digits of a fused loop) is not judged, nor are the terms of a loop two
+/// bindings use. `None`: as far as that shows, each point once. A block that reads the
+/// buffer it updates may not repeat: the repetitions would accumulate again.
+pub fn repeating_loop(p: &Program, b: BlockId, loops: &[LoopId]) -> Option<LoopId> {
+    let vars: BTreeMap<VarId, LoopId> = loops
+        .iter()
+        .filter(|l| p.lp(**l).extent > 1)
+        .map(|l| (p.lp(*l).var, *l))
+        .collect();
+    let blk = p.block(b);
+    let bindings = &blk.bindings;
+    let users = |v: VarId| bindings.iter().filter(|e| e.uses_var(v)).count();
+    // Conjuncts `sum < bound` of the predicate over these loops alone cap the reach of
+    // that sum (an imperfect split's last tile, masked where it passes the extent).
+    let caps: Vec<(BTreeMap<VarId, i64>, i64)> = blk
+        .predicate
+        .iter()
+        .flat_map(Expr::conjuncts)
+        .filter_map(|c| {
+            let (lhs, most) = match &c {
+                Expr::Bin(BinOp::Lt, lhs, rhs) => (lhs, rhs.as_int()? - 1),
+                Expr::Bin(BinOp::Le, lhs, rhs) => (lhs, rhs.as_int()?),
+                _ => return None,
+            };
+            let only_loops = lhs.vars().iter().all(|v| vars.contains_key(v))
+                && simplify(&lhs.substitute(&|_| Some(Expr::Int(0))), &|_| None).as_int()
+                    == Some(0);
+            let terms = affine_terms(lhs, &|v| vars.contains_key(&v))?;
+            only_loops.then(|| (terms.into_iter().map(|(c, v)| (v, c)).collect(), most))
+        })
+        .collect();
+    if let Some((_, l)) = vars.iter().find(|(v, _)| users(**v) == 0) {
+        return Some(*l);
+    }
+    for e in bindings {
+        let Some(terms) = affine_terms(e, &|v| vars.contains_key(&v)) else {
+            continue;
+        };
+        let mut terms: Vec<(i64, i64, LoopId)> = terms
+            .into_iter()
+            .filter(|(c, v)| *c != 0 && users(*v) == 1)
+            .map(|(c, v)| (c.abs(), p.lp(vars[&v]).extent, vars[&v]))
+            .collect();
+        terms.sort();
+        let mut reach = 0;
+        let mut partial: BTreeMap<VarId, i64> = BTreeMap::new();
+        for (c, extent, l) in terms {
+            if c <= reach {
+                return Some(l);
+            }
+            reach += c * (extent - 1);
+            partial.insert(p.lp(l).var, c);
+            for (sum, most) in &caps {
+                if *sum == partial {
+                    reach = reach.min(*most);
+                }
+            }
+        }
+    }
+    None
+}
+
+/// `e` as a sum of `coefficient * variable` over the variables `of` selects (the rest
+/// counts as a constant), coefficients of one variable added; `None` where `e` is not
+/// affine in them.
+fn affine_terms(e: &Expr, of: &dyn Fn(VarId) -> bool) -> Option<Vec<(i64, VarId)>> {
+    fn go(
+        e: &Expr,
+        scale: i64,
+        of: &dyn Fn(VarId) -> bool,
+        out: &mut BTreeMap<VarId, i64>,
+    ) -> bool {
+        let free = |x: &Expr| x.vars().into_iter().all(|v| !of(v));
+        match e {
+            Expr::Var(v) if of(*v) => {
+                *out.entry(*v).or_insert(0) += scale;
+                true
+            }
+            Expr::Bin(BinOp::Add, a, b) => go(a, scale, of, out) && go(b, scale, of, out),
+            Expr::Bin(BinOp::Sub, a, b) => go(a, scale, of, out) && go(b, -scale, of, out),
+            Expr::Bin(BinOp::Mul, a, b) => match (&**a, &**b) {
+                (Expr::Int(c), x) | (x, Expr::Int(c)) => go(x, scale * c, of, out),
+                _ => free(e),
+            },
+            _ => free(e),
+        }
+    }
+    let mut out = BTreeMap::new();
+    go(e, 1, of, &mut out).then(|| out.into_iter().map(|(v, c)| (c, v)).collect())
+}
