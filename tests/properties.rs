@@ -274,6 +274,24 @@ fn random_sequences_mostly_apply() {
     );
 }
 
+/// Asserts that the scheduled program computes what `w` computes (the interpreter).
+fn computes_the_reference(w: &workload::Workload, sch: &Schedule) {
+    let err = interp::check(&w.to_program(), sch.program(), 3).unwrap();
+    assert!(
+        err <= interp::TOLERANCE,
+        "{err}\n{}",
+        print_program(sch.program())
+    );
+}
+
+/// The 12 x 10 x 8 matmul of the tests below with the schedule `sched` replayed on it.
+fn matmul_scheduled(sched: &str) -> (workload::Workload, Schedule) {
+    let w = workload::preset("matmul:12x10x8").unwrap();
+    let trace = tessel::schedule::text::parse(sched).unwrap();
+    let sch = replay(&trace, w.to_program(), 0).unwrap();
+    (w, sch)
+}
+
 #[test]
 fn a_write_back_under_a_strided_tile_updates_each_point_once() {
     // Found by `random_schedules_of_matmul`: under `j, i_1_0, i_1_1` the initialization
@@ -291,11 +309,8 @@ j_init, a0, a1, a2, a3 = get_loops(b5)
 b6 = get_block("C_update")
 reverse_compute_at(b6, a1)
 "#;
-    let w = workload::preset("matmul:12x10x8").unwrap();
-    let trace = tessel::schedule::text::parse(sched).unwrap();
-    let sch = replay(&trace, w.to_program(), 0).unwrap();
-    let err = interp::check(&w.to_program(), sch.program(), 3).unwrap();
-    assert!(err <= interp::TOLERANCE, "{err}");
+    let (w, sch) = matmul_scheduled(sched);
+    computes_the_reference(&w, &sch);
 }
 
 #[test]
@@ -319,11 +334,8 @@ i_4, j_4, k_4 = get_loops(b11)
 b10 = get_block("C_rf")
 compute_at(b10, k_4)
 "#;
-    let w = workload::preset("matmul:12x10x8").unwrap();
-    let trace = tessel::schedule::text::parse(sched).unwrap();
-    let mut sch = replay(&trace, w.to_program(), 0).unwrap();
-    let err = interp::check(&w.to_program(), sch.program(), 3).unwrap();
-    assert!(err <= interp::TOLERANCE, "{err}");
+    let (w, mut sch) = matmul_scheduled(sched);
+    computes_the_reference(&w, &sch);
     let before = sch.program().clone();
     let b = sch.get_block("C_rf").unwrap();
     let loops = sch.get_loops(b).unwrap();
@@ -338,8 +350,7 @@ compute_at(b10, k_4)
     assert_eq!(sch.program(), &before);
     // Below `j` the init runs once per repetition, as the block's own init did.
     sch.decompose_reduction(b, loops[2]).unwrap();
-    let err = interp::check(&w.to_program(), sch.program(), 3).unwrap();
-    assert!(err <= interp::TOLERANCE, "{err}");
+    computes_the_reference(&w, &sch);
 }
 
 #[test]
@@ -360,15 +371,8 @@ b3 = get_block("C_update")
 reverse_compute_at(b3, j_init)
 reorder(i_1_1_1, i_0_1)
 "#;
-    let w = workload::preset("matmul:12x10x8").unwrap();
-    let trace = tessel::schedule::text::parse(sched).unwrap();
-    let sch = replay(&trace, w.to_program(), 0).unwrap();
-    let err = interp::check(&w.to_program(), sch.program(), 3).unwrap();
-    assert!(
-        err <= interp::TOLERANCE,
-        "{err}\n{}",
-        print_program(sch.program())
-    );
+    let (w, sch) = matmul_scheduled(sched);
+    computes_the_reference(&w, &sch);
 }
 
 #[test]
@@ -382,9 +386,7 @@ i, j, k = get_loops(b0)
 reverse_compute_at(b1, j)
 b2 = cache_write(b0, write_index=0, scope="local")
 "#;
-    let w = workload::preset("matmul:12x10x8").unwrap();
-    let trace = tessel::schedule::text::parse(sched).unwrap();
-    let mut sch = replay(&trace, w.to_program(), 0).unwrap();
+    let (w, mut sch) = matmul_scheduled(sched);
     let copy = sch.get_block("C_local_local").unwrap();
     let write_back = sch.get_block("C_local").unwrap();
     let i = sch.get_loops(write_back).unwrap()[0];
@@ -392,8 +394,7 @@ b2 = cache_write(b0, write_index=0, scope="local")
     let e = sch.compute_at(copy, i).unwrap_err().to_string();
     assert!(e.contains("which C writes under loop"), "{e}");
     assert_eq!(sch.program(), &before);
-    let err = interp::check(&w.to_program(), sch.program(), 3).unwrap();
-    assert!(err <= interp::TOLERANCE, "{err}");
+    computes_the_reference(&w, &sch);
 }
 
 #[test]
@@ -407,9 +408,7 @@ i, j, k = get_loops(b0)
 bind(i, thread="threadIdx.y")
 b2 = decompose_reduction(b0, i)
 "#;
-    let w = workload::preset("matmul:12x10x8").unwrap();
-    let trace = tessel::schedule::text::parse(sched).unwrap();
-    let mut sch = replay(&trace, w.to_program(), 0).unwrap();
+    let (w, mut sch) = matmul_scheduled(sched);
     let init = sch.get_block("C_init").unwrap();
     let i_init = sch.get_loops(init).unwrap()[0];
     let update = sch.get_block("C_update").unwrap();
@@ -423,8 +422,7 @@ b2 = decompose_reduction(b0, i)
         "{e}"
     );
     assert_eq!(sch.program(), &before);
-    let err = interp::check(&w.to_program(), sch.program(), 3).unwrap();
-    assert!(err <= interp::TOLERANCE, "{err}");
+    computes_the_reference(&w, &sch);
 }
 
 #[test]
