@@ -314,26 +314,9 @@ fn box_is_exact(
 /// fixed) reaches 0 and 6 only, where its box has 7 points. A part that is not affine
 /// (digits of a fused index) is judged by the rule of one index a loop alone.
 fn dense(rest: &Expr, ext: &BTreeMap<VarId, i64>) -> bool {
-    fn terms(e: &Expr, scale: i64, out: &mut Vec<(i64, VarId)>) -> bool {
-        match e {
-            Expr::Int(_) => true,
-            Expr::Var(v) => {
-                out.push((scale, *v));
-                true
-            }
-            Expr::Bin(BinOp::Add, a, b) => terms(a, scale, out) && terms(b, scale, out),
-            Expr::Bin(BinOp::Sub, a, b) => terms(a, scale, out) && terms(b, -scale, out),
-            Expr::Bin(BinOp::Mul, a, b) => match (&**a, &**b) {
-                (Expr::Int(c), x) | (x, Expr::Int(c)) => terms(x, scale * c, out),
-                _ => false,
-            },
-            _ => false,
-        }
-    }
-    let mut ts = Vec::new();
-    if !terms(rest, 1, &mut ts) {
+    let Some(ts) = affine_terms(rest, &|_| true) else {
         return true;
-    }
+    };
     let mut ts: Vec<(i64, i64)> = ts
         .into_iter()
         .map(|(c, v)| (c.abs(), ext.get(&v).copied().unwrap_or(1)))
@@ -675,7 +658,14 @@ pub fn reverse_compute_at(p: &mut Program, b: BlockId, target: LoopId) -> Result
         });
     }
     let reg = region(p, &accesses, target, scope, read_idx.len());
-    // 3. Detach, rebuild, insert after the last producer.
+    // 3. Detach, rebuild, insert after the last producer (an update in place is checked
+    //    there, step 4, and put back as it was if it may not stay).
+    let own = p.block(b).body.buffer;
+    let untouched = p
+        .block_reads(b)
+        .iter()
+        .any(|(r, _)| *r == own)
+        .then(|| p.clone());
     remove_exclusive(p, b);
     let top = match single {
         Some(w) if !exact_box => rebuild_exact(p, b, &dims, w, target, scope),
@@ -699,19 +689,20 @@ pub fn reverse_compute_at(p: &mut Program, b: BlockId, target: LoopId) -> Result
     p.lp_mut(target).body.insert(last, top);
     // 4. An update in place (it reads what it writes) runs once for each point: under a
     //    thread loop a shared region is relaxed over, every thread would add it again.
-    let own = p.block(b).body.buffer;
-    if p.block_reads(b).iter().any(|(r, _)| *r == own) {
+    if let Some(untouched) = untouched {
         let nest = p.ancestors(Node::Block(b));
         if let Some(l) = repeating_loop(p, b, &nest) {
+            let reason = format!(
+                "it updates {} in place and would run more than once for some points there \
+                 (over loop {})",
+                p.buffer(own).name,
+                p.loop_name(l)
+            );
+            *p = untouched;
             return Err(ScheduleError::Unsupported {
                 primitive: "reverse_compute_at",
                 block: name,
-                reason: format!(
-                    "it updates {} in place and would run more than once for some points \
-                     there (over loop {})",
-                    p.buffer(own).name,
-                    p.loop_name(l)
-                ),
+                reason,
             });
         }
     }

@@ -299,7 +299,7 @@ pub fn repeating_loop(p: &Program, b: BlockId, loops: &[LoopId]) -> Option<LoopI
 /// `e` as a sum of `coefficient * variable` over the variables `of` selects (the rest
 /// counts as a constant), coefficients of one variable added; `None` where `e` is not
 /// affine in them.
-fn affine_terms(e: &Expr, of: &dyn Fn(VarId) -> bool) -> Option<Vec<(i64, VarId)>> {
+pub fn affine_terms(e: &Expr, of: &dyn Fn(VarId) -> bool) -> Option<Vec<(i64, VarId)>> {
     fn go(
         e: &Expr,
         scale: i64,
