@@ -15,7 +15,8 @@ use serde::Serialize;
 pub struct SampleSummary {
     /// The trace in its text form (decisions included).
     pub trace: String,
-    /// The largest thread block of the candidate's kernels (1 on the CPU).
+    /// The thread block of the kernel that computes the main (largest) reduction, or
+    /// where none can be told, the largest of the candidate's kernels (1 on the CPU).
     pub threads_per_block: i64,
     /// Output elements of the main (largest) reduction that one thread block computes
     /// (on the CPU: one parallel task), padding of imperfect tiles included.
@@ -46,7 +47,9 @@ pub fn sample(
 
 fn summarise(program: &Program, c: &Candidate) -> SampleSummary {
     let lowered = &c.verified.lowered;
-    let threads_per_block = lowered.kernels.iter().map(|k| k.threads()).max();
+    let threads_per_block = main_kernel(lowered)
+        .map(|k| k.threads())
+        .or_else(|| lowered.kernels.iter().map(|k| k.threads()).max());
     let shared_bytes = lowered
         .kernels
         .iter()
@@ -74,6 +77,18 @@ fn pipeline_stages(p: &Program) -> i64 {
         .unwrap_or(1)
 }
 
+/// The kernel that stores into the main block's buffer (see [`outputs_per_block`]): the
+/// GEMM's, not a padding or summing kernel beside it.
+fn main_kernel(lowered: &crate::lower::Lowered) -> Option<&crate::lower::Kernel> {
+    let p = &lowered.program;
+    let written = p.block(main_block(p)?).body.buffer;
+    lowered.kernels.iter().find(|k| {
+        let mut acc = crate::lower::kernel::Accesses::default();
+        k.body.iter().for_each(|s| s.accesses(&mut acc));
+        acc.writes.contains(&written)
+    })
+}
+
 /// Replays `trace` on `program` and measures its main block's tile: see
 /// [`outputs_per_block`]. `None` when the trace does not replay.
 fn outputs_per_block_of(program: &Program, trace: &Trace) -> Option<i64> {
@@ -87,19 +102,7 @@ fn outputs_per_block_of(program: &Program, trace: &Trace) -> Option<i64> {
 /// inside its outermost `blockIdx`- or `parallel`-bound loop. A program with no such
 /// binding counts its whole output.
 pub fn outputs_per_block(p: &Program) -> i64 {
-    let domain = |b: crate::ir::BlockId| {
-        p.block(b)
-            .iter_vars
-            .iter()
-            .map(|iv| iv.extent)
-            .fold(1i64, |a, e| a.saturating_mul(e))
-    };
-    let Some(main) = p
-        .blocks_in_order()
-        .into_iter()
-        .filter(|b| p.block(*b).is_reduction())
-        .max_by_key(|b| domain(*b))
-    else {
+    let Some(main) = main_block(p) else {
         return 0;
     };
     let blk = p.block(main);
@@ -128,6 +131,21 @@ pub fn outputs_per_block(p: &Program) -> i64 {
         })
         .map(|l| p.lp(*l).extent)
         .fold(1i64, |a, e| a.saturating_mul(e))
+}
+
+/// The reduction block with the largest iteration domain.
+fn main_block(p: &Program) -> Option<crate::ir::BlockId> {
+    let domain = |b: crate::ir::BlockId| {
+        p.block(b)
+            .iter_vars
+            .iter()
+            .map(|iv| iv.extent)
+            .fold(1i64, |a, e| a.saturating_mul(e))
+    };
+    p.blocks_in_order()
+        .into_iter()
+        .filter(|b| p.block(*b).is_reduction())
+        .max_by_key(|b| domain(*b))
 }
 
 #[cfg(test)]

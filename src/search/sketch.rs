@@ -19,7 +19,10 @@
 //!    and channel axes) has each
 //!    iteration variable it may pad padded to a sampled multiple by `pad_einsum`
 //!    ([`pad`]); its zero-filling input stages count as padding below, its copy back to
-//!    the original shape as an epilogue.
+//!    the original shape as an epilogue. On CUDA, where an operand's rows are no whole
+//!    16-byte vectors and its padded rows are, a decision ([`unaligned_pad_kernels`])
+//!    runs its zero-filling copy as a kernel of its own instead of inlining it into the
+//!    fetch (step 7), which then reads whole vectors.
 //! 2. **Split-K** (the split-K sketch): the first reduction axis is split by a sampled
 //!    count and `rfactor`ed; the rf block is the main block below, and the original
 //!    block, now the sum of the partial results, is scheduled on its own at the end.
@@ -398,7 +401,13 @@ pub fn apply_sketch(
         }
     }
     // 1b. Padding an einsum to multiples: the new stages are padding and an epilogue.
+    //     Zero-filled copies of operands whose rows are no whole 16-byte vectors may run
+    //     as kernels of their own (a decision), so that the fetch reads whole vectors.
     let padded = pad(space, sch, &st.main, kind)?;
+    let padding_kernels = match padded {
+        Some(_) if space.is_gpu() => unaligned_pad_kernels(space, sch, &st)?,
+        _ => Vec::new(),
+    };
     let st = stages(sch.program())?;
     // 2. Split-K: the main block becomes the rf block; the original one sums its
     //    partial results in a nest of its own.
@@ -598,7 +607,7 @@ pub fn apply_sketch(
         }
     }
     if space.inline_padding && space.cache_read.is_some() {
-        for name in &st.padding {
+        for name in st.padding.iter().filter(|n| !padding_kernels.contains(n)) {
             let b = sch.get_block(name).map_err(at("inline padding"))?;
             if attempt(sch, |s| s.compute_inline(b)).is_err() {
                 leftovers.insert(0, name.clone());
@@ -1478,13 +1487,14 @@ fn prologue_kernels(
 /// The zero-filled copies `pad_einsum` made (the padding stages the program has now that
 /// `before`, its stages before the padding, did not) of operands whose rows are no whole
 /// 16-byte vectors (a 16-bit
-/// extent not a multiple of 8, a 32-bit one not of 4). Inlined into a tensor-core
-/// GEMM's shared fetch, such a copy moves its operand element by element (2-byte loads
-/// for an odd f16 reduction); as kernels of their own they write the padded operands
-/// once, whose rows (whole multiples of the padding) the fetch then reads in 16-byte
-/// `cp.async` copies, for the price of a launch and a pass over the operand. Which of the
-/// two is a decision of the trace, sampled only where such a copy exists. Returns the
-/// kernels made.
+/// extent not a multiple of 8, a 32-bit one not of 4) while the padded rows are.
+/// Inlined into a GEMM's shared fetch, such a copy moves its operand element by element
+/// (2-byte loads for an odd f16 reduction, guarded 4-byte `cp.async` for f32); as
+/// kernels of their own they write the padded operands once, whose rows (whole
+/// multiples of the padding) the fetch then reads in 16-byte `cp.async` copies, for the
+/// price of a launch and a pass over the operand. Which of the two is a decision of the
+/// trace, sampled only where such a copy exists (by the tensor-core sketches and the
+/// plain and split-K ones on CUDA). Returns the kernels made.
 fn unaligned_pad_kernels(
     space: &SearchSpace,
     sch: &mut Schedule,
@@ -1499,11 +1509,14 @@ fn unaligned_pad_kernels(
                 let [b] = p.find_block(name)[..] else {
                     return false;
                 };
-                p.block_reads(b).iter().any(|(buf, _)| {
-                    let buffer = p.buffer(*buf);
+                let whole_vectors = |buf: crate::ir::BufferId| {
+                    let buffer = p.buffer(buf);
                     let row = buffer.shape.last().copied().unwrap_or(1);
-                    row * buffer.dtype.bytes() as i64 % 16 != 0
-                })
+                    row * buffer.dtype.bytes() as i64 % 16 == 0
+                };
+                // Worth a kernel only where the padded rows are whole vectors.
+                whole_vectors(p.block(b).body.buffer)
+                    && p.block_reads(b).iter().any(|(buf, _)| !whole_vectors(*buf))
             })
             .collect()
     };
@@ -1561,5 +1574,63 @@ mod tests {
         let mut exact = space.clone();
         exact.max_waste = 0.0;
         assert!(!pads(&exact, 1009));
+    }
+
+    #[test]
+    fn unaligned_f32_operands_are_padded_in_the_fetch_or_by_kernels_of_their_own() {
+        // k = 37 and n = 53 (primes) leave A's rows 148 bytes and B's 212: no 16-byte
+        // vectors, while their padded rows (48, 64) are. The plain and split-K sketches
+        // either zero-fill them in the shared fetch (guarded on 37) or (a decision) pad
+        // them once by a kernel of their own, whose padded rows the fetch reads unguarded.
+        let space = SearchSpace::cuda_default();
+        let spec = "matmul:m=64,n=53,k=37";
+        let p = crate::workload::preset(spec).unwrap().to_program();
+        let a = p.buffer(p.params[0]).name.clone();
+        for kind in [SketchKind::Plain, SketchKind::SplitK] {
+            let mut seen = [false; 2];
+            for seed in 0..24 {
+                let mut sch = Schedule::new(p.clone(), seed);
+                apply_sketch(&space, &mut sch, seed, kind).unwrap();
+                crate::interp::check(&p, sch.program(), seed)
+                    .unwrap_or_else(|e| panic!("{kind:?} seed {seed}: {e}"));
+                // A sampled vector length the fetched tile does not align is refused
+                // at lowering (the postprocessors drop such candidates).
+                let Ok(lowered) = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
+                else {
+                    continue;
+                };
+                let code = crate::codegen::cuda::generate(&lowered).unwrap().code;
+                let own = code.contains(&format!("// block {a}_pad\n"));
+                let shared = format!("{a}_pad_shared");
+                let fetch: Vec<&str> = code
+                    .lines()
+                    .filter(|l| {
+                        l.contains(&format!("{shared}[")) || l.contains(&format!("({shared} +"))
+                    })
+                    .collect();
+                assert!(!fetch.is_empty(), "{kind:?} seed {seed}:\n{code}");
+                let guarded = fetch.iter().any(|l| l.contains("< 37"));
+                assert_eq!(guarded, !own, "{kind:?} seed {seed}:\n{code}");
+                seen[usize::from(own)] = true;
+            }
+            assert_eq!(seen, [true, true], "{kind:?}");
+        }
+        // Aligned operands (k = 40, n = 56, both padded to 64 at most) get no decision.
+        let aligned = crate::workload::preset("matmul:m=64,n=56,k=40")
+            .unwrap()
+            .to_program();
+        for seed in 0..6 {
+            let mut sch = Schedule::new(aligned.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::Plain).unwrap();
+            let trace = crate::schedule::text::print(sch.trace());
+            assert!(trace.contains("pad_einsum"), "{trace}");
+            let blocks = sch.program().blocks_in_order();
+            assert!(
+                blocks
+                    .iter()
+                    .all(|b| !sch.program().block(*b).name.ends_with("_pad")),
+                "{trace}"
+            );
+        }
     }
 }
