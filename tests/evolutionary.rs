@@ -478,3 +478,55 @@ fn one_tiling_takes_at_most_its_share_of_a_batch() {
         "without the cap: {uncapped}, with it: {capped}"
     );
 }
+
+#[test]
+fn a_transferred_trace_from_before_a_new_decision_is_also_grown_again_with_it() {
+    // k = 37 and n = 53 leave the operands' rows no whole 16-byte vectors: the CUDA
+    // sketches decide whether their padding runs as kernels of their own. A trace
+    // recorded before that decision existed is the one the sketch makes with the padding
+    // in the fetch, less the decision's instruction.
+    let (space, target) = cuda();
+    let space = small(space, 24, 1);
+    let p = program("matmul:m=64,n=53,k=37");
+    let old = (0..64u64)
+        .find_map(|seed| {
+            let mut sch = Schedule::new(p.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::Plain).ok()?;
+            let text = tessel::schedule::text::print(sch.trace());
+            let lines: Vec<&str> = text.lines().collect();
+            let at = lines.iter().position(|l| l.starts_with("pad_einsum("))? + 1;
+            let decision = lines.get(at)?;
+            if !decision.contains("candidates=[0, 1]") || !decision.ends_with("decision=0)") {
+                return None;
+            }
+            let mut kept = lines.clone();
+            kept.remove(at);
+            let trace = tessel::schedule::text::parse(&kept.join("\n")).ok()?;
+            let replayed = replay(&trace, p.clone(), 0).ok()?;
+            check(replayed.program(), &space, &target).ok()?;
+            Some(trace)
+        })
+        .expect("a sample with the padding in the fetch that passes the checks");
+    let has_decision = |t: &Trace| {
+        let text = tessel::schedule::text::print(t);
+        let lines: Vec<&str> = text.lines().collect();
+        lines
+            .iter()
+            .position(|l| l.starts_with("pad_einsum("))
+            .and_then(|at| lines.get(at + 1))
+            .is_some_and(|l| l.contains("candidates=[0, 1]"))
+    };
+    assert!(!has_decision(&old));
+    // Grown again, the trace keeps its decisions and draws the new one: where it draws
+    // the padding as kernels of its own, a second member joins the population.
+    let mut grown = 0;
+    for seed in 0..8 {
+        let mut search = EvolutionarySearch::new(space.clone(), target.clone(), p.clone(), seed);
+        search.seed_traces(std::slice::from_ref(&old));
+        search.propose(4, &mut |_| false);
+        let transferred = search.last_round().transferred;
+        assert!((1..=2).contains(&transferred), "seed {seed}: {transferred}");
+        grown += usize::from(transferred == 2);
+    }
+    assert!(grown > 0, "no seed grew the trace into the new decision");
+}

@@ -9,7 +9,9 @@
 //! 1. **Initial population**: the best measured candidates of this workload (the top
 //!    `init_measured_ratio` of the population by latency, from [`SearchStrategy::feedback`]),
 //!    the transferred traces of other workloads that replay and pass the postprocessors
-//!    here ([`SearchStrategy::seed_traces`]), and fresh samples of every sketch.
+//!    here ([`SearchStrategy::seed_traces`]), each also grown again from its sketch with
+//!    its decisions as hints (so a trace recorded before the space gained a decision gets
+//!    one), and fresh samples of every sketch.
 //! 2. **Generations**: the population is scored, survivors are drawn with probability
 //!    proportional to their score and mutated ([`super::mutator`]) with the
 //!    `mutation_probability`, else copied. A mutant that fails to replay or to pass the
@@ -448,10 +450,25 @@ impl EvolutionarySearch {
             .collect()
     }
 
-    /// Tries the transferred traces not tried yet; keeps those that replay and pass.
+    /// Tries the transferred traces not tried yet; keeps those that replay and pass. Each
+    /// is also grown again from its sketch with its decisions as hints (a regrowth at its
+    /// last instruction): a trace recorded before the space gained a decision replays
+    /// without it, and its mutants would never have it; grown again it keeps every
+    /// decision it had and draws the new ones. Where the space is unchanged the two are
+    /// the same candidate, kept once.
     fn take_transfers(&mut self, round: &Round) {
         let pending = std::mem::take(&mut self.pending_transfer);
-        let sources = pending.into_iter().map(Source::Trace).collect();
+        let sources = pending
+            .into_iter()
+            .flat_map(|t| {
+                let last = t.insts.len().checked_sub(1);
+                let regrown = last.map(|inst| Source::Mutant {
+                    trace: t.clone(),
+                    regrow_at: Some(inst),
+                });
+                std::iter::once(Source::Trace(t)).chain(regrown)
+            })
+            .collect();
         for e in self.evaluate(round, sources) {
             let member = match e {
                 Evaluated::New {
