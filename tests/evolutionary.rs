@@ -518,15 +518,27 @@ fn a_transferred_trace_from_before_a_new_decision_is_also_grown_again_with_it() 
     };
     assert!(!has_decision(&old));
     // Grown again, the trace keeps its decisions and draws the new one: where it draws
-    // the padding as kernels of its own, a second member joins the population.
-    let mut grown = 0;
-    for seed in 0..8 {
-        let mut search = EvolutionarySearch::new(space.clone(), target.clone(), p.clone(), seed);
-        search.seed_traces(std::slice::from_ref(&old));
-        search.propose(4, &mut |_| false);
-        let transferred = search.last_round().transferred;
-        assert!((1..=2).contains(&transferred), "seed {seed}: {transferred}");
-        grown += usize::from(transferred == 2);
+    // the padding as kernels of its own, a second member joins the population. So too on
+    // another workload (n = 60: its padding multiples are drawn from [1, 16, 32, 64],
+    // the trace's from [16, 32, 64]), where the trace keeps the multiple it chose.
+    for spec in ["matmul:m=64,n=53,k=37", "matmul:m=64,n=60,k=37"] {
+        let here = program(spec);
+        let mut grown = 0;
+        for seed in 0..8 {
+            let mut search =
+                EvolutionarySearch::new(space.clone(), target.clone(), here.clone(), seed);
+            search.seed_traces(std::slice::from_ref(&old));
+            search.propose(4, &mut |_| false);
+            let transferred = search.last_round().transferred;
+            assert!(
+                (1..=2).contains(&transferred),
+                "{spec} seed {seed}: {transferred}"
+            );
+            grown += usize::from(transferred == 2);
+        }
+        assert!(
+            grown > 0,
+            "{spec}: no seed grew the trace into the new decision"
+        );
     }
-    assert!(grown > 0, "no seed grew the trace into the new decision");
 }

@@ -9,7 +9,10 @@
 //! instruction takes the next hint that is the same instruction with the same arguments
 //! and a decision valid for it, else samples. Hints are matched in order, looking ahead
 //! past those the new branch no longer has, so the decisions after a branch are kept
-//! where the sketch meets the same instruction again.
+//! where the sketch meets the same instruction again. A `sample_categorical` whose
+//! candidates no hint has takes the next hint's chosen value where it is among them, so a
+//! trace of another workload (or of an older space) can be grown again as a whole: the
+//! evolutionary search does so with the traces it transfers.
 
 use super::inst::{Decision, InstKind, Operand, Trace};
 
@@ -66,7 +69,9 @@ impl Hints {
                     .zip(attrs)
                     .all(|((n, v), (m, w))| n == m && v == w)
         };
-        let at = (self.next..self.list.len()).find(|&i| same(&self.list[i]))?;
+        let Some(at) = (self.next..self.list.len()).find(|&i| same(&self.list[i])) else {
+            return self.take_value(kind, attrs, valid);
+        };
         let hint = &mut self.list[at];
         if !valid(&hint.decision) {
             return None;
@@ -74,6 +79,50 @@ impl Hints {
         hint.taken = true;
         self.next = at + 1;
         Some(hint.decision.clone())
+    }
+
+    /// A `sample_categorical` whose candidates differ from every hint's takes the next
+    /// hint (that one alone, no looking ahead) where that is a `sample_categorical` whose
+    /// chosen value is among its candidates: a trace of another workload, whose padding
+    /// multiples were drawn from another list (`[1, 32, 64]` there, `[32, 64]` here),
+    /// keeps the multiple it chose.
+    fn take_value(
+        &mut self,
+        kind: InstKind,
+        attrs: &[(&str, Operand)],
+        valid: impl Fn(&Decision) -> bool,
+    ) -> Option<Decision> {
+        fn candidates<'a>(
+            attrs: impl IntoIterator<Item = (&'a str, &'a Operand)>,
+        ) -> Option<Vec<i64>> {
+            let (_, Operand::List(list)) = attrs.into_iter().find(|(n, _)| *n == "candidates")?
+            else {
+                return None;
+            };
+            list.iter()
+                .map(|o| match o {
+                    Operand::Int(v) => Some(*v),
+                    _ => None,
+                })
+                .collect()
+        }
+        if kind != InstKind::SampleCategorical {
+            return None;
+        }
+        let hint = self.list.get_mut(self.next)?;
+        let Decision::Categorical(index) = hint.decision else {
+            return None;
+        };
+        let old = candidates(hint.attrs.iter().map(|(n, v)| (n.as_str(), v)))?;
+        let new = candidates(attrs.iter().map(|(n, v)| (*n, v)))?;
+        let value = old.get(index)?;
+        let decision = Decision::Categorical(new.iter().position(|v| v == value)?);
+        if hint.kind != kind || !valid(&decision) {
+            return None;
+        }
+        hint.taken = true;
+        self.next += 1;
+        Some(decision)
     }
 
     /// Whether the first `n` hints were all taken: the schedule made the same first `n`
@@ -123,6 +172,15 @@ mod tests {
             !hints.took_first(2),
             "the [4, 5, 6] choice was not met again"
         );
+        // A choice among other candidates takes the next hint's value where it is one of
+        // them: the trace chose 6 of [4, 5, 6], this schedule chooses 6 of [6, 8].
+        let hints = Hints::from_trace(a.trace());
+        let mut c = Schedule::new(program(), 3);
+        c.set_hints(hints);
+        assert_eq!(categorical(&mut c, &[2, 3]), 3);
+        assert_eq!(categorical(&mut c, &[6, 8]), 6);
+        assert_eq!(categorical(&mut c, &[7, 8]), 7);
+        assert!(c.take_hints().expect("hints set").took_first(3));
         // A schedule without hints keeps its trace replayable as always.
         assert!(replay(b.trace(), program(), 0).is_ok());
     }

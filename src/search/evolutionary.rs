@@ -48,7 +48,7 @@ use super::space::{SearchParams, SearchSpace};
 use crate::cost_model::Scorer;
 use crate::ir::Program;
 use crate::lower::{lower, Lowered};
-use crate::schedule::{replay, Decision, Trace};
+use crate::schedule::{replay, Decision, Schedule, Trace};
 use rand::distributions::{Distribution, WeightedIndex};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -134,6 +134,12 @@ enum Source {
     Fresh {
         kind: SketchKind,
         seed: u64,
+    },
+    /// A trace grown again whole from its sketch with its decisions as hints, new
+    /// decisions drawn with `salt` in the seed.
+    Upgrade {
+        trace: Trace,
+        salt: u64,
     },
 }
 
@@ -300,17 +306,15 @@ impl EvolutionarySearch {
                 regrow_at: Some(inst),
             } => {
                 let seed = splitmix(self.seed ^ self.round.rotate_left(32) ^ inst as u64);
-                let regrown = timed(&mut work.sample, || {
-                    sketch::regrow(
-                        &self.space,
-                        &self.program,
-                        &self.sketches,
-                        &trace,
-                        inst,
-                        seed,
-                    )
-                });
-                match regrown {
+                match self.regrow(&trace, inst, seed, work) {
+                    Some(sch) => sch,
+                    None => return Evaluated::Replay,
+                }
+            }
+            Source::Upgrade { trace, salt } => {
+                let inst = trace.insts.len().saturating_sub(1);
+                let seed = splitmix(self.seed ^ self.round.rotate_left(32) ^ salt);
+                match self.regrow(&trace, inst, seed, work) {
                     Some(sch) => sch,
                     None => return Evaluated::Replay,
                 }
@@ -362,6 +366,21 @@ impl EvolutionarySearch {
             },
             Err(_) => Evaluated::Rejected,
         }
+    }
+
+    /// `trace` grown again from its sketch through instruction `inst` (see
+    /// [`sketch::regrow`]), the time it took added to `work`.
+    fn regrow(&self, trace: &Trace, inst: usize, seed: u64, work: &mut Work) -> Option<Schedule> {
+        timed(&mut work.sample, || {
+            sketch::regrow(
+                &self.space,
+                &self.program,
+                &self.sketches,
+                trace,
+                inst,
+                seed,
+            )
+        })
     }
 
     /// The index of `trace`'s structure in the registry, registering it if new.
@@ -460,13 +479,13 @@ impl EvolutionarySearch {
         let pending = std::mem::take(&mut self.pending_transfer);
         let sources = pending
             .into_iter()
-            .flat_map(|t| {
-                let last = t.insts.len().checked_sub(1);
-                let regrown = last.map(|inst| Source::Mutant {
+            .enumerate()
+            .flat_map(|(i, t)| {
+                let upgrade = Source::Upgrade {
                     trace: t.clone(),
-                    regrow_at: Some(inst),
-                });
-                std::iter::once(Source::Trace(t)).chain(regrown)
+                    salt: i as u64,
+                };
+                [Source::Trace(t), upgrade]
             })
             .collect();
         for e in self.evaluate(round, sources) {

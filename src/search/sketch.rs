@@ -940,8 +940,12 @@ fn pad_by_choices(sch: &mut Schedule, b: BlockRv, choices: &[Vec<i64>]) -> Resul
 
 /// The multiples an extent may be padded to: 1 (unpadded) where the extent has a good
 /// divisor ([`pads`] is false), and each of the space's `pad_multiples` that pads by at
-/// most `max_waste` of the padded extent, one multiple per distinct padded extent (the
-/// smallest). Empty for a short prime such as 19 (its axis is left to `sample_tile`).
+/// most `max_waste` of the padded extent. Two multiples may pad to the same extent (1319
+/// to 1344 by 32 and by 64): both stay, so that the list holds the same values for every
+/// extent they fit, and a trace of another workload that chose 64 keeps its choice
+/// when it is grown again here (`crate::schedule::hints`); the candidates they make are
+/// the same program, which the search proposes once. Empty for a short prime such as 19
+/// (its axis is left to `sample_tile`).
 fn pad_choices(space: &SearchSpace, extent: i64) -> Vec<i64> {
     let mut out: Vec<(i64, i64)> = Vec::new();
     if !pads(space, extent) {
@@ -952,15 +956,15 @@ fn pad_choices(space: &SearchSpace, extent: i64) -> Vec<i64> {
 }
 
 /// Appends to `out` (multiple, padded extent) for each of `multiples`, smallest first,
-/// that pads `extent` by at most `max_waste` of the padded extent and to an extent `out`
-/// does not hold yet.
+/// that pads `extent` by at most `max_waste` of the padded extent, unless `out` holds
+/// that extent unpadded (multiple 1) already.
 fn add_multiples(multiples: &[i64], max_waste: f64, extent: i64, out: &mut Vec<(i64, i64)>) {
     let mut multiples = multiples.to_vec();
     multiples.sort_unstable();
     for m in multiples {
         let padded = padded_extent(extent, m);
         let waste = (padded - extent) as f64 / padded as f64;
-        if waste <= max_waste && !out.iter().any(|(_, e)| *e == padded) {
+        if waste <= max_waste && !out.iter().any(|&(m, e)| m == 1 && e == padded) {
             out.push((m, padded));
         }
     }
