@@ -57,8 +57,9 @@ pub(crate) struct WarmStart {
 
 /// Feeds `strategy` every record of `w` measured on exactly `target` (successes and
 /// failures; a trace that no longer replays on `program` is left out) and seeds it with
-/// the best traces of other workloads measured on targets of the same kind (`seeds`, of
-/// `target`'s kind), their tile decisions fitted to this program's loops ([`fit`]).
+/// the [`SEEDS_PER_WORKLOAD`] fastest of them and the best traces of other workloads
+/// measured on targets of the same kind (`seeds`, of `target`'s kind), their tile
+/// decisions fitted to this program's loops ([`fit`]).
 pub(crate) fn warm_start(
     strategy: &mut (dyn SearchStrategy + Send),
     db: &Database,
@@ -87,6 +88,13 @@ pub(crate) fn warm_start(
     if !results.is_empty() {
         strategy.feedback(&results);
     }
+    // The fastest of its own records are seeds too: a trace recorded before the space
+    // gained a decision is grown into it by the strategy (its replay is the measured
+    // candidate itself, which the population holds once).
+    let own = fastest(&results, SEEDS_PER_WORKLOAD);
+    if !own.is_empty() {
+        strategy.seed_traces(&own);
+    }
     let seeds = fit(seeds.of_others(db, w)?, program);
     if !seeds.is_empty() {
         strategy.seed_traces(&seeds);
@@ -95,6 +103,17 @@ pub(crate) fn warm_start(
         fed_back: results.len(),
         seeds: seeds.len(),
     })
+}
+
+/// The traces of the `n` fastest successful results, fastest first.
+fn fastest(results: &[MeasuredResult], n: usize) -> Vec<Trace> {
+    let mut ok: Vec<(f64, &Trace)> = results
+        .iter()
+        .filter_map(|r| r.median_seconds.map(|s| (s, &r.trace)))
+        .filter(|(s, _)| s.is_finite() && *s > 0.0)
+        .collect();
+    ok.sort_by(|a, b| a.0.total_cmp(&b.0));
+    ok.into_iter().take(n).map(|(_, t)| t.clone()).collect()
 }
 
 /// The traces of other workloads that replay on `program` once their tile decisions are
@@ -160,5 +179,23 @@ mod tests {
             .of_others(&db, &a)
             .unwrap()
             .is_empty());
+    }
+
+    #[test]
+    fn the_fastest_own_results_are_seeds_fastest_first_failures_left_out() {
+        let result = |n: u32, s: Option<f64>| MeasuredResult {
+            trace: trace(n),
+            ir_hash: n.to_string(),
+            median_seconds: s,
+        };
+        let results = [
+            result(2, Some(3e-6)),
+            result(3, None),
+            result(4, Some(1e-6)),
+            result(5, Some(f64::NAN)),
+            result(6, Some(2e-6)),
+        ];
+        assert_eq!(fastest(&results, 2), vec![trace(4), trace(6)]);
+        assert_eq!(fastest(&results, 9), vec![trace(4), trace(6), trace(2)]);
     }
 }
