@@ -453,8 +453,9 @@ fn cublas_batched_non_square_gemm_matches_the_host() {
 }
 
 // ---------------------------------------------------------------------------------------
-// Seed schedules end to end, through the isolated worker (the `tessel` binary: set
-// TESSEL_BIN to its path on the GPU machine, e.g. ./.gpu/tessel).
+// Seed schedules end to end, through the isolated worker (the `tessel` binary: TESSEL_BIN,
+// else the one cargo built, else the one beside the test's folder, as gpu-bundle lays
+// them out: .gpu/tessel for .gpu/tests/gpu).
 
 /// The architecture of device 0 (`sm_90a` on an H100 or H200).
 /// The peer of every GEMM layout and of a dense layer (bias + relu epilogue) runs through
@@ -488,10 +489,19 @@ fn device_arch() -> String {
 }
 
 fn tessel_bin() -> std::path::PathBuf {
-    match std::env::var_os("TESSEL_BIN") {
-        Some(p) => p.into(),
-        None => env!("CARGO_BIN_EXE_tessel").into(),
+    if let Some(p) = std::env::var_os("TESSEL_BIN") {
+        return p.into();
     }
+    let built = std::path::PathBuf::from(env!("CARGO_BIN_EXE_tessel"));
+    if built.exists() {
+        return built;
+    }
+    // Built on another machine: the bundle's binary, one folder above the test's.
+    std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.parent()?.join("tessel")))
+        .filter(|p| p.exists())
+        .unwrap_or(built)
 }
 
 fn seed_source(name: &str, spec: &str, arch: &str) -> (tessel::workload::Workload, Source) {
