@@ -578,8 +578,9 @@ pub(super) fn pad(
 }
 
 /// The multiples an axis may be padded to: 1 where `base` divides it, each multiple
-/// that wastes at most `max_waste` of the padded extent (one per padded extent), and the
-/// smallest multiple where nothing else is left.
+/// that wastes at most `max_waste` of the padded extent (two that pad to one extent both
+/// stay: see `sketch::pad_choices`), and the smallest multiple where nothing else is
+/// left.
 fn pad_choices(multiples: &[i64], base: i64, max_waste: f64, extent: i64) -> Vec<i64> {
     let mut out: Vec<(i64, i64)> = Vec::new();
     if extent % base == 0 {
