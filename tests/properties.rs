@@ -436,4 +436,44 @@ fn found_seeds_of_the_random_schedules_compute_the_reference() {
     check_random_schedule("matmul:12x10x8", 17044595102590217342, 14);
     check_random_schedule("matmul:12x10x8", 12653794647731834261, 14);
     check_random_schedule("matmul:12x10x8", 2446185111155528355, 14);
+    // Rows computed twice under one init, where the rows are `f * 3 // 5 + ax0`, not
+    // affine in the loops (found 2026-11-27 after the fixes above).
+    check_random_schedule("dense_bias_relu:m=6,n=10,k=8", 2363897033976867237, 14);
+}
+
+#[test]
+fn decompose_reduction_refuses_a_target_whose_rows_repeat_through_a_floor_division() {
+    // T_dense computed at the loop of its consumer's tiles of 6 over the fused 6 x 10
+    // output: the rows a tile needs, `f * 3 // 5 + ax0` for ax0 in 0..2, overlap from one
+    // f to the next. With the init inside the block each f starts its rows afresh; one
+    // init above f would add the updates of the shared rows twice.
+    let w = workload::preset("dense_bias_relu:m=6,n=10,k=8").unwrap();
+    let trace = text::parse(
+        "b0 = get_block(\"T_dense\")
+i, j, k = get_loops(b0)
+i_j_fused = fuse(i, j)
+b1 = get_block(\"T_add\")
+b2 = get_block(\"T_dense\")
+i_j_fused_1, k_1 = get_loops(b2)
+reverse_compute_at(b1, i_j_fused_1)
+b3 = get_block(\"T_add\")
+i_j_fused_2 = get_loops(b3)
+i_j_fused_0, i_j_fused_1_1 = split(i_j_fused_2, factors=[10, 6])
+b4 = get_block(\"T_dense\")
+b5 = get_block(\"T_add\")
+i_j_fused_0_1, i_j_fused_1_2 = get_loops(b5)
+compute_at(b4, i_j_fused_0_1)
+b6 = get_block(\"T_dense\")
+i_j_fused_0_2, ax0, ax1, ax2 = get_loops(b6)
+",
+    )
+    .unwrap();
+    let mut sch = replay(&trace, w.to_program(), 0).unwrap();
+    computes_the_reference(&w, &sch);
+    let b = sch.get_block("T_dense").unwrap();
+    let target = sch.get_loops(b).unwrap()[0];
+    let before = sch.program().clone();
+    let err = sch.decompose_reduction(b, target).unwrap_err().to_string();
+    assert!(err.contains("more than once"), "{err}");
+    assert_eq!(sch.program(), &before);
 }

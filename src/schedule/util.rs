@@ -234,9 +234,11 @@ pub fn written_buffer(
 /// of its iteration space once: a loop no binding uses (the block runs again on every
 /// iteration of it), or one whose terms in a binding overlap those of a loop before it
 /// (`6 * j0 + ax1` with `ax1` over 12 visits columns 6-11 twice). A binding not affine in
-/// these loops (digits of a fused loop) is not judged, nor are the terms of a loop two
-/// bindings use. `None`: as far as that shows, each point once. A block that reads the
-/// buffer it updates may not repeat: the repetitions would accumulate again.
+/// these loops (digits of a fused loop, `f * 3 // 5 + ax0`) or a loop two bindings use is
+/// judged by visiting every iteration of the loops where they are at most
+/// [`ENUMERATED_ITERATIONS`] (the loops outside them at 0), and not judged beyond.
+/// `None`: as far as that shows, each point once. A block that reads the buffer it
+/// updates may not repeat: the repetitions would accumulate again.
 pub fn repeating_loop(p: &Program, b: BlockId, loops: &[LoopId]) -> Option<LoopId> {
     let vars: BTreeMap<VarId, LoopId> = loops
         .iter()
@@ -268,10 +270,13 @@ pub fn repeating_loop(p: &Program, b: BlockId, loops: &[LoopId]) -> Option<LoopI
     if let Some((_, l)) = vars.iter().find(|(v, _)| users(**v) == 0) {
         return Some(*l);
     }
+    let mut unjudged = false;
     for e in bindings {
         let Some(terms) = affine_terms(e, &|v| vars.contains_key(&v)) else {
+            unjudged |= e.vars().iter().any(|v| vars.contains_key(v));
             continue;
         };
+        unjudged |= terms.iter().any(|(c, v)| *c != 0 && users(*v) > 1);
         let mut terms: Vec<(i64, i64, LoopId)> = terms
             .into_iter()
             .filter(|(c, v)| *c != 0 && users(*v) == 1)
@@ -291,6 +296,58 @@ pub fn repeating_loop(p: &Program, b: BlockId, loops: &[LoopId]) -> Option<LoopI
                     reach = reach.min(*most);
                 }
             }
+        }
+    }
+    if unjudged {
+        return repeating_by_visit(p, b, loops);
+    }
+    None
+}
+
+/// The most iterations [`repeating_loop`] visits one by one.
+pub const ENUMERATED_ITERATIONS: i64 = 4096;
+
+/// [`repeating_loop`] by visiting every iteration of `loops` (those outside at 0): the
+/// outermost loop on which two iterations the predicate lets through differ while every
+/// binding has the same value; `None` when none do, or when there are more than
+/// [`ENUMERATED_ITERATIONS`].
+fn repeating_by_visit(p: &Program, b: BlockId, loops: &[LoopId]) -> Option<LoopId> {
+    let loops: Vec<LoopId> = loops
+        .iter()
+        .copied()
+        .filter(|l| p.lp(*l).extent > 1)
+        .collect();
+    let extents: Vec<i64> = loops.iter().map(|l| p.lp(*l).extent).collect();
+    let total = extents
+        .iter()
+        .try_fold(1i64, |a, e| a.checked_mul(*e))
+        .filter(|t| *t <= ENUMERATED_ITERATIONS)?;
+    let blk = p.block(b);
+    let mut seen: std::collections::HashMap<Vec<i64>, Vec<i64>> = Default::default();
+    for n in 0..total {
+        let mut rest = n;
+        let mut at = vec![0; loops.len()];
+        for (k, e) in extents.iter().enumerate().rev() {
+            at[k] = rest % e;
+            rest /= e;
+        }
+        let env = |v: VarId| {
+            loops
+                .iter()
+                .position(|l| p.lp(*l).var == v)
+                .map_or(0, |k| at[k])
+        };
+        if blk
+            .predicate
+            .as_ref()
+            .is_some_and(|c| c.eval_int(&env) == 0)
+        {
+            continue;
+        }
+        let point: Vec<i64> = blk.bindings.iter().map(|e| e.eval_int(&env)).collect();
+        if let Some(before) = seen.insert(point, at.clone()) {
+            let k = (0..loops.len()).find(|&k| before[k] != at[k])?;
+            return Some(loops[k]);
         }
     }
     None
