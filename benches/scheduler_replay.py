@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Task-scheduler policies replayed offline on recorded tuning curves (issue 15).
 
-    python3 benches/scheduler_replay.py DIR...
+    python3 benches/scheduler_replay.py [--rounds N] DIR...
 
 Each DIR holds one seed of `benches/network_schedulers.sh`: warm.json (the warm-up run's
 report) and gradient.json, round-robin.json (each policy resumed from that warm-up). A
 task's curve is its best latency after each round it had; the curve a policy is replayed
 on is, per task, the longer of the two runs' curves (held flat past its end, so a policy
 that gives a task more rounds than either run did gains nothing from them: the replay is
-pessimistic there). Every policy gets the rounds the runs had after the warm-up. Printed
+pessimistic there). Every policy gets the rounds the runs had after the warm-up, or the
+first N of them (`--rounds N`: a smaller budget, on the curves' beginnings). Printed
 per seed: each policy's estimated network latency (sum of weight x best) at the end, and
 the recorded figures of the two runs; then the geomean of each policy over round-robin.
 
@@ -121,10 +122,14 @@ POLICIES = {
 }
 
 
-def main(dirs):
+def main(args):
+    limit = None
+    if args[:1] == ["--rounds"]:
+        limit, args = int(args[1]), args[2:]
     ratios = {p: [] for p in POLICIES}
-    for d in map(Path, dirs):
+    for d in map(Path, args):
         tasks, start, curves, rounds, recorded = load(d)
+        rounds = min(rounds, limit or rounds)
         longer = [max(g, r, key=len) for g, r in zip(curves["gradient"], curves["round-robin"])]
         print(f"{d}: {len(tasks)} tasks, {rounds} rounds; recorded gradient "
               f"{recorded['gradient'] * 1e6:.1f} us, round-robin "
