@@ -92,10 +92,8 @@ impl Hints {
         attrs: &[(&str, Operand)],
         valid: impl Fn(&Decision) -> bool,
     ) -> Option<Decision> {
-        fn candidates<'a>(
-            attrs: impl IntoIterator<Item = (&'a str, &'a Operand)>,
-        ) -> Option<Vec<i64>> {
-            let (_, Operand::List(list)) = attrs.into_iter().find(|(n, _)| *n == "candidates")?
+        fn candidates(attrs: &[(&str, &Operand)]) -> Option<Vec<i64>> {
+            let Some((_, Operand::List(list))) = attrs.iter().find(|(n, _)| *n == "candidates")
             else {
                 return None;
             };
@@ -106,18 +104,18 @@ impl Hints {
                 })
                 .collect()
         }
-        if kind != InstKind::SampleCategorical {
+        let hint = self.list.get_mut(self.next)?;
+        if kind != InstKind::SampleCategorical || hint.kind != kind {
             return None;
         }
-        let hint = self.list.get_mut(self.next)?;
         let Decision::Categorical(index) = hint.decision else {
             return None;
         };
-        let old = candidates(hint.attrs.iter().map(|(n, v)| (n.as_str(), v)))?;
-        let new = candidates(attrs.iter().map(|(n, v)| (*n, v)))?;
-        let value = old.get(index)?;
-        let decision = Decision::Categorical(new.iter().position(|v| v == value)?);
-        if hint.kind != kind || !valid(&decision) {
+        let old: Vec<(&str, &Operand)> = hint.attrs.iter().map(|(n, v)| (n.as_str(), v)).collect();
+        let new: Vec<(&str, &Operand)> = attrs.iter().map(|(n, v)| (*n, v)).collect();
+        let value = *candidates(&old)?.get(index)?;
+        let decision = Decision::Categorical(candidates(&new)?.iter().position(|v| *v == value)?);
+        if !valid(&decision) {
             return None;
         }
         hint.taken = true;

@@ -75,8 +75,10 @@ pub trait SearchStrategy {
     /// The cost model to rank candidates with from now on (`None`: no model). Strategies
     /// that rank nothing ignore it.
     fn set_scorer(&mut self, _scorer: Option<std::sync::Arc<dyn crate::cost_model::Scorer>>) {}
-    /// Traces of other workloads (the database's best, same target kind) to try on this
-    /// one where their decisions fit (transfer). Strategies without a population ignore it.
+    /// Traces to start from: other workloads' (the database's best, same target kind) to
+    /// try on this one where their decisions fit (transfer), and this workload's own
+    /// fastest records, which may come from an older space. Strategies without a
+    /// population ignore it.
     fn seed_traces(&mut self, _traces: &[Trace]) {}
     /// Whether a cost model ranks the proposals (set by `set_scorer`).
     fn uses_model(&self) -> bool {
