@@ -12,6 +12,9 @@ pessimistic there). Every policy gets the rounds the runs had after the warm-up,
 first N of them (`--rounds N`: a smaller budget, on the curves' beginnings). Printed
 per seed: each policy's estimated network latency (sum of weight x best) at the end, and
 the recorded figures of the two runs; then the geomean of each policy over round-robin.
+Beside the policies, the bound no scheduler can pass on these curves: the allocation of
+the same rounds that minimizes the final estimate knowing every curve in advance
+(`best_allocation`, exact by dynamic programming over the tasks).
 
 This is no measurement: a real run's next round depends on the records before it, and
 the curves came from two particular allocations. It ranks policies cheaply before a
@@ -71,6 +74,28 @@ def simulate(tasks, start, curve, rounds, choose):
     return sum(t["weight"] * best(i) for i, t in enumerate(tasks)), n
 
 
+def best_allocation(tasks, start, curve, rounds):
+    """The least final estimate any split of `rounds` over the tasks reaches on these
+    curves (each task's best after n rounds known in advance): a knapsack over tasks,
+    `reach[u]` the least weighted sum of the tasks so far with u rounds among them.
+    Returns it and the rounds of each task."""
+
+    def after(i, n):
+        held = curve[i][:n] + ([curve[i][-1]] if n > len(curve[i]) and curve[i] else [])
+        return tasks[i]["weight"] * min([start[i]] + held)
+
+    reach, splits = [0.0] + [math.inf] * rounds, [[] for _ in range(rounds + 1)]
+    for i in range(len(tasks)):
+        cost = [after(i, n) for n in range(rounds + 1)]
+        nxt, nsplits = [math.inf] * (rounds + 1), [None] * (rounds + 1)
+        for used, base in enumerate(reach):
+            for n in range(rounds + 1 - used):
+                if base + cost[n] < nxt[used + n]:
+                    nxt[used + n], nsplits[used + n] = base + cost[n], splits[used] + [n]
+        reach, splits = nxt, nsplits
+    return reach[rounds], splits[rounds]
+
+
 def round_robin(tasks, n, hist, best):
     return min(range(len(tasks)), key=lambda i: (n[i], i))
 
@@ -112,6 +137,9 @@ def gradient_policy(alpha=0.2, window=3, beta=2.0, min_rounds=0, plateau=None):
     return choose
 
 
+# The label of `best_allocation` in the output.
+BOUND = "bound: the best allocation, curves known"
+
 POLICIES = {
     "round-robin": round_robin,
     "gradient": gradient_policy(),
@@ -126,7 +154,7 @@ def main(args):
     limit = None
     if args[:1] == ["--rounds"]:
         limit, args = int(args[1]), args[2:]
-    ratios = {p: [] for p in POLICIES}
+    ratios = {p: [] for p in [*POLICIES, BOUND]}
     for d in map(Path, args):
         tasks, start, curves, rounds, recorded = load(d)
         rounds = min(rounds, limit or rounds)
@@ -146,6 +174,9 @@ def main(args):
             base = base or est
             ratios[p].append(est / base)
             print(f"  {p:45s} {est * 1e6:8.1f} us  {est / base:.3f}  rounds {min(n)}-{max(n)}")
+        est, n = best_allocation(tasks, start, longer, rounds)
+        ratios[BOUND].append(est / base)
+        print(f"  {BOUND:45s} {est * 1e6:8.1f} us  {est / base:.3f}  rounds {min(n)}-{max(n)}")
     print("geomean over round-robin (< 1: ahead):")
     for p, r in ratios.items():
         print(f"  {p:45s} {math.exp(sum(map(math.log, r)) / len(r)):.3f}")

@@ -105,3 +105,37 @@ fn a_space_file_replaces_the_default_space() {
     assert!(with_file.iter().all(|it| it["pipeline_stages"] == 1));
     assert!(shipped_stages.iter().any(|&s| s > 1), "{shipped_stages:?}");
 }
+
+/// A workload with fewer outputs than a warp gets blocks of its size (the space's minimum
+/// of 32 threads left it no candidate, so a GPU tune of it had nothing to measure), and
+/// each such schedule computes the reference.
+#[test]
+fn workloads_smaller_than_a_warp_get_blocks_of_their_size() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (spec, outputs) in [
+        ("matmul:m=4,n=4,k=4", 16),
+        ("conv2d_nchw:n=1,c=8,h=4,w=4,k=1,r=3,s=3", 4),
+        ("batch_matmul:b=1,m=1,n=1,k=1", 1),
+    ] {
+        let items = sample_json(&[spec, "--target", "cuda", "-n", "4"]);
+        assert!(!items.is_empty(), "{spec}: no candidate");
+        for (i, it) in items.iter().enumerate() {
+            let threads = it["threads_per_block"].as_i64().unwrap();
+            assert!((1..=outputs).contains(&threads), "{spec}: {it}");
+            let path = dir.path().join(format!("{i}.sched"));
+            std::fs::write(&path, it["trace"].as_str().unwrap()).unwrap();
+            let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
+                .args(["check", spec, "--schedule"])
+                .arg(&path)
+                .output()
+                .expect("run tessel");
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{spec}: {stdout}{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(stdout.contains("ok"), "{spec}: {stdout}");
+        }
+    }
+}

@@ -9,7 +9,7 @@
 
 use super::space::SearchSpace;
 use crate::codegen::{self, Source};
-use crate::ir::{LoopKind, Program, ThreadTag};
+use crate::ir::{BufferKind, LoopKind, Program, ThreadTag};
 use crate::lower::{lower, Backend, LowerError, Lowered};
 use crate::target::build_limits::{BuildLimits, BuildRejection};
 use crate::target::cuda::CudaLimits;
@@ -156,6 +156,17 @@ fn vthreads(p: &Program) -> i64 {
     worst
 }
 
+/// The elements of `p`'s largest output.
+fn output_elements(p: &Program) -> i64 {
+    p.params
+        .iter()
+        .map(|b| p.buffer(*b))
+        .filter(|b| b.kind == BufferKind::Output)
+        .map(|b| b.numel())
+        .max()
+        .unwrap_or(1)
+}
+
 /// Lowers `p` for the target and checks it against the target's and the space's limits;
 /// the kernels and their source, or why the candidate cannot run: [`check`], then
 /// [`generate`].
@@ -228,7 +239,7 @@ pub fn check_lowered(
             // Only the main nest is held to the space's minimum; a standalone stage may
             // be smaller than one warp.
             let min = if lowered.kernels.len() == 1 {
-                space.min_threads_per_block
+                space.min_threads(output_elements(&lowered.program))
             } else {
                 1
             };

@@ -1278,6 +1278,7 @@ fn joint_spatial_tiles(
     let (Some(t_level), v_level) = (level_of("threadIdx"), level_of("vthread")) else {
         return vec![None; axes.len()];
     };
+    let min_threads = space.min_threads(axes.iter().map(|(e, _)| *e).product());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     for _ in 0..JOINT_TRIES {
         let draw: Option<Vec<Vec<i64>>> = axes
@@ -1304,7 +1305,7 @@ fn joint_spatial_tiles(
             .map(|t| t[t_level + 1..].iter().product::<i64>())
             .product::<i64>()
             * vthreads;
-        if (space.min_threads_per_block..=space.max_threads_per_block).contains(&threads)
+        if (min_threads..=space.max_threads_per_block).contains(&threads)
             && vthreads <= space.max_vthreads
             && per_thread <= MAX_OUTPUTS_PER_THREAD
         {

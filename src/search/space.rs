@@ -466,6 +466,13 @@ impl SearchSpace {
             .expect("the embedded cpu.toml is valid (tested)")
     }
 
+    /// The fewest threads a CUDA block may have for a program of `outputs` output
+    /// elements: `threads.min_threads_per_block`, or the outputs where there are fewer
+    /// (a 4 x 4 GEMM gets blocks of 16 threads rather than no candidate at all).
+    pub fn min_threads(&self, outputs: i64) -> i64 {
+        self.min_threads_per_block.min(outputs.max(1))
+    }
+
     /// Parses a space file; `origin` (a path) prefixes errors.
     pub fn parse(text: &str, origin: &str) -> Result<SearchSpace, SpaceError> {
         let f: File = toml::from_str(text).map_err(|e| SpaceError::Toml {
