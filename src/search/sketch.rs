@@ -685,7 +685,7 @@ fn split_k_counts(
     }
     let mut splits: Vec<i64> = extents
         .into_iter()
-        .flat_map(|e| split_counts(space, e))
+        .flat_map(|e| split_counts(space, e, outputs(blk)))
         .collect();
     splits.sort_unstable();
     splits.dedup();
@@ -695,26 +695,30 @@ fn split_k_counts(
 /// Whether `blk`'s output is small against its reduction by the split-K rule's bounds:
 /// at most `max_output_elements` outputs, at least `min_reduction` steps.
 fn small_output(rule: &crate::search::space::SplitK, blk: &crate::ir::Block) -> bool {
-    let extent = |kind| {
-        blk.iter_vars
-            .iter()
-            .filter(|iv| iv.kind == kind)
-            .map(|iv| iv.extent)
-            .product::<i64>()
-    };
-    extent(IterKind::Spatial) <= rule.max_output_elements
-        && extent(IterKind::Reduce) >= rule.min_reduction
+    outputs(blk) <= rule.max_output_elements && extent(blk, IterKind::Reduce) >= rule.min_reduction
 }
 
-/// The counts of the space's `split_k.splits` that split a reduction of `extent` evenly.
-fn split_counts(space: &SearchSpace, extent: i64) -> Vec<i64> {
-    space.split_k.as_ref().map_or_else(Vec::new, |rule| {
-        rule.splits
-            .iter()
-            .copied()
-            .filter(|s| extent % s == 0 && *s < extent)
-            .collect()
-    })
+/// The output elements of `blk` (the product of its spatial extents).
+fn outputs(blk: &crate::ir::Block) -> i64 {
+    extent(blk, IterKind::Spatial)
+}
+
+/// The product of `blk`'s extents of iteration variables of `kind`.
+fn extent(blk: &crate::ir::Block, kind: IterKind) -> i64 {
+    blk.iter_vars
+        .iter()
+        .filter(|iv| iv.kind == kind)
+        .map(|iv| iv.extent)
+        .product()
+}
+
+/// The counts of the space's `split_k.splits` that split a reduction of `extent` evenly,
+/// their partial results for `outputs` output elements within the rule's bound.
+fn split_counts(space: &SearchSpace, extent: i64, outputs: i64) -> Vec<i64> {
+    space
+        .split_k
+        .as_ref()
+        .map_or_else(Vec::new, |rule| rule.counts(extent, outputs))
 }
 
 /// The split-K rule: the first reduction loop of `main` is split by a sampled count
@@ -736,15 +740,17 @@ fn split_k(
     // `split_k_counts` again would test the padded output against `max_output_elements`
     // and refuse samples whose padding grew it past the bound (17% of the split-K
     // samples of a 390x2159x2532 GEMM).
-    let first_reduce = {
+    let (first_reduce, outputs) = {
         let p = sch.program();
-        p.block(sch.block_id(b).map_err(at("split-K"))?)
+        let blk = p.block(sch.block_id(b).map_err(at("split-K"))?);
+        let first = blk
             .iter_vars
             .iter()
             .find(|iv| iv.kind == IterKind::Reduce)
-            .map(|iv| iv.extent)
+            .map(|iv| iv.extent);
+        (first, outputs(blk))
     };
-    let splits = first_reduce.map_or_else(Vec::new, |e| split_counts(space, e));
+    let splits = first_reduce.map_or_else(Vec::new, |e| split_counts(space, e, outputs));
     if splits.is_empty() {
         return Err(SketchError::SplitKNotApplicable);
     }
@@ -892,6 +898,7 @@ fn pad(
         }
         let ivs = &p.block(b).iter_vars;
         let first_reduce = ivs.iter().position(|iv| iv.kind == IterKind::Reduce);
+        let outputs = outputs(p.block(b));
         let choices: Vec<Vec<i64>> = ivs
             .iter()
             .enumerate()
@@ -902,7 +909,9 @@ fn pad(
                 let mut c = pad_choices(space, iv.extent);
                 // The split-K sketch keeps paddings of its reduction that a count divides.
                 if kind == SketchKind::SplitK && Some(i) == first_reduce {
-                    c.retain(|m| !split_counts(space, padded_extent(iv.extent, *m)).is_empty());
+                    c.retain(|m| {
+                        !split_counts(space, padded_extent(iv.extent, *m), outputs).is_empty()
+                    });
                 }
                 if c.is_empty() {
                     c.push(1);

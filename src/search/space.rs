@@ -237,14 +237,34 @@ pub struct PipelineRule {
 /// The split-K rule (`[split_k]`): a workload whose output has at most
 /// `max_output_elements` elements and whose reduction is at least `min_reduction` long has
 /// a split-K sketch, which splits its first reduction axis by one of `splits` (those that
-/// divide it) and `rfactor`s the outer part into a spatial axis. `probability` is how
-/// often `sketch::apply` (random search) takes that sketch.
+/// divide it) and `rfactor`s the outer part into a spatial axis; a count whose partial
+/// results (count x outputs) exceed `max_partial_elements` is not offered. `probability`
+/// is how often `sketch::apply` (random search) takes that sketch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SplitK {
     pub probability: f64,
     pub max_output_elements: i64,
     pub min_reduction: i64,
     pub splits: Vec<i64>,
+    pub max_partial_elements: i64,
+}
+
+impl SplitK {
+    /// The counts of `splits` that split a reduction of `extent` evenly into parts of
+    /// more than one step, their partial results within the bound ([`Self::partials_fit`]).
+    pub fn counts(&self, extent: i64, outputs: i64) -> Vec<i64> {
+        self.splits
+            .iter()
+            .copied()
+            .filter(|s| extent % s == 0 && *s < extent && self.partials_fit(*s, outputs))
+            .collect()
+    }
+
+    /// Whether `count` partial results of `outputs` output elements stay within
+    /// `max_partial_elements`.
+    pub fn partials_fit(&self, count: i64, outputs: i64) -> bool {
+        count.saturating_mul(outputs) <= self.max_partial_elements
+    }
 }
 
 #[derive(Deserialize)]
@@ -316,6 +336,13 @@ struct SplitKFile {
     max_output_elements: i64,
     min_reduction: i64,
     splits: Vec<i64>,
+    /// Absent in space files written before the key: no bound.
+    #[serde(default = "unbounded")]
+    max_partial_elements: i64,
+}
+
+fn unbounded() -> i64 {
+    i64::MAX
 }
 
 #[derive(Deserialize)]
@@ -636,11 +663,18 @@ impl SearchSpace {
                         "it and max_output_elements must be at least 1".into(),
                     ));
                 }
+                if k.max_partial_elements < 2 {
+                    return Err(invalid(
+                        "split_k.max_partial_elements",
+                        format!("{} is less than 2", k.max_partial_elements),
+                    ));
+                }
                 Some(SplitK {
                     probability: k.probability,
                     max_output_elements: k.max_output_elements,
                     min_reduction: k.min_reduction,
                     splits: k.splits,
+                    max_partial_elements: k.max_partial_elements,
                 })
             }
             _ => None,
@@ -924,6 +958,34 @@ mod tests {
         let bad_bind = CUDA_DEFAULT.replace("\"vthread.x\"", "\"warp\"");
         let e = SearchSpace::parse(&bad_bind, "f.toml").unwrap_err();
         assert!(e.to_string().contains("tiling.spatial_bind"), "{e}");
+    }
+
+    #[test]
+    fn split_counts_keep_their_partial_results_within_the_bound() {
+        let c = SearchSpace::cuda_default();
+        let rule = c.split_k.as_ref().expect("the CUDA space splits K");
+        // A 2 x 3 output over 100,000 steps takes counts up to 32 (those that divide).
+        assert_eq!(rule.counts(100_000, 6), [2, 4, 8, 16, 32]);
+        // Every output `max_output_elements` allows keeps every count up to 16.
+        assert_eq!(rule.counts(4096, rule.max_output_elements), [2, 4, 8, 16]);
+        // A part of one step is no split.
+        assert_eq!(rule.counts(4, 1), [2]);
+        let bad = CUDA_DEFAULT.replace(
+            "max_partial_elements = 16777216",
+            "max_partial_elements = 1",
+        );
+        let e = SearchSpace::parse(&bad, "f.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.toml: key `split_k.max_partial_elements`: 1 is less than 2"
+        );
+        // A space file from before the key: no bound.
+        let old = CUDA_DEFAULT.replace("max_partial_elements = 16777216", "");
+        let old = SearchSpace::parse(&old, "f.toml").unwrap();
+        assert_eq!(
+            old.split_k.unwrap().counts(256, 1 << 30),
+            [2, 4, 8, 16, 32, 64, 128]
+        );
     }
 
     #[test]

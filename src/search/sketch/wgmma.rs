@@ -402,14 +402,15 @@ fn split_reduction(
         if g.batch || !super::small_output(rule, blk) {
             return Ok(None);
         }
-        let k: i64 = blk
-            .iter_vars
-            .iter()
-            .filter(|iv| iv.kind == crate::ir::IterKind::Reduce)
-            .map(|iv| iv.extent)
-            .product();
+        let k = super::extent(blk, crate::ir::IterKind::Reduce);
+        let outputs = super::outputs(blk);
         std::iter::once(1)
-            .chain(rule.splits.iter().copied().filter(|s| k % (s * PANEL) == 0))
+            .chain(
+                rule.splits
+                    .iter()
+                    .copied()
+                    .filter(|s| k % (s * PANEL) == 0 && rule.partials_fit(*s, outputs)),
+            )
             .collect()
     };
     if counts.len() < 2 {
