@@ -37,8 +37,14 @@ for w in "$@"; do
   "$bin" run "$w" --schedule "$out/$tag.sched" --target cuda $cmp >"$out/$tag.run.txt" 2>&1
   case $w in
     conv2d*)
-      # conv2d_nchw:n=1,c=64,... -> 1 64 ... in the script's argument order.
-      args=$(printf '%s' "${w#*:}" | tr ',' '\n' | cut -d= -f2 | tr '\n' ' ')
+      # conv2d_nchw:n=1,c=64,... -> 1 64 ... in the script's argument order, by key (a
+      # spec may leave stride and pad at their defaults or name a dilation).
+      args=$(python3 -c '
+import sys
+kv = dict(x.split("=") for x in sys.argv[1].split(","))
+out = [kv[k] for k in "n c h w k r s".split()] + [kv.get("stride", "1"), kv.get("pad", "0")]
+out += [kv[k] for k in ("dtype", "acc") if k in kv] + ["dilation=" + kv["dilation"]] * ("dilation" in kv)
+print(" ".join(out))' "${w#*:}")
       relu= layout=
       [[ $w == conv2d_relu* ]] && relu=relu
       # cuDNN reads an NHWC conv's tensors channels last, as tessel does.
