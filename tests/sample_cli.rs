@@ -155,3 +155,40 @@ fn a_degenerate_cpu_nest_is_sampled_with_serial_loops() {
     assert!(!items.is_empty(), "{spec}: no candidate");
     check_samples(spec, &items);
 }
+
+/// A small output over a long reduction is offered split-K counts past 16 (up to 256
+/// where the partial results stay within `split_k.max_partial_elements`), and such
+/// samples compute the reference.
+#[test]
+fn a_skinny_gemm_is_split_into_many_parts_and_stays_correct() {
+    let spec = "matmul:m=2,n=3,k=4096";
+    let items = sample_json(&[spec, "--target", "cuda", "-n", "32", "--seed", "1"]);
+    let count = |trace: &str| -> Option<i64> {
+        // The split-K count: the categorical right before the split that rfactor takes.
+        let lines: Vec<&str> = trace.lines().collect();
+        let rf = lines.iter().position(|l| l.contains("= rfactor("))?;
+        let cat = lines[..rf]
+            .iter()
+            .rev()
+            .find(|l| l.contains("sample_categorical("))?;
+        let list = cat.split("candidates=[").nth(1)?.split(']').next()?;
+        let candidates: Vec<i64> = list
+            .split(", ")
+            .map(|c| c.parse().ok())
+            .collect::<Option<_>>()?;
+        let decision: usize = cat
+            .split("decision=")
+            .nth(1)?
+            .trim_end_matches(')')
+            .parse()
+            .ok()?;
+        candidates.get(decision).copied()
+    };
+    let many: Vec<serde_json::Value> = items
+        .iter()
+        .filter(|it| count(it["trace"].as_str().unwrap()).is_some_and(|c| c > 16))
+        .cloned()
+        .collect();
+    assert!(!many.is_empty(), "no sample split more than 16 ways");
+    check_samples(spec, &many);
+}
