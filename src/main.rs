@@ -952,6 +952,10 @@ fn run_sample(
     use tessel::search::{SearchSpace, TargetLimits};
     let w = load_workload(spec)?;
     let program = tessel::database::canonical_program(&w)?;
+    let target_name = match target {
+        TargetArg::Cuda => "cuda",
+        TargetArg::Cpu => "cpu",
+    };
     let (space, limits) = match target {
         TargetArg::Cuda => (
             space.unwrap_or_else(SearchSpace::cuda_default),
@@ -965,7 +969,8 @@ fn run_sample(
             (space, TargetLimits::Cpu)
         }
     };
-    let samples = tessel::search::sample(&space, &limits, &program, n, seed);
+    let samples = tessel::search::sample(&space, &limits, &program, n, seed)
+        .with_context(|| format!("workload {spec} on {target_name}"))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&samples)?);
         return Ok(());

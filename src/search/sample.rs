@@ -27,22 +27,42 @@ pub struct SampleSummary {
     pub pipeline_stages: i64,
 }
 
+/// Why a space offered no candidate at all: what became of the samples drawn.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error(
+    "the space offers no candidate: {failed} samples failed to apply their sketch, \
+     {rejected} were refused{}",
+    first_rejection.as_ref().map(|r| format!(" (the first: {r})")).unwrap_or_default()
+)]
+pub struct NoCandidate {
+    pub failed: usize,
+    pub rejected: usize,
+    pub first_rejection: Option<String>,
+}
+
 /// Up to `n` distinct candidates of `program`'s space for `target`, drawn with `seed`.
-/// Fewer come back when the space looks exhausted.
+/// Fewer come back when the space looks exhausted; none is an error that says why.
 pub fn sample(
     space: &SearchSpace,
     target: &TargetLimits,
     program: &Program,
     n: usize,
     seed: u64,
-) -> Vec<SampleSummary> {
+) -> Result<Vec<SampleSummary>, NoCandidate> {
     let mut search = RandomSearch::new(space.clone(), target.clone(), program.clone(), seed);
     let proposal = search.propose(n, &mut |_| false);
-    proposal
+    if proposal.candidates.is_empty() {
+        return Err(NoCandidate {
+            failed: proposal.instantiation_failures,
+            rejected: proposal.rejected.len(),
+            first_rejection: proposal.rejected.first().map(|(_, r)| r.to_string()),
+        });
+    }
+    Ok(proposal
         .candidates
         .iter()
         .map(|c| summarise(program, c))
-        .collect()
+        .collect())
 }
 
 fn summarise(program: &Program, c: &Candidate) -> SampleSummary {
@@ -167,7 +187,7 @@ mod tests {
         let space = SearchSpace::cuda_default();
         let target = TargetLimits::Cuda(CudaLimits::sm90_default());
         let p = program("matmul:37x29x19");
-        let out = sample(&space, &target, &p, 8, 5);
+        let out = sample(&space, &target, &p, 8, 5).unwrap();
         assert_eq!(out.len(), 8);
         for s in &out {
             assert!((32..=1024).contains(&s.threads_per_block), "{s:?}");
@@ -175,7 +195,25 @@ mod tests {
             assert!(s.shared_bytes > 0, "{s:?}");
             assert!(s.trace.contains("sample_tile"), "{}", s.trace);
         }
-        let again = sample(&space, &target, &p, 8, 5);
+        let again = sample(&space, &target, &p, 8, 5).unwrap();
         assert_eq!(out, again);
+    }
+
+    #[test]
+    fn a_space_without_candidates_says_what_became_of_its_samples() {
+        // A device whose blocks hold no shared memory: every staged sample is refused.
+        let space = SearchSpace::cuda_default();
+        let target = TargetLimits::Cuda(CudaLimits {
+            max_shared_bytes_static: 0,
+            max_shared_bytes_optin: 0,
+            ..CudaLimits::sm90_default()
+        });
+        let e = sample(&space, &target, &program("matmul:64x64x64"), 4, 1).unwrap_err();
+        assert!(e.rejected > 0, "{e}");
+        assert!(
+            e.to_string().starts_with("the space offers no candidate: "),
+            "{e}"
+        );
+        assert!(e.to_string().contains("(the first: "), "{e}");
     }
 }
