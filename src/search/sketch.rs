@@ -172,6 +172,9 @@ const STANDALONE_ELEMENTS: [i64; 4] = [1, 2, 4, 8];
 /// The stages of the program the rules act on, by block name.
 struct Stages {
     padding: Vec<String>,
+    /// Reductions before the main one (a softmax's row maximum before its row sum): each
+    /// computed by a nest of its own, spread over the device ([`standalone`]).
+    reductions: Vec<String>,
     main: String,
     epilogues: Vec<String>,
 }
@@ -190,6 +193,11 @@ fn stages(p: &Program) -> Result<Stages, SketchError> {
         padding: order[..main_pos]
             .iter()
             .filter(|b| spatial_intermediate(b))
+            .map(|b| p.block(*b).name.clone())
+            .collect(),
+        reductions: order[..main_pos]
+            .iter()
+            .filter(|b| p.block(**b).is_reduction())
             .map(|b| p.block(*b).name.clone())
             .collect(),
         main: p.block(order[main_pos]).name.clone(),
@@ -236,6 +244,9 @@ impl SketchKind {
 /// The sketches of `program`'s design space: always the plain one, and the split-K one
 /// where the space has `[split_k]` and the workload fits its rule.
 pub fn sketches(space: &SearchSpace, program: &Program) -> Result<Vec<SketchKind>, SketchError> {
+    if !has_reduction(program) {
+        return Ok(vec![SketchKind::Plain]);
+    }
     let st = stages(program)?;
     let main = program
         .blocks_in_order()
@@ -387,6 +398,9 @@ pub fn apply_sketch(
     }
     if kind == SketchKind::Wgmma {
         return wgmma::apply(space, sch);
+    }
+    if !has_reduction(sch.program()) {
+        return elementwise(space, sch);
     }
     // 0. A pointwise convolution may be tiled as its GEMM (a branch of the sketch).
     gemm_view(space, sch)?;
@@ -651,7 +665,42 @@ pub fn apply_sketch(
     if let Some((_, wb, _)) = split {
         split_k_sum(space, sch, wb)?;
     }
-    for name in &leftovers {
+    for name in st.reductions.iter().chain(&leftovers) {
+        standalone(space, sch, name)?;
+    }
+    Ok(())
+}
+
+/// Whether `p` has a reduction block (a main nest to tile).
+fn has_reduction(p: &Program) -> bool {
+    p.blocks_in_order()
+        .iter()
+        .any(|b| p.block(*b).is_reduction())
+}
+
+/// The sketch of a program without a reduction (elementwise stages, a transpose, a
+/// broadcast): each intermediate stage inlined into its consumers where it can be, each
+/// remaining stage spread over the device as an epilogue left outside a main nest is.
+fn elementwise(space: &SearchSpace, sch: &mut Schedule) -> Result<(), SketchError> {
+    let names: Vec<(String, bool)> = {
+        let p = sch.program();
+        p.blocks_in_order()
+            .iter()
+            .map(|b| {
+                let blk = p.block(*b);
+                let intermediate = p.buffer(blk.body.buffer).kind == BufferKind::Intermediate;
+                (blk.name.clone(), intermediate)
+            })
+            .collect()
+    };
+    let mut left = Vec::new();
+    for (name, intermediate) in names {
+        let b = sch.get_block(&name).map_err(at("inline"))?;
+        if !(intermediate && attempt(sch, |s| s.compute_inline(b)).is_ok()) {
+            left.push(name);
+        }
+    }
+    for name in &left {
         standalone(space, sch, name)?;
     }
     Ok(())
@@ -1564,10 +1613,17 @@ fn computes_values(e: &Expr) -> bool {
 fn standalone(space: &SearchSpace, sch: &mut Schedule, name: &str) -> Result<(), SketchError> {
     let b = sch.get_block(name).map_err(at("epilogue"))?;
     let loops = sch.get_loops(b).map_err(at("epilogue"))?;
-    if loops.is_empty() {
+    // A reduction (one before the main nest) keeps its reduction loops serial in each
+    // thread: only the spatial loops outside them are spread.
+    let kinds = loop_kinds(sch, b, &loops)?;
+    let spatial = kinds
+        .iter()
+        .take_while(|k| **k == IterKind::Spatial)
+        .count();
+    if spatial == 0 {
         return Ok(());
     }
-    spread(space, sch, &loops, "epilogue")
+    spread(space, sch, &loops[..spatial], "epilogue")
 }
 
 #[cfg(test)]
@@ -1590,6 +1646,54 @@ mod tests {
         let mut exact = space.clone();
         exact.max_waste = 0.0;
         assert!(!pads(&exact, 1009));
+    }
+
+    /// Samples of `text` on both targets' spaces compute the reference (interpreter), and
+    /// on CUDA every one lowers to kernels whose root nests are bound to the device.
+    fn samples_compute_the_reference(text: &str) {
+        let p = crate::workload::parse(text).unwrap().to_program();
+        for space in [SearchSpace::cuda_default(), SearchSpace::cpu_default()] {
+            let kinds = sketches(&space, &p).unwrap();
+            for seed in 0..6 {
+                let mut sch = Schedule::new(p.clone(), seed);
+                apply_sketch(&space, &mut sch, seed, kinds[0])
+                    .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                crate::interp::check(&p, sch.program(), seed)
+                    .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                if space.is_gpu() {
+                    crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
+                        .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                }
+            }
+        }
+    }
+
+    /// A program without a reduction (an elementwise chain, a transpose) is a space of its
+    /// own: its stages inlined where they can be and spread over the device. The tuner
+    /// refused it ("the workload has no reduction block to tile").
+    #[test]
+    fn a_program_without_a_reduction_is_spread_over_the_device() {
+        samples_compute_the_reference(
+            "workload bias_relu\ninput A: f32[37, 53]\ninput B: f32[53]\n\
+             T[i, j] = A[i, j] + B[j]\nY[i, j] = relu(T[i, j])\n",
+        );
+        samples_compute_the_reference(
+            "workload transpose\ninput A: f32[29, 31]\nY[j, i] = A[i, j]\n",
+        );
+    }
+
+    /// A reduction before the main one (a softmax's row maximum before its row sum) is
+    /// computed by a nest of its own spread over the device; on CUDA it was left unbound
+    /// and every sample failed to lower.
+    #[test]
+    fn a_reduction_before_the_main_one_gets_a_nest_of_its_own() {
+        samples_compute_the_reference(
+            "workload softmax\ninput X: f32[12, 40]\n\
+             M[i] = max_reduce(X[i, k], k: 40)\n\
+             E[i, j] = exp(X[i, j] - M[i])\n\
+             S[i] = sum(E[i, k], k: 40)\n\
+             Y[i, j] = E[i, j] / S[i]\n",
+        );
     }
 
     #[test]
