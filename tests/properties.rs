@@ -200,7 +200,20 @@ fn random_step(sch: &mut Schedule, rng: &mut ChaCha8Rng) -> bool {
 }
 
 fn check_random_schedule(spec: &str, seed: u64, steps: usize) -> usize {
-    let w = workload::preset(spec).unwrap();
+    check_random_schedule_of(&workload::preset(spec).unwrap(), seed, steps)
+}
+
+/// A softmax over rows: two reductions (the row maximum, then the row sum) with
+/// elementwise stages between and after them.
+const SOFTMAX: &str = "workload softmax
+input X: f32[6, 10]
+M[i] = max_reduce(X[i, k], k: 10)
+E[i, j] = exp(X[i, j] - M[i])
+S[i] = sum(E[i, k], k: 10)
+Y[i, j] = E[i, j] / S[i]
+";
+
+fn check_random_schedule_of(w: &workload::Workload, seed: u64, steps: usize) -> usize {
     let reference = w.to_program();
     let mut sch = Schedule::new(w.to_program(), seed);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -252,6 +265,11 @@ proptest! {
     #[test]
     fn random_schedules_of_dense_bias_relu(seed in any::<u64>()) {
         check_random_schedule("dense_bias_relu:m=6,n=10,k=8", seed, 14);
+    }
+
+    #[test]
+    fn random_schedules_of_softmax(seed in any::<u64>()) {
+        check_random_schedule_of(&workload::parse(SOFTMAX).unwrap(), seed, 14);
     }
 
     #[test]
