@@ -457,6 +457,45 @@ fn found_seeds_of_the_random_schedules_compute_the_reference() {
     // Rows computed twice under one init, where the rows are `f * 3 // 5 + ax0`, not
     // affine in the loops (found 2026-11-27 after the fixes above).
     check_random_schedule("dense_bias_relu:m=6,n=10,k=8", 2363897033976867237, 14);
+    // A conv's rf block computed at a fused loop whose tiles of 2 points need rows
+    // `f * 2 // 5 + ax2` that overlap from one f to the next, then one init above f: the
+    // visit of its iterations gave up past 4,096 (its three reduction loops counted), so
+    // the repetition went unjudged (found 2026-11-28).
+    check_random_schedule(
+        "conv2d_nchw:n=1,c=3,h=5,w=5,k=4,r=3,s=3,stride=1,pad=1",
+        16079333364878333726,
+        14,
+    );
+}
+
+#[test]
+fn decompose_reduction_judges_repeated_rows_past_the_reduction_loops() {
+    // A conv's rf block (the reduction over r factored out) computed at a fused loop f
+    // of its consumer whose tiles of 2 points need the rows `f * 2 // 5 + ax2`: they
+    // overlap from one f to the next. Its three reduction loops (rc, the factored r, s)
+    // made 16,200 iterations to visit below the init's loop, past the bound, and the
+    // init went above f unjudged; each walks a dimension of its own and is not visited.
+    let w = workload::preset("conv2d_nchw:n=1,c=3,h=5,w=5,k=4,r=3,s=3,stride=1,pad=1").unwrap();
+    let trace = text::parse(
+        "b0 = get_block(\"conv2d_nchw\")
+nn, ff, yy, xx, rc, ry, rx = get_loops(b0)
+b1 = rfactor(ry, factor_axis=0)
+b2 = get_block(\"conv2d_nchw\")
+ax0, ax1, ax2, ax3, ax4 = get_loops(b2)
+ax2_ax3_fused = fuse(ax2, ax3)
+ax2_ax3_fused_0, ax2_ax3_fused_1, ax2_ax3_fused_2 = split(ax2_ax3_fused, factors=[15, None, 2])
+compute_at(b1, ax2_ax3_fused_0)
+",
+    )
+    .unwrap();
+    let mut sch = replay(&trace, w.to_program(), 0).unwrap();
+    computes_the_reference(&w, &sch);
+    let b = sch.get_block("conv2d_nchw_rf").unwrap();
+    let target = sch.get_loops(b).unwrap()[1];
+    let before = sch.program().clone();
+    let err = sch.decompose_reduction(b, target).unwrap_err().to_string();
+    assert!(err.contains("more than once"), "{err}");
+    assert_eq!(sch.program(), &before);
 }
 
 #[test]

@@ -312,17 +312,32 @@ pub const ENUMERATED_ITERATIONS: i64 = 4096;
 /// binding has the same value; `None` when none do, or when there are more than
 /// [`ENUMERATED_ITERATIONS`].
 fn repeating_by_visit(p: &Program, b: BlockId, loops: &[LoopId]) -> Option<LoopId> {
+    let blk = p.block(b);
+    let loop_vars: Vec<VarId> = loops.iter().map(|l| p.lp(*l).var).collect();
+    // A loop that is alone in the one binding that uses it, with a nonzero coefficient
+    // (a reduction's `rc = ax4`), walks a dimension of its own once: two iterations that
+    // differ on it never meet, so it is held at 0 and only the others are visited (a
+    // conv's three reduction loops multiplied the count past the bound).
+    let own_dimension = |v: VarId| {
+        let mut users = blk.bindings.iter().filter(|e| e.uses_var(v));
+        let (Some(e), None) = (users.next(), users.next()) else {
+            return false;
+        };
+        let alone = e.vars().iter().all(|x| *x == v || !loop_vars.contains(x));
+        alone
+            && affine_terms(e, &|x| x == v)
+                .is_some_and(|t| t.iter().any(|(c, x)| *x == v && *c != 0))
+    };
     let loops: Vec<LoopId> = loops
         .iter()
         .copied()
-        .filter(|l| p.lp(*l).extent > 1)
+        .filter(|l| p.lp(*l).extent > 1 && !own_dimension(p.lp(*l).var))
         .collect();
     let extents: Vec<i64> = loops.iter().map(|l| p.lp(*l).extent).collect();
     let total = extents
         .iter()
         .try_fold(1i64, |a, e| a.checked_mul(*e))
         .filter(|t| *t <= ENUMERATED_ITERATIONS)?;
-    let blk = p.block(b);
     let mut seen: std::collections::HashMap<Vec<i64>, Vec<i64>> = Default::default();
     for n in 0..total {
         let mut rest = n;
