@@ -241,8 +241,9 @@ impl SketchKind {
     }
 }
 
-/// The sketches of `program`'s design space: always the plain one, and the split-K one
-/// where the space has `[split_k]` and the workload fits its rule.
+/// The sketches of `program`'s design space: always the plain one (for a program without
+/// a reduction, [`elementwise`]), and the split-K one where the space has `[split_k]` and
+/// the workload fits its rule.
 pub fn sketches(space: &SearchSpace, program: &Program) -> Result<Vec<SketchKind>, SketchError> {
     if !has_reduction(program) {
         return Ok(vec![SketchKind::Plain]);
