@@ -9,7 +9,7 @@ use rand_chacha::ChaCha8Rng;
 use tessel::interp;
 use tessel::ir::printer::print_program;
 use tessel::ir::verify::verify;
-use tessel::schedule::{json, replay, text, AnnArg, IntArg, LoopRv, Schedule, Target};
+use tessel::schedule::{json, replay, text, AnnArg, IntArg, LoopRv, Schedule, Target, Trace};
 use tessel::workload;
 
 const THREADS: [&str; 6] = [
@@ -488,14 +488,7 @@ compute_at(b1, ax2_ax3_fused_0)
 ",
     )
     .unwrap();
-    let mut sch = replay(&trace, w.to_program(), 0).unwrap();
-    computes_the_reference(&w, &sch);
-    let b = sch.get_block("conv2d_nchw_rf").unwrap();
-    let target = sch.get_loops(b).unwrap()[1];
-    let before = sch.program().clone();
-    let err = sch.decompose_reduction(b, target).unwrap_err().to_string();
-    assert!(err.contains("more than once"), "{err}");
-    assert_eq!(sch.program(), &before);
+    decompose_reduction_is_refused(&w, &trace, "conv2d_nchw_rf", 1);
 }
 
 #[test]
@@ -525,10 +518,17 @@ i_j_fused_0_2, ax0, ax1, ax2 = get_loops(b6)
 ",
     )
     .unwrap();
-    let mut sch = replay(&trace, w.to_program(), 0).unwrap();
-    computes_the_reference(&w, &sch);
-    let b = sch.get_block("T_dense").unwrap();
-    let target = sch.get_loops(b).unwrap()[0];
+    decompose_reduction_is_refused(&w, &trace, "T_dense", 0);
+}
+
+/// `trace` replayed on `w` computes the reference, and `decompose_reduction` of `block`
+/// at its loop number `at` is refused (a block that would visit a point more than once
+/// under one init), leaving the program as it was.
+fn decompose_reduction_is_refused(w: &workload::Workload, trace: &Trace, block: &str, at: usize) {
+    let mut sch = replay(trace, w.to_program(), 0).unwrap();
+    computes_the_reference(w, &sch);
+    let b = sch.get_block(block).unwrap();
+    let target = sch.get_loops(b).unwrap()[at];
     let before = sch.program().clone();
     let err = sch.decompose_reduction(b, target).unwrap_err().to_string();
     assert!(err.contains("more than once"), "{err}");
