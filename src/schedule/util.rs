@@ -315,10 +315,14 @@ fn repeating_by_visit(p: &Program, b: BlockId, loops: &[LoopId]) -> Option<LoopI
     let blk = p.block(b);
     let loop_vars: Vec<VarId> = loops.iter().map(|l| p.lp(*l).var).collect();
     // A loop that is alone in the one binding that uses it, with a nonzero coefficient
-    // (a reduction's `rc = ax4`), walks a dimension of its own once: two iterations that
-    // differ on it never meet, so it is held at 0 and only the others are visited (a
-    // conv's three reduction loops multiplied the count past the bound).
+    // (a reduction's `rc = ax4`), and that the predicate does not read, walks a dimension
+    // of its own once: two iterations that differ on it never meet, and which others meet
+    // does not depend on it, so it is held at 0 and only the others are visited (a conv's
+    // three reduction loops multiplied the count past the bound).
     let own_dimension = |v: VarId| {
+        if blk.predicate.as_ref().is_some_and(|c| c.uses_var(v)) {
+            return false;
+        }
         let mut users = blk.bindings.iter().filter(|e| e.uses_var(v));
         let (Some(e), None) = (users.next(), users.next()) else {
             return false;
