@@ -243,6 +243,16 @@ impl Block {
     pub fn is_reduction(&self) -> bool {
         self.iter_vars.iter().any(|iv| iv.kind == IterKind::Reduce)
     }
+
+    /// The product of the extents of the iteration variables of `kind` (of `Spatial`:
+    /// the output elements the block computes).
+    pub fn extent_of(&self, kind: IterKind) -> i64 {
+        self.iter_vars
+            .iter()
+            .filter(|iv| iv.kind == kind)
+            .map(|iv| iv.extent)
+            .product()
+    }
 }
 
 /// A whole program: one function over its parameter buffers.

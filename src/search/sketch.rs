@@ -745,21 +745,13 @@ fn split_k_counts(
 /// Whether `blk`'s output is small against its reduction by the split-K rule's bounds:
 /// at most `max_output_elements` outputs, at least `min_reduction` steps.
 fn small_output(rule: &crate::search::space::SplitK, blk: &crate::ir::Block) -> bool {
-    outputs(blk) <= rule.max_output_elements && extent(blk, IterKind::Reduce) >= rule.min_reduction
+    outputs(blk) <= rule.max_output_elements
+        && blk.extent_of(IterKind::Reduce) >= rule.min_reduction
 }
 
 /// The output elements of `blk` (the product of its spatial extents).
 fn outputs(blk: &crate::ir::Block) -> i64 {
-    extent(blk, IterKind::Spatial)
-}
-
-/// The product of `blk`'s extents of iteration variables of `kind`.
-fn extent(blk: &crate::ir::Block, kind: IterKind) -> i64 {
-    blk.iter_vars
-        .iter()
-        .filter(|iv| iv.kind == kind)
-        .map(|iv| iv.extent)
-        .product()
+    blk.extent_of(IterKind::Spatial)
 }
 
 /// The counts of the space's `split_k.splits` that split a reduction of `extent` evenly,

@@ -402,7 +402,7 @@ fn split_reduction(
         if g.batch || !super::small_output(rule, blk) {
             return Ok(None);
         }
-        let k = super::extent(blk, crate::ir::IterKind::Reduce);
+        let k = blk.extent_of(crate::ir::IterKind::Reduce);
         let outputs = super::outputs(blk);
         std::iter::once(1)
             .chain(
