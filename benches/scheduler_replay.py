@@ -3,6 +3,10 @@
 
     python3 benches/scheduler_replay.py [--rounds N] DIR...
 
+(benches/scheduler_curves.tar.gz holds the recorded runs of benches/RESULTS.md: ResNet-50
+batch 1 at 3,000 trials, seeds 14-18 and 22 from an empty start, and at 1,000 trials,
+seeds 41-43; unpack it and pass its folders.)
+
 Each DIR holds one seed of `benches/network_schedulers.sh`: warm.json (the warm-up run's
 report) and gradient.json, round-robin.json (each policy resumed from that warm-up). A
 task's curve is its best latency after each round it had; the curve a policy is replayed
