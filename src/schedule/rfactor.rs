@@ -7,9 +7,12 @@
 //!                                                C[ax0, ax1] += C_rf[ax2, ax0, ax1]
 //! ```
 //!
-//! The block under the loop becomes `<name>_rf`: it writes a new global buffer with one
-//! more axis (at `factor_axis`) indexed by a new *spatial* iteration variable bound to
-//! the loop, so the loop can then be bound to blocks or threads (split-K). The original
+//! The loop may be any part of a split of the reduced variable (the outer part above; an
+//! inner one, `k_1`, makes `C_rf[k_1, i, j] += A[i, 16 k_0 + k_1]`, the factored axis
+//! consecutive in memory). The block under the loop becomes `<name>_rf`: it writes a new
+//! global buffer with one more axis (at `factor_axis`) indexed by a new *spatial*
+//! iteration variable bound to the loop, so the loop can then be bound to blocks or
+//! threads (split-K, a cross-thread reduction). The original
 //! block stays (same name, same random variable) as the write-back: a reduction over that
 //! axis in its own loop nest, right after the nest of the rf block.
 //!
@@ -103,7 +106,8 @@ pub fn rfactor(p: &mut Program, lp: LoopId, factor_axis: i64) -> Result<BlockId>
             reason: format!("{factor_axis} is not in 0..={ndim}"),
         })?;
     // 2. The loop feeds exactly one iteration variable, a reduction one, as
-    //    `c * loop + rest` with `rest` in [0, c) and extent(var) = extent(loop) * c.
+    //    `c * loop + rest`, the rest made of a part below `c` and whole multiples of
+    //    `c * extent(loop)` (the loop is any part of a split of the variable).
     let lv = p.lp(lp).var;
     let l_ext = p.lp(lp).extent;
     let users: Vec<usize> = (0..blk.iter_vars.len())
@@ -150,13 +154,35 @@ pub fn rfactor(p: &mut Program, lp: LoopId, factor_axis: i64) -> Result<BlockId>
             ))
         }
     };
-    let rest_range = bound(&rest, &loop_ranges(p));
-    if l_ext.checked_mul(c) != Some(riv.extent) || rest_range.min < 0 || rest_range.max > c - 1 {
+    // The rest holds the loops outside `lp` (`hi`, in steps of `c * l_ext`) and inside it
+    // (`lo`, below `c`): vk = hi * (c * l_ext) + c * lp + lo. The new reduction variable
+    // walks (hi, lo) as one, `hi * c + lo`; where `lp` is the outermost part (`hi` = 0) it
+    // is the rest itself.
+    let ranges = loop_ranges(p);
+    let block = l_ext.saturating_mul(c);
+    let hi = simplify_loops(
+        p,
+        &Expr::bin(BinOp::FloorDiv, rest.clone(), Expr::Int(block)),
+    );
+    let lo = simplify_loops(
+        p,
+        &Expr::bin(BinOp::FloorMod, rest.clone(), Expr::Int(block)),
+    );
+    let (hi_range, lo_range) = (bound(&hi, &ranges), bound(&lo, &ranges));
+    let outer = hi.as_int() == Some(0);
+    let parts = riv.extent / block.max(1);
+    if riv.extent % block.max(1) != 0
+        || hi_range.min < 0
+        || hi_range.max > parts - 1
+        || lo_range.min < 0
+        || lo_range.max > c - 1
+    {
+        let rest_range = bound(&rest, &ranges);
         return Err(rejected(
             p,
             lp,
             format!(
-                "it does not split {} evenly ({} = {} x {c} needed, the rest spans [{}, {}])",
+                "it does not split {} evenly ({} = {} x {c} x parts needed, the rest spans [{}, {}])",
                 p.var_name(riv.var),
                 riv.extent,
                 l_ext,
@@ -165,6 +191,12 @@ pub fn rfactor(p: &mut Program, lp: LoopId, factor_axis: i64) -> Result<BlockId>
             ),
         ));
     }
+    let (in_extent, in_binding) = if outer {
+        (c, rest)
+    } else {
+        let walk = Expr::add(Expr::mul(hi, Expr::Int(c)), lo);
+        (riv.extent / l_ext, simplify_loops(p, &walk))
+    };
     if blk.predicate.as_ref().is_some_and(|pr| pr.uses_var(lv)) {
         return Err(rejected(p, lp, "the block's predicate depends on it"));
     }
@@ -198,12 +230,31 @@ pub fn rfactor(p: &mut Program, lp: LoopId, factor_axis: i64) -> Result<BlockId>
         r + 1,
         IterVar {
             var: vin,
-            extent: c,
+            extent: in_extent,
             kind: IterKind::Reduce,
         },
     );
-    bindings.insert(r + 1, rest);
-    let merged = Expr::add(Expr::mul(Expr::Int(c), Expr::Var(vrf)), Expr::Var(vin));
+    bindings.insert(r + 1, in_binding);
+    let inner = Expr::add(Expr::mul(Expr::Int(c), Expr::Var(vrf)), Expr::Var(vin));
+    let merged = if outer {
+        inner
+    } else {
+        // (vin // c) * (c * l_ext) + c * vrf + vin % c, simplified over the block's
+        // variables (for c = 1: vin * l_ext + vrf).
+        let ext: BTreeMap<_, _> = [(vrf, l_ext), (vin, in_extent)].into_iter().collect();
+        let vin_e = Expr::Var(vin);
+        let spread = Expr::add(
+            Expr::add(
+                Expr::mul(
+                    Expr::bin(BinOp::FloorDiv, vin_e.clone(), Expr::Int(c)),
+                    Expr::Int(block),
+                ),
+                Expr::mul(Expr::Int(c), Expr::Var(vrf)),
+            ),
+            Expr::bin(BinOp::FloorMod, vin_e, Expr::Int(c)),
+        );
+        crate::ir::simplify::simplify_in(&spread, &ext)
+    };
     let sub_r = |x: &Expr| x.substitute(&|v| (v == riv.var).then(|| merged.clone()));
     let mut rf_idx = blk.body.indices.clone();
     rf_idx.insert(axis, Expr::Var(vrf));

@@ -384,6 +384,55 @@ fn rfactor_turns_the_outer_reduction_loop_into_a_partial_result_axis() {
     assert!(err < 1e-5, "relative error {err}");
 }
 
+/// The inner part of a split factored (what a warp's lanes reading consecutive elements of
+/// a row need): the partial results are indexed by it, the new reduction walks the outer
+/// part; a middle part of a three-way split leaves the parts outside and inside it to the
+/// reduction. Both compute the reference and replay.
+#[test]
+fn rfactor_of_an_inner_or_middle_part_of_a_split_reduction() {
+    let reference = matmul(8, 12, 96);
+    let (mut sch, _, l) = block_c(reference.clone());
+    let k = sch.split(l[2], &[None, Some(16.into())]).unwrap();
+    let rf = sch.rfactor(k[1], 0).unwrap();
+    let p = sch.program();
+    let text = print_program(p);
+    let rb = sch.block_id(rf).unwrap();
+    assert_eq!(
+        p.buffer(p.block(rb).body.buffer).shape,
+        vec![16, 8, 12],
+        "{text}"
+    );
+    let extents: Vec<i64> = p.block(rb).iter_vars.iter().map(|iv| iv.extent).collect();
+    assert_eq!(extents, vec![8, 12, 16, 6], "{text}");
+    assert!(text.contains("A[vi, vk_in * 16 + vk_rf]"), "{text}");
+    let err = crate::interp::check(&reference, p, 6).unwrap();
+    assert!(err < 1e-5, "relative error {err}");
+    let again = crate::schedule::replay(sch.trace(), reference.clone(), 0).unwrap();
+    assert_eq!(print_program(again.program()), text);
+    // k = 96 = 3 x 8 x 4: the middle part (8) factored; the reduction walks the 3 x 4 others.
+    let (mut sch, _, l) = block_c(reference.clone());
+    let k = sch
+        .split(l[2], &[Some(3.into()), Some(8.into()), Some(4.into())])
+        .unwrap();
+    let rf = sch.rfactor(k[1], 2).unwrap();
+    let p = sch.program();
+    let rb = sch.block_id(rf).unwrap();
+    assert_eq!(p.buffer(p.block(rb).body.buffer).shape, vec![8, 12, 8]);
+    let extents: Vec<i64> = p.block(rb).iter_vars.iter().map(|iv| iv.extent).collect();
+    assert_eq!(extents, vec![8, 12, 8, 12], "{}", print_program(p));
+    let err = crate::interp::check(&reference, p, 7).unwrap();
+    assert!(err < 1e-5, "relative error {err}");
+    // A part that does not tile the variable whole is still refused.
+    let (mut sch, _, l) = block_c(matmul(8, 12, 90));
+    let k = sch.split(l[2], &[None, Some(16.into())]).unwrap();
+    let e = rejected(&mut sch, |s| s.rfactor(k[1], 0).map(|_| ()));
+    assert!(
+        e.to_string()
+            .starts_with("rfactor of loop k_1: it does not split vk evenly"),
+        "{e}"
+    );
+}
+
 /// Split-K as a GPU schedule: the rfactor axis is bound to blockIdx.y, the partial sums
 /// go through a global workspace, the write-back is a second kernel; the kernels run
 /// with GPU semantics and match the reference.
