@@ -1,9 +1,11 @@
 //! Sketch rules: a workload's design space as a function that schedules its program with
 //! sampling instructions, reading its parameters from a [`SearchSpace`].
 //!
-//! A workload has one to three sketches ([`sketches`]): the plain one; on spaces with
-//! `[split_k]` and for a reduction long against its output, the split-K one; on CPU spaces
-//! with `[register_tile]`, the register-tile one (`sketch/cpu.rs`, its own rules). Running
+//! A workload has one or more sketches ([`sketches`]): the plain one; on spaces with
+//! `[split_k]` and for a reduction long against its output, the split-K one; on spaces
+//! with `[cross_thread]` and for a reduction with no more outputs than steps, the
+//! cross-thread one (`sketch/cross_thread.rs`); on CPU spaces with `[register_tile]`, the
+//! register-tile one (`sketch/cpu.rs`); the tensor-core ones (their own rules). Running
 //! [`apply_sketch`] on a fresh [`Schedule`] seeded differently samples a different
 //! candidate of that sketch; its trace (decisions included) replays to the same program,
 //! and which sketch it belongs to is visible in it (the split-K count is a
@@ -66,6 +68,7 @@
 //! bound on its own); what no candidate can survive is a [`SketchError`].
 
 mod cpu;
+mod cross_thread;
 mod staging;
 mod tensor_core;
 mod wgmma;
@@ -89,6 +92,10 @@ pub enum SketchError {
     RegisterTileNotApplicable,
     #[error("the tensor-core sketch does not apply to this workload (see `[tensor_core]`)")]
     TensorCoreNotApplicable,
+    #[error(
+        "the cross-thread reduction sketch does not apply to this workload (see `[cross_thread]`)"
+    )]
+    CrossThreadNotApplicable,
     #[error("{rule}: {source}")]
     Schedule {
         rule: &'static str,
@@ -226,6 +233,9 @@ pub enum SketchKind {
     /// A 16-bit GEMM on Hopper's wgmma, operands read from swizzled shared memory
     /// (`[tensor_core]`'s `wgmma_probability`, `sketch/wgmma.rs`).
     Wgmma,
+    /// A reduction read by a block's lanes side by side, their partial results summed
+    /// through shared memory (`[cross_thread]`, `sketch/cross_thread.rs`).
+    CrossThread,
 }
 
 impl SketchKind {
@@ -237,6 +247,7 @@ impl SketchKind {
             SketchKind::RegisterTile => "register_tile",
             SketchKind::TensorCore => "tensor_core",
             SketchKind::Wgmma => "wgmma",
+            SketchKind::CrossThread => "cross_thread",
         }
     }
 }
@@ -266,6 +277,9 @@ pub fn sketches(space: &SearchSpace, program: &Program) -> Result<Vec<SketchKind
     }
     if wgmma::applies(space, program, main) {
         out.push(SketchKind::Wgmma);
+    }
+    if cross_thread::applies(space, program, main) {
+        out.push(SketchKind::CrossThread);
     }
     Ok(out)
 }
@@ -299,6 +313,14 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
                 (true, true) if rng.gen::<f64>() < wgmma => SketchKind::Wgmma,
                 _ => SketchKind::TensorCore,
             }
+        }
+        _ if kinds.contains(&SketchKind::CrossThread)
+            && space
+                .cross_thread
+                .as_ref()
+                .is_some_and(|c| rng.gen::<f64>() < c.probability) =>
+        {
+            SketchKind::CrossThread
         }
         (Some(rule), _)
             if kinds.contains(&SketchKind::SplitK) && rng.gen::<f64>() < rule.probability =>
@@ -400,6 +422,9 @@ pub fn apply_sketch(
     if kind == SketchKind::Wgmma {
         return wgmma::apply(space, sch);
     }
+    if kind == SketchKind::CrossThread {
+        return cross_thread::apply(space, sch);
+    }
     if !has_reduction(sch.program()) {
         return elementwise(space, sch);
     }
@@ -430,7 +455,8 @@ pub fn apply_sketch(
         SketchKind::Plain
         | SketchKind::RegisterTile
         | SketchKind::TensorCore
-        | SketchKind::Wgmma => None,
+        | SketchKind::Wgmma
+        | SketchKind::CrossThread => None,
         SketchKind::SplitK => Some(split_k(space, sch, &st.main, padded)?),
     };
     // 3. Cache write and epilogues.

@@ -112,6 +112,8 @@ pub struct SearchSpace {
     pub max_unrolled_statements: Option<i64>,
     /// Split-K: when and how a long reduction is spread over partial results.
     pub split_k: Option<SplitK>,
+    /// The cross-thread reduction sketch (`[cross_thread]`), when the space has one.
+    pub cross_thread: Option<CrossThread>,
     /// Software pipelining of the shared fetch (`[pipeline]`); `None`: never.
     pub pipeline: Option<PipelineRule>,
     /// The evolutionary search's parameters (`[search]`).
@@ -267,6 +269,31 @@ impl SplitK {
     }
 }
 
+/// The cross-thread reduction rule (`[cross_thread]`; see `search_spaces/cuda.toml` and
+/// `sketch/cross_thread.rs`): a workload with at most `max_output_ratio` output elements per
+/// step of its reduction and a last reduction axis at least `min_reduction` long has a sketch
+/// that reads that axis with `lanes` threads side by side (those that divide it) and
+/// gives a block `rows` output elements. `probability` is how often `sketch::apply`
+/// (random search) takes that sketch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CrossThread {
+    pub probability: f64,
+    pub max_output_ratio: f64,
+    pub min_reduction: i64,
+    pub lanes: Vec<i64>,
+    pub rows: Vec<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CrossThreadFile {
+    probability: f64,
+    max_output_ratio: f64,
+    min_reduction: i64,
+    lanes: Vec<i64>,
+    rows: Vec<i64>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
@@ -278,6 +305,7 @@ struct File {
     inline: Inline,
     vectorize: Option<Vectorize>,
     split_k: Option<SplitKFile>,
+    cross_thread: Option<CrossThreadFile>,
     pipeline: Option<PipelineFile>,
     register_tile: Option<RegisterTileFile>,
     tensor_core: Option<TensorCoreFile>,
@@ -679,6 +707,47 @@ impl SearchSpace {
             }
             _ => None,
         };
+        let cross_thread = match f.cross_thread {
+            Some(c) => {
+                if !(0.0..=1.0).contains(&c.probability) {
+                    return Err(invalid(
+                        "cross_thread.probability",
+                        format!("{} is not in [0, 1]", c.probability),
+                    ));
+                }
+                for (key, list) in [
+                    ("cross_thread.lanes", &c.lanes),
+                    ("cross_thread.rows", &c.rows),
+                ] {
+                    if list.is_empty() || list.iter().any(|x| *x < 1) {
+                        return Err(invalid(
+                            key,
+                            format!("{list:?}: each must be at least 1, and at least one given"),
+                        ));
+                    }
+                }
+                if c.min_reduction < 2 {
+                    return Err(invalid(
+                        "cross_thread.min_reduction",
+                        format!("{} is less than 2", c.min_reduction),
+                    ));
+                }
+                if c.max_output_ratio.is_nan() || c.max_output_ratio <= 0.0 {
+                    return Err(invalid(
+                        "cross_thread.max_output_ratio",
+                        format!("{} is not positive", c.max_output_ratio),
+                    ));
+                }
+                Some(CrossThread {
+                    probability: c.probability,
+                    max_output_ratio: c.max_output_ratio,
+                    min_reduction: c.min_reduction,
+                    lanes: c.lanes,
+                    rows: c.rows,
+                })
+            }
+            None => None,
+        };
         let pipeline = match f.pipeline {
             Some(p) => {
                 let max = crate::ir::pipeline::MAX_STAGES;
@@ -840,6 +909,7 @@ impl SearchSpace {
             max_local_bytes: f.postprocess.max_local_bytes,
             max_unrolled_statements: f.postprocess.max_unrolled_statements,
             split_k,
+            cross_thread,
             pipeline,
             search,
             register_tile,

@@ -1,0 +1,358 @@
+//! The cross-thread reduction sketch (`[cross_thread]`, MetaSchedule's
+//! CrossThreadReduction): a reduction long against its output, its elements consecutive
+//! along the reduced axis (a GEMV of a weight stored `[out, in]`, a dense layer of batch
+//! 1, a row sum), is read by a block's lanes side by side rather than one whole row per
+//! thread. Each thread of a block computes a partial result over a strided share of the
+//! reduction, in a register, and the block sums them through shared memory:
+//!
+//! ```text
+//! for b in blockIdx.x:                       (the output's elements, `rows` a block)
+//!   for y in threadIdx.y, t in threadIdx.x:  (rows x lanes threads)
+//!     acc = 0; for ko: acc += A[.., ko * lanes + t] * ...      (C_rf, in a register)
+//!     C_rf_shared[t, y] = acc
+//!   for y in threadIdx.y:                    (after a barrier)
+//!     C[b * rows + y] = sum over t of C_rf_shared[t, y]        (then the epilogues)
+//! ```
+//!
+//! In schedule terms: the last reduction axis is split by a sampled lane count, its inner
+//! part `rfactor`ed (the partial results indexed by consecutive elements); the rf block
+//! writes a shared cache (its global buffer inlined away) through a local accumulator and
+//! is computed at the block's loop; the original block, now the sum, takes a sampled count
+//! of output elements per block on `threadIdx.y`. Both counts are decisions of the trace.
+//! Every thread of a row computes its sum (the same value; no lane is singled out), which
+//! costs `lanes` shared reads against the reduction's `extent / lanes` global ones.
+
+use super::{at, attempt, loop_kinds, stages, standalone, SketchError};
+use crate::ir::{Expr, IterKind, Program};
+use crate::schedule::{AnnArg, LoopRv, Schedule, Target};
+use crate::search::space::SearchSpace;
+
+/// The lane counts of the rule that split `main`'s last reduction axis into parts of more
+/// than one step, and that make a block of at most the space's threads with one row.
+fn lane_counts(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> Vec<i64> {
+    let Some(rule) = &space.cross_thread else {
+        return Vec::new();
+    };
+    let blk = p.block(main);
+    let Some(last) = blk
+        .iter_vars
+        .iter()
+        .rev()
+        .find(|iv| iv.kind == IterKind::Reduce)
+    else {
+        return Vec::new();
+    };
+    rule.lanes
+        .iter()
+        .copied()
+        .filter(|l| last.extent % l == 0 && *l < last.extent)
+        .filter(|l| *l <= space.max_threads_per_block)
+        .collect()
+}
+
+/// Whether the rule applies to `main`: a GPU space with `[cross_thread]`, at most
+/// `max_output_ratio` output elements per step of the whole reduction (TVM's condition for
+/// a cross-thread reduction at 1: a GEMV, not a GEMM whose outputs outnumber its steps), a
+/// last reduction axis of at least `min_reduction` that a lane count splits.
+pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> bool {
+    let Some(rule) = &space.cross_thread else {
+        return false;
+    };
+    let blk = p.block(main);
+    let last_reduction = blk
+        .iter_vars
+        .iter()
+        .rev()
+        .find(|iv| iv.kind == IterKind::Reduce)
+        .map_or(0, |iv| iv.extent);
+    space.is_gpu()
+        && blk.extent_of(IterKind::Spatial) as f64
+            <= rule.max_output_ratio * blk.extent_of(IterKind::Reduce) as f64
+        && last_reduction >= rule.min_reduction
+        && !lane_counts(space, p, main).is_empty()
+}
+
+/// The row counts of `rows` a block may take over an output of `extents` (its spatial
+/// axes longer than 1): at most the output; over several axes, a divisor of the
+/// innermost, so that a block's rows are one box of the output (the box the partial
+/// results are computed over) rather than rows of two. The list does not depend on the
+/// lane count (a mutation of either decision replays the other); a block of more threads
+/// than the device allows is left to the postprocessor.
+fn row_counts(rows: &[i64], extents: &[i64]) -> Vec<i64> {
+    let outputs: i64 = extents.iter().product();
+    rows.iter()
+        .copied()
+        .filter(|r| *r <= outputs)
+        .filter(|r| extents.len() <= 1 || extents.last().is_some_and(|e| e % r == 0))
+        .collect()
+}
+
+/// A uniform `sample_categorical` over `values`.
+fn sample(
+    sch: &mut Schedule,
+    values: &[i64],
+    rule: &'static str,
+) -> Result<crate::schedule::ExprRv, SketchError> {
+    let probs = vec![1.0 / values.len() as f64; values.len()];
+    sch.sample_categorical(values, &probs, None)
+        .map_err(at(rule))
+}
+
+/// The loop of `loops` that the rf block's factored variable (the partial results' first
+/// index) is bound to.
+fn factored_loop(
+    sch: &Schedule,
+    rf: crate::schedule::BlockRv,
+    loops: &[LoopRv],
+) -> Result<LoopRv, SketchError> {
+    let p = sch.program();
+    let blk = p.block(sch.block_id(rf).map_err(at("cross-thread reduction"))?);
+    let factored = blk.body.indices.first().and_then(|e| match e {
+        Expr::Var(v) => blk
+            .iter_vars
+            .iter()
+            .zip(&blk.bindings)
+            .find(|(iv, _)| iv.var == *v)
+            .and_then(|(_, b)| match b {
+                Expr::Var(lv) => Some(*lv),
+                _ => None,
+            }),
+        _ => None,
+    });
+    loops
+        .iter()
+        .copied()
+        .find(|l| {
+            sch.loop_id(*l)
+                .is_ok_and(|id| Some(p.lp(id).var) == factored)
+        })
+        .ok_or(SketchError::CrossThreadNotApplicable)
+}
+
+/// Builds one sample of the sketch (see the module's documentation).
+pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), SketchError> {
+    const RULE: &str = "cross-thread reduction";
+    let rule = space
+        .cross_thread
+        .clone()
+        .ok_or(SketchError::CrossThreadNotApplicable)?;
+    let st = stages(sch.program())?;
+    for name in &st.padding {
+        let b = sch.get_block(name).map_err(at("inline padding"))?;
+        let _ = attempt(sch, |s| s.compute_inline(b));
+    }
+    let main = sch.get_block(&st.main).map_err(at(RULE))?;
+    let (lanes_offered, spatial_extents) = {
+        let p = sch.program();
+        let id = sch.block_id(main).map_err(at(RULE))?;
+        if !applies(space, p, id) {
+            return Err(SketchError::CrossThreadNotApplicable);
+        }
+        let extents: Vec<i64> = p
+            .block(id)
+            .iter_vars
+            .iter()
+            .filter(|iv| iv.kind == IterKind::Spatial && iv.extent > 1)
+            .map(|iv| iv.extent)
+            .collect();
+        (lane_counts(space, p, id), extents)
+    };
+    // 1. The last reduction axis split by the lane count; its inner part factored.
+    let loops = sch.get_loops(main).map_err(at(RULE))?;
+    let kinds = loop_kinds(sch, main, &loops)?;
+    let last_r = kinds
+        .iter()
+        .rposition(|k| *k == IterKind::Reduce)
+        .ok_or(SketchError::CrossThreadNotApplicable)?;
+    let lanes = sample(sch, &lanes_offered, RULE)?;
+    let k = sch
+        .split(
+            loops[last_r],
+            &[None, Some(crate::schedule::IntArg::Rv(lanes))],
+        )
+        .map_err(at(RULE))?;
+    let rf = sch.rfactor(k[1], 0).map_err(at(RULE))?;
+    // 2. The partial results in shared memory: the rf block writes the shared cache and
+    //    the sum reads it (the global buffer inlined away).
+    let shared = sch.cache_write(rf, 0, "shared").map_err(at(RULE))?;
+    sch.compute_inline(shared).map_err(at(RULE))?;
+    // 3. The sum accumulates in a register; the epilogues go into its write-back.
+    let write_back = sch.cache_write(main, 0, "local").map_err(at(RULE))?;
+    let mut leftovers = Vec::new();
+    for name in &st.epilogues {
+        let b = sch.get_block(name).map_err(at("epilogue"))?;
+        if !(space.inline_epilogue && attempt(sch, |s| s.reverse_compute_inline(b)).is_ok()) {
+            leftovers.push(name.clone());
+        }
+    }
+    // 4. The output's elements, `rows` a block on threadIdx.y.
+    let rows_offered = row_counts(&rule.rows, &spatial_extents);
+    if rows_offered.is_empty() {
+        return Err(SketchError::CrossThreadNotApplicable);
+    }
+    let rows = sample(sch, &rows_offered, RULE)?;
+    let sum_loops = sch.get_loops(main).map_err(at(RULE))?;
+    let Some((sum_r, spatial)) = sum_loops.split_last() else {
+        return Err(SketchError::CrossThreadNotApplicable);
+    };
+    let fused = super::fuse(sch, spatial)?;
+    let by_rows = sch
+        .split(fused, &[None, Some(crate::schedule::IntArg::Rv(rows))])
+        .map_err(at(RULE))?;
+    sch.bind(by_rows[0], "blockIdx.x").map_err(at(RULE))?;
+    sch.bind(by_rows[1], "threadIdx.y").map_err(at(RULE))?;
+    sch.reverse_compute_at(write_back, by_rows[1])
+        .map_err(at(RULE))?;
+    sch.unroll(*sum_r).map_err(at(RULE))?;
+    // 5. The partial results computed at the block: their rows on threadIdx.y, the lanes
+    //    on threadIdx.x, each lane's share of the reduction serial in a register.
+    sch.compute_at(rf, by_rows[0]).map_err(at(RULE))?;
+    let rf_loops = sch.get_loops(rf).map_err(at(RULE))?;
+    let inner = &rf_loops[1..];
+    let lane_loop = factored_loop(sch, rf, inner)?;
+    let rf_kinds = loop_kinds(sch, rf, inner)?;
+    let row_loops: Vec<LoopRv> = inner
+        .iter()
+        .zip(&rf_kinds)
+        .filter(|(l, k)| **k == IterKind::Spatial && **l != lane_loop)
+        .map(|(l, _)| *l)
+        .collect();
+    let serial: Vec<LoopRv> = inner
+        .iter()
+        .zip(&rf_kinds)
+        .filter(|(_, k)| **k == IterKind::Reduce)
+        .map(|(l, _)| *l)
+        .collect();
+    let row = if row_loops.is_empty() {
+        None
+    } else {
+        Some(super::fuse(sch, &row_loops)?)
+    };
+    let order: Vec<LoopRv> = row
+        .into_iter()
+        .chain([lane_loop])
+        .chain(serial.iter().copied())
+        .collect();
+    sch.reorder(&order).map_err(at(RULE))?;
+    if let Some(r) = row {
+        sch.bind(r, "threadIdx.y").map_err(at(RULE))?;
+    }
+    sch.bind(lane_loop, "threadIdx.x").map_err(at(RULE))?;
+    let acc = sch.cache_write(rf, 0, "local").map_err(at(RULE))?;
+    sch.reverse_compute_at(acc, lane_loop).map_err(at(RULE))?;
+    // 6. Auto-unroll of the serial share, and its init taken out of the loop.
+    let step = sample(sch, &space.unroll_max_steps, "auto-unroll")?;
+    for lp in &serial {
+        sch.annotate(Target::Loop(*lp), super::AUTO_UNROLL_KEY, AnnArg::Rv(step))
+            .map_err(at("auto-unroll"))?;
+    }
+    if let Some(first) = serial.first() {
+        sch.decompose_reduction(rf, *first)
+            .map_err(at("decompose_reduction"))?;
+    }
+    for name in st.reductions.iter().chain(&leftovers) {
+        standalone(space, sch, name)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{apply_sketch, sketches, SketchKind};
+    use crate::schedule::Schedule;
+    use crate::search::space::SearchSpace;
+
+    fn program(spec: &str) -> crate::ir::Program {
+        crate::workload::preset(spec).unwrap().to_program()
+    }
+
+    /// Samples of the sketch lowered to one CUDA kernel (no global partial results) whose
+    /// threads, run with a GPU's semantics (barriers, shared memory), compute the
+    /// reference; returns the kernels' source. Samples of more threads than a block may
+    /// have (rows x lanes above 1,024) are the postprocessor's to refuse and are skipped;
+    /// most of eight are not.
+    fn samples_check(spec: &str) -> Vec<String> {
+        let p = program(spec);
+        let space = SearchSpace::cuda_default();
+        assert!(
+            sketches(&space, &p)
+                .unwrap()
+                .contains(&SketchKind::CrossThread),
+            "{spec}"
+        );
+        let sources: Vec<String> = (0..8)
+            .filter_map(|seed| {
+                let mut sch = Schedule::new(p.clone(), seed);
+                apply_sketch(&space, &mut sch, seed, SketchKind::CrossThread)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                assert_eq!(lowered.kernels.len(), 1, "{spec} seed {seed}");
+                assert!(lowered.workspaces.is_empty(), "{spec} seed {seed}");
+                if lowered.kernels[0].threads() > space.max_threads_per_block {
+                    return None;
+                }
+                let err = crate::interp::check_lowered(&p, &lowered, seed)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                assert!(err < 1e-4, "{spec} seed {seed}: relative error {err}");
+                Some(crate::codegen::cuda::generate(&lowered).unwrap().code)
+            })
+            .collect();
+        assert!(
+            sources.len() >= 5,
+            "{spec}: {} of 8 samples fit",
+            sources.len()
+        );
+        sources
+    }
+
+    /// A GEMV of a weight stored by rows: the lanes read a row's consecutive elements (the
+    /// load's index moves by one with threadIdx.x), the partial results meet in shared
+    /// memory after a barrier.
+    #[test]
+    fn a_gemv_of_a_weight_stored_by_rows_is_read_by_lanes_side_by_side() {
+        for src in samples_check("matmul:m=1,n=24,k=512,layout=nt") {
+            assert!(src.contains("__shared__"), "{src}");
+            assert!(src.contains("__syncthreads()"), "{src}");
+            assert!(src.contains("+ ((int)threadIdx.x))]"), "{src}");
+        }
+        // Outputs that no row count divides (7), and a batch of them.
+        samples_check("matmul:m=7,n=1,k=768,layout=nt");
+        samples_check("batch_matmul:b=3,m=1,n=5,k=256");
+    }
+
+    /// A dense layer of batch 1: the bias and the relu go into the sum's write-back.
+    #[test]
+    fn a_dense_layer_of_batch_one_keeps_its_epilogue_in_the_kernel() {
+        for src in samples_check("dense_bias_relu:m=1,n=20,k=512") {
+            assert!(src.contains("fmaxf("), "{src}");
+        }
+    }
+
+    /// Not offered: on the CPU, for more outputs than reduction steps, for a last
+    /// reduction axis shorter than `min_reduction` (a conv's window), and where no lane
+    /// count divides the reduction.
+    #[test]
+    fn the_rule_keeps_to_long_reductions_of_small_outputs_on_a_gpu() {
+        let cuda = SearchSpace::cuda_default();
+        let offered = |space: &SearchSpace, spec: &str| {
+            sketches(space, &program(spec))
+                .unwrap()
+                .contains(&SketchKind::CrossThread)
+        };
+        assert!(offered(&cuda, "matmul:m=1,n=4096,k=4096,layout=nt"));
+        assert!(!offered(
+            &SearchSpace::cpu_default(),
+            "matmul:m=1,n=4096,k=4096,layout=nt"
+        ));
+        assert!(!offered(&cuda, "matmul:m=2048,n=2048,k=2048"));
+        assert!(!offered(&cuda, "matmul:m=512,n=768,k=3072"));
+        assert!(offered(&cuda, "matmul:m=64,n=64,k=65536"));
+        assert!(!offered(&cuda, "matmul:m=1,n=4096,k=128"));
+        assert!(!offered(
+            &cuda,
+            "conv2d_nchw:n=1,c=64,h=14,w=14,k=64,r=3,s=3,pad=1"
+        ));
+        assert!(!offered(&cuda, "matmul:m=1,n=64,k=521"));
+    }
+}
