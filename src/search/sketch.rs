@@ -3,7 +3,7 @@
 //!
 //! A workload has one or more sketches ([`sketches`]): the plain one; on spaces with
 //! `[split_k]` and for a reduction long against its output, the split-K one; on spaces
-//! with `[cross_thread]` and for a reduction with no more outputs than steps, the
+//! with `[cross_thread]` and for a reduction that reads its largest input a few times at most, the
 //! cross-thread one (`sketch/cross_thread.rs`); on CPU spaces with `[register_tile]`, the
 //! register-tile one (`sketch/cpu.rs`); the tensor-core ones (their own rules). Running
 //! [`apply_sketch`] on a fresh [`Schedule`] seeded differently samples a different

@@ -270,15 +270,15 @@ impl SplitK {
 }
 
 /// The cross-thread reduction rule (`[cross_thread]`; see `search_spaces/cuda.toml` and
-/// `sketch/cross_thread.rs`): a workload with at most `max_output_ratio` output elements per
-/// step of its reduction and a last reduction axis at least `min_reduction` long has a sketch
+/// `sketch/cross_thread.rs`): a workload that reads each element of its largest input at
+/// most `max_reuse` times and whose last reduction axis is at least `min_reduction` long has a sketch
 /// that reads that axis with `lanes` threads side by side (those that divide it) and
 /// gives a block `rows` output elements. `probability` is how often `sketch::apply`
 /// (random search) takes that sketch.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CrossThread {
     pub probability: f64,
-    pub max_output_ratio: f64,
+    pub max_reuse: i64,
     pub min_reduction: i64,
     pub lanes: Vec<i64>,
     pub rows: Vec<i64>,
@@ -288,7 +288,7 @@ pub struct CrossThread {
 #[serde(deny_unknown_fields)]
 struct CrossThreadFile {
     probability: f64,
-    max_output_ratio: f64,
+    max_reuse: i64,
     min_reduction: i64,
     lanes: Vec<i64>,
     rows: Vec<i64>,
@@ -732,15 +732,15 @@ impl SearchSpace {
                         format!("{} is less than 2", c.min_reduction),
                     ));
                 }
-                if c.max_output_ratio.is_nan() || c.max_output_ratio <= 0.0 {
+                if c.max_reuse < 1 {
                     return Err(invalid(
-                        "cross_thread.max_output_ratio",
-                        format!("{} is not positive", c.max_output_ratio),
+                        "cross_thread.max_reuse",
+                        format!("{} is less than 1", c.max_reuse),
                     ));
                 }
                 Some(CrossThread {
                     probability: c.probability,
-                    max_output_ratio: c.max_output_ratio,
+                    max_reuse: c.max_reuse,
                     min_reduction: c.min_reduction,
                     lanes: c.lanes,
                     rows: c.rows,

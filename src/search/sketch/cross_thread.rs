@@ -1,8 +1,8 @@
 //! The cross-thread reduction sketch (`[cross_thread]`, MetaSchedule's
-//! CrossThreadReduction): a reduction long against its output, its elements consecutive
-//! along the reduced axis (a GEMV of a weight stored `[out, in]`, a dense layer of batch
-//! 1, a row sum), is read by a block's lanes side by side rather than one whole row per
-//! thread. Each thread of a block computes a partial result over a strided share of the
+//! CrossThreadReduction): a reduction that reads its largest input once or a few times,
+//! its elements consecutive along the reduced axis (a GEMV of a weight stored `[out, in]`,
+//! a dense layer of batch 1, a row sum), is read by a block's lanes side by side rather
+//! than one whole row per thread. Each thread of a block computes a partial result over a strided share of the
 //! reduction, in a register, and the block sums them through shared memory:
 //!
 //! ```text
@@ -50,10 +50,10 @@ fn lane_counts(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> Ve
         .collect()
 }
 
-/// Whether the rule applies to `main`: a GPU space with `[cross_thread]`, at most
-/// `max_output_ratio` output elements per step of the whole reduction (TVM's condition for
-/// a cross-thread reduction at 1: a GEMV, not a GEMM whose outputs outnumber its steps), a
-/// last reduction axis of at least `min_reduction` that a lane count splits.
+/// Whether the rule applies to `main`: a GPU space with `[cross_thread]`, a largest input
+/// whose elements `main` reads at most `max_reuse` times each (a GEMV reads its weight
+/// once; a GEMM's tiles are what reuse pays for), a last reduction axis of at least
+/// `min_reduction` that a lane count splits.
 pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> bool {
     let Some(rule) = &space.cross_thread else {
         return false;
@@ -66,10 +66,22 @@ pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId
         .find(|iv| iv.kind == IterKind::Reduce)
         .map_or(0, |iv| iv.extent);
     space.is_gpu()
-        && blk.extent_of(IterKind::Spatial) as f64
-            <= rule.max_output_ratio * blk.extent_of(IterKind::Reduce) as f64
+        && largest_input_reuse(p, main).is_some_and(|r| r <= rule.max_reuse)
         && last_reduction >= rule.min_reduction
         && !lane_counts(space, p, main).is_empty()
+}
+
+/// How many times `main` reads each element of its largest input, on average: its
+/// iterations over the input's elements (`None` when it reads no input).
+fn largest_input_reuse(p: &Program, main: crate::ir::BlockId) -> Option<i64> {
+    let blk = p.block(main);
+    let iterations = blk.extent_of(IterKind::Spatial) * blk.extent_of(IterKind::Reduce);
+    let largest = p
+        .block_reads(main)
+        .iter()
+        .map(|(buf, _)| p.buffer(*buf).numel())
+        .max()?;
+    Some(iterations / largest.max(1))
 }
 
 /// The row counts of `rows` a block may take over an output of `extents` (its spatial
@@ -329,11 +341,11 @@ mod tests {
         }
     }
 
-    /// Not offered: on the CPU, for more outputs than reduction steps, for a last
+    /// Not offered: on the CPU, for a GEMM whose tiles reuse its inputs, for a last
     /// reduction axis shorter than `min_reduction` (a conv's window), and where no lane
     /// count divides the reduction.
     #[test]
-    fn the_rule_keeps_to_long_reductions_of_small_outputs_on_a_gpu() {
+    fn the_rule_keeps_to_long_reductions_that_barely_reuse_their_input_on_a_gpu() {
         let cuda = SearchSpace::cuda_default();
         let offered = |space: &SearchSpace, spec: &str| {
             sketches(space, &program(spec))
@@ -347,7 +359,10 @@ mod tests {
         ));
         assert!(!offered(&cuda, "matmul:m=2048,n=2048,k=2048"));
         assert!(!offered(&cuda, "matmul:m=512,n=768,k=3072"));
-        assert!(offered(&cuda, "matmul:m=64,n=64,k=65536"));
+        assert!(!offered(&cuda, "matmul:m=64,n=64,k=65536"));
+        assert!(offered(&cuda, "dense_bias_relu:m=1,n=3072,k=768"));
+        assert!(offered(&cuda, "dense_bias_relu:m=8,n=3072,k=768"));
+        assert!(!offered(&cuda, "dense_bias_relu:m=16,n=3072,k=768"));
         assert!(!offered(&cuda, "matmul:m=1,n=4096,k=128"));
         assert!(!offered(
             &cuda,
