@@ -361,8 +361,8 @@ mod tests {
         assert!(!offered(&cuda, "matmul:m=512,n=768,k=3072"));
         assert!(!offered(&cuda, "matmul:m=64,n=64,k=65536"));
         assert!(offered(&cuda, "dense_bias_relu:m=1,n=3072,k=768"));
-        assert!(offered(&cuda, "dense_bias_relu:m=8,n=3072,k=768"));
-        assert!(!offered(&cuda, "dense_bias_relu:m=16,n=3072,k=768"));
+        assert!(offered(&cuda, "dense_bias_relu:m=2,n=3072,k=768"));
+        assert!(!offered(&cuda, "dense_bias_relu:m=8,n=3072,k=768"));
         assert!(!offered(&cuda, "matmul:m=1,n=4096,k=128"));
         assert!(!offered(
             &cuda,
