@@ -1631,6 +1631,22 @@ fn computes_values(e: &Expr) -> bool {
 
 fn standalone(space: &SearchSpace, sch: &mut Schedule, name: &str) -> Result<(), SketchError> {
     let b = sch.get_block(name).map_err(at("epilogue"))?;
+    // A reduction the cross-thread rule applies to (a softmax's row maximum over a long
+    // row) is, at a coin's choice recorded in the trace, read by lanes side by side.
+    let across = {
+        let p = sch.program();
+        let id = sch.block_id(b).map_err(at("epilogue"))?;
+        p.block(id).is_reduction() && cross_thread::applies(space, p, id)
+    };
+    if across {
+        let coin = sch
+            .sample_categorical(&[0, 1], &[0.5, 0.5], None)
+            .map_err(at("cross-thread reduction"))?;
+        if sch.value(coin).map_err(at("cross-thread reduction"))? == 1 {
+            cross_thread::across_threads(space, sch, name, &[])?;
+            return Ok(());
+        }
+    }
     let loops = sch.get_loops(b).map_err(at("epilogue"))?;
     // A reduction (one before the main nest) keeps its reduction loops serial in each
     // thread: only the spatial loops outside them are spread.

@@ -143,17 +143,34 @@ fn factored_loop(
 
 /// Builds one sample of the sketch (see the module's documentation).
 pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), SketchError> {
-    const RULE: &str = "cross-thread reduction";
-    let rule = space
-        .cross_thread
-        .clone()
-        .ok_or(SketchError::CrossThreadNotApplicable)?;
     let st = stages(sch.program())?;
     for name in &st.padding {
         let b = sch.get_block(name).map_err(at("inline padding"))?;
         let _ = attempt(sch, |s| s.compute_inline(b));
     }
-    let main = sch.get_block(&st.main).map_err(at(RULE))?;
+    let leftovers = across_threads(space, sch, &st.main, &st.epilogues)?;
+    for name in st.reductions.iter().chain(&leftovers) {
+        standalone(space, sch, name)?;
+    }
+    Ok(())
+}
+
+/// Schedules the reduction block `name` (at the root, not yet scheduled) across threads,
+/// with the elementwise `epilogues` after it inlined into its write-back where they can
+/// be; returns those that could not be. Also what a reduction before the main block (a
+/// softmax's row maximum) gets where the rule applies to it ([`super::standalone`]).
+pub(super) fn across_threads(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    name: &str,
+    epilogues: &[String],
+) -> Result<Vec<String>, SketchError> {
+    const RULE: &str = "cross-thread reduction";
+    let rule = space
+        .cross_thread
+        .clone()
+        .ok_or(SketchError::CrossThreadNotApplicable)?;
+    let main = sch.get_block(name).map_err(at(RULE))?;
     let (lanes_offered, spatial_extents) = {
         let p = sch.program();
         let id = sch.block_id(main).map_err(at(RULE))?;
@@ -191,10 +208,10 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     // 3. The sum accumulates in a register; the epilogues go into its write-back.
     let write_back = sch.cache_write(main, 0, "local").map_err(at(RULE))?;
     let mut leftovers = Vec::new();
-    for name in &st.epilogues {
-        let b = sch.get_block(name).map_err(at("epilogue"))?;
+    for epilogue in epilogues {
+        let b = sch.get_block(epilogue).map_err(at("epilogue"))?;
         if !(space.inline_epilogue && attempt(sch, |s| s.reverse_compute_inline(b)).is_ok()) {
-            leftovers.push(name.clone());
+            leftovers.push(epilogue.clone());
         }
     }
     // 4. The output's elements, `rows` a block on threadIdx.y.
@@ -262,10 +279,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         sch.decompose_reduction(rf, *first)
             .map_err(at("decompose_reduction"))?;
     }
-    for name in st.reductions.iter().chain(&leftovers) {
-        standalone(space, sch, name)?;
-    }
-    Ok(())
+    Ok(leftovers)
 }
 
 #[cfg(test)]
@@ -339,6 +353,48 @@ mod tests {
         for src in samples_check("dense_bias_relu:m=1,n=20,k=512") {
             assert!(src.contains("fmaxf("), "{src}");
         }
+    }
+
+    /// A softmax over rows of 512: its row sum (the main block) across threads, and its
+    /// row maximum (a reduction before it) across threads or one row a thread at a coin's
+    /// choice; both kinds of sample compute the reference with a GPU's semantics.
+    #[test]
+    fn a_softmax_reads_its_rows_across_threads() {
+        let p = crate::workload::parse(
+            "workload softmax\ninput X: f32[6, 512]\n\
+             M[i] = max_reduce(X[i, k], k: 512)\n\
+             E[i, j] = exp(X[i, j] - M[i])\n\
+             S[i] = sum(E[i, k], k: 512)\n\
+             Y[i, j] = E[i, j] / S[i]\n",
+        )
+        .unwrap()
+        .to_program();
+        let space = SearchSpace::cuda_default();
+        let mut max_across = [0, 0];
+        for seed in 0..8 {
+            let mut sch = Schedule::new(p.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::CrossThread)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            if lowered
+                .kernels
+                .iter()
+                .any(|k| k.threads() > space.max_threads_per_block)
+            {
+                continue;
+            }
+            let across = sch
+                .program()
+                .buffers
+                .iter()
+                .any(|b| b.name.starts_with("M_rf"));
+            max_across[usize::from(across)] += 1;
+            let err = crate::interp::check_lowered(&p, &lowered, seed)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            assert!(err < 1e-4, "seed {seed}: relative error {err}");
+        }
+        assert!(max_across[0] > 0 && max_across[1] > 0, "{max_across:?}");
     }
 
     /// Not offered: on the CPU, for a GEMM whose tiles reuse its inputs, for a last
