@@ -248,6 +248,9 @@ impl Schedule {
         match a {
             IntArg::Lit(v) => Operand::Int(*v),
             IntArg::Rv(r) => Operand::Rv(r.0),
+            // A product of one factor is recorded as that factor, so that the trace is
+            // written as it validates (a product of one factor was refused on reading).
+            IntArg::Product(fs) if fs.len() == 1 => Self::int_operand(&fs[0]),
             IntArg::Product(fs) => Operand::Product(fs.iter().map(Self::int_operand).collect()),
         }
     }

@@ -1722,6 +1722,31 @@ mod tests {
     /// and every sample failed to lower.
     #[test]
     fn a_reduction_before_the_main_one_gets_a_nest_of_its_own() {
+        // The row sum has one spatial axis, so its fetch splits by a product of one
+        // thread factor: the trace must read back from its JSON (the database's form).
+        let p = crate::workload::parse(
+            "workload softmax\ninput X: f32[12, 40]\n\
+             M[i] = max_reduce(X[i, k], k: 40)\n\
+             E[i, j] = exp(X[i, j] - M[i])\n\
+             S[i] = sum(E[i, k], k: 40)\n\
+             Y[i, j] = E[i, j] / S[i]\n",
+        )
+        .unwrap()
+        .to_program();
+        for seed in 0..4 {
+            let mut sch = Schedule::new(p.clone(), seed);
+            apply_sketch(
+                &SearchSpace::cuda_default(),
+                &mut sch,
+                seed,
+                SketchKind::Plain,
+            )
+            .unwrap();
+            let json = crate::schedule::json::to_json(sch.trace());
+            let read = crate::schedule::json::from_json(&json)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{json}"));
+            assert_eq!(&read, sch.trace());
+        }
         samples_compute_the_reference(
             "workload softmax\ninput X: f32[12, 40]\n\
              M[i] = max_reduce(X[i, k], k: 40)\n\
