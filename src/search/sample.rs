@@ -118,7 +118,8 @@ fn outputs_per_block_of(program: &Program, trace: &Trace) -> Option<i64> {
 
 /// Output elements one thread block (CPU: one parallel task) computes for the main
 /// block, the reduction block with the largest iteration domain: the product of the
-/// extents of the loops around it that carry none of its reduction variables and lie
+/// extents of the loops around it that carry none of its reduction variables (nor the
+/// axes of partial results a later block sums, [`partial_vars`]) and lie
 /// inside its outermost `blockIdx`- or `parallel`-bound loop. A program with no such
 /// binding counts its whole output.
 pub fn outputs_per_block(p: &Program) -> i64 {
@@ -126,11 +127,12 @@ pub fn outputs_per_block(p: &Program) -> i64 {
         return 0;
     };
     let blk = p.block(main);
+    let partial = partial_vars(p, main);
     let reduce_vars: Vec<Expr> = blk
         .iter_vars
         .iter()
         .zip(&blk.bindings)
-        .filter(|(iv, _)| iv.kind == IterKind::Reduce)
+        .filter(|(iv, _)| iv.kind == IterKind::Reduce || partial.contains(&iv.var))
         .map(|(_, e)| e.clone())
         .collect();
     let loops = p.ancestors(Node::Block(main));
@@ -154,6 +156,52 @@ pub fn outputs_per_block(p: &Program) -> i64 {
 }
 
 /// The reduction block with the largest iteration domain.
+/// The spatial iteration variables of `main` that index partial results: those at the
+/// axes of its output that a consumer reduces over (an rf block's factored axis, whose
+/// elements the sum adds into one output element; a cross-thread reduction's lanes),
+/// followed through copies of the output of the same shape (a local accumulator's
+/// write-back into shared memory).
+fn partial_vars(p: &Program, main: crate::ir::BlockId) -> Vec<crate::ir::VarId> {
+    let blk = p.block(main);
+    let shape = &p.buffer(blk.body.buffer).shape;
+    let mut copies = vec![blk.body.buffer];
+    for b in p.blocks_in_order() {
+        let copy = p.block(b);
+        let reads_copy = p.block_reads(b).iter().any(|(buf, _)| copies.contains(buf));
+        if !copy.is_reduction() && reads_copy && p.buffer(copy.body.buffer).shape == *shape {
+            copies.push(copy.body.buffer);
+        }
+    }
+    let mut axes = Vec::new();
+    for b in p.blocks_in_order() {
+        let consumer = p.block(b);
+        let reduced: Vec<crate::ir::VarId> = consumer
+            .iter_vars
+            .iter()
+            .filter(|iv| iv.kind == IterKind::Reduce)
+            .map(|iv| iv.var)
+            .collect();
+        for (buf, idx) in p.block_reads(b) {
+            if !copies.contains(&buf) || b == main || !consumer.is_reduction() {
+                continue;
+            }
+            for (a, e) in idx.iter().enumerate() {
+                if reduced.iter().any(|v| e.uses_var(*v)) {
+                    axes.push(a);
+                }
+            }
+        }
+    }
+    blk.iter_vars
+        .iter()
+        .filter(|iv| {
+            axes.iter()
+                .any(|a| blk.body.indices.get(*a).is_some_and(|e| e.uses_var(iv.var)))
+        })
+        .map(|iv| iv.var)
+        .collect()
+}
+
 fn main_block(p: &Program) -> Option<crate::ir::BlockId> {
     let domain = |b: crate::ir::BlockId| {
         p.block(b)
@@ -197,6 +245,29 @@ mod tests {
         }
         let again = sample(&space, &target, &p, 8, 5).unwrap();
         assert_eq!(out, again);
+    }
+
+    /// A cross-thread sample's block computes its rows of the output, not rows x lanes:
+    /// the lanes index partial results that the block sums into one element each.
+    #[test]
+    fn a_cross_thread_block_counts_its_rows_not_its_lanes() {
+        use crate::search::sketch::{apply_sketch, SketchKind};
+        let p = program("matmul:m=1,n=64,k=512,layout=nt");
+        let space = SearchSpace::cuda_default();
+        for seed in 0..6 {
+            let mut sch = crate::schedule::Schedule::new(p.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::CrossThread).unwrap();
+            let rows = sch
+                .trace()
+                .insts
+                .iter()
+                .filter(|i| i.kind.is_sampling())
+                .nth(1)
+                .and_then(|i| i.outputs.first().copied())
+                .map(|rv| sch.value(crate::schedule::ExprRv(rv)).unwrap())
+                .unwrap();
+            assert_eq!(outputs_per_block(sch.program()), rows, "seed {seed}");
+        }
     }
 
     #[test]
