@@ -1685,6 +1685,18 @@ mod tests {
 
     /// Samples of `text` on both targets' spaces compute the reference (interpreter), and
     /// on CUDA every one lowers to kernels whose root nests are bound to the device.
+    /// A softmax over `rows` rows of `row` elements as workload text: a row maximum (a
+    /// reduction before the main one), exp, the row sum (the main block), the division.
+    pub(super) fn softmax(rows: i64, row: i64) -> String {
+        format!(
+            "workload softmax\ninput X: f32[{rows}, {row}]\n\
+             M[i] = max_reduce(X[i, k], k: {row})\n\
+             E[i, j] = exp(X[i, j] - M[i])\n\
+             S[i] = sum(E[i, k], k: {row})\n\
+             Y[i, j] = E[i, j] / S[i]\n"
+        )
+    }
+
     fn samples_compute_the_reference(text: &str) {
         let p = crate::workload::parse(text).unwrap().to_program();
         for space in [SearchSpace::cuda_default(), SearchSpace::cpu_default()] {
@@ -1724,15 +1736,9 @@ mod tests {
     fn a_reduction_before_the_main_one_gets_a_nest_of_its_own() {
         // The row sum has one spatial axis, so its fetch splits by a product of one
         // thread factor: the trace must read back from its JSON (the database's form).
-        let p = crate::workload::parse(
-            "workload softmax\ninput X: f32[12, 40]\n\
-             M[i] = max_reduce(X[i, k], k: 40)\n\
-             E[i, j] = exp(X[i, j] - M[i])\n\
-             S[i] = sum(E[i, k], k: 40)\n\
-             Y[i, j] = E[i, j] / S[i]\n",
-        )
-        .unwrap()
-        .to_program();
+        let p = crate::workload::parse(&softmax(12, 40))
+            .unwrap()
+            .to_program();
         for seed in 0..4 {
             let mut sch = Schedule::new(p.clone(), seed);
             apply_sketch(
@@ -1747,13 +1753,7 @@ mod tests {
                 .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{json}"));
             assert_eq!(&read, sch.trace());
         }
-        samples_compute_the_reference(
-            "workload softmax\ninput X: f32[12, 40]\n\
-             M[i] = max_reduce(X[i, k], k: 40)\n\
-             E[i, j] = exp(X[i, j] - M[i])\n\
-             S[i] = sum(E[i, k], k: 40)\n\
-             Y[i, j] = E[i, j] / S[i]\n",
-        );
+        samples_compute_the_reference(&softmax(12, 40));
     }
 
     #[test]

@@ -360,15 +360,9 @@ mod tests {
     /// choice; both kinds of sample compute the reference with a GPU's semantics.
     #[test]
     fn a_softmax_reads_its_rows_across_threads() {
-        let p = crate::workload::parse(
-            "workload softmax\ninput X: f32[6, 512]\n\
-             M[i] = max_reduce(X[i, k], k: 512)\n\
-             E[i, j] = exp(X[i, j] - M[i])\n\
-             S[i] = sum(E[i, k], k: 512)\n\
-             Y[i, j] = E[i, j] / S[i]\n",
-        )
-        .unwrap()
-        .to_program();
+        let p = crate::workload::parse(&super::super::tests::softmax(6, 512))
+            .unwrap()
+            .to_program();
         let space = SearchSpace::cuda_default();
         let mut max_across = [0, 0];
         for seed in 0..8 {
