@@ -33,19 +33,11 @@ fn lane_counts(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> Ve
     let Some(rule) = &space.cross_thread else {
         return Vec::new();
     };
-    let blk = p.block(main);
-    let Some(last) = blk
-        .iter_vars
-        .iter()
-        .rev()
-        .find(|iv| iv.kind == IterKind::Reduce)
-    else {
-        return Vec::new();
-    };
+    let last = last_reduction(p, main);
     rule.lanes
         .iter()
         .copied()
-        .filter(|l| last.extent % l == 0 && *l < last.extent)
+        .filter(|l| last % l == 0 && *l < last)
         .filter(|l| *l <= space.max_threads_per_block)
         .collect()
 }
@@ -58,17 +50,20 @@ pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId
     let Some(rule) = &space.cross_thread else {
         return false;
     };
-    let blk = p.block(main);
-    let last_reduction = blk
+    space.is_gpu()
+        && largest_input_reuse(p, main).is_some_and(|r| r <= rule.max_reuse)
+        && last_reduction(p, main) >= rule.min_reduction
+        && !lane_counts(space, p, main).is_empty()
+}
+
+/// The extent of `main`'s last reduction axis (0 when it has none).
+fn last_reduction(p: &Program, main: crate::ir::BlockId) -> i64 {
+    p.block(main)
         .iter_vars
         .iter()
         .rev()
         .find(|iv| iv.kind == IterKind::Reduce)
-        .map_or(0, |iv| iv.extent);
-    space.is_gpu()
-        && largest_input_reuse(p, main).is_some_and(|r| r <= rule.max_reuse)
-        && last_reduction >= rule.min_reduction
-        && !lane_counts(space, p, main).is_empty()
+        .map_or(0, |iv| iv.extent)
 }
 
 /// How many times `main` reads each element of its largest input, on average: its
