@@ -785,6 +785,23 @@ fn example_matches_the_reference(
 }
 
 #[test]
+fn cross_thread_gemv_matches_the_reference_on_the_gpu() {
+    // The cross-thread example (`examples/schedules/cross_thread_gemv.sched`: a row read
+    // by lanes side by side, the partial results summed through shared memory after a
+    // barrier) on a GEMV of a weight stored [out, in], beside cublasLt.
+    if !gpu_enabled() {
+        return;
+    }
+    example_matches_the_reference(
+        "cross_thread_gemv",
+        "matmul:m=1,n=4096,k=4096,layout=nt",
+        "__syncthreads()",
+        tessel::interp::tolerance(DType::F32),
+        true,
+    );
+}
+
+#[test]
 fn tensor_core_gemm_matches_the_reference_on_the_gpu() {
     // The mma.sync example (`examples/schedules/tensor_core_gemm.sched`: ldmatrix,
     // mma.sync m16n8k16, 16-byte cp.async over 3 stages) with f16 and bf16 operands
