@@ -1058,6 +1058,44 @@ mod tests {
         );
     }
 
+    /// `[cross_thread]`: read from the CUDA file, absent from the CPU's and from older
+    /// files (no such sketch), its bad values refused naming the key.
+    #[test]
+    fn the_cross_thread_rule_is_parsed_and_checked() {
+        let c = SearchSpace::cuda_default();
+        let rule = c
+            .cross_thread
+            .as_ref()
+            .expect("the CUDA space has the rule");
+        assert_eq!(rule.max_reuse, 2);
+        assert_eq!(rule.lanes, [32, 64, 128, 256]);
+        assert!(SearchSpace::cpu_default().cross_thread.is_none());
+        let start = CUDA_DEFAULT.find("[cross_thread]").unwrap();
+        let end = start + CUDA_DEFAULT[start..].find("\n[").unwrap() + 1;
+        let old = format!("{}{}", &CUDA_DEFAULT[..start], &CUDA_DEFAULT[end..]);
+        assert!(SearchSpace::parse(&old, "f.toml")
+            .unwrap()
+            .cross_thread
+            .is_none());
+        for (from, to, message) in [
+            (
+                "lanes = [32, 64, 128, 256]",
+                "lanes = []",
+                "f.toml: key `cross_thread.lanes`: []: each must be at least 1, and at least one given",
+            ),
+            (
+                "max_reuse = 2",
+                "max_reuse = 0",
+                "f.toml: key `cross_thread.max_reuse`: 0 is less than 1",
+            ),
+        ] {
+            let bad = CUDA_DEFAULT.replace(from, to);
+            assert_ne!(bad, CUDA_DEFAULT, "{from}");
+            let e = SearchSpace::parse(&bad, "f.toml").unwrap_err();
+            assert_eq!(e.to_string(), message);
+        }
+    }
+
     #[test]
     fn search_section_is_parsed_and_checked() {
         let c = SearchSpace::cuda_default();
