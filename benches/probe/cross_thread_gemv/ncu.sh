@@ -7,6 +7,7 @@
 #   OUT=/tmp/ncu benches/probe/cross_thread_gemv/ncu.sh          (the bundle's ./.gpu/tessel)
 set -u
 w="matmul:m=1,n=4096,k=4096,layout=nt"
+mkdir -p "$OUT"
 ncu --clock-control none --csv --page raw -c 300 \
   --metrics gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,lts__t_sector_hit_rate.pct,launch__grid_size,launch__block_size \
   ./.gpu/tessel run "$w" --schedule examples/schedules/cross_thread_gemv.sched --target cuda --compare > $OUT/ncu.csv 2> $OUT/ncu.err
