@@ -155,7 +155,6 @@ pub fn outputs_per_block(p: &Program) -> i64 {
         .fold(1i64, |a, e| a.saturating_mul(e))
 }
 
-/// The reduction block with the largest iteration domain.
 /// The spatial iteration variables of `main` that index partial results: those at the
 /// axes of its output that a consumer reduces over (an rf block's factored axis, whose
 /// elements the sum adds into one output element; a cross-thread reduction's lanes),
@@ -202,6 +201,7 @@ fn partial_vars(p: &Program, main: crate::ir::BlockId) -> Vec<crate::ir::VarId> 
         .collect()
 }
 
+/// The reduction block with the largest iteration domain.
 fn main_block(p: &Program) -> Option<crate::ir::BlockId> {
     let domain = |b: crate::ir::BlockId| {
         p.block(b)

@@ -3,9 +3,10 @@
 //!
 //! A workload has one or more sketches ([`sketches`]): the plain one; on spaces with
 //! `[split_k]` and for a reduction long against its output, the split-K one; on spaces
-//! with `[cross_thread]` and for a reduction that reads its largest input a few times at most, the
-//! cross-thread one (`sketch/cross_thread.rs`); on CPU spaces with `[register_tile]`, the
-//! register-tile one (`sketch/cpu.rs`); the tensor-core ones (their own rules). Running
+//! with `[cross_thread]` and for a reduction that reads its largest input a few times at
+//! most, the cross-thread one (`sketch/cross_thread.rs`); on CPU spaces with
+//! `[register_tile]`, the register-tile one (`sketch/cpu.rs`); the tensor-core ones (their
+//! own rules). Running
 //! [`apply_sketch`] on a fresh [`Schedule`] seeded differently samples a different
 //! candidate of that sketch; its trace (decisions included) replays to the same program,
 //! and which sketch it belongs to is visible in it (the split-K count is a
@@ -253,8 +254,9 @@ impl SketchKind {
 }
 
 /// The sketches of `program`'s design space: always the plain one (for a program without
-/// a reduction, [`elementwise`]), and the split-K one where the space has `[split_k]` and
-/// the workload fits its rule.
+/// a reduction, [`elementwise`]), and each other one (split-K, register tile, tensor
+/// core, wgmma, cross-thread) where the space has its section and the workload fits its
+/// rule.
 pub fn sketches(space: &SearchSpace, program: &Program) -> Result<Vec<SketchKind>, SketchError> {
     if !has_reduction(program) {
         return Ok(vec![SketchKind::Plain]);
