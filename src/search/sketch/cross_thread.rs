@@ -70,7 +70,9 @@ fn last_reduction(p: &Program, main: crate::ir::BlockId) -> i64 {
 /// iterations over the input's elements (`None` when it reads no input).
 fn largest_input_reuse(p: &Program, main: crate::ir::BlockId) -> Option<i64> {
     let blk = p.block(main);
-    let iterations = blk.extent_of(IterKind::Spatial) * blk.extent_of(IterKind::Reduce);
+    let iterations = blk
+        .extent_of(IterKind::Spatial)
+        .saturating_mul(blk.extent_of(IterKind::Reduce));
     let largest = p
         .block_reads(main)
         .iter()
