@@ -43,7 +43,7 @@ for w in "$@"; do
 import sys
 kv = dict(x.split("=") for x in sys.argv[1].split(","))
 out = [kv[k] for k in "n c h w k r s".split()] + [kv.get("stride", "1"), kv.get("pad", "0")]
-out += [kv[k] for k in ("dtype", "acc") if k in kv] + ["dilation=" + kv["dilation"]] * ("dilation" in kv)
+out += [kv[k] for k in ("dtype", "acc") if k in kv] + (["dilation=" + kv["dilation"]] if "dilation" in kv else [])
 print(" ".join(out))' "${w#*:}")
       relu= layout=
       [[ $w == conv2d_relu* ]] && relu=relu
