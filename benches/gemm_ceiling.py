@@ -12,23 +12,42 @@ do). Each variant is a classic register-tiled SGEMM: 8 x 8 or 16 x 8 outputs per
 in 4 x 4 pieces (vthreads), LDS.128 from shared memory on both operands.
 
     benches/gemm_ceiling.py OUT N...   writes OUT/<N>_<variant>.sched for matmul:NxNxN
+    benches/gemm_ceiling.py --layout L OUT N...   the same for matmul:NxNxN,layout=L: each
+        operand whose rows are of the reduction transposed (T) or kept as stored (S)
 """
 import os
 import sys
 
 
-def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512, transpose_a=True):
+def split_line(loop, factors, interleave):
+    """The split of a spatial loop into [blocks, vthreads, warps, lanes, serial, inner].
+    Interleaved, the lanes are the innermost part of the index (a thread's rows are a
+    lane count apart, so the lanes of a warp read consecutive rows of a shared tile
+    stored as in memory: 16-byte reads of rows padded to 36 words then fall on distinct
+    banks); the loops keep their names, so the rest of the schedule is the same."""
+    names = [f"{loop}_{i}" for i in range(6)]
+    if interleave:
+        b, v, w, lanes, serial, inner = factors
+        factors = [b, v, w, serial, inner, lanes]
+        names = [names[i] for i in (0, 1, 2, 4, 5, 3)]
+    return f"{', '.join(names)} = split({loop}, factors={factors})"
+
+
+def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512, transpose_a=True,
+             transpose_b=None, interleave_i=False, interleave_j=False, local=False):
     """mi, nj: factors of i and j, [blocks, vthreads, warps, lanes, serial, inner];
     kk: factors of the reduction, [outer (pipelined), middle, inner]. transpose_a=False
     keeps A's shared tile as it is in memory (rows of the reduction: 16-byte copies, and
-    a thread reads its rows' inner reduction steps as vectors)."""
+    a thread reads its rows' inner reduction steps as vectors); None means A is stored
+    reduction-major already (layout t). transpose_b likewise for B, whose rows are of the
+    reduction in layout t (None: stored reduction-major, layout n)."""
     threads = mi[2] * mi[3] * nj[2] * nj[3]
     lines = [
         'b0 = get_block("t2")',
         'b1 = cache_write(b0, write_index=0, scope="local")',
         "i0, i1, r0 = get_loops(b0)",
-        f"i0_0, i0_1, i0_2, i0_3, i0_4, i0_5 = split(i0, factors={mi})",
-        f"i1_0, i1_1, i1_2, i1_3, i1_4, i1_5 = split(i1, factors={nj})",
+        split_line("i0", mi, interleave_i),
+        split_line("i1", nj, interleave_j),
         f"r0_0, r0_1, r0_2 = split(r0, factors={kk})",
         "reorder(i0_0, i1_0, i0_1, i1_1, i0_2, i1_2, i0_3, i1_3, r0_0, r0_1, i0_4, i1_4, r0_2, i0_5, i1_5)",
         "bx = fuse(i0_0, i1_0)",
@@ -41,7 +60,8 @@ def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512, transpose_a=Tru
         'b2 = cache_read(b0, read_index=0, scope="shared")',
         "compute_at(b2, r0_0)",
         *(["transform_layout(b2, buffer_index=0, permutation=[1, 0])"] if transpose_a else []),
-        f"storage_align(b2, buffer_index=0, axis=0, factor=32, offset={offset})",
+        *([f"storage_align(b2, buffer_index=0, axis=0, factor=32, offset={offset})"]
+          if transpose_a is not None else []),
         "_, _, _, _, a0, a1 = get_loops(b2)",
         "af = fuse(a0, a1)",
         f"_, at, av = split(af, factors=[None, {threads}, {vector}])",
@@ -49,6 +69,9 @@ def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512, transpose_a=Tru
         "vectorize(av)",
         'b3 = cache_read(b0, read_index=1, scope="shared")',
         "compute_at(b3, r0_0)",
+        *(["transform_layout(b3, buffer_index=0, permutation=[1, 0])"] if transpose_b else []),
+        *([f"storage_align(b3, buffer_index=0, axis=0, factor=32, offset={offset})"]
+          if transpose_b is not None else []),
         "_, _, _, _, c0, c1 = get_loops(b3)",
         "bf = fuse(c0, c1)",
         f"_, bt, bv = split(bf, factors=[None, {threads}, {vector}])",
@@ -59,6 +82,17 @@ def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512, transpose_a=Tru
         lines.append(f'annotate(r0_0, key="software_pipeline_stage", value=[0, 0, {stages - 1}])')
     for loop in ["i0_4", "i1_4", "r0_2", "i0_5", "i1_5"]:
         lines.append(f'annotate({loop}, key="pragma_auto_unroll_max_step", value={unroll})')
+    if local:
+        # Each reduction step's operands read from shared memory into registers by a
+        # stage of their own, 4 consecutive elements of a row as one vector (LDS.128).
+        for block, read in (("b5", 0), ("b6", 1)):
+            lines += [
+                f'{block} = cache_read(b0, read_index={read}, scope="local")',
+                f"compute_at({block}, r0_2)",
+                f"{block}_l0, {block}_l1, {block}_l2, {block}_l3, {block}_l4, {block}_l5, "
+                f"{block}_l6, {block}_l7, {block}_v = get_loops({block})",
+                f"vectorize({block}_v)",
+            ]
     lines.append("b4 = decompose_reduction(b0, r0_0)")
     return "\n".join(lines) + "\n"
 
@@ -85,14 +119,51 @@ def variants(n):
     return out
 
 
+def layout_variants(n, layout):
+    """name -> (i factors, j factors, reduction factors, stages, A transposed, B
+    transposed) for a GEMM of `layout` (nn, nt, tn, tt): each operand whose rows are of
+    the reduction (A in n, B in t) transposed into shared memory as the sketch does ("T")
+    or kept as stored ("S"), on the two best tilings of the NN ceiling."""
+    a_rows = layout[0] == "n"
+    b_rows = layout[1] == "t"
+    tilings = {
+        "128x128_lanes4x8": ([n // 128, 2, 4, 4, 1, 4], [n // 128, 2, 2, 8, 1, 4], 3),
+        "256x128_lanes4x8": ([n // 256, 4, 4, 4, 1, 4], [n // 128, 2, 2, 8, 1, 4], 2),
+    }
+    out = {}
+    for tname, (mi, nj, stages) in tilings.items():
+        for kname, kk in [("k32i16", [n // 32, 2, 16]), ("k32i8", [n // 32, 4, 8])]:
+            for ta in ([True, "I"] if a_rows else [None]):
+                for tb in ([True, "I"] if b_rows else [None]):
+                    tag = "".join("-" if t is None else "T" if t is True else "S" if t is False
+                                  else "I" for t in (ta, tb))
+                    out[f"{layout}_{tag}_{tname}_{kname}_s{stages}"] = (mi, nj, kk, stages, ta, tb, False)
+                    if ta in (True, None) and tb in (True, None):
+                        out[f"{layout}_{tag}_{tname}_{kname}_s{stages}_vl"] = (
+                            mi, nj, kk, stages, ta, tb, True)
+    return out
+
+
 def main():
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    layout = None
+    if len(args) >= 2 and args[0] == "--layout":
+        layout, args = args[1], args[2:]
+    if len(args) < 2:
         sys.exit(__doc__)
-    out = sys.argv[1]
+    out = args[0]
     os.makedirs(out, exist_ok=True)
-    for n in map(int, sys.argv[2:]):
+    for n in map(int, args[1:]):
         if n % 256:
             sys.exit(f"N = {n}: the variants tile by 256")
+        if layout:
+            for name, (mi, nj, kk, stages, ta, tb, vl) in layout_variants(n, layout).items():
+                with open(os.path.join(out, f"{n}_{name}.sched"), "w") as f:
+                    f.write(schedule(mi, nj, kk, stages, transpose_a=ta and ta is True,
+                                     transpose_b=tb and tb is True,
+                                     interleave_i=ta == "I", interleave_j=tb == "I",
+                                     local=vl))
+            continue
         for name, (mi, nj, kk, stages, transpose_a) in variants(n).items():
             with open(os.path.join(out, f"{n}_{name}.sched"), "w") as f:
                 f.write(schedule(mi, nj, kk, stages, transpose_a=transpose_a))

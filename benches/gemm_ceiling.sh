@@ -7,6 +7,9 @@
 # lowering, whatever its budget.
 #
 #   benches/gemm_ceiling.sh OUT [N...]      (default N: 2048 4096)
+#   LAYOUT=nt benches/gemm_ceiling.sh OUT [N...]
+#                 GEMMs of that layout, each operand whose rows are of the reduction
+#                 transposed into shared memory (T, as the sketch does) or kept as stored (S)
 #
 # OUT receives the schedules (.sched), each run's output (.run.txt) and the table
 # (summary.md, also on stdout), fastest first.
@@ -16,12 +19,13 @@ shift
 sizes=${*:-2048 4096}
 bin=${TESSEL_BIN:-./.gpu/tessel}
 mkdir -p "$out"
+layout=${LAYOUT:-}
 # shellcheck disable=SC2086
-python3 "$(dirname "$0")/gemm_ceiling.py" "$out" $sizes
+python3 "$(dirname "$0")/gemm_ceiling.py" ${layout:+--layout $layout} "$out" $sizes
 for f in "$out"/*.sched; do
   name=$(basename "$f" .sched)
   n=${name%%_*}
-  "$bin" run "matmul:${n}x${n}x${n}" --schedule "$f" --target cuda --compare >"$out/$name.run.txt" 2>&1
+  "$bin" run "matmul:${n}x${n}x${n}${layout:+,layout=$layout}" --schedule "$f" --target cuda --compare >"$out/$name.run.txt" 2>&1
 done
 python3 - "$out" <<'PY' | tee "$out/summary.md"
 import glob, os, re, sys
