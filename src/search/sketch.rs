@@ -75,7 +75,7 @@ mod tensor_core;
 mod wgmma;
 
 use super::space::{Binding, Level, SearchSpace};
-use crate::ir::{BufferKind, Expr, IterKind, Program};
+use crate::ir::{BlockId, BufferId, BufferKind, Expr, IterKind, Program};
 use crate::schedule::{pad_einsum, sampling};
 use crate::schedule::{AnnArg, BlockRv, ExprRv, IntArg, LoopRv, Schedule, ScheduleError, Target};
 use thiserror::Error;
@@ -601,8 +601,10 @@ pub fn apply_sketch(
         sch.transform_layout(main, 0, layout)
             .map_err(at("implicit GEMM"))?;
     }
-    // 7. Cache read with cooperative fetch.
+    // 7. Cache read with cooperative fetch (operands it would transpose may be
+    //    transposed by kernels of their own first).
     let fetch_at = levels[first_r].last().copied();
+    let mut transposed_copies = Vec::new();
     if let (Some(scope), Some(fetch_at)) = (&space.cache_read, fetch_at) {
         let n_reads = {
             let p = sch.program();
@@ -617,6 +619,9 @@ pub fn apply_sketch(
             let l = sch.loop_id(fetch_at).map_err(at("cache_read"))?;
             p.ancestors(crate::ir::Node::Loop(l)).len() + 1
         };
+        if !thread_factors.is_empty() {
+            transposed_copies = transpose_kernels(space, sch, main, n_reads)?;
+        }
         for idx in 0..n_reads {
             let cached = sch
                 .cache_read(main, idx as i64, scope)
@@ -656,6 +661,9 @@ pub fn apply_sketch(
                 leftovers.insert(0, name.clone());
             }
         }
+    }
+    for copy in &transposed_copies {
+        staging::schedule(space, sch, copy)?;
     }
     // 7b. Software pipelining of the shared fetch.
     if let (Some(_), Some(rule), Some(fetch_at)) = (&space.cache_read, &space.pipeline, fetch_at) {
@@ -864,27 +872,12 @@ fn reduction_major(
         let mb = sch.block_id(main).map_err(at("reduction-major"))?;
         let cb = sch.block_id(cached).map_err(at("reduction-major"))?;
         let buf = p.block(cb).body.buffer;
-        let blk = p.block(mb);
-        let Some((_, idx)) = p.block_reads(mb).into_iter().find(|(b, _)| *b == buf) else {
-            return Ok(false);
-        };
-        let uses = |e: &Expr, kind| {
-            blk.iter_vars
-                .iter()
-                .any(|iv| iv.kind == kind && e.uses_var(iv.var))
-        };
-        let reduce_only: Vec<bool> = idx
-            .iter()
-            .map(|e| uses(e, IterKind::Reduce) && !uses(e, IterKind::Spatial))
-            .collect();
-        if !(reduce_only.last() == Some(&true) && reduce_only.iter().any(|r| !r)) {
-            return Ok(false);
+        match reduction_first(p, mb, buf) {
+            Some(perm) => perm,
+            None => return Ok(false),
         }
-        let (mut first, rest): (Vec<i64>, Vec<i64>) =
-            (0..idx.len() as i64).partition(|d| reduce_only[*d as usize]);
-        first.extend(rest);
-        first
     };
+    let perm: Vec<i64> = perm.into_iter().map(|d| d as i64).collect();
     sch.transform_layout(cached, 0, &crate::schedule::layout::singletons(&perm))
         .map_err(at("reduction-major"))?;
     // The copy's stores walk the transposed axis: an odd row stride spreads them (and
@@ -893,6 +886,75 @@ fn reduction_major(
     sch.storage_align(cached, 0, axis, SHARED_BANKS, 1)
         .map_err(at("reduction-major"))?;
     Ok(true)
+}
+
+/// The order that stores `buf`, as block `main` reads it, reduction axes first, where
+/// its last index is a reduction variable alone and some index is not (a GEMM's
+/// `A[m, k]`: `[1, 0]`); `None` where it is stored so already or `main` does not read it.
+fn reduction_first(p: &Program, main: BlockId, buf: BufferId) -> Option<Vec<usize>> {
+    let blk = p.block(main);
+    let (_, idx) = p.block_reads(main).into_iter().find(|(b, _)| *b == buf)?;
+    let uses = |e: &Expr, kind| {
+        blk.iter_vars
+            .iter()
+            .any(|iv| iv.kind == kind && e.uses_var(iv.var))
+    };
+    let reduce_only: Vec<bool> = idx
+        .iter()
+        .map(|e| uses(e, IterKind::Reduce) && !uses(e, IterKind::Spatial))
+        .collect();
+    if !(reduce_only.last() == Some(&true) && reduce_only.iter().any(|r| !r)) {
+        return None;
+    }
+    let (mut first, rest): (Vec<usize>, Vec<usize>) = (0..idx.len()).partition(|d| reduce_only[*d]);
+    first.extend(rest);
+    Some(first)
+}
+
+/// The operands of `main` the fetch would transpose ([`reduction_major`]) transposed
+/// instead once, by kernels of their own, at a decision of the trace
+/// (`cache_read.transpose_kernels`): each is copied (`cache_read` into global memory)
+/// with its reduction axes first, the copy scheduled as a tiled transpose or a direct
+/// one ([`staging`]), and the fetch then copies the new buffer as it is stored, 16-byte
+/// vectors where its rows allow, with no transposing 4-byte copies. Returns the copies,
+/// to be scheduled once the padding they read is inlined into them.
+fn transpose_kernels(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    main: BlockRv,
+    reads: usize,
+) -> Result<Vec<staging::Staged>, SketchError> {
+    if !(space.is_gpu() && space.reduction_major && space.transpose_kernels) {
+        return Ok(Vec::new());
+    }
+    let perms: Vec<(usize, Vec<usize>)> = {
+        let p = sch.program();
+        let mb = sch.block_id(main).map_err(at("transpose kernels"))?;
+        let read_bufs: Vec<BufferId> = p.block_reads(mb).iter().map(|(b, _)| *b).collect();
+        read_bufs
+            .iter()
+            .take(reads)
+            .enumerate()
+            .filter_map(|(i, buf)| reduction_first(p, mb, *buf).map(|perm| (i, perm)))
+            .collect()
+    };
+    if perms.is_empty() {
+        return Ok(Vec::new());
+    }
+    let own = sch
+        .sample_categorical(&[0, 1], &[0.5, 0.5], None)
+        .map_err(at("transpose kernels"))?;
+    if sch.value(own).map_err(at("transpose kernels"))? == 0 {
+        return Ok(Vec::new());
+    }
+    let mut staged = Vec::new();
+    for (idx, perm) in perms {
+        let copy = sch
+            .cache_read(main, idx as i64, "global")
+            .map_err(at("transpose kernels"))?;
+        staged.push(staging::store_permuted(sch, copy, &perm)?);
+    }
+    Ok(staged)
 }
 
 /// The vector lengths offered to the fetch of a reduction-major operand: a transposed
@@ -1764,7 +1826,9 @@ mod tests {
         // vectors, while their padded rows (48, 64) are. The plain and split-K sketches
         // either zero-fill them in the shared fetch (guarded on 37) or (a decision) pad
         // them once by a kernel of their own, whose padded rows the fetch reads unguarded.
-        let space = SearchSpace::cuda_default();
+        // (A transposed by a kernel of its own reads the padding there: not this decision.)
+        let mut space = SearchSpace::cuda_default();
+        space.transpose_kernels = false;
         let spec = "matmul:m=64,n=53,k=37";
         let p = crate::workload::preset(spec).unwrap().to_program();
         let a = p.buffer(p.params[0]).name.clone();
@@ -1813,6 +1877,73 @@ mod tests {
                     .all(|b| !sch.program().block(*b).name.ends_with("_pad")),
                 "{trace}"
             );
+        }
+    }
+
+    #[test]
+    fn operands_the_fetch_would_transpose_may_be_transposed_by_kernels_of_their_own() {
+        // An NT GEMM reads both operands along the reduction (A[m, k], B[n, k]); k = 37
+        // pads them. Either the fetch transposes them (4-byte copies into a padded,
+        // reduction-major shared tile) or, a decision, kernels of their own store them
+        // reduction first (the padding inlined into them) and the fetch copies those as
+        // stored. Both compute the reference and lower; the trace records the choice.
+        // (The split-K sketch's partial GEMMs read k through the split: not transposed.)
+        let space = SearchSpace::cuda_default();
+        assert!(space.transpose_kernels);
+        let p = crate::workload::preset("matmul:m=72,n=53,k=37,layout=nt")
+            .unwrap()
+            .to_program();
+        {
+            let kind = SketchKind::Plain;
+            let mut seen = [false; 2];
+            for seed in 0..16 {
+                let mut sch = Schedule::new(p.clone(), seed);
+                apply_sketch(&space, &mut sch, seed, kind).unwrap();
+                crate::interp::check(&p, sch.program(), seed)
+                    .unwrap_or_else(|e| panic!("{kind:?} seed {seed}: {e}"));
+                let trace = crate::schedule::text::print(sch.trace());
+                let copies = trace.matches("scope=\"global\")").count();
+                let own = copies > 0;
+                assert!(copies == 0 || copies == 2, "{kind:?} seed {seed}:\n{trace}");
+                seen[usize::from(own)] = true;
+                let Ok(lowered) = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
+                else {
+                    continue;
+                };
+                let code = crate::codegen::cuda::generate(&lowered).unwrap().code;
+                // With the kernels, no shared tile is stored reduction-major by the
+                // fetch: the copies' buffers already are.
+                let kernels = code.matches("__global__").count();
+                assert!(!own || kernels >= 2, "{kind:?} seed {seed}:\n{code}");
+                let shared_copies: Vec<&str> = trace
+                    .lines()
+                    .filter(|l| l.contains("scope=\"shared\")"))
+                    .filter_map(|l| l.split(" = ").next())
+                    .collect();
+                let transposed = shared_copies
+                    .iter()
+                    .filter(|b| trace.contains(&format!("transform_layout({b},")))
+                    .count();
+                assert_eq!(
+                    transposed,
+                    if own { 0 } else { 2 },
+                    "{kind:?} seed {seed}:\n{trace}"
+                );
+                // The replayed trace builds the same program.
+                let again = crate::schedule::replay(sch.trace(), p.clone(), seed).unwrap();
+                assert_eq!(again.program(), sch.program(), "{kind:?} seed {seed}");
+            }
+            assert_eq!(seen, [true, true], "{kind:?}");
+        }
+        // A TN GEMM reads both operands stored reduction first: no decision, no copies.
+        let tn = crate::workload::preset("matmul:m=64,n=56,k=40,layout=tn")
+            .unwrap()
+            .to_program();
+        for seed in 0..4 {
+            let mut sch = Schedule::new(tn.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::Plain).unwrap();
+            let trace = crate::schedule::text::print(sch.trace());
+            assert!(!trace.contains("scope=\"global\""), "{trace}");
         }
     }
 }

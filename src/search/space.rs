@@ -88,6 +88,10 @@ pub struct SearchSpace {
     /// The fetch of a reduction-major operand is offered `fetch_vector_lengths` too (one
     /// vector load, a store per lane; `cache_read.vector_transposed`), else only 1.
     pub vector_transposed: bool,
+    /// A reduction-major operand may instead be transposed once by a kernel of its own
+    /// (a decision of the trace), after which the fetch copies it as stored
+    /// (`cache_read.transpose_kernels`, CUDA only).
+    pub transpose_kernels: bool,
     /// `Some(scope)` when the output is accumulated in a cache.
     pub cache_write: Option<String>,
     /// The levels (indices into `levels`, S levels before the first R level) at whose
@@ -413,6 +417,8 @@ struct CacheRead {
     reduction_major: bool,
     #[serde(default)]
     vector_transposed: bool,
+    #[serde(default)]
+    transpose_kernels: bool,
 }
 
 #[derive(Deserialize)]
@@ -898,6 +904,7 @@ impl SearchSpace {
             fetch_vector_lengths: f.cache_read.vector_lengths,
             reduction_major: f.cache_read.reduction_major,
             vector_transposed: f.cache_read.vector_transposed,
+            transpose_kernels: f.cache_read.transpose_kernels,
             cache_write: f.cache_write.enabled.then_some(f.cache_write.scope),
             write_back_levels,
             unroll_max_steps: f.unroll.max_steps,
