@@ -13,7 +13,8 @@ in 4 x 4 pieces (vthreads), LDS.128 from shared memory on both operands.
 
     benches/gemm_ceiling.py OUT N...   writes OUT/<N>_<variant>.sched for matmul:NxNxN
     benches/gemm_ceiling.py --layout L OUT N...   the same for matmul:NxNxN,layout=L: each
-        operand whose rows are of the reduction transposed (T) or kept as stored (S)
+        operand whose rows are of the reduction transposed in the fetch (T), kept as
+        stored (I) or transposed by a kernel of its own (K); see layout_variants
 """
 import os
 import sys
@@ -33,8 +34,33 @@ def split_line(loop, factors, interleave):
     return f"{', '.join(names)} = split({loop}, factors={factors})"
 
 
+def transpose_kernel(blk, name, run=64, channels=32, threads=128):
+    """The tiled transpose through shared memory that `sketch/staging.rs` builds for a
+    copy `name` stored reduction first: tiles of `channels` rows by `run` elements of
+    the reduction, read along the reduction and stored along the rows."""
+    return [
+        f'{blk} = get_block("{name}")',
+        f"{blk}_a0, {blk}_a1 = get_loops({blk})",
+        f"{blk}_r0, {blk}_r1 = split({blk}_a1, factors=[None, {run}])",
+        f"{blk}_c0, {blk}_c1 = split({blk}_a0, factors=[None, {channels}])",
+        f"reorder({blk}_r0, {blk}_c0, {blk}_c1, {blk}_r1)",
+        f"{blk}_g = fuse({blk}_r0, {blk}_c0)",
+        f'bind({blk}_g, thread="blockIdx.x")',
+        f'{blk}_w = cache_write({blk}, write_index=0, scope="shared")',
+        f"reverse_compute_at({blk}_w, {blk}_g)",
+        f"storage_align({blk}, buffer_index=0, axis=0, factor={channels}, offset=1)",
+        *[line for b, p in ((blk, "x"), (f"{blk}_w", "y")) for line in (
+            f"{blk}_{p}0, {blk}_{p}1, {blk}_{p}2 = get_loops({b})",
+            f"{blk}_{p}f = fuse({blk}_{p}1, {blk}_{p}2)",
+            f"{blk}_{p}o, {blk}_{p}i = split({blk}_{p}f, factors=[None, {threads}])",
+            f'bind({blk}_{p}i, thread="threadIdx.x")',
+            f"unroll({blk}_{p}o)")],
+    ]
+
+
 def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512, transpose_a=True,
-             transpose_b=None, interleave_i=False, interleave_j=False, local=False):
+             transpose_b=None, interleave_i=False, interleave_j=False, local=False,
+             kernels=(False, False)):
     """mi, nj: factors of i and j, [blocks, vthreads, warps, lanes, serial, inner];
     kk: factors of the reduction, [outer (pipelined), middle, inner]. transpose_a=False
     keeps A's shared tile as it is in memory (rows of the reduction: 16-byte copies, and
@@ -42,6 +68,9 @@ def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512, transpose_a=Tru
     reduction-major already (layout t). transpose_b likewise for B, whose rows are of the
     reduction in layout t (None: stored reduction-major, layout n)."""
     threads = mi[2] * mi[3] * nj[2] * nj[3]
+    # Operands transposed once by kernels of their own (the sketch's `transpose_kernels`
+    # decision): a global copy stored reduction first, then read as stored.
+    copies = [(i, f"t{i}_global") for i, k in enumerate(kernels) if k]
     lines = [
         'b0 = get_block("t2")',
         'b1 = cache_write(b0, write_index=0, scope="local")',
@@ -57,6 +86,9 @@ def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512, transpose_a=Tru
         "tx = fuse(i0_2, i1_2, i0_3, i1_3)",
         'bind(tx, thread="threadIdx.x")',
         "reverse_compute_at(b1, tx)",
+        *[line for i, _ in copies for line in (
+            f'g{i} = cache_read(b0, read_index={i}, scope="global")',
+            f"transform_layout(g{i}, buffer_index=0, permutation=[1, 0])")],
         'b2 = cache_read(b0, read_index=0, scope="shared")',
         "compute_at(b2, r0_0)",
         *(["transform_layout(b2, buffer_index=0, permutation=[1, 0])"] if transpose_a else []),
@@ -93,6 +125,8 @@ def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512, transpose_a=Tru
                 f"{block}_l6, {block}_l7, {block}_v = get_loops({block})",
                 f"vectorize({block}_v)",
             ]
+    for i, name in copies:
+        lines += transpose_kernel(f"s{i}", name)
     lines.append("b4 = decompose_reduction(b0, r0_0)")
     return "\n".join(lines) + "\n"
 
@@ -120,27 +154,36 @@ def variants(n):
 
 
 def layout_variants(n, layout):
-    """name -> (i factors, j factors, reduction factors, stages, A transposed, B
-    transposed) for a GEMM of `layout` (nn, nt, tn, tt): each operand whose rows are of
-    the reduction (A in n, B in t) transposed into shared memory as the sketch does ("T")
-    or kept as stored ("S"), on the two best tilings of the NN ceiling."""
+    """name -> keyword arguments of `schedule` for a GEMM of `layout` (nn, nt, tn, tt),
+    on the two best tilings of the NN ceiling. Each operand whose rows are of the
+    reduction (A in n, B in t) is transposed into shared memory as the sketch does (T),
+    kept as stored with the lanes interleaved (I), or transposed once by a kernel of its
+    own and read as stored after (K, the sketch's `transpose_kernels`); "_vl" variants
+    read each step's operands into registers by vector loads."""
     a_rows = layout[0] == "n"
     b_rows = layout[1] == "t"
     tilings = {
         "128x128_lanes4x8": ([n // 128, 2, 4, 4, 1, 4], [n // 128, 2, 2, 8, 1, 4], 3),
         "256x128_lanes4x8": ([n // 256, 4, 4, 4, 1, 4], [n // 128, 2, 2, 8, 1, 4], 2),
     }
+    forms = {"T": dict(t=True), "I": dict(t=False, i=True), "K": dict(t=None, k=True)}
     out = {}
     for tname, (mi, nj, stages) in tilings.items():
         for kname, kk in [("k32i16", [n // 32, 2, 16]), ("k32i8", [n // 32, 4, 8])]:
-            for ta in ([True, "I"] if a_rows else [None]):
-                for tb in ([True, "I"] if b_rows else [None]):
-                    tag = "".join("-" if t is None else "T" if t is True else "S" if t is False
-                                  else "I" for t in (ta, tb))
-                    out[f"{layout}_{tag}_{tname}_{kname}_s{stages}"] = (mi, nj, kk, stages, ta, tb, False)
-                    if ta in (True, None) and tb in (True, None):
-                        out[f"{layout}_{tag}_{tname}_{kname}_s{stages}_vl"] = (
-                            mi, nj, kk, stages, ta, tb, True)
+            for fa in (forms if a_rows else ["-"]):
+                for fb in (forms if b_rows else ["-"]):
+                    if "K" in (fa, fb) and ({fa, fb} - {"K", "-"} or kname != "k32i16"):
+                        continue
+                    a = forms.get(fa, dict(t=None))
+                    b = forms.get(fb, dict(t=None))
+                    args = dict(mi=mi, nj=nj, kk=kk, stages=stages,
+                                transpose_a=a["t"], transpose_b=b["t"],
+                                interleave_i=a.get("i", False), interleave_j=b.get("i", False),
+                                kernels=(a.get("k", False), b.get("k", False)))
+                    name = f"{layout}_{fa}{fb}_{tname}_{kname}_s{stages}"
+                    out[name] = args
+                    if {fa, fb} <= {"T", "-"}:
+                        out[name + "_vl"] = dict(args, local=True)
     return out
 
 
@@ -157,12 +200,9 @@ def main():
         if n % 256:
             sys.exit(f"N = {n}: the variants tile by 256")
         if layout:
-            for name, (mi, nj, kk, stages, ta, tb, vl) in layout_variants(n, layout).items():
+            for name, args in layout_variants(n, layout).items():
                 with open(os.path.join(out, f"{n}_{name}.sched"), "w") as f:
-                    f.write(schedule(mi, nj, kk, stages, transpose_a=ta and ta is True,
-                                     transpose_b=tb and tb is True,
-                                     interleave_i=ta == "I", interleave_j=tb == "I",
-                                     local=vl))
+                    f.write(schedule(**args))
             continue
         for name, (mi, nj, kk, stages, transpose_a) in variants(n).items():
             with open(os.path.join(out, f"{n}_{name}.sched"), "w") as f:

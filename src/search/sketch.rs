@@ -56,7 +56,9 @@
 //!    the split consistent) and vectorized by a sampled length. With
 //!    `cache_read.reduction_major`, an operand whose last axis is a reduction is stored
 //!    reduction axes first, rows padded against bank conflicts ([`reduction_major`]), its
-//!    fetch vectorized by the lengths [`transposed_lengths`] offers.
+//!    fetch vectorized by the lengths [`transposed_lengths`] offers; or, a decision
+//!    (`cache_read.transpose_kernels`), such operands are transposed once by kernels of
+//!    their own ([`transpose_kernels`]) and the fetch copies them as stored.
 //!
 //!    **7b. Software pipelining** (spaces with `pipeline.stages`): the loop the fetches
 //!    are computed at gets a sampled `software_pipeline_stage` ([`pipeline`]).
