@@ -373,6 +373,8 @@ fn a_prime_gemm_is_exhausted_without_duplicates() {
     let (space, target) = cuda();
     let mut space = small(space, 64, 2);
     space.max_waste = 0.0;
+    // A's transposing kernel would multiply the few tilings by its own decisions.
+    space.transpose_kernels = false;
     let p = program("matmul:1009x523x311");
     let mut search = EvolutionarySearch::new(space, target, p, 3);
     let mut hashes = HashSet::new();
@@ -484,9 +486,12 @@ fn a_transferred_trace_from_before_a_new_decision_is_also_grown_again_with_it() 
     // k = 37 and n = 53 leave the operands' rows no whole 16-byte vectors: the CUDA
     // sketches decide whether their padding runs as kernels of their own. A trace
     // recorded before that decision existed is the one the sketch makes with the padding
-    // in the fetch, less the decision's instruction.
+    // in the fetch, less the decision's instruction. (Hints are matched by candidate
+    // lists: the transpose-kernel coin, also of [0, 1], would lend the new decision its
+    // value; its own regrowth is the next test's.)
     let (space, target) = cuda();
-    let space = small(space, 24, 1);
+    let mut space = small(space, 24, 1);
+    space.transpose_kernels = false;
     let p = program("matmul:m=64,n=53,k=37");
     let old = (0..64u64)
         .find_map(|seed| {
@@ -541,4 +546,47 @@ fn a_transferred_trace_from_before_a_new_decision_is_also_grown_again_with_it() 
             "{spec}: no seed grew the trace into the new decision"
         );
     }
+}
+
+#[test]
+fn a_transferred_trace_from_before_the_transpose_kernels_is_grown_into_them() {
+    // An NT GEMM's fetch transposes both operands; a trace recorded before the
+    // transpose-kernel decision existed is the sketch's sample with the coin at 0, less
+    // the coin's instruction (every record shipped before it is such a trace).
+    let (space, target) = cuda();
+    let space = small(space, 24, 1);
+    let p = program("matmul:m=64,n=64,k=64,layout=nt");
+    let coin = |line: &str| line.contains("candidates=[0, 1]");
+    let old = (0..64u64)
+        .find_map(|seed| {
+            let mut sch = Schedule::new(p.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::Plain).ok()?;
+            let text = tessel::schedule::text::print(sch.trace());
+            let lines: Vec<&str> = text.lines().collect();
+            let at = lines.iter().position(|l| coin(l))?;
+            if !lines[at].ends_with("decision=0)") || lines.iter().filter(|l| coin(l)).count() != 1
+            {
+                return None;
+            }
+            let mut kept = lines.clone();
+            kept.remove(at);
+            let trace = tessel::schedule::text::parse(&kept.join("\n")).ok()?;
+            let replayed = replay(&trace, p.clone(), 0).ok()?;
+            check(replayed.program(), &space, &target).ok()?;
+            Some(trace)
+        })
+        .expect("a sample with the transposes in the fetch that passes the checks");
+    let mut grown = 0;
+    for seed in 0..8 {
+        let mut search = EvolutionarySearch::new(space.clone(), target.clone(), p.clone(), seed);
+        search.seed_traces(std::slice::from_ref(&old));
+        search.propose(4, &mut |_| false);
+        let transferred = search.last_round().transferred;
+        assert!((1..=2).contains(&transferred), "seed {seed}: {transferred}");
+        grown += usize::from(transferred == 2);
+    }
+    assert!(
+        grown > 0,
+        "no seed grew the trace into the transpose kernels"
+    );
 }
