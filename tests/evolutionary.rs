@@ -481,6 +481,48 @@ fn one_tiling_takes_at_most_its_share_of_a_batch() {
     );
 }
 
+/// A trace of `p` as recorded before a decision existed: the first sample of the plain
+/// sketch in which `at` finds the decision's line (among the printed trace's lines) with
+/// the value 0, less that line, that still replays and passes the checks.
+fn trace_before_a_decision(
+    space: &SearchSpace,
+    target: &TargetLimits,
+    p: &Program,
+    at: impl Fn(&[&str]) -> Option<usize>,
+) -> Option<Trace> {
+    (0..64u64).find_map(|seed| {
+        let mut sch = Schedule::new(p.clone(), seed);
+        apply_sketch(space, &mut sch, seed, SketchKind::Plain).ok()?;
+        let text = tessel::schedule::text::print(sch.trace());
+        let mut lines: Vec<&str> = text.lines().collect();
+        let at = at(&lines)?;
+        if !lines.get(at)?.ends_with("decision=0)") {
+            return None;
+        }
+        lines.remove(at);
+        let trace = tessel::schedule::text::parse(&lines.join("\n")).ok()?;
+        let replayed = replay(&trace, p.clone(), 0).ok()?;
+        check(replayed.program(), space, target).ok()?;
+        Some(trace)
+    })
+}
+
+/// Of 8 searches of `p` seeded with `old`, how many grew it again into a second member
+/// (each takes the trace itself, and its regrowth where that differs).
+fn seeds_grown(space: &SearchSpace, target: &TargetLimits, p: &Program, old: &Trace) -> usize {
+    (0..8)
+        .filter(|seed| {
+            let mut search =
+                EvolutionarySearch::new(space.clone(), target.clone(), p.clone(), *seed);
+            search.seed_traces(std::slice::from_ref(old));
+            search.propose(4, &mut |_| false);
+            let transferred = search.last_round().transferred;
+            assert!((1..=2).contains(&transferred), "seed {seed}: {transferred}");
+            transferred == 2
+        })
+        .count()
+}
+
 #[test]
 fn a_transferred_trace_from_before_a_new_decision_is_also_grown_again_with_it() {
     // k = 37 and n = 53 leave the operands' rows no whole 16-byte vectors: the CUDA
@@ -493,25 +535,11 @@ fn a_transferred_trace_from_before_a_new_decision_is_also_grown_again_with_it() 
     let mut space = small(space, 24, 1);
     space.transpose_kernels = false;
     let p = program("matmul:m=64,n=53,k=37");
-    let old = (0..64u64)
-        .find_map(|seed| {
-            let mut sch = Schedule::new(p.clone(), seed);
-            apply_sketch(&space, &mut sch, seed, SketchKind::Plain).ok()?;
-            let text = tessel::schedule::text::print(sch.trace());
-            let lines: Vec<&str> = text.lines().collect();
-            let at = lines.iter().position(|l| l.starts_with("pad_einsum("))? + 1;
-            let decision = lines.get(at)?;
-            if !decision.contains("candidates=[0, 1]") || !decision.ends_with("decision=0)") {
-                return None;
-            }
-            let mut kept = lines.clone();
-            kept.remove(at);
-            let trace = tessel::schedule::text::parse(&kept.join("\n")).ok()?;
-            let replayed = replay(&trace, p.clone(), 0).ok()?;
-            check(replayed.program(), &space, &target).ok()?;
-            Some(trace)
-        })
-        .expect("a sample with the padding in the fetch that passes the checks");
+    let old = trace_before_a_decision(&space, &target, &p, |lines| {
+        let at = lines.iter().position(|l| l.starts_with("pad_einsum("))? + 1;
+        lines.get(at)?.contains("candidates=[0, 1]").then_some(at)
+    })
+    .expect("a sample with the padding in the fetch that passes the checks");
     let has_decision = |t: &Trace| {
         let text = tessel::schedule::text::print(t);
         let lines: Vec<&str> = text.lines().collect();
@@ -527,20 +555,7 @@ fn a_transferred_trace_from_before_a_new_decision_is_also_grown_again_with_it() 
     // another workload (n = 60: its padding multiples are drawn from [1, 16, 32, 64],
     // the trace's from [16, 32, 64]), where the trace keeps the multiple it chose.
     for spec in ["matmul:m=64,n=53,k=37", "matmul:m=64,n=60,k=37"] {
-        let here = program(spec);
-        let mut grown = 0;
-        for seed in 0..8 {
-            let mut search =
-                EvolutionarySearch::new(space.clone(), target.clone(), here.clone(), seed);
-            search.seed_traces(std::slice::from_ref(&old));
-            search.propose(4, &mut |_| false);
-            let transferred = search.last_round().transferred;
-            assert!(
-                (1..=2).contains(&transferred),
-                "{spec} seed {seed}: {transferred}"
-            );
-            grown += usize::from(transferred == 2);
-        }
+        let grown = seeds_grown(&space, &target, &program(spec), &old);
         assert!(
             grown > 0,
             "{spec}: no seed grew the trace into the new decision"
@@ -557,34 +572,12 @@ fn a_transferred_trace_from_before_the_transpose_kernels_is_grown_into_them() {
     let space = small(space, 24, 1);
     let p = program("matmul:m=64,n=64,k=64,layout=nt");
     let coin = |line: &str| line.contains("candidates=[0, 1]");
-    let old = (0..64u64)
-        .find_map(|seed| {
-            let mut sch = Schedule::new(p.clone(), seed);
-            apply_sketch(&space, &mut sch, seed, SketchKind::Plain).ok()?;
-            let text = tessel::schedule::text::print(sch.trace());
-            let lines: Vec<&str> = text.lines().collect();
-            let at = lines.iter().position(|l| coin(l))?;
-            if !lines[at].ends_with("decision=0)") || lines.iter().filter(|l| coin(l)).count() != 1
-            {
-                return None;
-            }
-            let mut kept = lines.clone();
-            kept.remove(at);
-            let trace = tessel::schedule::text::parse(&kept.join("\n")).ok()?;
-            let replayed = replay(&trace, p.clone(), 0).ok()?;
-            check(replayed.program(), &space, &target).ok()?;
-            Some(trace)
-        })
-        .expect("a sample with the transposes in the fetch that passes the checks");
-    let mut grown = 0;
-    for seed in 0..8 {
-        let mut search = EvolutionarySearch::new(space.clone(), target.clone(), p.clone(), seed);
-        search.seed_traces(std::slice::from_ref(&old));
-        search.propose(4, &mut |_| false);
-        let transferred = search.last_round().transferred;
-        assert!((1..=2).contains(&transferred), "seed {seed}: {transferred}");
-        grown += usize::from(transferred == 2);
-    }
+    let old = trace_before_a_decision(&space, &target, &p, |lines| {
+        let at = lines.iter().position(|l| coin(l))?;
+        (lines.iter().filter(|l| coin(l)).count() == 1).then_some(at)
+    })
+    .expect("a sample with the transposes in the fetch that passes the checks");
+    let grown = seeds_grown(&space, &target, &p, &old);
     assert!(
         grown > 0,
         "no seed grew the trace into the transpose kernels"
