@@ -1895,48 +1895,41 @@ mod tests {
         let p = crate::workload::preset("matmul:m=72,n=53,k=37,layout=nt")
             .unwrap()
             .to_program();
-        {
-            let kind = SketchKind::Plain;
-            let mut seen = [false; 2];
-            for seed in 0..16 {
-                let mut sch = Schedule::new(p.clone(), seed);
-                apply_sketch(&space, &mut sch, seed, kind).unwrap();
-                crate::interp::check(&p, sch.program(), seed)
-                    .unwrap_or_else(|e| panic!("{kind:?} seed {seed}: {e}"));
-                let trace = crate::schedule::text::print(sch.trace());
-                let copies = trace.matches("scope=\"global\")").count();
-                let own = copies > 0;
-                assert!(copies == 0 || copies == 2, "{kind:?} seed {seed}:\n{trace}");
-                seen[usize::from(own)] = true;
-                let Ok(lowered) = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
-                else {
-                    continue;
-                };
-                let code = crate::codegen::cuda::generate(&lowered).unwrap().code;
-                // With the kernels, no shared tile is stored reduction-major by the
-                // fetch: the copies' buffers already are.
-                let kernels = code.matches("__global__").count();
-                assert!(!own || kernels >= 2, "{kind:?} seed {seed}:\n{code}");
-                let shared_copies: Vec<&str> = trace
-                    .lines()
-                    .filter(|l| l.contains("scope=\"shared\")"))
-                    .filter_map(|l| l.split(" = ").next())
-                    .collect();
-                let transposed = shared_copies
-                    .iter()
-                    .filter(|b| trace.contains(&format!("transform_layout({b},")))
-                    .count();
-                assert_eq!(
-                    transposed,
-                    if own { 0 } else { 2 },
-                    "{kind:?} seed {seed}:\n{trace}"
-                );
-                // The replayed trace builds the same program.
-                let again = crate::schedule::replay(sch.trace(), p.clone(), seed).unwrap();
-                assert_eq!(again.program(), sch.program(), "{kind:?} seed {seed}");
-            }
-            assert_eq!(seen, [true, true], "{kind:?}");
+        let mut seen = [false; 2];
+        for seed in 0..16 {
+            let mut sch = Schedule::new(p.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::Plain).unwrap();
+            crate::interp::check(&p, sch.program(), seed)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            let trace = crate::schedule::text::print(sch.trace());
+            let copies = trace.matches("scope=\"global\")").count();
+            let own = copies > 0;
+            assert!(copies == 0 || copies == 2, "seed {seed}:\n{trace}");
+            seen[usize::from(own)] = true;
+            let Ok(lowered) = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
+            else {
+                continue;
+            };
+            let code = crate::codegen::cuda::generate(&lowered).unwrap().code;
+            // With the kernels, no shared tile is stored reduction-major by the
+            // fetch: the copies' buffers already are.
+            let kernels = code.matches("__global__").count();
+            assert!(!own || kernels >= 2, "seed {seed}:\n{code}");
+            let shared_copies: Vec<&str> = trace
+                .lines()
+                .filter(|l| l.contains("scope=\"shared\")"))
+                .filter_map(|l| l.split(" = ").next())
+                .collect();
+            let transposed = shared_copies
+                .iter()
+                .filter(|b| trace.contains(&format!("transform_layout({b},")))
+                .count();
+            assert_eq!(transposed, if own { 0 } else { 2 }, "seed {seed}:\n{trace}");
+            // The replayed trace builds the same program.
+            let again = crate::schedule::replay(sch.trace(), p.clone(), seed).unwrap();
+            assert_eq!(again.program(), sch.program(), "seed {seed}");
         }
+        assert_eq!(seen, [true, true], "plain sketch");
         // A TN GEMM reads both operands stored reduction first: no decision, no copies.
         let tn = crate::workload::preset("matmul:m=64,n=56,k=40,layout=tn")
             .unwrap()
