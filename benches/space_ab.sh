@@ -2,7 +2,8 @@
 # Two search-space files with one tessel binary on the CUDA device: each workload tuned
 # from a fresh database per space (nothing shipped, TRIALS trials or SECS seconds, seed 11
 # or TESSEL_SEED), its best run by `tessel run --compare`, and whether that best took the
-# GEMM view (`im2col(` in its trace); then cuDNN (benches/cudnn_conv.py) for each conv in
+# GEMM view (`im2col(` in its trace) and how many operands it transposed by kernels of their
+# own (`cache_read.transpose_kernels`: `scope="global"` copies); then cuDNN (benches/cudnn_conv.py) for each conv in
 # the same call. For a change of `search_spaces/cuda.toml` alone.
 #
 #   benches/space_ab.sh SPACE_A SPACE_B TRIALS SECS WORKLOAD...
@@ -21,7 +22,8 @@ for w in "$@"; do
     "$bin" tune "$w" --target cuda --space "$space" --trials "$trials" --time-limit "$secs" \
       --seed "${TESSEL_SEED:-11}" --db "$db" 2>/dev/null | grep -E "^stopped " | tr '\n' ' '
     "$bin" best "$w" --target cuda --db "$db" --emit trace >"$sched" 2>/dev/null || { echo; continue; }
-    printf ' | gemm view: %s | ' "$(grep -c 'im2col(' "$sched")"
+    printf ' | gemm view: %s | transposing kernels: %s | ' "$(grep -c 'im2col(' "$sched")" \
+      "$(grep -c 'scope="global")' "$sched")"
     "$bin" run "$w" --schedule "$sched" --target cuda --compare 2>&1 |
       grep -E "^(latency|speed|peer)" | tr '\n' ' '
     echo
