@@ -166,6 +166,15 @@ fn at(rule: &'static str) -> impl Fn(ScheduleError) -> SketchError {
     move |source| SketchError::Schedule { rule, source }
 }
 
+/// A choice between two ways, equally likely, recorded in the trace (a
+/// `sample_categorical` of `[0, 1]`): whether the second is taken.
+fn coin(sch: &mut Schedule, rule: &'static str) -> Result<bool, SketchError> {
+    let choice = sch
+        .sample_categorical(&[0, 1], &[0.5, 0.5], None)
+        .map_err(at(rule))?;
+    Ok(sch.value(choice).map_err(at(rule))? == 1)
+}
+
 /// The annotation the auto-unroll rule sets.
 pub const AUTO_UNROLL_KEY: &str = "pragma_auto_unroll_max_step";
 
@@ -943,10 +952,7 @@ fn transpose_kernels(
     if perms.is_empty() {
         return Ok(Vec::new());
     }
-    let own = sch
-        .sample_categorical(&[0, 1], &[0.5, 0.5], None)
-        .map_err(at("transpose kernels"))?;
-    if sch.value(own).map_err(at("transpose kernels"))? == 0 {
+    if !coin(sch, "transpose kernels")? {
         return Ok(Vec::new());
     }
     let mut staged = Vec::new();
@@ -1673,10 +1679,7 @@ fn unaligned_pad_kernels(
     if unaligned.is_empty() {
         return Ok(Vec::new());
     }
-    let own = sch
-        .sample_categorical(&[0, 1], &[0.5, 0.5], None)
-        .map_err(at("unaligned padding"))?;
-    if sch.value(own).map_err(at("unaligned padding"))? == 0 {
+    if !coin(sch, "unaligned padding")? {
         return Ok(Vec::new());
     }
     for name in &unaligned {
@@ -1704,14 +1707,9 @@ fn standalone(space: &SearchSpace, sch: &mut Schedule, name: &str) -> Result<(),
         let id = sch.block_id(b).map_err(at("epilogue"))?;
         p.block(id).is_reduction() && cross_thread::applies(space, p, id)
     };
-    if across {
-        let coin = sch
-            .sample_categorical(&[0, 1], &[0.5, 0.5], None)
-            .map_err(at("cross-thread reduction"))?;
-        if sch.value(coin).map_err(at("cross-thread reduction"))? == 1 {
-            cross_thread::across_threads(space, sch, name, &[])?;
-            return Ok(());
-        }
+    if across && coin(sch, "cross-thread reduction")? {
+        cross_thread::across_threads(space, sch, name, &[])?;
+        return Ok(());
     }
     let loops = sch.get_loops(b).map_err(at("epilogue"))?;
     // A reduction (one before the main nest) keeps its reduction loops serial in each

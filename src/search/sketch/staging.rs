@@ -73,12 +73,10 @@ pub(super) fn schedule(
     sch: &mut Schedule,
     stage: &Staged,
 ) -> Result<(), SketchError> {
-    let shared = sch
-        .sample_categorical(&[0, 1], &[0.5, 0.5], None)
-        .map_err(at("staging"))?;
-    match sch.value(shared).map_err(at("staging"))? {
-        0 => direct(space, sch, stage),
-        _ => transpose(sch, stage),
+    if super::coin(sch, "staging")? {
+        transpose(sch, stage)
+    } else {
+        direct(space, sch, stage)
     }
 }
 
