@@ -14,7 +14,9 @@ in 4 x 4 pieces (vthreads), LDS.128 from shared memory on both operands.
     benches/gemm_ceiling.py OUT N...   writes OUT/<N>_<variant>.sched for matmul:NxNxN
     benches/gemm_ceiling.py --layout L OUT N...   the same for matmul:NxNxN,layout=L: each
         operand whose rows are of the reduction transposed in the fetch (T), kept as
-        stored (I) or transposed by a kernel of its own (K); see layout_variants
+        stored (S, I) or transposed by a kernel of its own (K); see layout_variants
+    benches/gemm_ceiling.py --kernels OUT N...   matmul:NxNxN (NN) with A transposed by a
+        kernel of its own, around the best tiling; see kernel_variants
 """
 import os
 import sys
@@ -157,8 +159,8 @@ def layout_variants(n, layout):
     """name -> keyword arguments of `schedule` for a GEMM of `layout` (nn, nt, tn, tt),
     on the two best tilings of the NN ceiling. Each operand whose rows are of the
     reduction (A in n, B in t) is transposed into shared memory as the sketch does (T),
-    kept as stored with the lanes interleaved (I), or transposed once by a kernel of its
-    own and read as stored after (K, the sketch's `transpose_kernels`); "_vl" variants
+    kept as stored (S; with the lanes interleaved, I), or transposed once by a kernel of
+    its own and read as stored after (K, the sketch's `transpose_kernels`); "_vl" variants
     read each step's operands into registers by vector loads."""
     a_rows = layout[0] == "n"
     b_rows = layout[1] == "t"
@@ -166,7 +168,12 @@ def layout_variants(n, layout):
         "128x128_lanes4x8": ([n // 128, 2, 4, 4, 1, 4], [n // 128, 2, 2, 8, 1, 4], 3),
         "256x128_lanes4x8": ([n // 256, 4, 4, 4, 1, 4], [n // 128, 2, 2, 8, 1, 4], 2),
     }
-    forms = {"T": dict(t=True), "I": dict(t=False, i=True), "K": dict(t=None, k=True)}
+    forms = {
+        "T": dict(t=True),
+        "S": dict(t=False),
+        "I": dict(t=False, i=True),
+        "K": dict(t=None, k=True),
+    }
     out = {}
     for tname, (mi, nj, stages) in tilings.items():
         for kname, kk in [("k32i16", [n // 32, 2, 16]), ("k32i8", [n // 32, 4, 8])]:
@@ -187,11 +194,39 @@ def layout_variants(n, layout):
     return out
 
 
+def kernel_variants(n):
+    """name -> keyword arguments of `schedule` for matmul:NxNxN (NN) with A transposed by
+    a kernel of its own: tilings, lane arrangements, reduction steps and stage counts
+    around the best K variant (issue 17's fp32 item)."""
+    tilings = {
+        "256x128_l4x8": ([n // 256, 4, 4, 4, 1, 4], [n // 128, 2, 2, 8, 1, 4]),
+        "128x128_l4x8": ([n // 128, 2, 4, 4, 1, 4], [n // 128, 2, 2, 8, 1, 4]),
+        "128x256_l4x8": ([n // 128, 2, 4, 4, 1, 4], [n // 256, 4, 2, 8, 1, 4]),
+        "256x128_l8x4": ([n // 256, 4, 2, 8, 1, 4], [n // 128, 2, 4, 4, 1, 4]),
+    }
+    steps = {"k32i16": [n // 32, 2, 16], "k16i16": [n // 16, 1, 16], "k32i8": [n // 32, 4, 8]}
+    out = {}
+    for tname, (mi, nj) in tilings.items():
+        for kname, kk in steps.items():
+            for stages in (2, 3, 4):
+                if tname != "256x128_l4x8" and kname != "k32i16":
+                    continue
+                if tname == "128x128_l4x8" and stages == 2:
+                    continue
+                out[f"nn_K-_{tname}_{kname}_s{stages}"] = dict(
+                    mi=mi, nj=nj, kk=kk, stages=stages, transpose_a=None, transpose_b=None,
+                    kernels=(True, False))
+    return out
+
+
 def main():
     args = sys.argv[1:]
     layout = None
     if len(args) >= 2 and args[0] == "--layout":
         layout, args = args[1], args[2:]
+    kernels = bool(args) and args[0] == "--kernels"
+    if kernels:
+        args = args[1:]
     if len(args) < 2:
         sys.exit(__doc__)
     out = args[0]
@@ -199,6 +234,11 @@ def main():
     for n in map(int, args[1:]):
         if n % 256:
             sys.exit(f"N = {n}: the variants tile by 256")
+        if kernels:
+            for name, args in kernel_variants(n).items():
+                with open(os.path.join(out, f"{n}_{name}.sched"), "w") as f:
+                    f.write(schedule(**args))
+            continue
         if layout:
             for name, args in layout_variants(n, layout).items():
                 with open(os.path.join(out, f"{n}_{name}.sched"), "w") as f:

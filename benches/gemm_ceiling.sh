@@ -9,7 +9,10 @@
 #   benches/gemm_ceiling.sh OUT [N...]      (default N: 2048 4096)
 #   LAYOUT=nt benches/gemm_ceiling.sh OUT [N...]
 #                 GEMMs of that layout, each operand whose rows are of the reduction
-#                 transposed into shared memory (T, as the sketch does) or kept as stored (S)
+#                 transposed into shared memory (T, as the sketch does), kept as stored (S,
+#                 I), or transposed by a kernel of its own (K)
+#   KERNELS=1 benches/gemm_ceiling.sh OUT [N...]
+#                 NN GEMMs with A transposed by a kernel of its own, around the best tiling
 #
 # OUT receives the schedules (.sched), each run's output (.run.txt) and the table
 # (summary.md, also on stdout), fastest first.
@@ -21,7 +24,7 @@ bin=${TESSEL_BIN:-./.gpu/tessel}
 mkdir -p "$out"
 layout=${LAYOUT:-}
 # shellcheck disable=SC2086
-python3 "$(dirname "$0")/gemm_ceiling.py" ${layout:+--layout $layout} "$out" $sizes
+python3 "$(dirname "$0")/gemm_ceiling.py" ${layout:+--layout $layout} ${KERNELS:+--kernels} "$out" $sizes
 for f in "$out"/*.sched; do
   name=$(basename "$f" .sched)
   n=${name%%_*}
