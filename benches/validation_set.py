@@ -3,6 +3,7 @@
 
     python3 benches/validation_set.py [--seed S] > benches/validation.toml
     python3 benches/validation_set.py --training > benches/training.toml
+    python3 benches/validation_set.py --tuning > benches/tuning.toml
 
 `--training` draws the training set from the same distribution with another seed: the
 shapes whose tuned records ship in `database/` (what transfer and the cost model learn
@@ -16,6 +17,10 @@ of 1, 3, 5 or 7 with the padding that keeps the size for stride 1. Then 16-bit G
 for the tensor cores (`[[tensor_core]]`: see TENSOR_CORE_VALIDATION and draw_tensor_core).
 The same seed draws the same set; the rules of the search are not to be tuned to any one
 of them.
+
+`--tuning` draws the tuning set, a third seed: the shapes on which a change of the rules
+or of a default is A/B'd before it lands (benches/parallel_ab.sh), so that the validation
+set stays held out and its figures are not what the defaults were chosen on.
 """
 import argparse
 import random
@@ -27,6 +32,7 @@ TRAINING_CONVS = 16
 LAYOUTS = ["nn", "nt", "tn", "tt"]
 VALIDATION_SEED = 20261123
 TRAINING_SEED = 20261125
+TUNING_SEED = 20261128
 
 
 def is_prime(n):
@@ -118,14 +124,21 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int)
     ap.add_argument("--training", action="store_true", help="the training set's seed and header")
+    ap.add_argument("--tuning", action="store_true", help="the tuning set's seed and header")
     args = ap.parse_args()
-    seed = args.seed or (TRAINING_SEED if args.training else VALIDATION_SEED)
+    default = TRAINING_SEED if args.training else TUNING_SEED if args.tuning else VALIDATION_SEED
+    seed = args.seed or default
     gemms, convs = draw(seed, TRAINING_CONVS if args.training else CONVS)
     if args.training:
         print(f"# tessel's training set, drawn by `python3 benches/validation_set.py --training`")
         print("# (seed below; do not edit by hand). The same distribution as the validation set,")
         print("# another seed: its tuned records ship in database/ for transfer and the cost model;")
         print("# no shape here is in benches/validation.toml.")
+    elif args.tuning:
+        print("# tessel's tuning set, drawn by `python3 benches/validation_set.py --tuning`")
+        print("# (seed below; do not edit by hand). The same distribution, a third seed: changes")
+        print("# of the rules and defaults are A/B'd on these shapes (benches/parallel_ab.sh),")
+        print("# so that benches/validation.toml stays held out. No record of them ships.")
     else:
         print(f"# tessel's validation set, drawn by `python3 benches/validation_set.py --seed {seed}`")
         print("# (do not edit by hand: change the script or the seed and redraw). Each entry is a")
@@ -136,7 +149,7 @@ def main():
         print(f'\n[[gemm]]\nworkload = "{spec}"\nkind = "{kind}"')
     for spec in convs:
         print(f'\n[[conv]]\nworkload = "{spec}"')
-    tensor_core = draw_tensor_core(seed) if args.training else TENSOR_CORE_VALIDATION
+    tensor_core = draw_tensor_core(seed) if args.training or args.tuning else TENSOR_CORE_VALIDATION
     for spec in tensor_core:
         print(f'\n[[tensor_core]]\nworkload = "{spec}"')
 

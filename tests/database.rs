@@ -832,3 +832,37 @@ fn training_records_are_read_whole_or_since_a_record() {
         .unwrap()
         .is_empty());
 }
+
+/// The tuning set (`benches/tuning.toml`, on which changes of the rules and defaults are
+/// A/B'd) shares no shape with the validation or the training set, every entry is a
+/// workload spec, and no shipped record is of one of its workloads: an A/B on it starts
+/// from the same shipped records as a user's tune of an unseen shape.
+#[test]
+fn the_tuning_set_is_disjoint_from_the_validation_and_training_sets_and_from_the_shipped_records() {
+    let kinds = ["gemm", "conv", "tensor_core"];
+    let tuning = set_keys("tuning.toml", &kinds);
+    assert_eq!(tuning.len(), 24 + 8 + 16);
+    assert!(tuning.is_disjoint(&set_keys("validation.toml", &kinds)));
+    assert!(tuning.is_disjoint(&set_keys("training.toml", &kinds)));
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("database");
+    let mut shipped = std::collections::HashSet::new();
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if !path.to_string_lossy().ends_with(".best.jsonl") {
+            continue;
+        }
+        for line in BufReader::new(std::fs::File::open(&path).unwrap()).lines() {
+            let record: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+            let key = record["workload_key"].as_str().unwrap().to_string();
+            assert!(
+                !tuning.contains(&key),
+                "{}: {key} is a tuning workload",
+                path.display()
+            );
+            shipped.insert(key);
+        }
+    }
+    // The keys compared are of one kind: the training set's workloads are found.
+    let training = set_keys("training.toml", &kinds);
+    assert!(shipped.intersection(&training).count() >= 28, "{shipped:?}");
+}

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Where a scheduled workload's time goes, kernel by kernel, beside cublasLt's: Nsight
+# Compute (`ncu --clock-control none`, a few metrics: duration, grid, block, registers,
+# active warps, SM and DRAM throughput) on `tessel run W --schedule SCHED` (the first 40
+# launches of kernels named main_kernel*: the run's reference kernel, then the scheduled
+# ones, each launched several times) and on `tessel run ... --compare` for the cuBLAS
+# kernels its heuristic's candidates launch. One line per distinct kernel and launch shape
+# with the median duration; the CSVs go to OUT.
+#
+#   benches/kernel_times.sh OUT WORKLOAD SCHED
+#   e.g. benches/kernel_times.sh /tmp/kt matmul:m=3779,n=941,k=787,layout=nn best.sched
+set -u
+out=$1 w=$2 sched=$3
+bin=${TESSEL_BIN:-./.gpu/tessel}
+mkdir -p "$out"
+tag=$(printf '%s' "$w" | tr ':,=' '___')
+metrics=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
+metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active
+metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed
+ncu --clock-control none -k regex:main_kernel -c 40 --metrics "$metrics" --csv \
+  "$bin" run "$w" --schedule "$sched" --target cuda >"$out/$tag.ncu.csv" 2>&1
+ncu --clock-control none -k 'regex:gemm|Kernel|sm90|sm80' -c 30 --metrics "$metrics" --csv \
+  "$bin" run "$w" --schedule "$sched" --target cuda --compare >"$out/$tag.peer.csv" 2>&1
+python3 - "$out/$tag.ncu.csv" "$out/$tag.peer.csv" <<'PY'
+import collections, csv, io, sys
+for path in sys.argv[1:]:
+    text = open(path).read()
+    start = text.find('"ID"')
+    print("==", path)
+    if start < 0:
+        print("  no profile:", text[-300:])
+        continue
+    launches = collections.OrderedDict()
+    for r in csv.DictReader(io.StringIO(text[start:])):
+        launches.setdefault((r["Kernel Name"], r["ID"]), {})[r["Metric Name"]] = r["Metric Value"]
+    shapes = collections.OrderedDict()
+    for (name, _), m in launches.items():
+        key = (name[:60], m.get("launch__grid_size"), m.get("launch__block_size"))
+        shapes.setdefault(key, []).append(m)
+    for (name, grid, block), ms in shapes.items():
+        ns = sorted(float(m["gpu__time_duration.sum"].replace(",", "")) for m in ms)
+        m = ms[0]
+        print(f"  {name:60s} grid {grid:>7} block {block:>4} regs "
+              f"{m['launch__registers_per_thread']:>4} launches {len(ms):3d} "
+              f"median {ns[len(ns) // 2] / 1000:9.1f} us  warps active "
+              f"{m['sm__warps_active.avg.pct_of_peak_sustained_active']}%  SM "
+              f"{m['sm__throughput.avg.pct_of_peak_sustained_elapsed']}%  DRAM "
+              f"{m['dram__throughput.avg.pct_of_peak_sustained_elapsed']}%")
+PY

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Two search-space files A/B'd as a user meets them, on every GPU of the host: each
+# workload tuned once per space from its own copy of a base database of the shipped
+# records and the model trained on them (issue 14's protocol: the default search, TRIALS
+# trials, batch 64, seed 11), its best then timed against cublasLt by `tessel run
+# --compare`. Both arms of a workload run on the same GPU, one after the other; the
+# workloads are dealt round-robin to the GPUs. For changes of the rules and defaults,
+# on the tuning set (benches/tuning.toml) so that the validation set stays held out.
+#
+#   benches/parallel_ab.sh OUT SPACE_A SPACE_B [TRIALS [KIND]]
+#   e.g. sed 's/^generations = 4/generations = 8/' search_spaces/cuda.toml >/tmp/gen8.toml
+#        benches/parallel_ab.sh /tmp/ab search_spaces/cuda.toml /tmp/gen8.toml 300 gemm
+#
+# TESSEL_SET picks another set file. OUT/all.txt: per workload and space the tune's stop
+# and time lines and the run's check, speed, peer and ratio; then the geomean ratio of
+# each space and of B over A.
+set -u
+out=$1 a=$2 b=$3 trials=${4:-300} kind=${5:-gemm}
+bin=${TESSEL_BIN:-./.gpu/tessel}
+set=${TESSEL_SET:-benches/tuning.toml}
+base=${TESSEL_BASE_DB:-/tmp/tessel-ab-base.sqlite}
+export TESSEL_SHIPPED=off
+mkdir -p "$out"
+source "$(dirname "$0")/shipped_db.sh"
+shipped_db "$bin" "$base" "$out"
+gpus=$(nvidia-smi -L | wc -l)
+mapfile -t ws < <(python3 -c '
+import sys, tomllib
+for e in tomllib.load(open(sys.argv[1], "rb"))[sys.argv[2]]:
+    print(e["workload"])' "$set" "$kind")
+one() { # gpu workload space
+  local db=/tmp/tessel-ab-$1.sqlite sched=/tmp/tessel-ab-$1.sched t r
+  cp "$base" "$db"
+  t=$(CUDA_VISIBLE_DEVICES=$1 "$bin" tune "$2" --target cuda --space "$3" --trials "$trials" \
+    --time-limit 60 --batch 64 --seed 11 --db "$db" --retrain focused 2>/dev/null |
+    grep -E "^(stopped|time)" | tr '\n' ' ')
+  CUDA_VISIBLE_DEVICES=$1 "$bin" best "$2" --target cuda --db "$db" --emit trace >"$sched" 2>/dev/null
+  r=$(CUDA_VISIBLE_DEVICES=$1 "$bin" run "$2" --schedule "$sched" --target cuda --compare 2>&1 |
+    grep -E "^(speed|peer|ratio|check)" | tr '\n' ' ')
+  echo "$2 | $3 | $t | $r"
+}
+for ((g = 0; g < gpus; g++)); do
+  (
+    for i in "${!ws[@]}"; do
+      (( i % gpus == g )) || continue
+      one "$g" "${ws[$i]}" "$a"
+      one "$g" "${ws[$i]}" "$b"
+    done >"$out/g$g.txt"
+  ) &
+done
+wait
+sort "$out"/g*.txt >"$out/all.txt"
+python3 - "$out/all.txt" "$a" "$b" <<'PY'
+import math, re, sys
+rows = {}
+for line in open(sys.argv[1]):
+    w, space = line.split(" | ")[:2]
+    m = re.search(r"= ([\d.]+)x", line)
+    if m:
+        rows.setdefault(w, {})[space] = float(m.group(1))
+a, b = sys.argv[2], sys.argv[3]
+both = [v for v in rows.values() if a in v and b in v]
+g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
+print(f"{len(both)} workloads: geomean ratio to cublasLt {g([v[a] for v in both]):.3f} ({a}), "
+      f"{g([v[b] for v in both]):.3f} ({b}); B / A {g([v[b] / v[a] for v in both]):.3f}")
+PY
