@@ -900,8 +900,9 @@ fn reduction_major(
 }
 
 /// The order that stores `buf`, as block `main` reads it, reduction axes first, where
-/// its last index is a reduction variable alone and some index is not (a GEMM's
-/// `A[m, k]`: `[1, 0]`); `None` where it is stored so already or `main` does not read it.
+/// its last index is a reduction variable alone and some index of a dimension longer than
+/// 1 is not (a GEMM's `A[m, k]`: `[1, 0]`); `None` where it is stored so already (a
+/// GEMV's `A[1, k]` too) or `main` does not read it.
 fn reduction_first(p: &Program, main: BlockId, buf: BufferId) -> Option<Vec<usize>> {
     let blk = p.block(main);
     let (_, idx) = p.block_reads(main).into_iter().find(|(b, _)| *b == buf)?;
@@ -914,7 +915,13 @@ fn reduction_first(p: &Program, main: BlockId, buf: BufferId) -> Option<Vec<usiz
         .iter()
         .map(|e| uses(e, IterKind::Reduce) && !uses(e, IterKind::Spatial))
         .collect();
-    if !(reduce_only.last() == Some(&true) && reduce_only.iter().any(|r| !r)) {
+    // A dimension of extent 1 orders nothing: [1, K] is stored as [K, 1] already.
+    let shape = &p.buffer(buf).shape;
+    let spatial_before = reduce_only
+        .iter()
+        .zip(shape)
+        .any(|(r, extent)| !r && *extent > 1);
+    if !(reduce_only.last() == Some(&true) && spatial_before) {
         return None;
     }
     let (mut first, rest): (Vec<usize>, Vec<usize>) = (0..idx.len()).partition(|d| reduce_only[*d]);
@@ -922,8 +929,24 @@ fn reduction_first(p: &Program, main: BlockId, buf: BufferId) -> Option<Vec<usiz
     Some(first)
 }
 
-/// The operands of `main` the fetch would transpose ([`reduction_major`]) transposed
-/// instead once, by kernels of their own, at a decision of the trace
+/// Whether `main` reads each element of `buf` more than once: some spatial axis of `main`
+/// longer than 1 indexes no dimension of it (a GEMM's A is read once per column of the
+/// output, a conv's weights once per pixel). A GEMV's weight, or the row a reduction sums,
+/// is read once: a kernel that transposed it would move every byte twice for a fetch that
+/// moves it once.
+fn reused(p: &Program, main: BlockId, buf: BufferId) -> bool {
+    let blk = p.block(main);
+    let Some((_, idx)) = p.block_reads(main).into_iter().find(|(b, _)| *b == buf) else {
+        return false;
+    };
+    blk.iter_vars
+        .iter()
+        .filter(|iv| iv.kind == IterKind::Spatial && iv.extent > 1)
+        .any(|iv| !idx.iter().any(|e| e.uses_var(iv.var)))
+}
+
+/// The operands of `main` the fetch would transpose ([`reduction_major`]) and reads more
+/// than once ([`reused`]) transposed instead once, by kernels of their own, at a decision of the trace
 /// (`cache_read.transpose_kernels`): each is copied (`cache_read` into global memory)
 /// with its reduction axes first, the copy scheduled as a tiled transpose or a direct
 /// one ([`staging`]), and the fetch then copies the new buffer as it is stored, 16-byte
@@ -946,6 +969,7 @@ fn transpose_kernels(
             .iter()
             .take(reads)
             .enumerate()
+            .filter(|(_, buf)| reused(p, mb, **buf))
             .filter_map(|(i, buf)| reduction_first(p, mb, *buf).map(|perm| (i, perm)))
             .collect()
     };
@@ -1928,15 +1952,31 @@ mod tests {
             assert_eq!(again.program(), sch.program(), "seed {seed}");
         }
         assert_eq!(seen, [true, true], "plain sketch");
-        // A TN GEMM reads both operands stored reduction first: no decision, no copies.
-        let tn = crate::workload::preset("matmul:m=64,n=56,k=40,layout=tn")
-            .unwrap()
-            .to_program();
-        for seed in 0..4 {
-            let mut sch = Schedule::new(tn.clone(), seed);
-            apply_sketch(&space, &mut sch, seed, SketchKind::Plain).unwrap();
-            let trace = crate::schedule::text::print(sch.trace());
-            assert!(!trace.contains("scope=\"global\""), "{trace}");
+        // A TN GEMM reads both operands stored reduction first, and a GEMV of a weight
+        // stored [n, k] reads each of its elements once: no decision, no copies (the
+        // GEMV's fetch still stores its weight reduction-major).
+        for spec in [
+            "matmul:m=64,n=56,k=40,layout=tn",
+            "matmul:m=1,n=96,k=72,layout=nt",
+        ] {
+            let p = crate::workload::preset(spec).unwrap().to_program();
+            for seed in 0..8 {
+                let mut sch = Schedule::new(p.clone(), seed);
+                apply_sketch(&space, &mut sch, seed, SketchKind::Plain).unwrap();
+                let trace = crate::schedule::text::print(sch.trace());
+                assert!(
+                    !trace.contains("scope=\"global\""),
+                    "{spec}, seed {seed}:\n{trace}"
+                );
+                // The GEMV's weight is one the fetch transposes: only its reuse kept the
+                // kernels from it.
+                let gemv = spec.contains("m=1,");
+                assert_eq!(
+                    trace.contains("transform_layout("),
+                    gemv,
+                    "{spec}, seed {seed}:\n{trace}"
+                );
+            }
         }
     }
 }
