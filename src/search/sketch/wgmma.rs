@@ -311,6 +311,16 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     let warps = IntArg::Product(vec![IntArg::Rv(i_f[1]), IntArg::Lit(4)]);
     // 5. Write-back, shared stages.
     sch.reverse_compute_at(wb, warp).map_err(at("write-back"))?;
+    // TF32 operands are read k-major: A stored `[k, m]` and B stored `[k, n]` are
+    // transposed, in shared memory by the fetch (4-byte copies) or, a decision for a
+    // GEMM's (a conv's data is gathered by `im2col`), once by kernels of their own, whose
+    // copies the fetch then reads as stored.
+    let mut to_transpose = [g.tf32 && g.a_k_major, g.tf32 && !g.b_n_major];
+    let copies = if is_gemm {
+        transpose_kernels(space, sch, main, [g.a, g.b], &mut to_transpose)?
+    } else {
+        Vec::new()
+    };
     let a_sh = sch
         .cache_read(main, g.a, "shared")
         .map_err(at("cache_read"))?;
@@ -320,11 +330,9 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     for sh in [a_sh, b_sh] {
         sch.compute_at(sh, k0).map_err(at("cache_read"))?;
     }
-    // TF32 operands are read k-major: A stored `[k, m]` and B stored `[k, n]` are
-    // transposed in shared memory.
     let transposed = [
-        g.tf32 && g.a_k_major && transpose(sch, a_sh)?,
-        g.tf32 && !g.b_n_major && transpose(sch, b_sh)?,
+        to_transpose[0] && transpose(sch, a_sh)?,
+        to_transpose[1] && transpose(sch, b_sh)?,
     ];
     // The zero-filled copies of padded inputs go into the fetches.
     for name in st
@@ -366,7 +374,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     sch.reorder(&[cs[0], r, cs[1]]).map_err(at("tensorize"))?;
     tensorize(sch, r, "mma_store")?;
     unroll(sch, &[ic[0], cs[0], kk])?;
-    for stage in &staged {
+    for stage in staged.iter().chain(&copies) {
         staging::schedule(space, sch, stage)?;
     }
     for name in &leftovers {
@@ -376,6 +384,46 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         sum_partials(space, sch, sum, &st.epilogues)?;
     }
     Ok(())
+}
+
+/// The operands of `main` (its reads `reads`: A and B) that `to_transpose` marks,
+/// transposed once by kernels of their own at a decision of the trace where the space
+/// offers it (`cache_read.transpose_kernels`): each copied into global memory with its
+/// last two axes swapped (k last), after which the fetch copies it as stored in 16-byte
+/// vectors instead of one 4-byte copy per element, and unmarked. Returns the copies, to
+/// be scheduled once the padding they read is inlined into them.
+fn transpose_kernels(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    main: BlockRv,
+    reads: [i64; 2],
+    to_transpose: &mut [bool; 2],
+) -> Result<Vec<Staged>, SketchError> {
+    if !(space.transpose_kernels && to_transpose.iter().any(|t| *t)) {
+        return Ok(Vec::new());
+    }
+    if !super::coin(sch, "transpose kernels")? {
+        return Ok(Vec::new());
+    }
+    let mut copies = Vec::new();
+    for (read, marked) in reads.into_iter().zip(to_transpose.iter_mut()) {
+        if !*marked {
+            continue;
+        }
+        let copy = sch
+            .cache_read(main, read, "global")
+            .map_err(at("transpose kernels"))?;
+        let rank = {
+            let id = sch.block_id(copy).map_err(at("transpose kernels"))?;
+            let p = sch.program();
+            p.buffer(p.block(id).body.buffer).shape.len()
+        };
+        let mut perm: Vec<usize> = (0..rank).collect();
+        perm.swap(rank - 2, rank - 1);
+        copies.push(store_permuted(sch, copy, &perm)?);
+        *marked = false;
+    }
+    Ok(copies)
 }
 
 /// Step 1b (`[split_k]` of the space): where the GEMM's output is small against its
@@ -598,6 +646,64 @@ mod tests {
             apply_sketch(&space, &mut sch, seed, SketchKind::Wgmma).unwrap();
             let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda).unwrap();
             assert_eq!(lowered.kernels.len(), 1);
+        }
+    }
+
+    #[test]
+    fn tf32_operands_read_along_the_rows_may_be_transposed_by_kernels_of_their_own() {
+        // wgmma reads TF32 operands k-major only: B of an NN GEMM (`[k, n]`), and A and B
+        // of a TN one, are transposed, in shared memory by the fetch (4-byte copies into a
+        // transposed tile) or, a decision, once by kernels of their own, after which the
+        // fetch copies them as stored. Both compute the reference and lower.
+        let space = SearchSpace::cuda_default();
+        for (spec, operands) in [
+            ("matmul:m=64,n=128,k=64,math=tf32", 1),
+            ("matmul:m=70,n=100,k=40,layout=tn,math=tf32", 2),
+            ("batch_matmul:b=2,m=64,n=64,k=64,math=tf32", 1),
+        ] {
+            let p = program(spec);
+            let mut seen = [false; 2];
+            for seed in 0..16 {
+                let mut sch = Schedule::new(p.clone(), seed);
+                apply_sketch(&space, &mut sch, seed, SketchKind::Wgmma)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                crate::interp::check(&p, sch.program(), seed)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                let trace = crate::schedule::text::print(sch.trace());
+                let copies = trace.matches("scope=\"global\")").count();
+                assert!(
+                    copies == 0 || copies == operands,
+                    "{spec} seed {seed}:\n{trace}"
+                );
+                let own = copies > 0;
+                seen[usize::from(own)] = true;
+                // The shared tiles the fetch transposes: none with the kernels.
+                let transposed_tiles = trace
+                    .lines()
+                    .filter(|l| l.contains("scope=\"shared\")"))
+                    .filter_map(|l| l.split(" = ").next())
+                    .filter(|b| trace.contains(&format!("transform_layout({b},")))
+                    .count();
+                assert_eq!(
+                    transposed_tiles,
+                    if own { 0 } else { operands },
+                    "{spec} seed {seed}:\n{trace}"
+                );
+                let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}\n{trace}"));
+                assert!(!own || lowered.kernels.len() >= 2, "{spec} seed {seed}");
+                let again = crate::schedule::replay(sch.trace(), p.clone(), seed).unwrap();
+                assert_eq!(again.program(), sch.program(), "{spec} seed {seed}");
+            }
+            assert_eq!(seen, [true, true], "{spec}");
+        }
+        // An NT GEMM's operands are k-major as stored: no decision, no copies.
+        let nt = program("matmul:m=64,n=128,k=64,layout=nt,math=tf32");
+        for seed in 0..4 {
+            let mut sch = Schedule::new(nt.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::Wgmma).unwrap();
+            let trace = crate::schedule::text::print(sch.trace());
+            assert!(!trace.contains("scope=\"global\""), "{trace}");
         }
     }
 
