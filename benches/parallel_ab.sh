@@ -11,7 +11,8 @@
 #   e.g. sed 's/^generations = 4/generations = 8/' search_spaces/cuda.toml >/tmp/gen8.toml
 #        benches/parallel_ab.sh /tmp/ab search_spaces/cuda.toml /tmp/gen8.toml 300 gemm
 #
-# TESSEL_SET picks another set file. OUT/all.txt: per workload and space the tune's stop
+# TESSEL_SET picks another set file; TESSEL_SPEC_SUFFIX is appended to every workload spec
+# (`,math=tf32`: the set's f32 GEMMs on TF32 tensor cores). OUT/all.txt: per workload and space the tune's stop
 # and time lines and the run's check, speed, peer and ratio; then the geomean ratio of
 # each space and of B over A.
 set -u
@@ -27,7 +28,7 @@ gpus=$(nvidia-smi -L | wc -l)
 mapfile -t ws < <(python3 -c '
 import sys, tomllib
 for e in tomllib.load(open(sys.argv[1], "rb"))[sys.argv[2]]:
-    print(e["workload"])' "$set" "$kind")
+    print(e["workload"] + sys.argv[3])' "$set" "$kind" "${TESSEL_SPEC_SUFFIX:-}")
 one() { # gpu workload space
   local db=/tmp/tessel-ab-$1.sqlite sched=/tmp/tessel-ab-$1.sched t r
   cp "$base" "$db"
