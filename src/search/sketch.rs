@@ -979,14 +979,8 @@ fn transpose_kernels(
     if !coin(sch, "transpose kernels")? {
         return Ok(Vec::new());
     }
-    let mut staged = Vec::new();
-    for (idx, perm) in perms {
-        let copy = sch
-            .cache_read(main, idx as i64, "global")
-            .map_err(at("transpose kernels"))?;
-        staged.push(staging::store_permuted(sch, copy, &perm)?);
-    }
-    Ok(staged)
+    let reads: Vec<(i64, Vec<usize>)> = perms.into_iter().map(|(i, p)| (i as i64, p)).collect();
+    staging::permuted_copies(sch, main, &reads)
 }
 
 /// The vector lengths offered to the fetch of a reduction-major operand: a transposed

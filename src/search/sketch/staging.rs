@@ -66,6 +66,26 @@ pub(super) fn store_permuted(
     })
 }
 
+/// Copies of the reads of `main` that `reads` names (read index, the order to store its
+/// axes in) into global memory, each stored permuted ([`store_permuted`]): operands a
+/// fetch would transpose, transposed once by kernels of their own. Returns the copies,
+/// to be scheduled by [`schedule`] once the padding they read is inlined into them.
+pub(super) fn permuted_copies(
+    sch: &mut Schedule,
+    main: crate::schedule::BlockRv,
+    reads: &[(i64, Vec<usize>)],
+) -> Result<Vec<Staged>, SketchError> {
+    reads
+        .iter()
+        .map(|(read, perm)| {
+            let copy = sch
+                .cache_read(main, *read, "global")
+                .map_err(at("transpose kernels"))?;
+            store_permuted(sch, copy, perm)
+        })
+        .collect()
+}
+
 /// Schedules a stage, directly or through shared memory (a decision; see the module
 /// doc).
 pub(super) fn schedule(

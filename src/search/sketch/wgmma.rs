@@ -405,25 +405,28 @@ fn transpose_kernels(
     if !super::coin(sch, "transpose kernels")? {
         return Ok(Vec::new());
     }
-    let mut copies = Vec::new();
-    for (read, marked) in reads.into_iter().zip(to_transpose.iter_mut()) {
-        if !*marked {
-            continue;
+    // Each marked operand stored with its last two axes swapped.
+    let rank = {
+        let id = sch.block_id(main).map_err(at("transpose kernels"))?;
+        let p = sch.program();
+        let reads = p.block_reads(id);
+        move |read: i64| {
+            reads
+                .get(read as usize)
+                .map_or(0, |(buf, _)| p.buffer(*buf).shape.len())
         }
-        let copy = sch
-            .cache_read(main, read, "global")
-            .map_err(at("transpose kernels"))?;
-        let rank = {
-            let id = sch.block_id(copy).map_err(at("transpose kernels"))?;
-            let p = sch.program();
-            p.buffer(p.block(id).body.buffer).shape.len()
-        };
-        let mut perm: Vec<usize> = (0..rank).collect();
-        perm.swap(rank - 2, rank - 1);
-        copies.push(store_permuted(sch, copy, &perm)?);
-        *marked = false;
+    };
+    let mut marked = Vec::new();
+    for (read, mark) in reads.into_iter().zip(to_transpose.iter_mut()) {
+        let rank = rank(read);
+        if *mark && rank >= 2 {
+            let mut perm: Vec<usize> = (0..rank).collect();
+            perm.swap(rank - 2, rank - 1);
+            marked.push((read, perm));
+            *mark = false;
+        }
     }
-    Ok(copies)
+    staging::permuted_copies(sch, main, &marked)
 }
 
 /// Step 1b (`[split_k]` of the space): where the GEMM's output is small against its
