@@ -12,9 +12,11 @@
 #        benches/parallel_ab.sh /tmp/ab search_spaces/cuda.toml /tmp/gen8.toml 300 gemm
 #
 # TESSEL_SET picks another set file; TESSEL_SPEC_SUFFIX is appended to every workload spec
-# (`,math=tf32`: the set's f32 GEMMs on TF32 tensor cores). OUT/all.txt: per workload and space the tune's stop
-# and time lines and the run's check, speed, peer and ratio; then the geomean ratio of
-# each space and of B over A.
+# (`,math=tf32`: the set's f32 GEMMs on TF32 tensor cores); TESSEL_WORKLOADS (specs,
+# space-separated) replaces the set's; TESSEL_SEEDS (default 11) tunes each arm once per
+# seed. OUT/all.txt: per workload, space and seed the tune's stop and time lines, how many
+# `rfactor`s the best has (a split-K best has one) and the run's check, speed, peer and
+# ratio; then the geomean ratio of each space and of B over A.
 set -u
 out=$1 a=$2 b=$3 trials=${4:-300} kind=${5:-gemm}
 bin=${TESSEL_BIN:-./.gpu/tessel}
@@ -25,27 +27,34 @@ mkdir -p "$out"
 source "$(dirname "$0")/shipped_db.sh"
 shipped_db "$bin" "$base" "$out"
 gpus=$(nvidia-smi -L | wc -l)
-mapfile -t ws < <(python3 -c '
+if [[ -n ${TESSEL_WORKLOADS:-} ]]; then
+  read -ra ws <<<"$TESSEL_WORKLOADS"
+else
+  mapfile -t ws < <(python3 -c '
 import sys, tomllib
 for e in tomllib.load(open(sys.argv[1], "rb"))[sys.argv[2]]:
     print(e["workload"] + sys.argv[3])' "$set" "$kind" "${TESSEL_SPEC_SUFFIX:-}")
-one() { # gpu workload space
+fi
+read -ra seeds <<<"${TESSEL_SEEDS:-11}"
+one() { # gpu workload space seed
   local db=/tmp/tessel-ab-$1.sqlite sched=/tmp/tessel-ab-$1.sched t r
   cp "$base" "$db"
   t=$(CUDA_VISIBLE_DEVICES=$1 "$bin" tune "$2" --target cuda --space "$3" --trials "$trials" \
-    --time-limit 60 --batch 64 --seed 11 --db "$db" --retrain focused 2>/dev/null |
+    --time-limit 60 --batch 64 --seed "$4" --db "$db" --retrain focused 2>/dev/null |
     grep -E "^(stopped|time)" | tr '\n' ' ')
   CUDA_VISIBLE_DEVICES=$1 "$bin" best "$2" --target cuda --db "$db" --emit trace >"$sched" 2>/dev/null
   r=$(CUDA_VISIBLE_DEVICES=$1 "$bin" run "$2" --schedule "$sched" --target cuda --compare 2>&1 |
     grep -E "^(speed|peer|ratio|check)" | tr '\n' ' ')
-  echo "$2 | $3 | $t | $r"
+  echo "$2 | $3 | seed $4 | $t | rfactor $(grep -c 'rfactor(' "$sched") | $r"
 }
 for ((g = 0; g < gpus; g++)); do
   (
     for i in "${!ws[@]}"; do
       (( i % gpus == g )) || continue
-      one "$g" "${ws[$i]}" "$a"
-      one "$g" "${ws[$i]}" "$b"
+      for seed in "${seeds[@]}"; do
+        one "$g" "${ws[$i]}" "$a" "$seed"
+        one "$g" "${ws[$i]}" "$b" "$seed"
+      done
     done >"$out/g$g.txt"
   ) &
 done
@@ -55,13 +64,13 @@ python3 - "$out/all.txt" "$a" "$b" <<'PY'
 import math, re, sys
 rows = {}
 for line in open(sys.argv[1]):
-    w, space = line.split(" | ")[:2]
+    w, space, seed = line.split(" | ")[:3]
     m = re.search(r"= ([\d.]+)x", line)
     if m:
-        rows.setdefault(w, {})[space] = float(m.group(1))
+        rows.setdefault((w, seed), {})[space] = float(m.group(1))
 a, b = sys.argv[2], sys.argv[3]
 both = [v for v in rows.values() if a in v and b in v]
 g = lambda xs: math.exp(sum(map(math.log, xs)) / len(xs)) if xs else float("nan")
-print(f"{len(both)} workloads: geomean ratio to cublasLt {g([v[a] for v in both]):.3f} ({a}), "
+print(f"{len(both)} tunes a side: geomean ratio to cublasLt {g([v[a] for v in both]):.3f} ({a}), "
       f"{g([v[b] for v in both]):.3f} ({b}); B / A {g([v[b] / v[a] for v in both]):.3f}")
 PY
