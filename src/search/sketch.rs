@@ -961,7 +961,7 @@ fn transpose_kernels(
     if !(space.is_gpu() && space.reduction_major && space.transpose_kernels) {
         return Ok(Vec::new());
     }
-    let perms: Vec<(usize, Vec<usize>)> = {
+    let perms: Vec<(i64, Vec<usize>)> = {
         let p = sch.program();
         let mb = sch.block_id(main).map_err(at("transpose kernels"))?;
         let read_bufs: Vec<BufferId> = p.block_reads(mb).iter().map(|(b, _)| *b).collect();
@@ -970,17 +970,13 @@ fn transpose_kernels(
             .take(reads)
             .enumerate()
             .filter(|(_, buf)| reused(p, mb, **buf))
-            .filter_map(|(i, buf)| reduction_first(p, mb, *buf).map(|perm| (i, perm)))
+            .filter_map(|(i, buf)| reduction_first(p, mb, *buf).map(|perm| (i as i64, perm)))
             .collect()
     };
-    if perms.is_empty() {
+    if perms.is_empty() || !coin(sch, "transpose kernels")? {
         return Ok(Vec::new());
     }
-    if !coin(sch, "transpose kernels")? {
-        return Ok(Vec::new());
-    }
-    let reads: Vec<(i64, Vec<usize>)> = perms.into_iter().map(|(i, p)| (i as i64, p)).collect();
-    staging::permuted_copies(sch, main, &reads)
+    staging::permuted_copies(sch, main, &perms)
 }
 
 /// The vector lengths offered to the fetch of a reduction-major operand: a transposed

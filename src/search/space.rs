@@ -88,8 +88,9 @@ pub struct SearchSpace {
     /// The fetch of a reduction-major operand is offered `fetch_vector_lengths` too (one
     /// vector load, a store per lane; `cache_read.vector_transposed`), else only 1.
     pub vector_transposed: bool,
-    /// A reduction-major operand may instead be transposed once by a kernel of its own
-    /// (a decision of the trace), after which the fetch copies it as stored
+    /// A reduction-major operand read more than once (and, in the wgmma sketch, a TF32
+    /// operand whose k is not its last axis) may instead be transposed once by a kernel of
+    /// its own (a decision of the trace), after which the fetch copies it as stored
     /// (`cache_read.transpose_kernels`, CUDA only).
     pub transpose_kernels: bool,
     /// `Some(scope)` when the output is accumulated in a cache.

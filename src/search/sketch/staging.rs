@@ -1,7 +1,8 @@
 //! Layout-changing stages: an NCHW conv's padded data stored channels last and its
-//! weights as `[k, r, s, c]` before its GEMM (the wgmma sketch, see `wgmma.rs`), and the
+//! weights as `[k, r, s, c]` before its GEMM (the wgmma sketch, see `wgmma.rs`), the
 //! operands of an FFMA GEMM stored reduction first (`transpose_kernels` in `sketch.rs`:
-//! `A[m, k]` as `[k, m]`, the "channel" being m).
+//! `A[m, k]` as `[k, m]`, the "channel" being m) and a TF32 GEMM's operands stored k last
+//! for wgmma (`transpose_kernels` in `wgmma.rs`), the latter two by [`permuted_copies`].
 //!
 //! A stage is a transpose: the input's fastest axes (a row's pixels, a window) become the
 //! slower ones of the stored buffer, whose fastest is the channel. Two ways to schedule

@@ -399,26 +399,25 @@ fn transpose_kernels(
     reads: [i64; 2],
     to_transpose: &mut [bool; 2],
 ) -> Result<Vec<Staged>, SketchError> {
-    if !(space.transpose_kernels && to_transpose.iter().any(|t| *t)) {
-        return Ok(Vec::new());
-    }
-    if !super::coin(sch, "transpose kernels")? {
+    let offered = space.transpose_kernels && to_transpose.iter().any(|t| *t);
+    if !(offered && super::coin(sch, "transpose kernels")?) {
         return Ok(Vec::new());
     }
     // Each marked operand stored with its last two axes swapped.
-    let rank = {
+    let ranks: Vec<usize> = {
         let id = sch.block_id(main).map_err(at("transpose kernels"))?;
         let p = sch.program();
-        let reads = p.block_reads(id);
-        move |read: i64| {
-            reads
-                .get(read as usize)
-                .map_or(0, |(buf, _)| p.buffer(*buf).shape.len())
-        }
+        let bufs = p.block_reads(id);
+        reads
+            .iter()
+            .map(|r| {
+                bufs.get(*r as usize)
+                    .map_or(0, |(b, _)| p.buffer(*b).shape.len())
+            })
+            .collect()
     };
     let mut marked = Vec::new();
-    for (read, mark) in reads.into_iter().zip(to_transpose.iter_mut()) {
-        let rank = rank(read);
+    for ((read, rank), mark) in reads.into_iter().zip(ranks).zip(to_transpose.iter_mut()) {
         if *mark && rank >= 2 {
             let mut perm: Vec<usize> = (0..rank).collect();
             perm.swap(rank - 2, rank - 1);
