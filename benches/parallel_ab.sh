@@ -14,7 +14,8 @@
 # TESSEL_SET picks another set file; TESSEL_SPEC_SUFFIX is appended to every workload spec
 # (`,math=tf32`: the set's f32 GEMMs on TF32 tensor cores); TESSEL_WORKLOADS (specs,
 # space-separated) replaces the set's; TESSEL_SEEDS (default 11) tunes each arm once per
-# seed. OUT/all.txt: per workload, space and seed the tune's stop and time lines, how many
+# seed; TESSEL_GPUS (indices, space-separated; default all) the GPUs to deal them to, so
+# that another job may hold the rest. OUT/all.txt: per workload, space and seed the tune's stop and time lines, how many
 # `rfactor`s the best has (a split-K best has one) and the run's check, speed, peer and
 # ratio; then the geomean ratio of each space and of B over A.
 set -u
@@ -26,7 +27,7 @@ export TESSEL_SHIPPED=off
 mkdir -p "$out"
 source "$(dirname "$0")/shipped_db.sh"
 shipped_db "$bin" "$base" "$out"
-gpus=$(nvidia-smi -L | wc -l)
+read -ra gpus <<<"${TESSEL_GPUS:-$(seq -s ' ' 0 $(($(nvidia-smi -L | wc -l) - 1)))}"
 if [[ -n ${TESSEL_WORKLOADS:-} ]]; then
   read -ra ws <<<"$TESSEL_WORKLOADS"
 else
@@ -47,10 +48,11 @@ one() { # gpu workload space seed
     grep -E "^(speed|peer|ratio|check)" | tr '\n' ' ')
   echo "$2 | $3 | seed $4 | $t | rfactor $(grep -c 'rfactor(' "$sched") | $r"
 }
-for ((g = 0; g < gpus; g++)); do
+for ((j = 0; j < ${#gpus[@]}; j++)); do
   (
+    g=${gpus[$j]}
     for i in "${!ws[@]}"; do
-      (( i % gpus == g )) || continue
+      (( i % ${#gpus[@]} == j )) || continue
       for seed in "${seeds[@]}"; do
         one "$g" "${ws[$i]}" "$a" "$seed"
         one "$g" "${ws[$i]}" "$b" "$seed"

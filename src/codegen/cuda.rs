@@ -47,6 +47,21 @@ fn grid_dependency(out: &mut String, waits: bool, triggers: bool) {
 }
 
 /// One kernel's function; `waits`: a kernel runs before it, `triggers`: one after it.
+/// Threads a CUDA multiprocessor holds at most (sm_80 and sm_90; sm_86 and sm_89 hold
+/// 1536, where ptxas ignores a larger request with a warning).
+const MAX_THREADS_PER_PROCESSOR: i64 = 2048;
+
+/// `__launch_bounds__`'s arguments: the block's threads, and the blocks a
+/// multiprocessor should hold at once where the kernel asks for more than one and that
+/// many blocks of its size fit.
+fn launch_bounds(k: &Kernel) -> String {
+    let threads = k.threads();
+    match k.min_blocks.min(MAX_THREADS_PER_PROCESSOR / threads.max(1)) {
+        m if m > 1 => format!("{threads}, {m}"),
+        _ => threads.to_string(),
+    }
+}
+
 fn kernel(
     l: &Lowered,
     k: &Kernel,
@@ -86,7 +101,7 @@ fn kernel(
     let _ = writeln!(
         out,
         "extern \"C\" __global__ void __launch_bounds__({}) {}({}) {{",
-        k.threads(),
+        launch_bounds(k),
         ident(&k.name),
         params.join(", ")
     );

@@ -397,9 +397,10 @@ fn kernel_shape(l: &Lowered, k: &Kernel, counts: &KernelCounts, dev: &DeviceSpec
         .map(|a| a.size)
         .sum();
     let local_words = k.register_words(p);
-    let registers = (local_words + REGISTER_BASE).min(255) as f64;
+    let mut registers = (local_words + REGISTER_BASE).min(255) as f64;
     let (units, resident, per_unit) = if dev.is_gpu() {
         let warps_threads = (threads / 32.0).ceil().max(1.0) * 32.0;
+        registers = registers.min(register_cap(k, warps_threads, dev));
         let by_threads = (dev.max_threads_per_processor as f64 / warps_threads).floor();
         let by_shared = if shared_bytes > 0.0 {
             (dev.shared_bytes_per_processor as f64 / shared_bytes).floor()
@@ -430,6 +431,16 @@ fn kernel_shape(l: &Lowered, k: &Kernel, counts: &KernelCounts, dev: &DeviceSpec
         waves,
         wave_efficiency: waves / waves.ceil().max(1.0),
     }
+}
+
+/// The registers a thread may use when the kernel asks a multiprocessor to hold
+/// [`Kernel::min_blocks`] of its blocks (as many as fit by threads): the processor's
+/// registers shared among them, in the allocation's steps of 8 a thread; 255 at most.
+fn register_cap(k: &Kernel, warps_threads: f64, dev: &DeviceSpec) -> f64 {
+    let fit = (dev.max_threads_per_processor as f64 / warps_threads).floor();
+    let blocks = (k.min_blocks as f64).min(fit).max(1.0);
+    let cap = (dev.registers_per_processor as f64 / (blocks * warps_threads) / 8.0).floor() * 8.0;
+    cap.clamp(8.0, 255.0)
 }
 
 /// Distinct bytes a thread block touches in one scope, over the launch (x blocks).

@@ -203,6 +203,10 @@ pub fn mma_k(tf32: bool) -> i64 {
 /// The rows and columns of a 16 x 8 accumulator tile.
 pub const ACC_SHAPE: (i64, i64) = (16, 8);
 
+/// The annotation of a blockIdx-bound loop that sets [`Kernel::min_blocks`]: an integer
+/// of at least 1, the blocks a multiprocessor should hold at once.
+pub const LAUNCH_MIN_BLOCKS_KEY: &str = "launch_min_blocks_per_sm";
+
 impl Mma {
     /// What the instruction computes, as scalar loops over its tile (the nest it replaced,
     /// its indices rebuilt from the tiles): the interpreter runs this on each lane's copy
@@ -326,6 +330,10 @@ pub struct Kernel {
     /// Grid and block dimensions (x, y, z); all 1 on the CPU.
     pub grid: [i64; 3],
     pub block: [i64; 3],
+    /// The blocks a CUDA multiprocessor should hold at once, which caps the registers a
+    /// thread may use (`__launch_bounds__`'s second argument; [`LAUNCH_MIN_BLOCKS_KEY`]
+    /// on the blockIdx loop); 1: no cap beyond the block's own size.
+    pub min_blocks: i64,
     /// The variables standing for thread indices.
     pub thread_vars: Vec<(VarId, ThreadTag)>,
     pub body: Vec<KStmt>,
@@ -556,6 +564,7 @@ mod tests {
             allocs: Vec::new(),
             grid: [1; 3],
             block: [1; 3],
+            min_blocks: 1,
             thread_vars: Vec::new(),
             body,
         };

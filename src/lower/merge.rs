@@ -109,6 +109,8 @@ fn merge(a: Kernel, b: Kernel) -> Kernel {
         allocs,
         grid: [first + b.grid[0], 1, 1],
         block: a.block,
+        // The cap binds both bodies: the looser of the two.
+        min_blocks: a.min_blocks.min(b.min_blocks),
         thread_vars,
         body,
     }

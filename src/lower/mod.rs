@@ -38,7 +38,7 @@ pub(crate) use compact::contiguous as kernel_contiguous;
 pub(crate) use compact::{vector_body as kernel_vector_body, VectorStore};
 pub use kernel::{
     cp_async_lanes, mma_k, Alloc, ForKind, KStmt, Kernel, Lowered, Mma, MmaOp, MmaOperand, Tile,
-    ACC_SHAPE,
+    ACC_SHAPE, LAUNCH_MIN_BLOCKS_KEY,
 };
 pub(crate) use vector_copy::{
     at_lane as kernel_at_lane, vector_copy as kernel_vector_copy, zero_filled,
@@ -242,6 +242,8 @@ struct Builder<'a> {
     thread_var: BTreeMap<ThreadTag, VarId>,
     grid: [i64; 3],
     block: [i64; 3],
+    /// [`Kernel::min_blocks`], from the blockIdx loops' annotations.
+    min_blocks: i64,
     /// Extents of kernel loop variables (and thread variables), for simplification.
     ranges: BTreeMap<VarId, i64>,
     /// Loop variable -> replacement (thread variable).
@@ -276,10 +278,12 @@ impl Builder<'_> {
         simplify(e, &self.range_fn())
     }
 
-    /// Collects launch dimensions from the thread-bound loops of a tree.
+    /// Collects launch dimensions from the thread-bound loops of a tree, and the
+    /// blocks a multiprocessor should hold from their annotations.
     fn collect_dims(&mut self, t: &Tree) -> Result<()> {
         match t {
             Tree::Loop { id, body } => {
+                self.collect_min_blocks(*id)?;
                 if let LoopKind::Thread(tag) = self.prog.lp(*id).kind {
                     let e = self.prog.lp(*id).extent;
                     match tag {
@@ -305,6 +309,31 @@ impl Builder<'_> {
             }
             Tree::Unrolled { body, .. } => body.iter().try_for_each(|c| self.collect_dims(c)),
             Tree::Block(_) => Ok(()),
+        }
+    }
+
+    /// [`LAUNCH_MIN_BLOCKS_KEY`] on loop `id`: an integer of at least 1, on a
+    /// blockIdx-bound loop only (anywhere else it would be silently lost).
+    fn collect_min_blocks(&mut self, id: LoopId) -> Result<()> {
+        let lp = self.prog.lp(id);
+        let Some(value) = lp.annotations.get(LAUNCH_MIN_BLOCKS_KEY) else {
+            return Ok(());
+        };
+        let bad = |why: &str| {
+            Err(LowerError::Invalid(format!(
+                "loop {}: {LAUNCH_MIN_BLOCKS_KEY} = {value}: {why}",
+                self.prog.loop_name(id)
+            )))
+        };
+        if !matches!(lp.kind, LoopKind::Thread(t) if t.is_block_idx()) {
+            return bad("the loop is not bound to blockIdx");
+        }
+        match value {
+            crate::ir::AnnValue::Int(m) if *m >= 1 => {
+                self.min_blocks = self.min_blocks.max(*m);
+                Ok(())
+            }
+            _ => bad("not an integer of at least 1"),
         }
     }
 
@@ -594,6 +623,7 @@ fn build_kernel(
         thread_var: BTreeMap::new(),
         grid: [1; 3],
         block: [1; 3],
+        min_blocks: 1,
         ranges: BTreeMap::new(),
         subst: BTreeMap::new(),
         nest_totals: BTreeMap::new(),
@@ -606,7 +636,7 @@ fn build_kernel(
     }
     let body = b.stmts(&trees)?;
     let thread_vars: Vec<(VarId, ThreadTag)> = b.thread_var.iter().map(|(t, v)| (*v, *t)).collect();
-    let (grid, block, ranges) = (b.grid, b.block, b.ranges.clone());
+    let (grid, block, min_blocks, ranges) = (b.grid, b.block, b.min_blocks, b.ranges.clone());
     let pipelines = std::mem::take(&mut b.pipelines);
     let tensorized = std::mem::take(&mut b.tensorized);
     let output_masks = std::mem::take(&mut b.output_masks);
@@ -622,6 +652,7 @@ fn build_kernel(
         allocs: Vec::new(),
         grid,
         block,
+        min_blocks,
         thread_vars,
         body,
     };

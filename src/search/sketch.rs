@@ -65,6 +65,10 @@
 //! 8. **Vectorize** (CPU): the innermost loop of the main block and of the write-back.
 //! 9. **Auto-unroll**: a sampled `pragma_auto_unroll_max_step` on the loops of the last
 //!    three levels.
+//!
+//!    **9b. Blocks a multiprocessor holds** (CUDA spaces with `threads.min_blocks_per_sm`):
+//!    a sampled count annotated on the blockIdx loop, which caps a thread's registers
+//!    ([`min_blocks`]).
 //! 10. **decompose_reduction** at the first reduction loop.
 //!
 //! Stages that a rule cannot handle stay as they are (an epilogue that cannot be inlined is
@@ -78,6 +82,7 @@ mod wgmma;
 
 use super::space::{Binding, Level, SearchSpace};
 use crate::ir::{BlockId, BufferId, BufferKind, Expr, IterKind, Program};
+use crate::lower::LAUNCH_MIN_BLOCKS_KEY;
 use crate::schedule::{pad_einsum, sampling};
 use crate::schedule::{AnnArg, BlockRv, ExprRv, IntArg, LoopRv, Schedule, ScheduleError, Target};
 use thiserror::Error;
@@ -704,6 +709,8 @@ pub fn apply_sketch(
         sch.annotate(Target::Loop(*lp), AUTO_UNROLL_KEY, AnnArg::Rv(step))
             .map_err(at("auto-unroll"))?;
     }
+    // 9b. The blocks a multiprocessor should hold (CUDA), on the blockIdx loop.
+    min_blocks(space, sch, &levels[0])?;
     // 10. decompose_reduction.
     if let Some(first) = levels[first_r].first() {
         sch.decompose_reduction(main, *first)
@@ -717,6 +724,30 @@ pub fn apply_sketch(
         standalone(space, sch, name)?;
     }
     Ok(())
+}
+
+/// Step 9b: on spaces with `threads.min_blocks_per_sm`, a sampled count of blocks a
+/// multiprocessor should hold at once, annotated on the outermost level's loop where it
+/// is bound to blockIdx ([`LAUNCH_MIN_BLOCKS_KEY`]): NVRTC then fits a thread's registers
+/// to that many blocks (`__launch_bounds__`), trading registers (and spills, which the
+/// postprocessor refuses) for resident warps. With 101 registers a thread, a block of
+/// 384 threads holds an H200's multiprocessor alone, and 200 such blocks ran in two waves
+/// of 132 (benches/RESULTS.md, 2026-11-28); capped at 85 registers two fit at once.
+fn min_blocks(space: &SearchSpace, sch: &mut Schedule, outer: &[LoopRv]) -> Result<(), SketchError> {
+    let counts = &space.min_blocks_per_sm;
+    let bound = matches!(space.bindings.first(), Some(Binding::Thread(t)) if t.starts_with("blockIdx"));
+    let [lp] = outer else {
+        return Ok(());
+    };
+    if counts.is_empty() || !space.is_gpu() || !bound {
+        return Ok(());
+    }
+    let probs = vec![1.0 / counts.len() as f64; counts.len()];
+    let m = sch
+        .sample_categorical(counts, &probs, None)
+        .map_err(at("min blocks"))?;
+    sch.annotate(Target::Loop(*lp), LAUNCH_MIN_BLOCKS_KEY, AnnArg::Rv(m))
+        .map_err(at("min blocks"))
 }
 
 /// Whether `p` has a reduction block (a main nest to tile).

@@ -79,6 +79,11 @@ pub struct SearchSpace {
     pub min_threads_per_block: i64,
     pub max_threads_per_block: i64,
     pub max_vthreads: i64,
+    /// CUDA: the blocks a multiprocessor should hold at once, one of which a sample of
+    /// the plain and split-K sketches asks of its main kernel (a decision; the register
+    /// cap it implies is `__launch_bounds__`'s); `threads.min_blocks_per_sm`, empty: no
+    /// decision, no cap.
+    pub min_blocks_per_sm: Vec<i64>,
     /// `Some(scope)` when inputs are staged (and cooperatively fetched on CUDA).
     pub cache_read: Option<String>,
     pub fetch_vector_lengths: Vec<i64>,
@@ -406,6 +411,8 @@ struct Threads {
     min_threads_per_block: i64,
     max_threads_per_block: i64,
     max_vthreads: i64,
+    #[serde(default)]
+    min_blocks_per_sm: Vec<i64>,
 }
 
 #[derive(Deserialize)]
@@ -640,6 +647,12 @@ impl SearchSpace {
         }
         if t.max_vthreads < 1 {
             return Err(invalid("threads.max_vthreads", "must be at least 1".into()));
+        }
+        if let Some(m) = t.min_blocks_per_sm.iter().find(|m| **m < 1) {
+            return Err(invalid(
+                "threads.min_blocks_per_sm",
+                format!("{m} is not a count of blocks (at least 1)"),
+            ));
         }
         let scope_ok = |s: &str| matches!(s, "global" | "shared" | "local");
         if !scope_ok(&f.cache_read.scope) {
@@ -901,6 +914,7 @@ impl SearchSpace {
             min_threads_per_block: t.min_threads_per_block,
             max_threads_per_block: t.max_threads_per_block,
             max_vthreads: t.max_vthreads,
+            min_blocks_per_sm: t.min_blocks_per_sm.clone(),
             cache_read: f.cache_read.enabled.then_some(f.cache_read.scope),
             fetch_vector_lengths: f.cache_read.vector_lengths,
             reduction_major: f.cache_read.reduction_major,

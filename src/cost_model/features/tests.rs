@@ -108,6 +108,16 @@ fn tiled_cuda_matmul_loads_its_tiles_into_shared_memory() {
     assert_eq!(shape.occupancy, 12.0 * 64.0 / 2048.0);
     assert_eq!(shape.waves, 16.0 / (12.0 * 132.0));
     assert_eq!(m.kernels[0].barriers, 2.0 * 32.0);
+
+    // Asked to hold 16 blocks at once, a thread gets 65536 / (16 * 64) = 64 registers
+    // (NVRTC's cap), and 16 blocks are resident; asked for 64, as many as threads allow
+    // (32 of 64 threads: 32 registers).
+    let mut capped = l.clone();
+    for (min_blocks, registers, resident) in [(16, 64.0, 16.0), (64, 32.0, 32.0)] {
+        capped.kernels[0].min_blocks = min_blocks;
+        let shape = kernel_shape(&capped, &capped.kernels[0], &m.kernels[0], &dev);
+        assert_eq!((shape.registers, shape.resident), (registers, resident), "{min_blocks}");
+    }
 }
 
 #[test]

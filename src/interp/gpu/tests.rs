@@ -89,6 +89,7 @@ fn lowered(p: &Parts, body: Vec<KStmt>) -> Lowered {
         ],
         grid: [1, 1, 1],
         block: [4, 4, 1],
+        min_blocks: 1,
         thread_vars: vec![
             (p.tx, ThreadTag::ThreadIdx(Dim3::X)),
             (p.ty, ThreadTag::ThreadIdx(Dim3::Y)),
