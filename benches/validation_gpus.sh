@@ -7,7 +7,9 @@
 #   benches/validation_gpus.sh OUT SECONDS TRIALS [KIND...]    (KIND: gemm, conv, tensor_core)
 #   e.g. benches/validation_gpus.sh /tmp/val 45 300 gemm conv   (on four H200s: 5 minutes)
 #
-# TESSEL_SET picks another set file (default benches/validation.toml); OUT/gN.log is GPU
+# TESSEL_SET picks another set file (default benches/validation.toml); TESSEL_SPEC_SUFFIX
+# is appended to every workload spec (`,math=tf32`: the f32 GEMMs on TF32 tensor cores,
+# against cublasLt's TF32); OUT/gN.log is GPU
 # N's progress, OUT/gN/ its outputs (benches/gpu_suite.sh), OUT/summary.txt one line per
 # GEMM with its ratio to cublasLt (a conv's cuDNN figure is in its .run.txt).
 set -u
@@ -21,13 +23,13 @@ mkdir -p "$out"
 source "$(dirname "$0")/shipped_db.sh"
 shipped_db "$bin" "$base" "$out"
 gpus=$(nvidia-smi -L | wc -l)
-mapfile -t workloads < <(python3 - "$set" "${kinds[@]}" <<'PY'
+mapfile -t workloads < <(python3 - "$set" "${TESSEL_SPEC_SUFFIX:-}" "${kinds[@]}" <<'PY'
 import sys, tomllib
 with open(sys.argv[1], "rb") as f:
     doc = tomllib.load(f)
-for kind in sys.argv[2:]:
+for kind in sys.argv[3:]:
     for e in doc[kind]:
-        print(e["workload"])
+        print(e["workload"] + sys.argv[2])
 PY
 )
 for ((g = 0; g < gpus; g++)); do
