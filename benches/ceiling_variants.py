@@ -10,6 +10,10 @@ A best whose padding decisions offer no such multiple gets none.
     benches/ceiling_variants.py OUT BEST.sched...   writes OUT/<best>.k32s3.sched, .k32s2,
         .k16s3 and OUT/<best>.best.sched (the best itself); benches/ceiling_variants.sh
         times them all.
+    benches/ceiling_variants.py --wide OUT BEST.sched...   also the block tiles of
+        cublasLt's fp32 kernels on mid-size GEMMs (benches/RESULTS.md, 2026-11-28: 128 x
+        128 of 128 threads, 256 x 128 and 128 x 256 of 256 threads), 16 x 8 or 8 x 16
+        outputs a thread, steps of 32 or 16, 3 stages: OUT/<best>.<tile>k32s3.sched...
 """
 import os
 import re
@@ -17,30 +21,40 @@ import shutil
 import sys
 
 VARIANTS = ((32, 3), (32, 2), (16, 3))
+# Block tiles by name: per spatial axis (m, n) the [vthreads, threads, serial, inner]
+# factors under the block level. "" is the ceiling's 128 x 128 of 256 threads, 8 x 8 each.
+TILES = {"": ((2, 16, 1, 4), (2, 16, 1, 4))}
+WIDE = {
+    "t128": ((2, 8, 1, 8), (2, 16, 1, 4)),  # 128 x 128, 128 threads, 16 x 8 each
+    "m256": ((2, 16, 1, 8), (2, 16, 1, 4)),  # 256 x 128, 256 threads, 16 x 8 each
+    "n256": ((2, 16, 1, 4), (2, 16, 1, 8)),  # 128 x 256, 256 threads, 8 x 16 each
+}
+WIDE_VARIANTS = ((32, 3), (16, 3))
 
 
 def ceil(e, q):
     return -(-e // q) * q
 
 
-def variant(lines, m, n, k, step, stages):
-    """The trace `lines` with the ceiling's tiles, or None where its padding cannot give
-    extents they divide."""
+def variant(lines, m, n, k, step, stages, tile=TILES[""]):
+    """The trace `lines` with the block tile `tile` (see TILES), or None where its padding
+    cannot give extents they divide."""
     lines = list(lines)
+    bm, bn = (v * t * s * i for v, t, s, i in tile)
     pad = next((i for i, l in enumerate(lines) if l.startswith("pad_einsum")), None)
     ext = [m, n, k]
     if pad is not None:
         # The three padding multiples (m, n, k) are the last categoricals before it.
         cats = [i for i in range(pad) if "sample_categorical" in lines[i]][-3:]
-        for axis, (i, want) in enumerate(zip(cats, (128, 128, step))):
+        for axis, (i, want) in enumerate(zip(cats, (bm, bn, step))):
             cands = [int(x) for x in re.search(r"candidates=\[([^\]]*)\]", lines[i]).group(1).split(",")]
             pick = next((c for c in sorted(cands) if c % want == 0), max(cands))
             lines[i] = re.sub(r"decision=\d+", f"decision={cands.index(pick)}", lines[i])
             ext[axis] = ceil(ext[axis], pick) if pick > 1 else ext[axis]
     M, N, K = ext
-    if M % 128 or N % 128 or K % step:
+    if M % bm or N % bn or K % step:
         return None
-    tiles = [[M // 128, 2, 16, 1, 4], [N // 128, 2, 16, 1, 4], [K // step, step // 16, 16]]
+    tiles = [[M // bm, *tile[0]], [N // bn, *tile[1]], [K // step, step // 16, 16]]
     t = 0
     for i, l in enumerate(lines):
         if "sample_perfect_tile" in l and t < 3:
@@ -56,19 +70,25 @@ def variant(lines, m, n, k, step, stages):
 
 
 def main():
-    out, bests = sys.argv[1], sys.argv[2:]
+    args = sys.argv[1:]
+    wide = args[0] == "--wide"
+    out, bests = args[wide], args[wide + 1 :]
+    plan = [("", TILES[""], step, stages) for step, stages in VARIANTS]
+    if wide:
+        plan += [(n, t, step, stages) for n, t in WIDE.items() for step, stages in WIDE_VARIANTS]
     os.makedirs(out, exist_ok=True)
     for path in bests:
         name = os.path.basename(path)[: -len(".sched")]
         m, n, k = (int(re.search(rf"_{c}_(\d+)", name).group(1)) for c in "mnk")
         lines = open(path).read().split("\n")
         shutil.copy(path, f"{out}/{name}.best.sched")
-        for step, stages in VARIANTS:
-            v = variant(lines, m, n, k, step, stages)
+        for tname, tile, step, stages in plan:
+            label = f"{tname}k{step}s{stages}"
+            v = variant(lines, m, n, k, step, stages, tile)
             if v is None:
-                print(f"{name}: k{step}s{stages} does not fit its padding", file=sys.stderr)
+                print(f"{name}: {label} does not fit its padding", file=sys.stderr)
                 continue
-            with open(f"{out}/{name}.k{step}s{stages}.sched", "w") as f:
+            with open(f"{out}/{name}.{label}.sched", "w") as f:
                 f.write("\n".join(v))
 
 

@@ -3,18 +3,22 @@
 # (benches/ceiling_variants.py), on every GPU of the host: each best with
 # `tessel run --compare` (cublasLt in the same process), each variant with `tessel run`.
 #
-#   benches/ceiling_variants.sh OUT BEST.sched...
+#   benches/ceiling_variants.sh [--wide] OUT BEST.sched...
 #   e.g. benches/validation_gpus.sh /tmp/val 45 300 gemm
 #        benches/ceiling_variants.sh /tmp/cv /tmp/val/g*/matmul*.sched
+#
+# --wide adds the block tiles of cublasLt's mid-size kernels (ceiling_variants.py --wide).
 #
 # OUT/all.txt: per schedule its check, speed and (bests) the peer; then, per variant, the
 # geomean of its speed over the best's.
 set -u
+wide=()
+[[ $1 == --wide ]] && { wide=(--wide); shift; }
 out=$1
 shift
 bin=${TESSEL_BIN:-./.gpu/tessel}
 mkdir -p "$out/sched"
-python3 "$(dirname "$0")/ceiling_variants.py" "$out/sched" "$@"
+python3 "$(dirname "$0")/ceiling_variants.py" "${wide[@]}" "$out/sched" "$@"
 gpus=$(nvidia-smi -L | wc -l)
 one() { # gpu file
   local b w cmp=
@@ -39,9 +43,12 @@ for line in open(sys.argv[1]):
     if m:
         shape, var = name.rsplit(".", 1)
         speed.setdefault(shape, {})[var] = float(m.group(1))
-for var in ("k32s3", "k32s2", "k16s3"):
+for var in sorted({var for v in speed.values() for var in v} - {"best"}):
     r = [v[var] / v["best"] for v in speed.values() if var in v and "best" in v]
     if r:
         print(f"{var}: {len(r)} bests, geomean speed over the best "
               f"{math.exp(sum(map(math.log, r)) / len(r)):.3f}, range {min(r):.2f}-{max(r):.2f}")
+best = [max(v.values()) / v["best"] for v in speed.values() if "best" in v]
+print(f"fastest of each best's variants and itself: {len(best)} bests, geomean over the best "
+      f"{math.exp(sum(map(math.log, best)) / len(best)):.3f}")
 PY
