@@ -36,11 +36,17 @@ fn cuda_source(p: &tessel::ir::Program) -> String {
 #[test]
 fn the_blocks_a_processor_holds_cap_the_registers_nvrtc_gives_a_thread() {
     let plain = seed_with("").unwrap();
-    assert_eq!(lower(&plain, Backend::Cuda).unwrap().kernels[0].min_blocks, 1);
+    assert_eq!(
+        lower(&plain, Backend::Cuda).unwrap().kernels[0].min_blocks,
+        1
+    );
     assert!(cuda_source(&plain).contains("__launch_bounds__(256) "));
     let ann = format!("annotate(bx, key=\"{LAUNCH_MIN_BLOCKS_KEY}\", value=4)\n");
     let capped = seed_with(&ann).unwrap();
-    assert_eq!(lower(&capped, Backend::Cuda).unwrap().kernels[0].min_blocks, 4);
+    assert_eq!(
+        lower(&capped, Backend::Cuda).unwrap().kernels[0].min_blocks,
+        4
+    );
     let src = cuda_source(&capped);
     assert!(src.contains("__launch_bounds__(256, 4) "), "{src}");
     if !kernel_util::nvrtc() {
@@ -52,7 +58,10 @@ fn the_blocks_a_processor_holds_cap_the_registers_nvrtc_gives_a_thread() {
     };
     let (free, four) = (regs(&cuda_source(&plain)), regs(&src));
     // Four blocks of 256 threads share 65536 registers: 64 a thread at most.
-    assert!(four <= 64, "{four} registers with 4 blocks of 256 threads a processor");
+    assert!(
+        four <= 64,
+        "{four} registers with 4 blocks of 256 threads a processor"
+    );
     assert!(four <= free, "{four} registers capped, {free} free");
 }
 
@@ -67,8 +76,14 @@ fn more_blocks_than_a_processor_holds_ask_for_no_cap() {
 #[test]
 fn the_annotation_anywhere_but_a_blockidx_loop_or_not_a_count_is_refused_naming_the_loop() {
     for (ann, why) in [
-        ("annotate(tx, key=\"KEY\", value=2)", "loop j_1_1: launch_min_blocks_per_sm = 2: the loop is not bound to blockIdx"),
-        ("annotate(bx, key=\"KEY\", value=0)", "loop j_0: launch_min_blocks_per_sm = 0: not an integer of at least 1"),
+        (
+            "annotate(tx, key=\"KEY\", value=2)",
+            "loop j_1_1: launch_min_blocks_per_sm = 2: the loop is not bound to blockIdx",
+        ),
+        (
+            "annotate(bx, key=\"KEY\", value=0)",
+            "loop j_0: launch_min_blocks_per_sm = 0: not an integer of at least 1",
+        ),
     ] {
         let p = seed_with(&(ann.replace("KEY", LAUNCH_MIN_BLOCKS_KEY) + "\n")).unwrap();
         let e = lower(&p, Backend::Cuda).unwrap_err().to_string();
@@ -92,7 +107,10 @@ fn a_space_with_counts_samples_one_on_the_main_kernel_and_refuses_a_count_of_zer
         SearchSpace::parse(&t, "cuda.toml")
     };
     let e = with("[1, 0]").unwrap_err().to_string();
-    assert!(e.contains("threads.min_blocks_per_sm") && e.contains("0 is not a count"), "{e}");
+    assert!(
+        e.contains("threads.min_blocks_per_sm") && e.contains("0 is not a count"),
+        "{e}"
+    );
     let space = with("[2, 3]").unwrap();
     let p = workload::preset("matmul:m=67,n=45,k=33,layout=nt")
         .unwrap()

@@ -733,9 +733,14 @@ pub fn apply_sketch(
 /// postprocessor refuses) for resident warps. With 101 registers a thread, a block of
 /// 384 threads holds an H200's multiprocessor alone, and 200 such blocks ran in two waves
 /// of 132 (benches/RESULTS.md, 2026-11-28); capped at 85 registers two fit at once.
-fn min_blocks(space: &SearchSpace, sch: &mut Schedule, outer: &[LoopRv]) -> Result<(), SketchError> {
+fn min_blocks(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    outer: &[LoopRv],
+) -> Result<(), SketchError> {
     let counts = &space.min_blocks_per_sm;
-    let bound = matches!(space.bindings.first(), Some(Binding::Thread(t)) if t.starts_with("blockIdx"));
+    let bound =
+        matches!(space.bindings.first(), Some(Binding::Thread(t)) if t.starts_with("blockIdx"));
     let [lp] = outer else {
         return Ok(());
     };

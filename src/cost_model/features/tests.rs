@@ -116,7 +116,11 @@ fn tiled_cuda_matmul_loads_its_tiles_into_shared_memory() {
     for (min_blocks, registers, resident) in [(16, 64.0, 16.0), (64, 32.0, 32.0)] {
         capped.kernels[0].min_blocks = min_blocks;
         let shape = kernel_shape(&capped, &capped.kernels[0], &m.kernels[0], &dev);
-        assert_eq!((shape.registers, shape.resident), (registers, resident), "{min_blocks}");
+        assert_eq!(
+            (shape.registers, shape.resident),
+            (registers, resident),
+            "{min_blocks}"
+        );
     }
 }
 
