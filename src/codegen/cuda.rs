@@ -46,7 +46,6 @@ fn grid_dependency(out: &mut String, waits: bool, triggers: bool) {
     out.push_str("#endif\n");
 }
 
-/// One kernel's function; `waits`: a kernel runs before it, `triggers`: one after it.
 /// Threads a CUDA multiprocessor holds at most (sm_80 and sm_90; sm_86 and sm_89 hold
 /// 1536, where ptxas ignores a larger request with a warning).
 const MAX_THREADS_PER_PROCESSOR: i64 = 2048;
@@ -62,6 +61,7 @@ fn launch_bounds(k: &Kernel) -> String {
     }
 }
 
+/// One kernel's function; `waits`: a kernel runs before it, `triggers`: one after it.
 fn kernel(
     l: &Lowered,
     k: &Kernel,

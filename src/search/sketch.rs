@@ -730,9 +730,10 @@ pub fn apply_sketch(
 /// multiprocessor should hold at once, annotated on the outermost level's loop where it
 /// is bound to blockIdx ([`LAUNCH_MIN_BLOCKS_KEY`]): NVRTC then fits a thread's registers
 /// to that many blocks (`__launch_bounds__`), trading registers (and spills, which the
-/// postprocessor refuses) for resident warps. With 101 registers a thread, a block of
-/// 384 threads holds an H200's multiprocessor alone, and 200 such blocks ran in two waves
-/// of 132 (benches/RESULTS.md, 2026-11-28); capped at 85 registers two fit at once.
+/// postprocessor refuses) for resident warps: with 101 registers a thread, a block of 384
+/// threads holds an H200's multiprocessor alone, and 200 such blocks ran in two waves of
+/// 132 (benches/RESULTS.md, 2026-11-28; capped to fit two, that kernel spilled). Not in
+/// the default space: tuned with it, the tuning set's GEMMs were no faster.
 fn min_blocks(
     space: &SearchSpace,
     sch: &mut Schedule,
