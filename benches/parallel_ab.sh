@@ -11,7 +11,8 @@
 #   e.g. sed 's/^generations = 4/generations = 8/' search_spaces/cuda.toml >/tmp/gen8.toml
 #        benches/parallel_ab.sh /tmp/ab search_spaces/cuda.toml /tmp/gen8.toml 300 gemm
 #
-# TESSEL_SET picks another set file; TESSEL_SPEC_SUFFIX is appended to every workload spec
+# TESSEL_BIN_B runs arm B with another binary (a change of the code rather than of the
+# space: pass the same space file twice). TESSEL_SET picks another set file; TESSEL_SPEC_SUFFIX is appended to every workload spec
 # (`,math=tf32`: the set's f32 GEMMs on TF32 tensor cores); TESSEL_WORKLOADS (specs,
 # space-separated) replaces the set's; TESSEL_SEEDS (default 11) tunes each arm once per
 # seed; TESSEL_GPUS (indices, space-separated; default all) the GPUs to deal them to, so
@@ -37,8 +38,8 @@ for e in tomllib.load(open(sys.argv[1], "rb"))[sys.argv[2]]:
     print(e["workload"] + sys.argv[3])' "$set" "$kind" "${TESSEL_SPEC_SUFFIX:-}")
 fi
 read -ra seeds <<<"${TESSEL_SEEDS:-11}"
-one() { # gpu workload space seed
-  local db=/tmp/tessel-ab-$1.sqlite sched=/tmp/tessel-ab-$1.sched t r
+one() { # gpu workload space seed binary
+  local db=/tmp/tessel-ab-$1.sqlite sched=/tmp/tessel-ab-$1.sched t r bin=$5
   cp "$base" "$db"
   t=$(CUDA_VISIBLE_DEVICES=$1 "$bin" tune "$2" --target cuda --space "$3" --trials "$trials" \
     --time-limit 60 --batch 64 --seed "$4" --db "$db" --retrain focused 2>/dev/null |
@@ -46,7 +47,7 @@ one() { # gpu workload space seed
   CUDA_VISIBLE_DEVICES=$1 "$bin" best "$2" --target cuda --db "$db" --emit trace >"$sched" 2>/dev/null
   r=$(CUDA_VISIBLE_DEVICES=$1 "$bin" run "$2" --schedule "$sched" --target cuda --compare 2>&1 |
     grep -E "^(speed|peer|ratio|check)" | tr '\n' ' ')
-  echo "$2 | $3 | seed $4 | $t | rfactor $(grep -c 'rfactor(' "$sched") | $r"
+  echo "$2 | $3${6:-} | seed $4 | $t | rfactor $(grep -c 'rfactor(' "$sched") | $r"
 }
 for ((j = 0; j < ${#gpus[@]}; j++)); do
   (
@@ -54,15 +55,15 @@ for ((j = 0; j < ${#gpus[@]}; j++)); do
     for i in "${!ws[@]}"; do
       (( i % ${#gpus[@]} == j )) || continue
       for seed in "${seeds[@]}"; do
-        one "$g" "${ws[$i]}" "$a" "$seed"
-        one "$g" "${ws[$i]}" "$b" "$seed"
+        one "$g" "${ws[$i]}" "$a" "$seed" "$bin"
+        one "$g" "${ws[$i]}" "$b" "$seed" "${TESSEL_BIN_B:-$bin}" "${TESSEL_BIN_B:+ (B)}"
       done
     done >"$out/g$g.txt"
   ) &
 done
 wait
 sort "$out"/g*.txt >"$out/all.txt"
-python3 - "$out/all.txt" "$a" "$b" <<'PY'
+python3 - "$out/all.txt" "$a" "$b${TESSEL_BIN_B:+ (B)}" <<'PY'
 import math, re, sys
 rows = {}
 for line in open(sys.argv[1]):
