@@ -277,6 +277,10 @@ enum Command {
         /// register report then goes to stderr.
         #[arg(long, value_enum)]
         emit: Option<BuildEmit>,
+        /// Also write the CUBIN NVRTC built to this file, for the CUDA toolkit's
+        /// disassemblers (`cuobjdump -sass FILE`, `nvdisasm FILE`): the SASS the GPU runs.
+        #[arg(long)]
+        cubin: Option<PathBuf>,
     },
     /// Apply a schedule and check it against the unscheduled program with the reference
     /// interpreter on random inputs (no compiler, no device; use small shapes: it runs
@@ -761,6 +765,7 @@ fn run(cli: Cli) -> Result<()> {
             target,
             arch,
             emit,
+            cubin: cubin_path,
         } => {
             if matches!(target, TargetArg::Cpu) {
                 bail!("tessel build reports NVRTC's register and spill counts: use --target cuda (tessel run --target cpu builds with the C compiler)");
@@ -791,6 +796,15 @@ fn run(cli: Cli) -> Result<()> {
                 cubin.info.compile_seconds * 1e3,
                 cubin.bytes.len()
             );
+            if let Some(path) = &cubin_path {
+                std::fs::write(path, &cubin.bytes)
+                    .with_context(|| format!("writing the CUBIN to {}", path.display()))?;
+                report += &format!(
+                    "cubin     {} (`cuobjdump -sass {}` prints its SASS)\n",
+                    path.display(),
+                    path.display()
+                );
+            }
             let n = |v: Option<u32>| v.map_or_else(|| "?".to_string(), |x| x.to_string());
             // ptxas reports the kernels in an order of its own: each by its name.
             for launch in &src.kernels {

@@ -212,6 +212,42 @@ fn build_emits_the_ptx_and_the_cuda_nvrtc_sees() {
     );
 }
 
+/// `build --cubin FILE` writes the CUBIN NVRTC built (an ELF file, as large as the
+/// report says) for the toolkit's disassemblers, and says where; a path it cannot write
+/// is an error naming it.
+#[test]
+fn build_writes_the_cubin_for_a_disassembler() {
+    let dir = std::env::temp_dir().join(format!("tessel-cubin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("gemm.cubin");
+    let file = path.to_str().unwrap();
+    let sched = "examples/schedules/seed_pipelined_gemm.sched";
+    let args = [
+        "build",
+        "matmul:256x256x256",
+        "--schedule",
+        sched,
+        "--cubin",
+    ];
+    let (ok, report, err) = tessel(&[&args[..], &[file]].concat());
+    assert!(ok, "{err}");
+    let bytes = std::fs::read(&path).unwrap();
+    assert_eq!(&bytes[..4], b"\x7fELF");
+    assert!(
+        report.contains(&format!("({} bytes of SASS)", bytes.len()))
+            && report.contains(&format!("cubin     {file}")),
+        "{report}"
+    );
+    let missing = dir.join("no/such/dir/gemm.cubin");
+    let (ok, _, err) = tessel(&[&args[..], &[missing.to_str().unwrap()]].concat());
+    assert!(!ok);
+    assert!(
+        err.contains("writing the CUBIN to") && err.contains("no/such/dir"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// With several kernels, each line of `build`'s report gives that kernel's own launch
 /// (ptxas lists them in an order of its own): the staged NCHW conv's two kernels (its
 /// two stages in one launch, then the GEMM).
