@@ -13,7 +13,8 @@
 #
 # TESSEL_BIN_B runs arm B with another binary (a change of the code rather than of the
 # space: pass the same space file twice). TESSEL_SET picks another set file; TESSEL_SPEC_SUFFIX is appended to every workload spec
-# (`,math=tf32`: the set's f32 GEMMs on TF32 tensor cores); TESSEL_WORKLOADS (specs,
+# (`,math=tf32`: the set's f32 GEMMs on TF32 tensor cores); TESSEL_LAYOUTS (`nn,tn`) keeps
+# the GEMMs of those layouts; TESSEL_WORKLOADS (specs,
 # space-separated) replaces the set's; TESSEL_SEEDS (default 11) tunes each arm once per
 # seed; TESSEL_GPUS (indices, space-separated; default all) the GPUs to deal them to, so
 # that another job may hold the rest. OUT/all.txt: per workload, space and seed the tune's stop and time lines, how many
@@ -32,10 +33,8 @@ read -ra gpus <<<"${TESSEL_GPUS:-$(seq -s ' ' 0 $(($(nvidia-smi -L | wc -l) - 1)
 if [[ -n ${TESSEL_WORKLOADS:-} ]]; then
   read -ra ws <<<"$TESSEL_WORKLOADS"
 else
-  mapfile -t ws < <(python3 -c '
-import sys, tomllib
-for e in tomllib.load(open(sys.argv[1], "rb"))[sys.argv[2]]:
-    print(e["workload"] + sys.argv[3])' "$set" "$kind" "${TESSEL_SPEC_SUFFIX:-}")
+  mapfile -t ws < <(python3 "$(dirname "$0")/set_workloads.py" "$set" "$kind" \
+    --suffix "${TESSEL_SPEC_SUFFIX:-}" --layouts "${TESSEL_LAYOUTS:-}")
 fi
 read -ra seeds <<<"${TESSEL_SEEDS:-11}"
 one() { # gpu workload space seed binary

@@ -19,15 +19,8 @@ base=${TESSEL_BASE_DB:-/tmp/tessel-transfer-base.sqlite}
 mkdir -p "$out"
 source "$(dirname "$0")/shipped_db.sh"
 shipped_db "$bin" "$base" "$out"
-mapfile -t workloads < <(python3 - "$first" "$count" "$set" "${TESSEL_KIND:-gemm}" <<'PY'
-import sys, tomllib
-first, count = int(sys.argv[1]), int(sys.argv[2])
-with open(sys.argv[3], "rb") as f:
-    entries = tomllib.load(f)[sys.argv[4]]
-for e in entries[first:first + count]:
-    print(e["workload"])
-PY
-)
+mapfile -t workloads < <(python3 "$(dirname "$0")/set_workloads.py" "$set" \
+  "${TESSEL_KIND:-gemm}" --first "$first" --count "$count")
 for w in "${workloads[@]}"; do
   db=$(mktemp -u /tmp/tessel-transfer-XXXXXX.sqlite)
   cp "$base" "$db"

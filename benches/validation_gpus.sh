@@ -23,15 +23,8 @@ mkdir -p "$out"
 source "$(dirname "$0")/shipped_db.sh"
 shipped_db "$bin" "$base" "$out"
 gpus=$(nvidia-smi -L | wc -l)
-mapfile -t workloads < <(python3 - "$set" "${TESSEL_SPEC_SUFFIX:-}" "${kinds[@]}" <<'PY'
-import sys, tomllib
-with open(sys.argv[1], "rb") as f:
-    doc = tomllib.load(f)
-for kind in sys.argv[3:]:
-    for e in doc[kind]:
-        print(e["workload"] + sys.argv[2])
-PY
-)
+mapfile -t workloads < <(python3 "$(dirname "$0")/set_workloads.py" "$set" "${kinds[@]}" \
+  --suffix "${TESSEL_SPEC_SUFFIX:-}")
 for ((g = 0; g < gpus; g++)); do
   mine=()
   for i in "${!workloads[@]}"; do (( i % gpus == g )) && mine+=("${workloads[$i]}"); done

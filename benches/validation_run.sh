@@ -20,13 +20,6 @@ set=${TESSEL_SET:-benches/validation.toml}
 mkdir -p "$out"
 source "$(dirname "$0")/shipped_db.sh"
 shipped_db "$bin" "$db" "$out"
-mapfile -t workloads < <(python3 - "$kind" "$first" "$count" "$set" <<'PY'
-import sys, tomllib
-kind, first, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-with open(sys.argv[4], "rb") as f:
-    entries = tomllib.load(f)[kind]
-for e in entries[first:first + count]:
-    print(e["workload"])
-PY
-)
+mapfile -t workloads < <(python3 "$(dirname "$0")/set_workloads.py" "$set" "$kind" \
+  --first "$first" --count "$count")
 TESSEL_DB=$db TESSEL_BATCH=${TESSEL_BATCH:-64} bash benches/gpu_suite.sh "$out" "$secs" "$trials" "${workloads[@]}"

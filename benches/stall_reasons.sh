@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Why a tuned kernel's warps wait, beside cublasLt's for the same GEMM: Nsight Compute's
+# stall reasons (cycles a warp waits per issued instruction, by reason), warps a
+# scheduler and issue activity, on the kernels named main_kernel* of `tessel run W
+# --schedule SCHED` and on the cuBLAS kernels `--compare` launches. Prints per distinct
+# kernel (the three longest of each run) its launch, duration and top seven reasons.
+#
+#   benches/stall_reasons.sh OUT WORKLOAD SCHED
+#   e.g. CUDA_VISIBLE_DEVICES=1 benches/stall_reasons.sh /tmp/st matmul:m=3779,n=941,k=787,layout=nn best.sched
+set -u
+out=$1 w=$2 sched=$3
+bin=${TESSEL_BIN:-./.gpu/tessel}
+mkdir -p "$out"
+tag=$(printf '%s' "$w" | tr ':,=' '___')
+m='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
+m+=,smsp__warps_active.avg.per_cycle_active,smsp__issue_active.avg.pct_of_peak_sustained_active
+m+=,gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
+ncu --clock-control none -k regex:main_kernel -c 6 --metrics "$m" --csv \
+  "$bin" run "$w" --schedule "$sched" --target cuda >"$out/$tag.tessel.csv" 2>&1
+ncu --clock-control none -k 'regex:gemm|Kernel|sm90|sm80' -c 12 --metrics "$m" --csv \
+  "$bin" run "$w" --schedule "$sched" --target cuda --compare >"$out/$tag.peer.csv" 2>&1
+python3 - "$out/$tag.tessel.csv" "$out/$tag.peer.csv" <<'PY'
+import collections, csv, io, sys
+num = lambda v: float(v.replace(",", ""))
+for path in sys.argv[1:]:
+    text = open(path).read()
+    start = text.find('"ID"')
+    print("==", path)
+    if start < 0:
+        print("  no profile:", text[-300:])
+        continue
+    launches = collections.OrderedDict()
+    for r in csv.DictReader(io.StringIO(text[start:])):
+        launches.setdefault((r["ID"], r["Kernel Name"][:50]), {})[r["Metric Name"]] = r["Metric Value"]
+    kernels = {}
+    for (_, name), m in launches.items():
+        kernels.setdefault((name, m.get("launch__grid_size"), m.get("launch__block_size")), m)
+    longest = sorted(kernels.items(), key=lambda kv: -num(kv[1].get("gpu__time_duration.sum", "0")))
+    for (name, grid, block), m in longest[:3]:
+        stalls = {k.replace("smsp__average_warps_issue_stalled_", "").replace("_per_issue_active.ratio", ""): num(v)
+                  for k, v in m.items() if "stalled" in k}
+        top = sorted(stalls.items(), key=lambda kv: -kv[1])[:7]
+        print(f"  {name[:40]} grid {grid} block {block} regs {m.get('launch__registers_per_thread')} "
+              f"duration {m.get('gpu__time_duration.sum')} ns, warps a scheduler "
+              f"{m.get('smsp__warps_active.avg.per_cycle_active')}, issue active "
+              f"{m.get('smsp__issue_active.avg.pct_of_peak_sustained_active')}%")
+        print("     ", ", ".join(f"{k} {v:.2f}" for k, v in top))
+PY
