@@ -21,24 +21,15 @@ ncu --clock-control none -k regex:main_kernel -c 40 --metrics "$metrics" --csv \
   "$bin" run "$w" --schedule "$sched" --target cuda >"$out/$tag.ncu.csv" 2>&1
 ncu --clock-control none -k 'regex:gemm|Kernel|sm90|sm80' -c 30 --metrics "$metrics" --csv \
   "$bin" run "$w" --schedule "$sched" --target cuda --compare >"$out/$tag.peer.csv" 2>&1
-python3 - "$out/$tag.ncu.csv" "$out/$tag.peer.csv" <<'PY'
-import collections, csv, io, sys
+PYTHONPATH="$(dirname "$0")" python3 - "$out/$tag.ncu.csv" "$out/$tag.peer.csv" <<'PY'
+import sys
+from ncu_csv import kernels, number
 for path in sys.argv[1:]:
-    text = open(path).read()
-    start = text.find('"ID"')
-    print("==", path)
-    if start < 0:
-        print("  no profile:", text[-300:])
+    shapes = kernels(path)
+    if shapes is None:
         continue
-    launches = collections.OrderedDict()
-    for r in csv.DictReader(io.StringIO(text[start:])):
-        launches.setdefault((r["Kernel Name"], r["ID"]), {})[r["Metric Name"]] = r["Metric Value"]
-    shapes = collections.OrderedDict()
-    for (name, _), m in launches.items():
-        key = (name[:60], m.get("launch__grid_size"), m.get("launch__block_size"))
-        shapes.setdefault(key, []).append(m)
     for (name, grid, block), ms in shapes.items():
-        ns = sorted(float(m["gpu__time_duration.sum"].replace(",", "")) for m in ms)
+        ns = sorted(number(m["gpu__time_duration.sum"]) for m in ms)
         m = ms[0]
         print(f"  {name:60s} grid {grid:>7} block {block:>4} regs "
               f"{m['launch__registers_per_thread']:>4} launches {len(ms):3d} "

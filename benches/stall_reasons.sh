@@ -19,23 +19,15 @@ ncu --clock-control none -k regex:main_kernel -c 6 --metrics "$m" --csv \
   "$bin" run "$w" --schedule "$sched" --target cuda >"$out/$tag.tessel.csv" 2>&1
 ncu --clock-control none -k 'regex:gemm|Kernel|sm90|sm80' -c 12 --metrics "$m" --csv \
   "$bin" run "$w" --schedule "$sched" --target cuda --compare >"$out/$tag.peer.csv" 2>&1
-python3 - "$out/$tag.tessel.csv" "$out/$tag.peer.csv" <<'PY'
-import collections, csv, io, sys
-num = lambda v: float(v.replace(",", ""))
+PYTHONPATH="$(dirname "$0")" python3 - "$out/$tag.tessel.csv" "$out/$tag.peer.csv" <<'PY'
+import sys
+from ncu_csv import kernels, number as num
 for path in sys.argv[1:]:
-    text = open(path).read()
-    start = text.find('"ID"')
-    print("==", path)
-    if start < 0:
-        print("  no profile:", text[-300:])
+    shapes = kernels(path, 50)
+    if shapes is None:
         continue
-    launches = collections.OrderedDict()
-    for r in csv.DictReader(io.StringIO(text[start:])):
-        launches.setdefault((r["ID"], r["Kernel Name"][:50]), {})[r["Metric Name"]] = r["Metric Value"]
-    kernels = {}
-    for (_, name), m in launches.items():
-        kernels.setdefault((name, m.get("launch__grid_size"), m.get("launch__block_size")), m)
-    longest = sorted(kernels.items(), key=lambda kv: -num(kv[1].get("gpu__time_duration.sum", "0")))
+    first = {key: ms[0] for key, ms in shapes.items()}
+    longest = sorted(first.items(), key=lambda kv: -num(kv[1].get("gpu__time_duration.sum", "0")))
     for (name, grid, block), m in longest[:3]:
         stalls = {k.replace("smsp__average_warps_issue_stalled_", "").replace("_per_issue_active.ratio", ""): num(v)
                   for k, v in m.items() if "stalled" in k}
