@@ -449,10 +449,14 @@ pub fn apply_sketch(
     // 0. A pointwise convolution may be tiled as its GEMM (a branch of the sketch).
     gemm_view(space, sch)?;
     let st = stages(sch.program())?;
+    // 1a. An NCHW conv's data read through a window or a stride may be stored channels
+    //     last by a kernel of its own (a decision).
+    let channels_last = channels_last_data(space, sch, &st.main)?;
+    let staged = |name: &String| channels_last.iter().any(|s| &s.name == name);
     // 1. Padding (on a space with a read cache, after the cache is placed: the padding
     //    goes into the cooperative fetch, as MetaSchedule does).
     if space.inline_padding && space.cache_read.is_none() {
-        for name in &st.padding {
+        for name in st.padding.iter().filter(|n| !staged(n)) {
             let b = sch.get_block(name).map_err(at("inline padding"))?;
             // A stage that cannot be inlined stays (and is scheduled on its own below).
             let _ = attempt(sch, |s| s.compute_inline(b));
@@ -636,7 +640,7 @@ pub fn apply_sketch(
             p.ancestors(crate::ir::Node::Loop(l)).len() + 1
         };
         if !thread_factors.is_empty() {
-            transposed_copies = transpose_kernels(space, sch, main, n_reads)?;
+            transposed_copies = transpose_kernels(space, sch, main, n_reads, &channels_last)?;
         }
         for idx in 0..n_reads {
             let cached = sch
@@ -671,14 +675,18 @@ pub fn apply_sketch(
         }
     }
     if space.inline_padding && space.cache_read.is_some() {
-        for name in st.padding.iter().filter(|n| !padding_kernels.contains(n)) {
+        for name in st
+            .padding
+            .iter()
+            .filter(|n| !padding_kernels.contains(n) && !staged(n))
+        {
             let b = sch.get_block(name).map_err(at("inline padding"))?;
             if attempt(sch, |s| s.compute_inline(b)).is_err() {
                 leftovers.insert(0, name.clone());
             }
         }
     }
-    for copy in &transposed_copies {
+    for copy in channels_last.iter().chain(&transposed_copies) {
         staging::schedule(space, sch, copy)?;
     }
     // 7b. Software pipelining of the shared fetch.
@@ -982,18 +990,57 @@ fn reused(p: &Program, main: BlockId, buf: BufferId) -> bool {
         .any(|iv| !idx.iter().any(|e| e.uses_var(iv.var)))
 }
 
+/// Step 1a (CUDA spaces with `cache_read.channels_last_kernels`): a convolution whose
+/// data are read with the channel before the pixels and not as its output stores them
+/// (NCHW through a window or a stride, whose fetch reads a row's pixels `stride` apart,
+/// 4 bytes at a time) may have them stored channels last once, by a kernel of its own
+/// (a decision of the trace) that also zero-fills the padding; the main block then reads
+/// them as it reads an NHWC conv's, and the fetch copies runs of channels. On four H200s
+/// (2026-11-28, issue 14's protocol, 300 trials), NHWC convs ran 1.37x and 1.69x the
+/// same NCHW convs of stride 2, 0.96x and 1.05x of stride 1. Returns the stage, to be
+/// scheduled by [`staging::schedule`] once the fetches are placed.
+fn channels_last_data(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    main: &str,
+) -> Result<Vec<staging::Staged>, SketchError> {
+    if !(space.is_gpu() && space.channels_last_kernels) {
+        return Ok(Vec::new());
+    }
+    let b = sch.get_block(main).map_err(at("channels last"))?;
+    let id = sch.block_id(b).map_err(at("channels last"))?;
+    let p = sch.program();
+    let Some(reads) = staging::conv_reads(p, id) else {
+        return Ok(Vec::new());
+    };
+    let order = match reads.channels_last || reads.pixels_as_stored {
+        true => None,
+        false => staging::channels_last_order(p, id, &reads),
+    };
+    let Some(order) = order else {
+        return Ok(Vec::new());
+    };
+    if !coin(sch, "channels last")? {
+        return Ok(Vec::new());
+    }
+    Ok(vec![staging::store_data(sch, b, &reads, &order)?])
+}
+
 /// The operands of `main` the fetch would transpose ([`reduction_major`]) and reads more
 /// than once ([`reused`]) transposed instead once, by kernels of their own, at a decision of the trace
 /// (`cache_read.transpose_kernels`): each is copied (`cache_read` into global memory)
 /// with its reduction axes first, the copy scheduled as a tiled transpose or a direct
 /// one ([`staging`]), and the fetch then copies the new buffer as it is stored, 16-byte
-/// vectors where its rows allow, with no transposing 4-byte copies. Returns the copies,
-/// to be scheduled once the padding they read is inlined into them.
+/// vectors where its rows allow, with no transposing 4-byte copies. An operand a stage of
+/// `staged` writes (an NCHW conv's data stored channels last) is stored as it is to be
+/// read already. Returns the copies, to be scheduled once the padding they read is
+/// inlined into them.
 fn transpose_kernels(
     space: &SearchSpace,
     sch: &mut Schedule,
     main: BlockRv,
     reads: usize,
+    staged: &[staging::Staged],
 ) -> Result<Vec<staging::Staged>, SketchError> {
     if !(space.is_gpu() && space.reduction_major && space.transpose_kernels) {
         return Ok(Vec::new());
@@ -1007,6 +1054,11 @@ fn transpose_kernels(
             .take(reads)
             .enumerate()
             .filter(|(_, buf)| reused(p, mb, **buf))
+            .filter(|(_, buf)| {
+                !p.writers(**buf)
+                    .iter()
+                    .any(|w| staged.iter().any(|s| s.name == p.block(*w).name))
+            })
             .filter_map(|(i, buf)| reduction_first(p, mb, *buf).map(|perm| (i as i64, perm)))
             .collect()
     };
@@ -2003,6 +2055,69 @@ mod tests {
                     gemv,
                     "{spec}, seed {seed}:\n{trace}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn an_nchw_conv_may_read_its_data_stored_channels_last() {
+        // An NCHW conv of stride 2 through a 3x3 window: its fetch would read a row's
+        // pixels two apart. A decision stores the padded data `[n, h, w, c]` by a kernel
+        // of its own (the padding zero-filled there, not in the fetch); both choices
+        // compute the reference, lower and replay.
+        let mut space = SearchSpace::cuda_default();
+        space.channels_last_kernels = true;
+        let spec = "conv2d_nchw:n=2,c=6,h=9,w=9,k=8,r=3,s=3,stride=2,pad=1";
+        let p = crate::workload::preset(spec).unwrap().to_program();
+        let stored = "permutation=[0, 2, 3, 1]";
+        let mut seen = [false; 2];
+        for seed in 0..16 {
+            let mut sch = Schedule::new(p.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::Plain).unwrap();
+            crate::interp::check(&p, sch.program(), seed)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            let trace = crate::schedule::text::print(sch.trace());
+            let own = trace.contains(stored);
+            seen[usize::from(own)] = true;
+            // The padding block is the stage: its buffer holds the padded image, channel
+            // last, and no fetch zero-fills it again.
+            let q = sch.program();
+            let staged = q
+                .blocks_in_order()
+                .into_iter()
+                .any(|b| q.buffer(q.block(b).body.buffer).shape == [2, 11, 11, 6]);
+            assert_eq!(staged, own, "seed {seed}:\n{trace}");
+            let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{trace}"));
+            let code = crate::codegen::cuda::generate(&lowered).unwrap().code;
+            assert!(
+                !own || code.matches("__global__").count() >= 2,
+                "seed {seed}:\n{code}"
+            );
+            let again = crate::schedule::replay(sch.trace(), p.clone(), seed).unwrap();
+            assert_eq!(again.program(), sch.program(), "seed {seed}");
+        }
+        assert_eq!(seen, [true, true]);
+        // Data already channels last (NHWC), a 1x1 conv of stride 1 reading its pixels as
+        // the output stores them, or a space without the option: no decision.
+        let off = SearchSpace::cuda_default();
+        for (spec, space) in [
+            (
+                "conv2d_nhwc:n=2,c=6,h=9,w=9,k=8,r=3,s=3,stride=2,pad=1",
+                &space,
+            ),
+            (
+                "conv2d_nchw:n=2,c=6,h=9,w=9,k=8,r=1,s=1,stride=1,pad=0",
+                &space,
+            ),
+            (spec, &off),
+        ] {
+            let p = crate::workload::preset(spec).unwrap().to_program();
+            for seed in 0..8 {
+                let mut sch = Schedule::new(p.clone(), seed);
+                apply_sketch(space, &mut sch, seed, SketchKind::Plain).unwrap();
+                let trace = crate::schedule::text::print(sch.trace());
+                assert!(!trace.contains(stored), "{spec}, seed {seed}:\n{trace}");
             }
         }
     }

@@ -98,6 +98,11 @@ pub struct SearchSpace {
     /// its own (a decision of the trace), after which the fetch copies it as stored
     /// (`cache_read.transpose_kernels`, CUDA only).
     pub transpose_kernels: bool,
+    /// A convolution whose data are read with the channel before the pixels (NCHW) and
+    /// through a window or a stride may have them stored channels last once, by a kernel
+    /// of its own (a decision of the trace), so that the fetch reads runs of channels
+    /// (`cache_read.channels_last_kernels`, CUDA only).
+    pub channels_last_kernels: bool,
     /// `Some(scope)` when the output is accumulated in a cache.
     pub cache_write: Option<String>,
     /// The levels (indices into `levels`, S levels before the first R level) at whose
@@ -427,6 +432,8 @@ struct CacheRead {
     vector_transposed: bool,
     #[serde(default)]
     transpose_kernels: bool,
+    #[serde(default)]
+    channels_last_kernels: bool,
 }
 
 #[derive(Deserialize)]
@@ -920,6 +927,7 @@ impl SearchSpace {
             reduction_major: f.cache_read.reduction_major,
             vector_transposed: f.cache_read.vector_transposed,
             transpose_kernels: f.cache_read.transpose_kernels,
+            channels_last_kernels: f.cache_read.channels_last_kernels,
             cache_write: f.cache_write.enabled.then_some(f.cache_write.scope),
             write_back_levels,
             unroll_max_steps: f.unroll.max_steps,

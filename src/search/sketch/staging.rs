@@ -24,6 +24,7 @@
 //! (`lower/merge.rs`).
 
 use super::{at, fuse, SketchError};
+use crate::ir::{BlockId, Expr, IterKind, Program};
 use crate::schedule::{IntArg, LoopRv, Schedule};
 use crate::search::space::SearchSpace;
 
@@ -65,6 +66,115 @@ pub(super) fn store_permuted(
         name: sch.program().block(id).name.clone(),
         perm: perm.to_vec(),
     })
+}
+
+/// What a convolution `main` reads: its data (the read whose indices are no bare
+/// variables: `x[n, c, p * stride + r, q * stride + s]`) and its weights (bare
+/// variables), and how the data are laid out against the loops.
+pub(super) struct ConvReads {
+    /// Read indices of the data and of the weights among `main`'s reads.
+    pub data: usize,
+    pub weights: usize,
+    /// The data's indices, with the variables of extent 1 gone (a 1x1 window's `r`, `s`).
+    pub data_index: Vec<Expr>,
+    pub weight_index: Vec<Expr>,
+    /// The data's last axis is read at a reduction variable (NHWC: the channel).
+    pub channels_last: bool,
+    /// The data's last axis is read as the output stores its last (a 1x1 conv of stride
+    /// 1 in NCHW: a run of pixels).
+    pub pixels_as_stored: bool,
+}
+
+/// The kind of the iteration variable `e` is, where `e` is one of `blk`'s variables.
+pub(super) fn kind_of(blk: &crate::ir::Block, e: &Expr) -> Option<IterKind> {
+    match e {
+        Expr::Var(v) => blk
+            .iter_vars
+            .iter()
+            .find(|iv| iv.var == *v)
+            .map(|iv| iv.kind),
+        _ => None,
+    }
+}
+
+/// The reads of `main` if it is a convolution (one read at computed indices, one at bare
+/// variables); `None` otherwise (a GEMM reads every operand at bare variables).
+pub(super) fn conv_reads(p: &Program, main: BlockId) -> Option<ConvReads> {
+    let blk = p.block(main);
+    let reads = p.block_reads(main);
+    let pure = |idx: &[Expr]| idx.iter().all(|e| matches!(e, Expr::Var(_)));
+    let data = reads.iter().position(|(_, idx)| !pure(idx))?;
+    let weights = reads.iter().position(|(_, idx)| pure(idx))?;
+    let unit = |v: crate::ir::VarId| {
+        blk.iter_vars
+            .iter()
+            .any(|iv| iv.var == v && iv.extent == 1)
+            .then_some(Expr::Int(0))
+    };
+    let data_index: Vec<Expr> = reads[data]
+        .1
+        .iter()
+        .map(|e| crate::ir::simplify::simplify_in(&e.substitute(&unit), &Default::default()))
+        .collect();
+    let channels_last = data_index.last().and_then(|e| kind_of(blk, e)) == Some(IterKind::Reduce);
+    let pixels_as_stored = matches!(data_index.last(), Some(Expr::Var(_)))
+        && data_index.last() == blk.body.indices.last();
+    Some(ConvReads {
+        data,
+        weights,
+        data_index,
+        weight_index: reads[weights].1.clone(),
+        channels_last,
+        pixels_as_stored,
+    })
+}
+
+/// The order that stores a conv's data channels last (its axis read at a reduction
+/// variable moved to the end, the others kept in order): `[0, 2, 3, 1]` for NCHW.
+/// `None` where no axis is read at a reduction variable alone.
+pub(super) fn channels_last_order(
+    p: &Program,
+    main: BlockId,
+    reads: &ConvReads,
+) -> Option<Vec<usize>> {
+    let blk = p.block(main);
+    let idx = &reads.data_index;
+    let channel = idx
+        .iter()
+        .position(|e| kind_of(blk, e) == Some(IterKind::Reduce))?;
+    Some(
+        (0..idx.len())
+            .filter(|a| *a != channel)
+            .chain([channel])
+            .collect(),
+    )
+}
+
+/// Stores the data of the conv `main` in the order `perm` (see [`channels_last_order`]):
+/// the buffer of its padding block where the data are padded by a stage the program
+/// allocates (the padding then runs in that kernel), else a global copy of the input.
+pub(super) fn store_data(
+    sch: &mut Schedule,
+    main: crate::schedule::BlockRv,
+    reads: &ConvReads,
+    perm: &[usize],
+) -> Result<Staged, SketchError> {
+    let pad_block = {
+        let p = sch.program();
+        let id = sch.block_id(main).map_err(at("transform_layout"))?;
+        let data = p.block_reads(id)[reads.data].0;
+        match p.writers(data).as_slice() {
+            [one] if p.allocs.contains(&data) => Some(p.block(*one).name.clone()),
+            _ => None,
+        }
+    };
+    let stage = match pad_block {
+        Some(name) => sch.get_block(&name).map_err(at("transform_layout"))?,
+        None => sch
+            .cache_read(main, reads.data as i64, "global")
+            .map_err(at("cache_read"))?,
+    };
+    store_permuted(sch, stage, perm)
 }
 
 /// Copies of the reads of `main` that `reads` names (read index, the order to store its

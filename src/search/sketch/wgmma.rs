@@ -123,80 +123,33 @@ pub(super) fn conv_gemm(p: &Program, main: crate::ir::BlockId) -> bool {
 /// kernels do with NCHW tensors; `im2col` then orders K with the channel fastest.
 /// Returns those staged stores (each a kernel of its own, before the GEMM's).
 fn conv_to_gemm(sch: &mut Schedule, main: &str) -> Result<Vec<Staged>, SketchError> {
-    use crate::ir::{Expr, IterKind};
     let b = sch.get_block(main).map_err(at("im2col"))?;
     let id = sch.block_id(b).map_err(at("im2col"))?;
     let p = sch.program();
-    let blk = p.block(id);
-    let kind_of = |e: &Expr| match e {
-        Expr::Var(v) => blk
-            .iter_vars
-            .iter()
-            .find(|iv| iv.var == *v)
-            .map(|iv| iv.kind),
-        _ => None,
-    };
-    let reads = p.block_reads(id);
-    let pure = |idx: &[Expr]| idx.iter().all(|e| matches!(e, Expr::Var(_)));
-    let (Some(d), Some(w)) = (
-        reads.iter().position(|(_, idx)| !pure(idx)),
-        reads.iter().position(|(_, idx)| pure(idx)),
-    ) else {
-        return Err(SketchError::TensorCoreNotApplicable);
-    };
-    // The data's indices with the variables of extent 1 gone (a 1x1 window's `r`, `s`).
-    let unit = |v: crate::ir::VarId| {
-        blk.iter_vars
-            .iter()
-            .any(|iv| iv.var == v && iv.extent == 1)
-            .then_some(Expr::Int(0))
-    };
-    let (data, d_idx) = reads[d].clone();
-    let d_idx: Vec<Expr> = d_idx
-        .iter()
-        .map(|e| crate::ir::simplify::simplify_in(&e.substitute(&unit), &Default::default()))
-        .collect();
-    let w_idx = reads[w].1.clone();
-    let channels_last = d_idx.last().and_then(kind_of) == Some(IterKind::Reduce);
-    let pixels_as_stored =
-        matches!(d_idx.last(), Some(Expr::Var(_))) && d_idx.last() == blk.body.indices.last();
+    let reads = staging::conv_reads(p, id).ok_or(SketchError::TensorCoreNotApplicable)?;
+    let (channels_last, pixels_as_stored) = (reads.channels_last, reads.pixels_as_stored);
     let mut staged = Vec::new();
     if !channels_last && !pixels_as_stored {
         // The data: its channel axis (read at a reduction variable) last.
-        let channel = d_idx
-            .iter()
-            .position(|e| kind_of(e) == Some(IterKind::Reduce))
+        let d_perm = staging::channels_last_order(p, id, &reads)
             .ok_or(SketchError::TensorCoreNotApplicable)?;
-        let d_perm: Vec<usize> = (0..d_idx.len())
-            .filter(|a| *a != channel)
-            .chain([channel])
-            .collect();
         // The weights: spatial axes first, then the reduction's in the data's new order.
-        let k_pos = |e: &Expr| {
+        let blk = p.block(id);
+        let (d_idx, w_idx) = (&reads.data_index, &reads.weight_index);
+        let k_pos = |e: &crate::ir::Expr| {
             d_perm
                 .iter()
                 .position(|a| e.vars().into_iter().any(|v| d_idx[*a].uses_var(v)))
         };
         let mut w_perm: Vec<usize> = (0..w_idx.len()).collect();
-        w_perm.sort_by_key(|a| match kind_of(&w_idx[*a]) {
-            Some(IterKind::Reduce) => (1, k_pos(&w_idx[*a])),
+        w_perm.sort_by_key(|a| match staging::kind_of(blk, &w_idx[*a]) {
+            Some(crate::ir::IterKind::Reduce) => (1, k_pos(&w_idx[*a])),
             _ => (0, Some(*a)),
         });
-        let writers = p.writers(data);
-        let pad_block = match writers.as_slice() {
-            [one] if p.allocs.contains(&data) => Some(p.block(*one).name.clone()),
-            _ => None,
-        };
-        let data_stage = match pad_block {
-            Some(name) => sch.get_block(&name).map_err(at("transform_layout"))?,
-            None => sch
-                .cache_read(b, d as i64, "global")
-                .map_err(at("cache_read"))?,
-        };
-        staged.push(store_permuted(sch, data_stage, &d_perm)?);
+        staged.push(staging::store_data(sch, b, &reads, &d_perm)?);
         if w_perm.iter().enumerate().any(|(i, a)| i != *a) {
             let w_stage = sch
-                .cache_read(b, w as i64, "global")
+                .cache_read(b, reads.weights as i64, "global")
                 .map_err(at("cache_read"))?;
             staged.push(store_permuted(sch, w_stage, &w_perm)?);
         }
