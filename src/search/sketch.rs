@@ -17,6 +17,12 @@
 //! 1. **Inline padding**: spatial stages before the main block (conv2d's `pad_temp`)
 //!    are `compute_inline`d into it.
 //!
+//!    **1a. Channels last** (CUDA spaces with `cache_read.channels_last_kernels`): a
+//!    conv whose data are read with the channel before the pixels through a window or a
+//!    stride (NCHW) may have them stored channels last once, by its padding block as a
+//!    kernel of its own (a decision, [`channels_last_data`]); that block is then not
+//!    inlined.
+//!
 //!    **1b. Padding** (spaces with `tiling.pad_multiples`): an einsum main block (a GEMM,
 //!    batched GEMM, dense layer; with `tiling.pad_convolutions` a convolution's batch
 //!    and channel axes) has each
@@ -2065,8 +2071,8 @@ mod tests {
         // pixels two apart. A decision stores the padded data `[n, h, w, c]` by a kernel
         // of its own (the padding zero-filled there, not in the fetch); both choices
         // compute the reference, lower and replay.
-        let mut space = SearchSpace::cuda_default();
-        space.channels_last_kernels = true;
+        let space = SearchSpace::cuda_default();
+        assert!(space.channels_last_kernels);
         let spec = "conv2d_nchw:n=2,c=6,h=9,w=9,k=8,r=3,s=3,stride=2,pad=1";
         let p = crate::workload::preset(spec).unwrap().to_program();
         let stored = "permutation=[0, 2, 3, 1]";
@@ -2100,7 +2106,10 @@ mod tests {
         assert_eq!(seen, [true, true]);
         // Data already channels last (NHWC), a 1x1 conv of stride 1 reading its pixels as
         // the output stores them, or a space without the option: no decision.
-        let off = SearchSpace::cuda_default();
+        let off = SearchSpace {
+            channels_last_kernels: false,
+            ..space.clone()
+        };
         for (spec, space) in [
             (
                 "conv2d_nhwc:n=2,c=6,h=9,w=9,k=8,r=3,s=3,stride=2,pad=1",
