@@ -1,5 +1,6 @@
 //! Layout-changing stages: an NCHW conv's padded data stored channels last and its
-//! weights as `[k, r, s, c]` before its GEMM (the wgmma sketch, see `wgmma.rs`), the
+//! weights as `[k, r, s, c]` before its GEMM (the wgmma sketch, see `wgmma.rs`), or its
+//! data alone before its own loops (`channels_last_data` in `sketch.rs`), the
 //! operands of an FFMA GEMM stored reduction first (`transpose_kernels` in `sketch.rs`:
 //! `A[m, k]` as `[k, m]`, the "channel" being m) and a TF32 GEMM's operands stored k last
 //! for wgmma (`transpose_kernels` in `wgmma.rs`), the latter two by [`permuted_copies`].
