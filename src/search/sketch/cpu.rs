@@ -3,9 +3,12 @@
 //!
 //! The main block's spatial axes play three parts: the **vector axis** (the output's last
 //! index, contiguous in the output and in the operand that reads it: a GEMM's `j`, a
-//! conv's `q`), the **row axis** (the largest other spatial axis that operand does not
-//! read: a GEMM's `i`, a conv's output channel `k`; its operand is read one broadcast
-//! scalar per row) and the rest (batch, a conv's `p`), left whole. Then:
+//! conv's `q`; or, a decision for a conv that stores its output channels before its
+//! pixels (NCHW), the output channel `k`, read by the weights alone, the accumulator then
+//! stored with `k` last), the **row axis** (the largest other spatial axis that operand
+//! does not read: a GEMM's `i`, a conv's output channel `k`, or its `p` where `k` is the
+//! vector axis; its operand is read one broadcast scalar per row) and the rest (batch, a
+//! conv's `p` or `q`), left whole. Then:
 //!
 //! 1. An einsum whose vector axis is not a multiple of the vector width is padded to one
 //!    (`pad_einsum`), its zero-filled copies inlined; a conv's padded input stays a
@@ -77,6 +80,85 @@ fn vector_var(p: &Program, main: crate::ir::BlockId) -> Option<crate::ir::VarId>
         .map(|iv| iv.var)
 }
 
+/// A conv's output-channel variable, where its output stores the channel before its
+/// last index (NCHW): a spatial variable of extent over 1 that indexes the output and
+/// the weights (the operand read at bare variables) but not the data. `None` for an
+/// einsum (a GEMM keeps its `j`) and where the output's last index is it already (NHWC).
+fn channel_var(p: &Program, main: crate::ir::BlockId) -> Option<crate::ir::VarId> {
+    if crate::schedule::pad_einsum::check_einsum(p, main).is_ok() {
+        return None;
+    }
+    let blk = p.block(main);
+    let last = vector_var(p, main)?;
+    let reads: Vec<Vec<Expr>> = p
+        .block_reads(main)
+        .into_iter()
+        .filter(|(buf, _)| *buf != blk.body.buffer)
+        .map(|(_, idx)| idx)
+        .collect();
+    let pure = |idx: &[Expr]| idx.iter().all(|e| matches!(e, Expr::Var(_)));
+    let [a, b] = &reads[..] else {
+        return None;
+    };
+    let (data, weights) = match (pure(a), pure(b)) {
+        (false, true) => (a, b),
+        (true, false) => (b, a),
+        _ => return None,
+    };
+    let uses = |idx: &[Expr], v| idx.iter().any(|e| e.uses_var(v));
+    blk.iter_vars
+        .iter()
+        .filter(|iv| iv.kind == IterKind::Spatial && iv.extent > 1 && iv.var != last)
+        .find(|iv| uses(&blk.body.indices, iv.var) && uses(weights, iv.var) && !uses(data, iv.var))
+        .map(|iv| iv.var)
+}
+
+/// Step 1b: the vector axis of the micro-kernel. The output's last index (its
+/// contiguous axis), or, a decision of the trace where a conv stores its output channels
+/// before its pixels ([`channel_var`]), the output channels: the weights are then the
+/// packed operand (`[c, r, s, k]` panels) and the data broadcast one scalar a row, as
+/// oneDNN's blocked kernels compute an NCHW conv, where the pixels as vector axis leave
+/// a conv with few or strided pixels (14 of stride 2) partial vectors of gathered data.
+fn vector_axis(sch: &mut Schedule, main: BlockRv) -> Result<crate::ir::VarId, SketchError> {
+    let (last, channel) = {
+        let p = sch.program();
+        let b = sch.block_id(main).map_err(at("vector axis"))?;
+        let last = vector_var(p, b).ok_or(SketchError::RegisterTileNotApplicable)?;
+        (last, channel_var(p, b))
+    };
+    match channel {
+        Some(k) if super::coin(sch, "vector axis")? => Ok(k),
+        _ => Ok(last),
+    }
+}
+
+/// Stores the accumulator `main` writes (its local cache) with the dimension the vector
+/// axis `v` indexes last, so that the micro-kernel's NR accumulators of a row are
+/// contiguous (vector registers); nothing where it is last already.
+fn accumulator_vector_last(
+    sch: &mut Schedule,
+    main: BlockRv,
+    v: crate::ir::VarId,
+) -> Result<(), SketchError> {
+    let perm = {
+        let p = sch.program();
+        let b = sch.block_id(main).map_err(at("accumulator layout"))?;
+        let idx = &p.block(b).body.indices;
+        let Some(dim) = idx.iter().position(|e| e.uses_var(v)) else {
+            return Ok(());
+        };
+        if dim + 1 == idx.len() {
+            return Ok(());
+        }
+        let mut perm: Vec<i64> = (0..idx.len() as i64).filter(|d| *d != dim as i64).collect();
+        perm.push(dim as i64);
+        perm
+    };
+    sch.transform_layout(main, 0, &crate::schedule::layout::singletons(&perm))
+        .map_err(at("accumulator layout"))?;
+    Ok(())
+}
+
 /// Builds one sample of the register-tile sketch (see the module doc).
 pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), SketchError> {
     let rule = space
@@ -99,6 +181,9 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     }
     let st = stages(sch.program())?;
     let main = sch.get_block(&st.main).map_err(at("main block"))?;
+    // 1b. The vector axis: the output's last index, or a conv's output channels (a
+    //     decision where the conv's output stores its channels before its pixels).
+    let v_var = vector_axis(sch, main)?;
     // 2. Accumulator and epilogues.
     let wb = sch
         .cache_write(main, 0, "local")
@@ -117,7 +202,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         }
     }
     // 3. Tiling.
-    let axes = axes(sch, main)?;
+    let axes = axes(sch, main, v_var)?;
     let extent = |sch: &Schedule, l: LoopRv| -> Result<i64, SketchError> {
         let id = sch.loop_id(l).map_err(at("tiling"))?;
         Ok(sch.program().lp(id).extent)
@@ -192,6 +277,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     sch.parallel(par).map_err(at("parallel"))?;
     sch.reverse_compute_at(wb, par)
         .map_err(at("reverse_compute_at"))?;
+    accumulator_vector_last(sch, main, v_var)?;
     vectorize_innermost(sch, wb)?;
     // 5. The packed panel of the vector axis's operand, copied once per N1 tile or once
     //    per K0 block.
@@ -201,7 +287,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
             .map_err(at("cache_read"))?;
         let location = panel_location(&rule, sch, panel, v[1], k_outer.last().copied())?;
         sch.compute_at(panel, location).map_err(at("compute_at"))?;
-        vector_axis_last(sch, main, panel)?;
+        vector_axis_last(sch, main, panel, v_var)?;
         vectorize_innermost(sch, panel)?;
     }
     // 6. The micro-kernel: MR rows unrolled, NR lanes vectorized.
@@ -249,15 +335,17 @@ fn panel_location(
 /// Stores the panel `panel` writes with the axis the main block indexes by the vector
 /// axis last (`transform_layout`), so that the micro-kernel reads NR contiguous floats:
 /// an NT GEMM's `B[n, k]` (a dense layer's weights) is packed as `[k][n]`.
-fn vector_axis_last(sch: &mut Schedule, main: BlockRv, panel: BlockRv) -> Result<(), SketchError> {
+fn vector_axis_last(
+    sch: &mut Schedule,
+    main: BlockRv,
+    panel: BlockRv,
+    v: crate::ir::VarId,
+) -> Result<(), SketchError> {
     let perm = {
         let p = sch.program();
         let mb = sch.block_id(main).map_err(at("panel layout"))?;
         let pb = sch.block_id(panel).map_err(at("panel layout"))?;
         let buf = p.block(pb).body.buffer;
-        let Some(v) = vector_var(p, mb) else {
-            return Ok(());
-        };
         let Some((_, idx)) = p.block_reads(mb).into_iter().find(|(b, _)| *b == buf) else {
             return Ok(());
         };
@@ -300,13 +388,12 @@ fn vectorize_innermost(sch: &mut Schedule, block: BlockRv) -> Result<(), SketchE
 }
 
 /// The main block's loops by part (see [`Axes`]).
-fn axes(sch: &mut Schedule, main: BlockRv) -> Result<Axes, SketchError> {
+fn axes(sch: &mut Schedule, main: BlockRv, v_var: crate::ir::VarId) -> Result<Axes, SketchError> {
     let loops = sch.get_loops(main).map_err(at("tiling"))?;
     let kinds = loop_kinds(sch, main, &loops)?;
     let p = sch.program();
     let b = sch.block_id(main).map_err(at("tiling"))?;
     let blk = p.block(b);
-    let v_var = vector_var(p, b).ok_or(SketchError::RegisterTileNotApplicable)?;
     // The iteration variable each loop is bound to (directly), if any.
     let iv_of = |l: &LoopRv| -> Option<crate::ir::VarId> {
         let var = p.lp(sch.loop_id(*l).ok()?).var;
@@ -522,5 +609,58 @@ mod tests {
             3,
         );
         check_samples("matmul:40x20x8", &avx512, 3);
+    }
+
+    #[test]
+    fn an_nchw_conv_may_take_its_output_channels_as_the_vector_axis() {
+        // An NCHW conv of stride 2: its pixels (the output's last index) hold 7 floats a
+        // row, read two apart. A decision takes the output channels instead: the weights
+        // are packed `[c, r, s, k]` (k last), the accumulator stored with k last, and the
+        // micro-kernel loads the panel's k as vectors. Both branches compute the reference.
+        let avx512 = SearchSpace::cpu_default().with_vector_unit(16, 32);
+        let spec = "conv2d_nchw:n=1,c=8,h=13,w=13,k=32,r=3,s=3,stride=2,pad=1";
+        let mut seen = [false; 2];
+        for sch in check_samples(spec, &avx512, 12) {
+            let trace = crate::schedule::text::print(sch.trace());
+            let channels = trace.contains("decision=1)\nb1 = cache_write(");
+            seen[usize::from(channels)] = true;
+            let p = sch.program();
+            let (weights, out) = (&p.buffer(p.params[1]).name, &p.buffer(p.params[2]).name);
+            let local = |of: &str| {
+                p.buffers
+                    .iter()
+                    .find(|b| b.name == format!("{of}_local"))
+                    .map(|b| b.shape.clone())
+            };
+            if channels {
+                // The accumulator [n, p, q, k]; the weights' panel [c, r, s, k].
+                assert_eq!(local(out), Some(vec![1, 7, 7, 32]), "{trace}");
+                assert_eq!(local(weights).and_then(|s| s.last().copied()), Some(32));
+                let lowered = lower(p, Backend::Cpu).unwrap();
+                let code = crate::codegen::cpu::generate(&lowered).unwrap().code;
+                let load = format!("tessel_vload(&{weights}_local[");
+                assert!(code.contains(&load), "{code}");
+            } else {
+                assert_eq!(local(out), Some(vec![1, 32, 7, 7]), "{trace}");
+            }
+        }
+        assert_eq!(seen, [true, true]);
+        // An NHWC conv's output stores its channels last already, a GEMM is an einsum:
+        // no decision (the trace starts with the accumulator).
+        for spec in [
+            "conv2d_nhwc:n=1,c=8,h=13,w=13,k=32,r=3,s=3,stride=2,pad=1",
+            "matmul:64x64x32",
+        ] {
+            for sch in check_samples(spec, &avx512, 3) {
+                let trace = crate::schedule::text::print(sch.trace());
+                assert!(
+                    trace
+                        .lines()
+                        .nth(1)
+                        .is_some_and(|l| l.contains("cache_write(")),
+                    "{spec}:\n{trace}"
+                );
+            }
+        }
     }
 }
