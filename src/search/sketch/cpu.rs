@@ -6,9 +6,9 @@
 //! conv's `q`; or, a decision for a conv that stores its output channels before its
 //! pixels (NCHW), the output channel `k`, read by the weights alone, the accumulator then
 //! stored with `k` last), the **row axis** (the largest other spatial axis that operand
-//! does not read: a GEMM's `i`, a conv's output channel `k`, or its `p` where `k` is the
-//! vector axis; its operand is read one broadcast scalar per row) and the rest (batch, a
-//! conv's `p` or `q`), left whole. Then:
+//! does not read, the later of equal ones: a GEMM's `i`, a conv's output channel `k`, or
+//! its `q` where `k` is the vector axis; its operand is read one broadcast scalar per
+//! row) and the rest (batch, a conv's `p`), left whole. Then:
 //!
 //! 1. An einsum whose vector axis is not a multiple of the vector width is padded to one
 //!    (`pad_einsum`), its zero-filled copies inlined; a conv's padded input stays a
@@ -438,7 +438,9 @@ fn axes(sch: &mut Schedule, main: BlockRv, v_var: crate::ir::VarId) -> Result<Ax
             (Some(iv), Some((_, idx))) => idx.iter().any(|e| e.uses_var(iv)),
             _ => false,
         };
-        if !read_by_packed && row.is_none_or(|r| extent(l) > extent(&r)) {
+        // Of equal extents the later loop: nearer the data's contiguous axis (a conv's q
+        // before its p), so that neighbouring rows broadcast neighbouring words.
+        if !read_by_packed && row.is_none_or(|r| extent(l) >= extent(&r)) {
             if let Some(r) = row.replace(*l) {
                 rest.push(r);
             }
@@ -633,8 +635,10 @@ mod tests {
                     .map(|b| b.shape.clone())
             };
             if channels {
-                // The accumulator [n, p, q, k]; the weights' panel [c, r, s, k].
+                // The accumulator [n, p, q, k]; the weights' panel [c, r, s, k]; the MR
+                // rows (unrolled) along q, whose neighbours read neighbouring data.
                 assert_eq!(local(out), Some(vec![1, 7, 7, 32]), "{trace}");
+                assert!(trace.contains("unroll(xx_2)"), "{trace}");
                 assert_eq!(local(weights).and_then(|s| s.last().copied()), Some(32));
                 let lowered = lower(p, Backend::Cpu).unwrap();
                 let code = crate::codegen::cpu::generate(&lowered).unwrap().code;
