@@ -140,22 +140,33 @@ fn accumulator_vector_last(
     main: BlockRv,
     v: crate::ir::VarId,
 ) -> Result<(), SketchError> {
-    let perm = {
-        let p = sch.program();
+    let idx = {
         let b = sch.block_id(main).map_err(at("accumulator layout"))?;
-        let idx = &p.block(b).body.indices;
-        let Some(dim) = idx.iter().position(|e| e.uses_var(v)) else {
-            return Ok(());
-        };
-        if dim + 1 == idx.len() {
-            return Ok(());
-        }
-        let mut perm: Vec<i64> = (0..idx.len() as i64).filter(|d| *d != dim as i64).collect();
-        perm.push(dim as i64);
-        perm
+        sch.program().block(b).body.indices.clone()
     };
-    sch.transform_layout(main, 0, &crate::schedule::layout::singletons(&perm))
-        .map_err(at("accumulator layout"))?;
+    store_var_last(sch, main, &idx, v, "accumulator layout")
+}
+
+/// Stores the buffer `block` writes with the dimension that `idx` (how the main block
+/// indexes it) indexes by `v` moved last (`transform_layout`); nothing where that
+/// dimension is last already or `v` indexes none.
+fn store_var_last(
+    sch: &mut Schedule,
+    block: BlockRv,
+    idx: &[Expr],
+    v: crate::ir::VarId,
+    rule: &'static str,
+) -> Result<(), SketchError> {
+    let Some(dim) = idx.iter().position(|e| e.uses_var(v)) else {
+        return Ok(());
+    };
+    if dim + 1 == idx.len() {
+        return Ok(());
+    }
+    let mut perm: Vec<i64> = (0..idx.len() as i64).filter(|d| *d != dim as i64).collect();
+    perm.push(dim as i64);
+    sch.transform_layout(block, 0, &crate::schedule::layout::singletons(&perm))
+        .map_err(at(rule))?;
     Ok(())
 }
 
@@ -341,7 +352,7 @@ fn vector_axis_last(
     panel: BlockRv,
     v: crate::ir::VarId,
 ) -> Result<(), SketchError> {
-    let perm = {
+    let idx = {
         let p = sch.program();
         let mb = sch.block_id(main).map_err(at("panel layout"))?;
         let pb = sch.block_id(panel).map_err(at("panel layout"))?;
@@ -349,19 +360,9 @@ fn vector_axis_last(
         let Some((_, idx)) = p.block_reads(mb).into_iter().find(|(b, _)| *b == buf) else {
             return Ok(());
         };
-        let Some(dim) = idx.iter().position(|e| e.uses_var(v)) else {
-            return Ok(());
-        };
-        if dim + 1 == idx.len() {
-            return Ok(());
-        }
-        let mut perm: Vec<i64> = (0..idx.len() as i64).filter(|d| *d != dim as i64).collect();
-        perm.push(dim as i64);
-        perm
+        idx
     };
-    sch.transform_layout(panel, 0, &crate::schedule::layout::singletons(&perm))
-        .map_err(at("panel layout"))?;
-    Ok(())
+    store_var_last(sch, panel, &idx, v, "panel layout")
 }
 
 /// Splits `lp` by sampled factors.
