@@ -85,31 +85,22 @@ fn vector_var(p: &Program, main: crate::ir::BlockId) -> Option<crate::ir::VarId>
 /// the weights (the operand read at bare variables) but not the data. `None` for an
 /// einsum (a GEMM keeps its `j`) and where the output's last index is it already (NHWC).
 fn channel_var(p: &Program, main: crate::ir::BlockId) -> Option<crate::ir::VarId> {
-    if crate::schedule::pad_einsum::check_einsum(p, main).is_ok() {
+    if crate::schedule::pad_einsum::check_einsum(p, main).is_ok() || p.block_reads(main).len() != 2
+    {
         return None;
     }
     let blk = p.block(main);
     let last = vector_var(p, main)?;
-    let reads: Vec<Vec<Expr>> = p
-        .block_reads(main)
-        .into_iter()
-        .filter(|(buf, _)| *buf != blk.body.buffer)
-        .map(|(_, idx)| idx)
-        .collect();
-    let pure = |idx: &[Expr]| idx.iter().all(|e| matches!(e, Expr::Var(_)));
-    let [a, b] = &reads[..] else {
-        return None;
-    };
-    let (data, weights) = match (pure(a), pure(b)) {
-        (false, true) => (a, b),
-        (true, false) => (b, a),
-        _ => return None,
-    };
+    let reads = super::staging::conv_reads(p, main)?;
     let uses = |idx: &[Expr], v| idx.iter().any(|e| e.uses_var(v));
     blk.iter_vars
         .iter()
         .filter(|iv| iv.kind == IterKind::Spatial && iv.extent > 1 && iv.var != last)
-        .find(|iv| uses(&blk.body.indices, iv.var) && uses(weights, iv.var) && !uses(data, iv.var))
+        .find(|iv| {
+            uses(&blk.body.indices, iv.var)
+                && uses(&reads.weight_index, iv.var)
+                && !uses(&reads.data_index, iv.var)
+        })
         .map(|iv| iv.var)
 }
 
