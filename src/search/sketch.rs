@@ -1838,6 +1838,22 @@ fn standalone(space: &SearchSpace, sch: &mut Schedule, name: &str) -> Result<(),
 mod tests {
     use super::*;
 
+    /// The sample of `kind` for `seed`, checked against the unscheduled program in the
+    /// interpreter, and its printed trace.
+    fn checked_sample(
+        space: &SearchSpace,
+        p: &Program,
+        seed: u64,
+        kind: SketchKind,
+    ) -> (Schedule, String) {
+        let mut sch = Schedule::new(p.clone(), seed);
+        apply_sketch(space, &mut sch, seed, kind).unwrap();
+        crate::interp::check(p, sch.program(), seed)
+            .unwrap_or_else(|e| panic!("{kind:?} seed {seed}: {e}"));
+        let trace = crate::schedule::text::print(sch.trace());
+        (sch, trace)
+    }
+
     #[test]
     fn only_extents_without_a_good_divisor_are_padded() {
         let space = SearchSpace::cuda_default();
@@ -1944,10 +1960,7 @@ mod tests {
         for kind in [SketchKind::Plain, SketchKind::SplitK] {
             let mut seen = [false; 2];
             for seed in 0..24 {
-                let mut sch = Schedule::new(p.clone(), seed);
-                apply_sketch(&space, &mut sch, seed, kind).unwrap();
-                crate::interp::check(&p, sch.program(), seed)
-                    .unwrap_or_else(|e| panic!("{kind:?} seed {seed}: {e}"));
+                let (sch, _) = checked_sample(&space, &p, seed, kind);
                 // A sampled vector length the fetched tile does not align is refused
                 // at lowering (the postprocessors drop such candidates).
                 let Ok(lowered) = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
@@ -2004,11 +2017,7 @@ mod tests {
             .to_program();
         let mut seen = [false; 2];
         for seed in 0..16 {
-            let mut sch = Schedule::new(p.clone(), seed);
-            apply_sketch(&space, &mut sch, seed, SketchKind::Plain).unwrap();
-            crate::interp::check(&p, sch.program(), seed)
-                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-            let trace = crate::schedule::text::print(sch.trace());
+            let (sch, trace) = checked_sample(&space, &p, seed, SketchKind::Plain);
             let copies = trace.matches("scope=\"global\")").count();
             let own = copies > 0;
             assert!(copies == 0 || copies == 2, "seed {seed}:\n{trace}");
@@ -2078,11 +2087,7 @@ mod tests {
         let stored = "permutation=[0, 2, 3, 1]";
         let mut seen = [false; 2];
         for seed in 0..16 {
-            let mut sch = Schedule::new(p.clone(), seed);
-            apply_sketch(&space, &mut sch, seed, SketchKind::Plain).unwrap();
-            crate::interp::check(&p, sch.program(), seed)
-                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-            let trace = crate::schedule::text::print(sch.trace());
+            let (sch, trace) = checked_sample(&space, &p, seed, SketchKind::Plain);
             let own = trace.contains(stored);
             seen[usize::from(own)] = true;
             // The padding block is the stage: its buffer holds the padded image, channel
