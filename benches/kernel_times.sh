@@ -17,10 +17,8 @@ tag=$(printf '%s' "$w" | tr ':,=' '___')
 metrics=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
 metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active
 metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed
-ncu --clock-control none -k regex:main_kernel -c 40 --metrics "$metrics" --csv \
-  "$bin" run "$w" --schedule "$sched" --target cuda >"$out/$tag.ncu.csv" 2>&1
-ncu --clock-control none -k 'regex:gemm|Kernel|sm90|sm80' -c 30 --metrics "$metrics" --csv \
-  "$bin" run "$w" --schedule "$sched" --target cuda --compare >"$out/$tag.peer.csv" 2>&1
+source "$(dirname "$0")/ncu_pair.sh"
+ncu_pair "$bin" "$w" "$sched" "$metrics" 40 30 "$out/$tag.ncu.csv" "$out/$tag.peer.csv"
 PYTHONPATH="$(dirname "$0")" python3 - "$out/$tag.ncu.csv" "$out/$tag.peer.csv" <<'PY'
 import sys
 from ncu_csv import kernels, number

@@ -15,10 +15,8 @@ tag=$(printf '%s' "$w" | tr ':,=' '___')
 m='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
 m+=,smsp__warps_active.avg.per_cycle_active,smsp__issue_active.avg.pct_of_peak_sustained_active
 m+=,gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
-ncu --clock-control none -k regex:main_kernel -c 6 --metrics "$m" --csv \
-  "$bin" run "$w" --schedule "$sched" --target cuda >"$out/$tag.tessel.csv" 2>&1
-ncu --clock-control none -k 'regex:gemm|Kernel|sm90|sm80' -c 12 --metrics "$m" --csv \
-  "$bin" run "$w" --schedule "$sched" --target cuda --compare >"$out/$tag.peer.csv" 2>&1
+source "$(dirname "$0")/ncu_pair.sh"
+ncu_pair "$bin" "$w" "$sched" "$m" 6 12 "$out/$tag.tessel.csv" "$out/$tag.peer.csv"
 PYTHONPATH="$(dirname "$0")" python3 - "$out/$tag.tessel.csv" "$out/$tag.peer.csv" <<'PY'
 import sys
 from ncu_csv import kernels, number as num
