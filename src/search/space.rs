@@ -199,6 +199,12 @@ pub enum PanelAt {
     /// Each K0 iteration (the last reduction block loop): a Kc x N1*NR panel, the
     /// GotoBLAS packing of the B block, read from L2.
     ReductionBlock,
+    /// Once per call: the whole operand copied into a buffer of its own, with the
+    /// dimension the vector axis indexes last, by a stage run before the main nest (as
+    /// oneDNN reorders a conv's weights), instead of once per parallel block. Offered
+    /// only where that changes the operand's layout (an NCHW conv's weights `[k, c, r,
+    /// s]` packed `[c, r, s, k]`, an NT GEMM's `B[n, k]` as `[k, n]`).
+    Call,
 }
 
 /// The evolutionary search's parameters (`[search]`), MetaSchedule's defaults in the
@@ -874,9 +880,12 @@ impl SearchSpace {
                     .map(|p| match p.as_str() {
                         "column_tile" => Ok(PanelAt::ColumnTile),
                         "reduction_block" => Ok(PanelAt::ReductionBlock),
+                        "call" => Ok(PanelAt::Call),
                         other => Err(invalid(
                             "register_tile.panel_at",
-                            format!("`{other}` is neither `column_tile` nor `reduction_block`"),
+                            format!(
+                                "`{other}` is none of `column_tile`, `reduction_block`, `call`"
+                            ),
                         )),
                     })
                     .collect::<Result<Vec<_>, _>>()?;
@@ -1204,7 +1213,7 @@ mod tests {
         let rule = cpu.register_tile.as_ref().expect("[register_tile]");
         assert_eq!(
             rule.panel_at,
-            vec![PanelAt::ColumnTile, PanelAt::ReductionBlock]
+            vec![PanelAt::ColumnTile, PanelAt::ReductionBlock, PanelAt::Call]
         );
         assert_eq!(cpu.max_local_bytes, Some(1 << 20));
         // CUDA: the thread level alone, by default.
@@ -1226,9 +1235,9 @@ mod tests {
             "the vthread level is refused"
         );
         assert_eq!(
-            err(CPU_DEFAULT.replace("\"reduction_block\"]", "\"k0\"]")),
-            "f.toml: key `register_tile.panel_at`: `k0` is neither `column_tile` nor \
-             `reduction_block`"
+            err(CPU_DEFAULT.replace("\"call\"]", "\"k0\"]")),
+            "f.toml: key `register_tile.panel_at`: `k0` is none of `column_tile`, \
+             `reduction_block`, `call`"
         );
         assert_eq!(
             err(CPU_DEFAULT.replace("max_local_bytes = 1048576", "max_local_bytes = 0")),

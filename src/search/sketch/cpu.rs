@@ -34,7 +34,13 @@
 //!    rows of every M1 tile read from L1, or (`panel_at`; where both are offered, a
 //!    `sample_compute_location` decision) at each K0 iteration into a Kc x N1*NR panel
 //!    read from L2, as GotoBLAS packs its B block; an operand stored with the vector axis
-//!    first (an NT GEMM's `B[n, k]`) is packed transposed (`transform_layout`).
+//!    first (an NT GEMM's `B[n, k]`) is packed transposed (`transform_layout`). Where
+//!    packing changes the operand's layout (that NT GEMM's B, an NCHW conv's weights
+//!    when `k` is the vector axis) and the space lists `call`, a coin may pack the whole
+//!    operand once per call instead, into a global buffer by a stage of its own before
+//!    the main nest (`cache_read` to `global`, scheduled as the other leftover stages),
+//!    which the micro-kernel reads directly: a conv's per-block panels copied its
+//!    weights once per parallel block.
 //! 6. The micro-kernel: the MR loop unrolled, the NR loop vectorized (the C back end
 //!    prints it as vector code with FMAs, the accumulators then held in registers across
 //!    the Kc loop); the panel copy, the write-back and the accumulator's initialisation
@@ -282,15 +288,25 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     accumulator_vector_last(sch, main, v_var)?;
     vectorize_innermost(sch, wb)?;
     // 5. The packed panel of the vector axis's operand, copied once per N1 tile or once
-    //    per K0 block.
+    //    per K0 block; or the whole operand packed once per call, by a stage of its own.
     if let Some(read) = axes.packed_read {
-        let panel = sch
-            .cache_read(main, read, "local")
-            .map_err(at("cache_read"))?;
-        let location = panel_location(&rule, sch, panel, v[1], k_outer.last().copied())?;
-        sch.compute_at(panel, location).map_err(at("compute_at"))?;
-        vector_axis_last(sch, main, panel, v_var)?;
-        vectorize_innermost(sch, panel)?;
+        let reduction_block = k_outer.last().copied();
+        if packs_per_call(&rule, sch, main, read, v_var, reduction_block.is_some())? {
+            let pack = sch
+                .cache_read(main, read, "global")
+                .map_err(at("cache_read"))?;
+            vector_axis_last(sch, main, pack, v_var)?;
+            let id = sch.block_id(pack).map_err(at("cache_read"))?;
+            leftovers.insert(0, sch.program().block(id).name.clone());
+        } else {
+            let panel = sch
+                .cache_read(main, read, "local")
+                .map_err(at("cache_read"))?;
+            let location = panel_location(&rule, sch, panel, v[1], reduction_block)?;
+            sch.compute_at(panel, location).map_err(at("compute_at"))?;
+            vector_axis_last(sch, main, panel, v_var)?;
+            vectorize_innermost(sch, panel)?;
+        }
     }
     // 6. The micro-kernel: MR rows unrolled, NR lanes vectorized.
     if let Some(u) = &u {
@@ -313,6 +329,46 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     Ok(())
 }
 
+/// Whether the operand read `read` of `main` is packed once per call (`PanelAt::Call`):
+/// where the space offers it and packing moves the dimension the vector axis `v`
+/// indexes last (a copy in the stored layout would gain nothing); a decision of the
+/// trace (a coin) where a loop of the nest is offered too.
+fn packs_per_call(
+    rule: &RegisterTile,
+    sch: &mut Schedule,
+    main: BlockRv,
+    read: i64,
+    v: crate::ir::VarId,
+    has_reduction_block: bool,
+) -> Result<bool, SketchError> {
+    if !rule.panel_at.contains(&PanelAt::Call) {
+        return Ok(false);
+    }
+    let relayout = {
+        let p = sch.program();
+        let mb = sch.block_id(main).map_err(at("panel layout"))?;
+        let reads = p.block_reads(mb);
+        let idx = usize::try_from(read)
+            .ok()
+            .and_then(|r| reads.get(r))
+            .map(|(_, idx)| idx.clone())
+            .unwrap_or_default();
+        idx.iter()
+            .position(|e| e.uses_var(v))
+            .is_some_and(|dim| dim + 1 < idx.len())
+    };
+    let in_the_nest = rule.panel_at.iter().any(|at| match at {
+        PanelAt::ColumnTile => true,
+        PanelAt::ReductionBlock => has_reduction_block,
+        PanelAt::Call => false,
+    });
+    match (relayout, in_the_nest) {
+        (false, _) => Ok(false),
+        (true, false) => Ok(true),
+        (true, true) => super::coin(sch, "panel per call"),
+    }
+}
+
 /// The loop the panel is copied at: the N1 loop `column_tile`, the last K0 loop
 /// `reduction_block` (where the space offers it and the workload has a reduction), by
 /// `sample_compute_location` where both are offered.
@@ -329,6 +385,7 @@ fn panel_location(
         .filter_map(|at| match at {
             PanelAt::ColumnTile => Some(column_tile),
             PanelAt::ReductionBlock => reduction_block,
+            PanelAt::Call => None,
         })
         .collect();
     Ok(location(sch, panel, &offered, "panel location")?.unwrap_or(column_tile))
@@ -629,12 +686,22 @@ mod tests {
             if channels {
                 // The accumulator [n, p, q, k]; the weights' panel [c, r, s, k]; the MR
                 // rows (unrolled) along q, whose neighbours read neighbouring data.
+                // (The panel is local, or the whole `[c, r, s, k]` once per call.)
                 assert_eq!(local(out), Some(vec![1, 7, 7, 32]), "{trace}");
                 assert!(trace.contains("unroll(xx_2)"), "{trace}");
-                assert_eq!(local(weights).and_then(|s| s.last().copied()), Some(32));
+                let scope = if local(weights).is_some() {
+                    "local"
+                } else {
+                    "global"
+                };
+                let packed = p
+                    .buffers
+                    .iter()
+                    .find(|b| b.name == format!("{weights}_{scope}"));
+                assert_eq!(packed.and_then(|b| b.shape.last().copied()), Some(32));
                 let lowered = lower(p, Backend::Cpu).unwrap();
                 let code = crate::codegen::cpu::generate(&lowered).unwrap().code;
-                let load = format!("tessel_vload(&{weights}_local[");
+                let load = format!("tessel_vload(&{weights}_{scope}[");
                 assert!(code.contains(&load), "{code}");
             } else {
                 assert_eq!(local(out), Some(vec![1, 32, 7, 7]), "{trace}");
@@ -657,6 +724,60 @@ mod tests {
                     "{spec}:\n{trace}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn an_operand_whose_layout_packing_changes_may_be_packed_once_per_call() {
+        // Packed once per call (`panel_at = "call"`, a coin where a loop of the nest is
+        // offered too): the operand copied whole into a global buffer with the vector
+        // axis's dimension last, by a stage of its own before the main nest, which the
+        // micro-kernel reads directly (no local panel). An NCHW conv's weights [k, c, r, s]
+        // where k is the vector axis, an NT GEMM's B[n, k]; never a GEMM's B[k, n], which
+        // is stored that way already. Every sample computes the reference.
+        let avx512 = SearchSpace::cpu_default().with_vector_unit(16, 32);
+        let packed = |sch: &Schedule, operand: usize| {
+            let p = sch.program();
+            let name = format!("{}_global", p.buffer(p.params[operand]).name);
+            let panel = format!("{}_local", p.buffer(p.params[operand]).name);
+            let global = p.buffers.iter().find(|b| b.name == name);
+            let local = p.buffers.iter().any(|b| b.name == panel);
+            global.map(|b| {
+                assert!(!local, "a global pack and a local panel of one operand");
+                let code = crate::codegen::cpu::generate(&lower(p, Backend::Cpu).unwrap())
+                    .unwrap()
+                    .code;
+                assert!(code.contains(&format!("tessel_vload(&{name}[")), "{code}");
+                b.shape.clone()
+            })
+        };
+        let conv = "conv2d_nchw:n=1,c=8,h=13,w=13,k=32,r=3,s=3,stride=2,pad=1";
+        let conv_shapes: Vec<_> = check_samples(conv, &avx512, 24)
+            .iter()
+            .map(|sch| packed(sch, 1))
+            .collect();
+        assert!(
+            conv_shapes.contains(&Some(vec![8, 3, 3, 32])),
+            "{conv_shapes:?}"
+        );
+        assert!(conv_shapes.contains(&None));
+        assert!(conv_shapes.iter().flatten().all(|s| *s == [8, 3, 3, 32]));
+        let nt = "matmul:64x48x32,layout=nt";
+        let nt_shapes: Vec<_> = check_samples(nt, &avx512, 12)
+            .iter()
+            .map(|sch| packed(sch, 1))
+            .collect();
+        assert!(nt_shapes.contains(&Some(vec![32, 48])), "{nt_shapes:?}");
+        assert!(nt_shapes.contains(&None));
+        for sch in check_samples("matmul:64x48x32", &avx512, 8) {
+            assert_eq!(packed(&sch, 1), None);
+        }
+        // A space that does not list it never packs per call.
+        let mut without = avx512.clone();
+        let rule = without.register_tile.as_mut().unwrap();
+        rule.panel_at.retain(|at| *at != super::PanelAt::Call);
+        for sch in check_samples(conv, &without, 12) {
+            assert_eq!(packed(&sch, 1), None);
         }
     }
 }
