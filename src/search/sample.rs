@@ -247,6 +247,42 @@ mod tests {
         assert_eq!(out, again);
     }
 
+    #[test]
+    fn a_threads_outputs_keep_within_a_bound_each_sample_draws() {
+        // `threads.max_outputs_per_thread`: one bound (the default, 128) or several, one
+        // drawn per sample; the spatial tiles are drawn within it.
+        let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+        let p = program("matmul:2048x2048x2048");
+        let per_thread = |bounds: &str| -> Vec<i64> {
+            let text = crate::search::space::CUDA_DEFAULT.replace(
+                "max_outputs_per_thread = [128]",
+                &format!("max_outputs_per_thread = {bounds}"),
+            );
+            let space = SearchSpace::parse(&text, "t.toml").unwrap();
+            sample(&space, &target, &p, 24, 3)
+                .unwrap()
+                .iter()
+                .map(|s| s.outputs_per_block / s.threads_per_block)
+                .collect()
+        };
+        let one = per_thread("[128]");
+        assert!(one.iter().all(|n| *n <= 128), "{one:?}");
+        let small = per_thread("[16]");
+        assert!(small.iter().all(|n| *n <= 16), "{small:?}");
+        let drawn = per_thread("[16, 128]");
+        assert!(drawn.iter().all(|n| *n <= 128), "{drawn:?}");
+        assert!(drawn.iter().any(|n| *n <= 16), "{drawn:?}");
+        assert!(drawn.iter().any(|n| *n > 16), "{drawn:?}");
+        for bad in ["[]", "[0, 64]"] {
+            let text = crate::search::space::CUDA_DEFAULT.replace(
+                "max_outputs_per_thread = [128]",
+                &format!("max_outputs_per_thread = {bad}"),
+            );
+            let e = SearchSpace::parse(&text, "t.toml").unwrap_err().to_string();
+            assert!(e.contains("key `threads.max_outputs_per_thread`"), "{e}");
+        }
+    }
+
     /// A cross-thread sample's block computes its rows of the output, not rows x lanes:
     /// the lanes index partial results that the block sums into one element each.
     #[test]

@@ -1514,14 +1514,14 @@ fn spread(
 /// Tries for [`joint_spatial_tiles`] before it gives up and lets the postprocessors judge.
 const JOINT_TRIES: usize = 512;
 
-/// The most output elements one thread may accumulate in registers. Larger register tiles
-/// spill, and with unrolling they took NVRTC minutes to compile in the first H200 tuning
-/// run (2026-11-21), stalling whole rounds.
-const MAX_OUTPUTS_PER_THREAD: i64 = 128;
-
 /// Spatial tile sizes per axis whose threadIdx level (product over the axes) lies within
-/// the space's thread range and whose vthread level stays within its limit; `None`s (free
-/// sampling) on a CPU space or when no such draw was found.
+/// the space's thread range, whose vthread level stays within its limit and whose
+/// outputs a thread within a bound drawn from `threads.max_outputs_per_thread`; `None`s
+/// (free sampling) on a CPU space or when no such draw was found. Uniform tiles of large
+/// extents give a thread thousands of outputs, so the draws that fit pile up at the
+/// bound, and a small bound is rarely met: where rejection finds no draw, the draws are
+/// repaired by moving factors of a thread's levels out to the block level
+/// ([`shrink_thread_tiles`]).
 fn joint_spatial_tiles(
     space: &SearchSpace,
     axes: &[(i64, Option<Vec<i64>>)],
@@ -1538,41 +1538,119 @@ fn joint_spatial_tiles(
     let (Some(t_level), v_level) = (level_of("threadIdx"), level_of("vthread")) else {
         return vec![None; axes.len()];
     };
+    let levels = ThreadLevels { t_level, v_level };
     let min_threads = space.min_threads(axes.iter().map(|(e, _)| *e).product());
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    for _ in 0..JOINT_TRIES {
-        let draw: Option<Vec<Vec<i64>>> = axes
-            .iter()
-            .map(|(e, digits)| {
-                let max = space.max_innermost_factor;
-                if let Some(d) = digits {
-                    return aligned_tile(&mut rng, d, n_s, max);
-                }
-                if pads(space, *e) {
-                    sampling::sample_imperfect_tile(&mut rng, *e, n_s, max, space.max_waste)
-                } else {
-                    sampling::sample_tile(&mut rng, *e, n_s, max)
-                }
-                .ok()
-            })
-            .collect();
-        let Some(draw) = draw else { break };
-        let threads: i64 = draw.iter().map(|t| t[t_level]).product();
-        let vthreads: i64 = v_level.map_or(1, |v| draw.iter().map(|t| t[v]).product());
-        // Outputs one thread accumulates: its vthread copies times the serial levels.
-        let per_thread: i64 = draw
-            .iter()
-            .map(|t| t[t_level + 1..].iter().product::<i64>())
-            .product::<i64>()
-            * vthreads;
-        if (min_threads..=space.max_threads_per_block).contains(&threads)
-            && vthreads <= space.max_vthreads
-            && per_thread <= MAX_OUTPUTS_PER_THREAD
-        {
-            return draw.into_iter().map(Some).collect();
+    let bounds = &space.max_outputs_per_thread;
+    let max_per_thread = match bounds.as_slice() {
+        [one] => *one,
+        _ => bounds[rand::Rng::gen_range(&mut rng, 0..bounds.len())],
+    };
+    // Axes aligned to the digits of an implicit-GEMM fusion keep their tiles as drawn.
+    let movable: Vec<bool> = axes.iter().map(|(_, d)| d.is_none()).collect();
+    let repairable = t_level > 0 && v_level != Some(0);
+    for repair in [false, true] {
+        if repair && !repairable {
+            break;
+        }
+        for _ in 0..JOINT_TRIES {
+            let draw: Option<Vec<Vec<i64>>> = axes
+                .iter()
+                .map(|(e, digits)| {
+                    let max = space.max_innermost_factor;
+                    if let Some(d) = digits {
+                        return aligned_tile(&mut rng, d, n_s, max);
+                    }
+                    if pads(space, *e) {
+                        sampling::sample_imperfect_tile(&mut rng, *e, n_s, max, space.max_waste)
+                    } else {
+                        sampling::sample_tile(&mut rng, *e, n_s, max)
+                    }
+                    .ok()
+                })
+                .collect();
+            let Some(mut draw) = draw else {
+                return vec![None; axes.len()];
+            };
+            if repair {
+                shrink_thread_tiles(&mut rng, &mut draw, &movable, levels, max_per_thread);
+            }
+            let threads: i64 = draw.iter().map(|t| t[t_level]).product();
+            if (min_threads..=space.max_threads_per_block).contains(&threads)
+                && levels.vthreads(&draw) <= space.max_vthreads
+                && levels.outputs(&draw) <= max_per_thread
+            {
+                return draw.into_iter().map(Some).collect();
+            }
         }
     }
     vec![None; axes.len()]
+}
+
+/// The tile levels bound to threadIdx and to vthread in a draw of spatial tiles.
+#[derive(Clone, Copy)]
+struct ThreadLevels {
+    t_level: usize,
+    v_level: Option<usize>,
+}
+
+impl ThreadLevels {
+    /// Whether `level` is one a thread iterates itself: its vthread copies and the serial
+    /// levels inside threadIdx.
+    fn per_thread(self, level: usize) -> bool {
+        level > self.t_level || Some(level) == self.v_level
+    }
+
+    fn vthreads(self, draw: &[Vec<i64>]) -> i64 {
+        self.v_level
+            .map_or(1, |v| draw.iter().map(|t| t[v]).product())
+    }
+
+    /// Outputs one thread accumulates: its vthread copies times the serial levels.
+    fn outputs(self, draw: &[Vec<i64>]) -> i64 {
+        draw.iter()
+            .flat_map(|t| {
+                t.iter()
+                    .enumerate()
+                    .filter(move |(l, _)| self.per_thread(*l))
+                    .map(|(_, f)| *f)
+            })
+            .product()
+    }
+}
+
+/// Moves prime factors of the levels a thread iterates, one at a time and at random
+/// among the `movable` axes, out to each axis's outermost (block) level until the
+/// thread's outputs are within `bound`: the axis's product (its extent, or its padded
+/// extent) and the threads are unchanged, the block's tile shrinks.
+fn shrink_thread_tiles(
+    rng: &mut rand_chacha::ChaCha8Rng,
+    draw: &mut [Vec<i64>],
+    movable: &[bool],
+    levels: ThreadLevels,
+    bound: i64,
+) {
+    while levels.outputs(draw) > bound {
+        let sites: Vec<(usize, usize)> = draw
+            .iter()
+            .enumerate()
+            .filter(|(a, _)| movable[*a])
+            .flat_map(|(a, t)| {
+                (0..t.len())
+                    .filter(move |l| levels.per_thread(*l) && t[*l] > 1)
+                    .map(move |l| (a, l))
+            })
+            .collect();
+        if sites.is_empty() {
+            return;
+        }
+        let (a, l) = sites[rand::Rng::gen_range(rng, 0..sites.len())];
+        let p = (2..=draw[a][l])
+            .find(|d| draw[a][l] % d == 0)
+            .unwrap_or(draw[a][l]);
+        draw[a][l] /= p;
+        draw[a][0] *= p;
+    }
 }
 
 /// The loop the write-back `wb` goes to: the last loop of the last non-empty S level

@@ -84,6 +84,10 @@ pub struct SearchSpace {
     /// cap it implies is `__launch_bounds__`'s); `threads.min_blocks_per_sm`, empty: no
     /// decision, no cap.
     pub min_blocks_per_sm: Vec<i64>,
+    /// CUDA: the most outputs one thread accumulates in registers, a bound on the joint
+    /// draw of the spatial tiles; each sample draws one of these
+    /// (`threads.max_outputs_per_thread`, default `[128]`).
+    pub max_outputs_per_thread: Vec<i64>,
     /// `Some(scope)` when inputs are staged (and cooperatively fetched on CUDA).
     pub cache_read: Option<String>,
     pub fetch_vector_lengths: Vec<i64>,
@@ -424,6 +428,15 @@ struct Threads {
     max_vthreads: i64,
     #[serde(default)]
     min_blocks_per_sm: Vec<i64>,
+    #[serde(default = "default_outputs_per_thread")]
+    max_outputs_per_thread: Vec<i64>,
+}
+
+/// The bound on a thread's register tile where a space names none: larger tiles spill,
+/// and with unrolling they took NVRTC minutes to compile in the first H200 tuning run
+/// (2026-11-21), stalling whole rounds.
+fn default_outputs_per_thread() -> Vec<i64> {
+    vec![128]
 }
 
 #[derive(Deserialize)]
@@ -665,6 +678,12 @@ impl SearchSpace {
             return Err(invalid(
                 "threads.min_blocks_per_sm",
                 format!("{m} is not a count of blocks (at least 1)"),
+            ));
+        }
+        if t.max_outputs_per_thread.is_empty() || t.max_outputs_per_thread.iter().any(|m| *m < 1) {
+            return Err(invalid(
+                "threads.max_outputs_per_thread",
+                "a list of counts of outputs, each at least 1".into(),
             ));
         }
         let scope_ok = |s: &str| matches!(s, "global" | "shared" | "local");
@@ -931,6 +950,7 @@ impl SearchSpace {
             max_threads_per_block: t.max_threads_per_block,
             max_vthreads: t.max_vthreads,
             min_blocks_per_sm: t.min_blocks_per_sm.clone(),
+            max_outputs_per_thread: t.max_outputs_per_thread.clone(),
             cache_read: f.cache_read.enabled.then_some(f.cache_read.scope),
             fetch_vector_lengths: f.cache_read.vector_lengths,
             reduction_major: f.cache_read.reduction_major,
