@@ -38,7 +38,7 @@
 //!    packing changes the operand's layout (that NT GEMM's B, an NCHW conv's weights
 //!    when `k` is the vector axis) and the space lists `call`, a coin may pack the whole
 //!    operand once per call instead, into a global buffer by a stage of its own before
-//!    the main nest (`cache_read` to `global`, scheduled as the other leftover stages),
+//!    the main nest (`cache_read` to `global`, a tiled transpose: `transpose_pack`),
 //!    which the micro-kernel reads directly: a conv's per-block panels copied its
 //!    weights once per parallel block.
 //! 6. The micro-kernel: the MR loop unrolled, the NR loop vectorized (the C back end
