@@ -775,6 +775,28 @@ mod tests {
     }
 
     #[test]
+    fn a_convs_padded_copy_is_parallel_over_rows_each_row_vectorized() {
+        // The padded copy of a conv's data, a stage of its own before the main nest:
+        // its outer loops fused and parallel, each padded row of 15 a loop of its own.
+        let avx512 = SearchSpace::cpu_default().with_vector_unit(16, 32);
+        let spec = "conv2d_nchw:n=1,c=8,h=13,w=13,k=32,r=3,s=3,stride=2,pad=1";
+        for sch in check_samples(spec, &avx512, 4) {
+            let code = crate::codegen::cpu::generate(&lower(sch.program(), Backend::Cpu).unwrap())
+                .unwrap()
+                .code;
+            let lines: Vec<&str> = code.lines().collect();
+            let store = lines
+                .iter()
+                .position(|l| l.trim() == "// block pad_temp")
+                .unwrap_or_else(|| panic!("{code}"));
+            assert!(lines[store - 1].contains("< 15;"), "{code}");
+            assert!(lines[store - 2].contains("omp simd"), "{code}");
+            assert!(lines[store - 3].contains("< 120;"), "{code}");
+            assert!(lines[store - 4].contains("omp parallel for"), "{code}");
+        }
+    }
+
+    #[test]
     fn an_operand_whose_layout_packing_changes_may_be_packed_once_per_call() {
         // Packed once per call (`panel_at = "call"`, a coin where a loop of the nest is
         // offered too): the operand copied whole into a global buffer with the vector
