@@ -10,7 +10,9 @@
 #
 # PASSES=N (default 0) then runs every best and its peer N more times, alternating, and
 # prints each pass's medians and ratio: on a shared machine one pair of runs can land in
-# different minutes' load.
+# different minutes' load. `tessel run` evicts the kernel's buffers before each timed
+# run, the Python peers run warm; the table also gives tessel's best timed warm
+# (`tessel run --warm`) and its ratio to oneDNN, and WARM=1 times the passes warm.
 set -u
 out=$1
 trials=${2:-128}
@@ -44,9 +46,11 @@ for w in "${workloads[@]}"; do
   case $w in matmul:*) ;; *) compare= ;; esac
   "$bin" run "$w" --schedule "$out/$tag.trace" --threads "$threads" $compare \
     >"$out/$tag.run.txt" 2>&1
+  "$bin" run "$w" --schedule "$out/$tag.trace" --threads "$threads" --warm \
+    >"$out/$tag.warm.txt" 2>&1
   python3 "$here/cpu_peers.py" "$w" "$threads" >"$out/$tag.peers.txt" 2>&1
   uptime >>"$out/$tag.load"
-  cat "$out/$tag.run.txt" "$out/$tag.peers.txt" | grep -E 'latency|speed|peer'
+  cat "$out/$tag.run.txt" "$out/$tag.warm.txt" "$out/$tag.peers.txt" | grep -E 'latency|speed|peer'
 done
 python3 - "$out" "${workloads[@]}" <<'PY'
 import re, sys, os
@@ -63,8 +67,8 @@ def flops(w):
 unit = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
 lines = open(os.path.join(out, "header.txt")).read().splitlines()
 print("\n".join(lines) + "\n")
-print("| workload | tessel (GFLOP/s) | ndarray dot | numpy / OpenBLAS | PyTorch (oneDNN) | tessel / OpenBLAS | load before, after |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
+print("| workload | tessel (GFLOP/s) | tessel, warm | ndarray dot | numpy / OpenBLAS | PyTorch (oneDNN) | tessel / OpenBLAS | tessel warm / oneDNN | load before, after |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for w in workloads:
     tag = w.replace(":", "_").replace(",", "_").replace("=", "_")
     run = open(os.path.join(out, tag + ".run.txt")).read()
@@ -72,6 +76,8 @@ for w in workloads:
     f = flops(w)
     m = re.search(r"latency\s+median ([\d.]+) (us|ms|s)", run)
     t = float(m.group(1)) * unit[m.group(2)] if m else None
+    m = re.search(r"latency\s+median ([\d.]+) (us|ms|s)", open(os.path.join(out, tag + ".warm.txt")).read())
+    warm = float(m.group(1)) * unit[m.group(2)] if m else None
     nd = re.search(r"peer\s+ndarray[^:]*: median ([\d.]+) (us|ms|s)", run)
     nd = float(nd.group(1)) * unit[nd.group(2)] if nd else None
     def peer(name):
@@ -82,13 +88,14 @@ for w in workloads:
     g = lambda s: f"{f / s / 1e9:.1f}" if s else "-"
     loads = [l.split("load average:")[1].split(",")[0].strip() for l in open(os.path.join(out, tag + ".load"))]
     ratio = f"{blas / t:.2f}x" if t and blas else "-"
-    print(f"| {w} | {g(t)} | {g(nd)} | {g(blas)} | {g(torch)} | {ratio} | {', '.join(loads)} |")
+    warm_ratio = f"{torch / warm:.2f}x" if warm and torch else "-"
+    print(f"| {w} | {g(t)} | {g(warm)} | {g(nd)} | {g(blas)} | {g(torch)} | {ratio} | {warm_ratio} | {', '.join(loads)} |")
 PY
 passes=${PASSES:-0}
 for ((pass = 1; pass <= passes; pass++)); do
   for w in "${workloads[@]}"; do
     tag=$(printf '%s' "$w" | tr ':,=' '___')
-    ours=$("$bin" run "$w" --schedule "$out/$tag.trace" --threads "$threads" 2>&1 |
+    ours=$("$bin" run "$w" --schedule "$out/$tag.trace" --threads "$threads" ${WARM:+--warm} 2>&1 |
       sed -n 's/^latency *median \([0-9.]*\) \(us\|ms\|s\) .*/\1 \2/p')
     peer=$(python3 "$here/cpu_peers.py" "$w" "$threads" 2>&1 |
       awk '$1 == "peer" && $3 ~ /^[0-9.]+$/ { print $3; exit }')

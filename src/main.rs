@@ -229,6 +229,11 @@ enum Command {
         /// CPU threads of the kernel and of the ndarray peer (default: every core).
         #[arg(long)]
         threads: Option<usize>,
+        /// Time with warm caches: no eviction of the buffers (CPU) or flush of the L2
+        /// (CUDA) before each timed run, as library peers timed back to back from Python
+        /// are (`benches/cpu_peers.py`). Without it every run starts cold.
+        #[arg(long)]
+        warm: bool,
     },
     /// The best recorded schedule for a workload on a target: latency, where it was
     /// measured (this exact target, or a fallback of the same arch), and the trace, IR or
@@ -438,14 +443,25 @@ fn rate(flops: f64, s: f64) -> String {
 }
 
 /// `tessel run`: measure one schedule (or the naive program) in the isolated worker.
+/// How `tessel run` measures: with the library peer, the inputs' seed, warm caches.
+struct RunOptions {
+    compare: bool,
+    seed: u64,
+    warm: bool,
+}
+
 fn run_measure(
     spec: &str,
     schedule: Option<&PathBuf>,
     target: TargetArg,
     arch: &str,
-    compare: bool,
-    seed: u64,
+    run: RunOptions,
 ) -> Result<()> {
+    let RunOptions {
+        compare,
+        seed,
+        warm,
+    } = run;
     use tessel::measure::{session, worker::Measurer, Device};
     let w = load_workload(spec)?;
     let device = match target {
@@ -484,8 +500,9 @@ fn run_measure(
     };
     let candidate =
         session::source_for(&program, &device).map_err(|e| anyhow::anyhow!("{}", e.message))?;
-    let job = session::job(&w, vec![candidate], device.clone(), compare, seed)
+    let mut job = session::job(&w, vec![candidate], device.clone(), compare, seed)
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    job.timing.flush_cache = !warm;
     if compare && job.peer.is_none() {
         eprintln!(
             "note: --compare has a peer for matmul (any layout), batch_matmul and dense_bias_relu workloads only, in f32 (math=ieee or tf32) or in f16/bf16 with acc=f32"
@@ -530,11 +547,12 @@ fn run_measure(
         );
     }
     println!(
-        "latency   median {} (min {}, max {}, {} runs)",
+        "latency   median {} (min {}, max {}, {} runs{})",
         seconds(m.median_seconds),
         seconds(m.min_seconds),
         seconds(m.max_seconds),
-        m.runs.len()
+        m.runs.len(),
+        if warm { ", warm caches" } else { "" }
     );
     println!("speed     {}", rate(flops, m.median_seconds));
     match (peer, measurer.peer_failure()) {
@@ -747,9 +765,15 @@ fn run(cli: Cli) -> Result<()> {
             compare,
             seed,
             threads,
+            warm,
         } => {
             set_cpu_threads(threads);
-            run_measure(&workload, schedule.as_ref(), target, &arch, compare, seed)?
+            let run = RunOptions {
+                compare,
+                seed,
+                warm,
+            };
+            run_measure(&workload, schedule.as_ref(), target, &arch, run)?
         }
         Command::Best {
             workload,

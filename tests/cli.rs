@@ -169,6 +169,28 @@ fn run_on_the_cpu_checks_times_and_compares() {
 }
 
 #[test]
+fn run_warm_times_without_evicting_and_says_so() {
+    // `--warm`: the buffers stay in the caches between timed runs, as the Python peers'
+    // are; the output says which way a latency was taken.
+    let args = [
+        "run",
+        "matmul:128x128x128",
+        "--schedule",
+        "examples/schedules/cpu_matmul.sched",
+        "--target",
+        "cpu",
+    ];
+    let (ok, out, err) = tessel(&[&args[..], &["--warm"]].concat());
+    assert!(ok, "{err}");
+    assert!(out.contains("check     ok: relative error"), "{out}");
+    let latency = out.lines().find(|l| l.starts_with("latency")).unwrap();
+    assert!(latency.ends_with("runs, warm caches)"), "{out}");
+    let (ok, out, err) = tessel(&args);
+    assert!(ok, "{err}");
+    assert!(!out.contains("warm caches"), "{out}");
+}
+
+#[test]
 fn cuda_without_a_driver_is_a_clear_error() {
     if std::path::Path::new("/dev/nvidia0").exists() {
         return; // a GPU machine: the CUDA path is exercised by tests/gpu.rs there
