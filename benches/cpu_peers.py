@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """The library peers of benches/cpu_blas.sh on the host CPU: warm-up, then the median of
-back-to-back timed runs. tessel evicts its buffers (clflush) before each timed run; the
-peers run with warm caches (flushing 2x the LLC from Python between runs left OpenBLAS's
-threads asleep and timed their wake-up instead), which favours the peers. Prints one line
-per peer: `peer NAME MEDIAN_SECONDS`.
+back-to-back timed runs. `tessel run` evicts its buffers (clflush) before each timed
+run; the peers run with warm caches (flushing 2x the LLC from Python between runs left
+OpenBLAS's threads asleep and timed their wake-up instead), which favours the peers;
+`tessel run --warm` times tessel the peers' way. Prints one line per peer: `peer NAME
+MEDIAN_SECONDS`.
 
   cpu_peers.py WORKLOAD THREADS
   WORKLOAD: matmul:MxNxK, or conv2d_nchw:n=..,c=..,h=..,w=..,k=..,r=..,s=..,stride=1,pad=P
