@@ -144,6 +144,14 @@ fn accumulator_vector_last(
     store_var_last(sch, main, &idx, v, "accumulator layout")
 }
 
+/// The dimension that `idx` (how the main block indexes a buffer) indexes by `v`, where
+/// it is not the last: the one storing `v` last moves.
+fn dim_to_move(idx: &[Expr], v: crate::ir::VarId) -> Option<usize> {
+    idx.iter()
+        .position(|e| e.uses_var(v))
+        .filter(|dim| dim + 1 < idx.len())
+}
+
 /// Stores the buffer `block` writes with the dimension that `idx` (how the main block
 /// indexes it) indexes by `v` moved last (`transform_layout`); nothing where that
 /// dimension is last already or `v` indexes none.
@@ -154,12 +162,9 @@ fn store_var_last(
     v: crate::ir::VarId,
     rule: &'static str,
 ) -> Result<(), SketchError> {
-    let Some(dim) = idx.iter().position(|e| e.uses_var(v)) else {
+    let Some(dim) = dim_to_move(idx, v) else {
         return Ok(());
     };
-    if dim + 1 == idx.len() {
-        return Ok(());
-    }
     let mut perm: Vec<i64> = (0..idx.len() as i64).filter(|d| *d != dim as i64).collect();
     perm.push(dim as i64);
     sch.transform_layout(block, 0, &crate::schedule::layout::singletons(&perm))
@@ -353,9 +358,7 @@ fn per_call_dim(
             .and_then(|r| reads.get(r))
             .map(|(_, idx)| idx.clone())
             .unwrap_or_default();
-        idx.iter()
-            .position(|e| e.uses_var(v))
-            .filter(|dim| dim + 1 < idx.len())
+        dim_to_move(&idx, v)
     };
     let in_the_nest = rule.panel_at.iter().any(|at| match at {
         PanelAt::ColumnTile => true,
