@@ -37,6 +37,56 @@ vectorize(nr)
 b3 = decompose_reduction(b0, r0_0)
 "#;
 
+/// A register tile of an NCHW conv (`lanes` the vector width in floats): `rows` (2, 3,
+/// 4 or 6) output columns x 2 vectors of output channels accumulated across the
+/// reduction `c_1, r_1, s_1`, with two spatial loops (`k_1`, `p_1`) between its
+/// reduction blocks and the one in registers, the weights packed channels last once per
+/// call.
+fn conv_tile(lanes: i64, rows: i64) -> (String, String) {
+    let spec = format!(
+        "conv2d_nchw:n=1,c=32,h=12,w=12,k={},r=3,s=3,stride=1,pad=1",
+        4 * lanes
+    );
+    let trace = format!(
+        r#"
+b0 = get_block("t3")
+b1 = cache_write(b0, write_index=0, scope="local")
+n, k, p, q, c, r, s = get_loops(b0)
+k_0, k_v = split(k, factors=[None, {lanes}])
+k_0_0, k_1, k_2 = split(k_0, factors=[1, 2, 2])
+q_0, q_1, q_2 = split(q, factors=[1, {}, {rows}])
+c_0, c_1 = split(c, factors=[2, 16])
+r_0, r_1 = split(r, factors=[3, 1])
+s_0, s_1 = split(s, factors=[1, 3])
+p_0, p_1 = split(p, factors=[None, 6])
+reorder(n, p_0, q_0, k_0_0, c_0, r_0, s_0, k_1, p_1, q_1, c_1, r_1, s_1, q_2, k_2, k_v)
+f = fuse(n, p_0, q_0, k_0_0)
+parallel(f)
+reverse_compute_at(b1, f)
+transform_layout(b0, buffer_index=0, permutation=[0, 2, 3, 1])
+b2 = cache_read(b0, read_index=1, scope="global")
+transform_layout(b2, buffer_index=0, permutation=[1, 2, 3, 0])
+unroll(q_2)
+nr = fuse(k_2, k_v)
+vectorize(nr)
+b3 = decompose_reduction(b0, c_0)
+"#,
+        12 / rows
+    );
+    (spec, trace)
+}
+
+/// The C source of `spec` scheduled by `trace` (on its canonical program, as the tuner
+/// schedules it: blocks `t0`, `t1`, ...).
+fn c_source(spec: &str, trace: &str) -> String {
+    let workload = tessel::workload::preset(spec).expect("preset");
+    let program = tessel::database::canonical_program(&workload).expect("canonical program");
+    let trace = text::parse(trace).expect("trace parses");
+    let sch = replay(&trace, program, 0).expect("schedule applies");
+    let lowered = lower(sch.program(), Backend::Cpu).expect("lowers");
+    codegen::cpu::generate(&lowered).expect("generates").code
+}
+
 /// The C source of the micro-kernel.
 fn source() -> String {
     let program = tessel::workload::preset("matmul:64x64x64")
@@ -46,6 +96,46 @@ fn source() -> String {
     let sch = replay(&trace, program, 0).expect("schedule applies");
     let lowered = lower(sch.program(), Backend::Cpu).expect("lowers");
     codegen::cpu::generate(&lowered).expect("generates").code
+}
+
+/// The host's ISA and the register prefix its FMAs use, or `None` (the test is skipped)
+/// where it has no x86 FMA.
+fn x86_fma_isa() -> Option<(VectorIsa, &'static str)> {
+    let isa = VectorIsa::host().expect("TESSEL_CPU_ISA names an ISA this CPU runs");
+    match isa {
+        VectorIsa::Avx512f => Some((isa, "%zmm")),
+        VectorIsa::Avx2Fma => Some((isa, "%ymm")),
+        _ => {
+            eprintln!(
+                "skipped: the host ISA is {}, no x86 FMA to look for",
+                isa.name()
+            );
+            None
+        }
+    }
+}
+
+/// `code` compiled to assembly with the flags of `isa`.
+fn assembly(code: &str, isa: VectorIsa) -> String {
+    let tc = CpuToolchain::detect().expect("a C compiler");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let c_path = dir.path().join("k.c");
+    let s_path = dir.path().join("k.s");
+    std::fs::write(&c_path, code).expect("write");
+    let flags: Vec<String> = CpuToolchain::flags_for(isa)
+        .into_iter()
+        .filter(|f| f != "-shared")
+        .collect();
+    let status = std::process::Command::new(&tc.cc)
+        .args(&flags)
+        .arg("-S")
+        .arg("-o")
+        .arg(&s_path)
+        .arg(&c_path)
+        .status()
+        .expect("cc runs");
+    assert!(status.success(), "{} {flags:?} -S failed", tc.cc);
+    std::fs::read_to_string(&s_path).expect("assembly")
 }
 
 /// The innermost loops of an assembly listing: for each jump back to a label above it,
@@ -80,37 +170,10 @@ fn the_micro_kernel_is_fmas_on_vector_registers() {
     let code = source();
     // The generator's vector code, not the compiler's auto-vectorizer, makes the FMAs.
     assert!(code.contains("tessel_vload(&B_local["), "{code}");
-    let isa = VectorIsa::host().expect("TESSEL_CPU_ISA names an ISA this CPU runs");
-    let register = match isa {
-        VectorIsa::Avx512f => "%zmm",
-        VectorIsa::Avx2Fma => "%ymm",
-        _ => {
-            eprintln!(
-                "skipped: the host ISA is {}, no x86 FMA to look for",
-                isa.name()
-            );
-            return;
-        }
+    let Some((isa, register)) = x86_fma_isa() else {
+        return;
     };
-    let tc = CpuToolchain::detect().expect("a C compiler");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let c_path = dir.path().join("k.c");
-    let s_path = dir.path().join("k.s");
-    std::fs::write(&c_path, &code).expect("write");
-    let flags: Vec<String> = CpuToolchain::flags_for(isa)
-        .into_iter()
-        .filter(|f| f != "-shared")
-        .collect();
-    let status = std::process::Command::new(&tc.cc)
-        .args(&flags)
-        .arg("-S")
-        .arg("-o")
-        .arg(&s_path)
-        .arg(&c_path)
-        .status()
-        .expect("cc runs");
-    assert!(status.success(), "{} {flags:?} -S failed", tc.cc);
-    let asm = std::fs::read_to_string(&s_path).expect("assembly");
+    let asm = assembly(&code, isa);
     let fma_on_vectors =
         |l: &&&str| l.starts_with("vfmadd") && l.contains("ps") && l.contains(register);
     let best = innermost_loops(&asm)
@@ -124,5 +187,50 @@ fn the_micro_kernel_is_fmas_on_vector_registers() {
     assert!(
         best >= want,
         "the innermost loops have at most {best} vfmadd..ps on {register} ({want} wanted):\n{asm}"
+    );
+}
+
+#[test]
+fn a_register_tiles_accumulators_stay_in_registers_across_the_reduction() {
+    let Some((isa, register)) = x86_fma_isa() else {
+        return;
+    };
+    // 12 accumulators of 32 vector registers (AVX-512), 8 of 16 (AVX2), leaving room for
+    // the weights of the three `s` taps that gcc unrolls.
+    let rows = if isa.vector_registers() >= 32 { 6 } else { 4 };
+    let (spec, trace) = conv_tile(isa.f32_lanes(), rows);
+    let code = c_source(&spec, &trace);
+    // The tile's accumulators are reached through a pointer declared before the
+    // reduction chain, invariant in it.
+    assert!(
+        code.contains("float *tessel_acc0 = &t3_local[") && code.contains("(&tessel_acc0["),
+        "{code}"
+    );
+    let asm = assembly(&code, isa);
+    let fma_on_vectors =
+        |l: &&&str| l.starts_with("vfmadd") && l.contains("ps") && l.contains(register);
+    // A vector register stored to memory: `vmov..ps %zmm3, 64(%rax)`.
+    let vector_store = |l: &&&str| {
+        l.starts_with("vmov")
+            && l.split_once(char::is_whitespace)
+                .and_then(|(_, ops)| ops.split_once(','))
+                .is_some_and(|(src, dst)| src.trim().starts_with(register) && dst.contains('('))
+    };
+    let loops = innermost_loops(&asm);
+    let tile = loops
+        .iter()
+        .max_by_key(|body| body.iter().filter(fma_on_vectors).count())
+        .expect("an innermost loop");
+    // The tile's FMAs, for each of the 3 `s` taps (unrolled by gcc or not).
+    let fmas = tile.iter().filter(fma_on_vectors).count();
+    assert!(
+        fmas >= 2 * rows as usize,
+        "{fmas} FMAs:\n{}",
+        tile.join("\n")
+    );
+    assert!(
+        !tile.iter().any(|l| vector_store(&l)),
+        "the loop of the tile's FMAs stores vector registers to memory:\n{}",
+        tile.join("\n")
     );
 }

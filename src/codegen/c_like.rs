@@ -1,5 +1,6 @@
 //! The statement and expression printer shared by the CUDA and C back ends.
 
+use super::c_bases::{bases_at, relative, summands, Base};
 use super::{CodegenError, Result};
 use crate::ir::interval::Interval;
 use crate::ir::simplify::range_of;
@@ -71,6 +72,10 @@ pub(super) struct Printer<'a> {
     pub fragments: BTreeMap<crate::ir::BufferId, crate::lower::tensorize::FragmentLayout>,
     /// The kernel's swizzled shared buffers (`lower::swizzle`).
     pub swizzles: BTreeMap<BufferId, crate::lower::swizzle::Swizzle>,
+    /// Accumulators' base pointers in scope, innermost last (C only; `c_bases.rs`).
+    bases: Vec<Base>,
+    /// Base pointers declared so far, for their names.
+    declared_bases: usize,
 }
 
 impl<'a> Printer<'a> {
@@ -92,6 +97,8 @@ impl<'a> Printer<'a> {
             ranges,
             fragments: crate::lower::tensorize::fragment_layouts(k),
             swizzles: crate::lower::swizzle::of_kernel(p, k).into_iter().collect(),
+            bases: Vec::new(),
+            declared_bases: 0,
         }
     }
 
@@ -126,6 +133,17 @@ impl<'a> Printer<'a> {
             };
         }
         out
+    }
+
+    /// The element of buffer `b` at flat index `idx`, as an lvalue: `name[index]`, or
+    /// through the innermost base pointer in scope for `b` that the index is relative to.
+    pub fn element(&self, b: BufferId, idx: &Expr) -> String {
+        for base in self.bases.iter().rev().filter(|x| x.buffer == b) {
+            if let Some(rest) = relative(idx, base) {
+                return format!("{}[{}]", base.name, self.expr(&rest));
+            }
+        }
+        format!("{}[{}]", ident(&self.p.buffer(b).name), self.index(b, idx))
     }
 
     /// [`Printer::index`] of an index already printed.
@@ -184,11 +202,7 @@ impl<'a> Printer<'a> {
             Expr::Float(v) => float_lit(*v, self.dialect),
             Expr::Var(v) => self.var(*v),
             Expr::Load(b, idx) => {
-                let load = format!(
-                    "{}[{}]",
-                    ident(&self.p.buffer(*b).name),
-                    self.index(*b, &idx[0])
-                );
+                let load = self.element(*b, &idx[0]);
                 match self.p.buffer(*b).dtype {
                     DType::F16 => format!("tessel_h2f({load})"),
                     DType::BF16 => format!("tessel_bf2f({load})"),
@@ -386,11 +400,7 @@ impl<'a> Printer<'a> {
                     indices,
                     value,
                 } => {
-                    let lhs = format!(
-                        "{}[{}]",
-                        ident(&self.p.buffer(*buffer).name),
-                        self.index(*buffer, &indices[0])
-                    );
+                    let lhs = self.element(*buffer, &indices[0]);
                     let rhs = self.stored(*buffer, value);
                     self.line(depth, &format!("{lhs} = {rhs};"));
                 }
@@ -474,6 +484,7 @@ impl<'a> Printer<'a> {
                         (ForKind::Parallel, _) => self.line(depth, "#pragma omp parallel for"),
                         (ForKind::Serial, _) => {}
                     }
+                    let bases = self.declare_bases(*var, *kind, body, depth);
                     self.line(
                         depth,
                         &format!("for (int {v} = 0; {v} < {extent}; ++{v}) {{"),
@@ -481,9 +492,37 @@ impl<'a> Printer<'a> {
                     allocs_at(self, Some(*var), depth + 1);
                     self.stmts(body, depth + 1, allocs_at);
                     self.line(depth, "}");
+                    self.bases.truncate(self.bases.len() - bases);
                 }
             }
         }
+    }
+
+    /// Declares the base pointers of the accumulators that serial loop `var` runs a
+    /// reduction chain of (C only, `c_bases.rs`) and puts them in scope; how many.
+    fn declare_bases(&mut self, var: VarId, kind: ForKind, body: &[KStmt], depth: usize) -> usize {
+        if kind != ForKind::Serial || self.dialect != Dialect::C {
+            return 0;
+        }
+        let found = bases_at(var, body, &self.bases);
+        for (buffer, summands) in &found {
+            let name = format!("tessel_acc{}", self.declared_bases);
+            self.declared_bases += 1;
+            let base = summands
+                .iter()
+                .cloned()
+                .reduce(Expr::add)
+                .unwrap_or(Expr::Int(0));
+            let ty = ctype(self.p.buffer(*buffer).dtype, self.dialect).unwrap_or("float");
+            let line = format!("{ty} *{name} = &{};", self.element(*buffer, &base));
+            self.line(depth, &line);
+            self.bases.push(Base {
+                buffer: *buffer,
+                summands: summands.clone(),
+                name,
+            });
+        }
+        found.len()
     }
 
     /// A vectorized loop that copies one vector ([`crate::lower`]'s vector copy) as its
@@ -530,18 +569,6 @@ impl<'a> Printer<'a> {
             vec![format!("*({ty}*)({dst} + {d}) = {load};")]
         };
         Some((copy.guard.map(|g| self.expr(&at(g, 0))), lines))
-    }
-}
-
-/// The terms of a sum.
-fn summands(e: &Expr) -> Vec<Expr> {
-    match e {
-        Expr::Bin(BinOp::Add, a, b) => {
-            let mut out = summands(a);
-            out.extend(summands(b));
-            out
-        }
-        other => vec![other.clone()],
     }
 }
 

@@ -14,7 +14,7 @@
 //! non-float access, an operation without a vector form: min, max, select, casts, math
 //! functions) stays a scalar loop under `#pragma omp simd`.
 
-use super::c_like::{ident, Printer};
+use super::c_like::Printer;
 use crate::ir::{BinOp, DType, Expr, UnOp, VarId};
 use crate::lower::KStmt;
 
@@ -108,11 +108,7 @@ pub(super) fn vector_statement(
     } else {
         format!("{w}splat({})", v.text)
     };
-    let stmt = format!(
-        "{w}store(&{}[{}], {rhs});",
-        ident(&pr.p.buffer(buffer).name),
-        pr.expr(&indices[0])
-    );
+    let stmt = format!("{w}store(&{}, {rhs});", pr.element(buffer, &indices[0]));
     Some((guard.map(|g| pr.expr(g)), stmt))
 }
 
@@ -131,12 +127,7 @@ fn vexpr(pr: &Printer, e: &Expr, var: VarId, width: Width) -> Option<VExpr> {
                 return None;
             }
             Some(VExpr {
-                text: format!(
-                    "{}load(&{}[{}])",
-                    width.prefix(),
-                    ident(&pr.p.buffer(*b).name),
-                    pr.expr(&idx[0])
-                ),
+                text: format!("{}load(&{})", width.prefix(), pr.element(*b, &idx[0])),
                 vector: true,
             })
         }
@@ -193,8 +184,14 @@ mod tests {
             "b0 = get_block(\"C\")\ni, j, k = get_loops(b0)\nreorder(i, k, j)\nvectorize(j)\n\
              b1 = decompose_reduction(b0, k)\n",
         );
+        // C's row, invariant in the reduction over k, through a pointer declared before it
+        // (`c_bases.rs`).
         assert!(
-            code.contains("tessel_vstore(&C[((i * 32) + j)], (tessel_vload(&C[((i * 32) + j)]) + (A[((i * 4) + k)] * tessel_vload(&B[((k * 32) + j)]))));"),
+            code.contains("float *tessel_acc0 = &C[(i * 32)];"),
+            "{code}"
+        );
+        assert!(
+            code.contains("tessel_vstore(&tessel_acc0[j], (tessel_vload(&tessel_acc0[j]) + (A[((i * 4) + k)] * tessel_vload(&B[((k * 32) + j)]))));"),
             "{code}"
         );
         assert!(code.contains("j += TESSEL_VLANES"), "{code}");

@@ -3,6 +3,7 @@
 //! vector code for contiguous vectorized loops (`c_vector.rs`), `omp simd` for the rest). Both print the kernel IR statement by statement with the
 //! program's own names, so a reader can follow the source next to the printed IR.
 
+mod c_bases;
 mod c_like;
 mod c_vector;
 pub mod cpu;

@@ -6,6 +6,8 @@
 # stage before the main nest run once only: what the per-call weight pack and the padded
 # copy of the data cost, and what the main nest reaches alone. Best and mean of 60 calls.
 #   benches/probe/cpu_pack/stages.sh DB W [THREADS...]      (default threads: 2 1)
+# DB may be a schedule file (`.sched`) instead: that schedule's C (`tessel show --emit c`);
+# or a C file (`.c`) of such a kernel, edited by hand.
 #   e.g. benches/probe/cpu_pack/stages.sh /tmp/cb/cpu_blas.sqlite \
 #          conv2d_nchw:n=1,c=256,h=14,w=14,k=256,r=3,s=3,stride=1,pad=1
 set -eu
@@ -15,7 +17,13 @@ threads=("${@:-2 1}")
 read -ra threads <<<"${threads[*]}"
 bin=${TESSEL_BIN:-./target/release/tessel}
 dir=$(mktemp -d)
-"$bin" best "$w" --target cpu --db "$db" --emit c >"$dir/k.c" 2>/dev/null
+if [[ $db == *.c ]]; then
+  cp "$db" "$dir/k.c"
+elif [[ $db == *.sched ]]; then
+  "$bin" show "$w" --schedule "$db" --emit c >"$dir/k.c"
+else
+  "$bin" best "$w" --target cpu --db "$db" --emit c >"$dir/k.c" 2>/dev/null
+fi
 python3 - "$dir" "$w" <<'PY'
 import re, sys
 d, w = sys.argv[1], sys.argv[2]
