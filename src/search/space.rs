@@ -176,7 +176,8 @@ pub struct TensorCore {
 pub struct RegisterTile {
     /// How often `sketch::apply` (random search) takes this sketch where it applies.
     pub probability: f64,
-    /// Vector registers kept free of accumulators (operand vectors, the broadcast).
+    /// Vector registers kept free besides the accumulators and the NR / lanes operand
+    /// vectors of a k step (the broadcast scalar, spares).
     pub reserved_registers: i64,
     /// Most vectors across one accumulator row (NR / lanes).
     pub max_row_vectors: i64,
@@ -1209,7 +1210,7 @@ mod tests {
             .register_tile
             .as_ref()
             .expect("cpu.toml has [register_tile]");
-        assert_eq!((rule.reserved_registers, rule.min_accumulators), (4, 8));
+        assert_eq!((rule.reserved_registers, rule.min_accumulators), (2, 8));
         assert!(SearchSpace::cuda_default().register_tile.is_none());
         // The vector unit is the target's, AVX2 until set.
         assert_eq!((cpu.vector_lanes, cpu.vector_registers), (8, 16));

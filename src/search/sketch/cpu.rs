@@ -19,8 +19,9 @@
 //!    `[N0, N1, NR/lanes, lanes]` (so NR is a multiple of the vector width), the row axis
 //!    into `[M0, M1, MR]`, each reduction axis into `[K0, Kc]`, in the order
 //!    `rest M0 N0 | K0.. | N1 | M1 | Kc.. | MR | NR`. Drawn jointly so that the MR x NR
-//!    accumulators fit the vector registers less `reserved_registers`
-//!    (MR * NR / lanes), the output block of one parallel iteration
+//!    accumulators fit the vector registers less the NR / lanes operand vectors and
+//!    `reserved_registers` (MR * NR / lanes + NR / lanes + reserved <= registers), the
+//!    output block of one parallel iteration
 //!    (`max_block_elements`) and the packed panel (`max_panel_elements`) fit, and where
 //!    the extents allow, with at least `min_accumulators` accumulator registers (to hide
 //!    the FMA latency) and a panel at least `min_panel_depth` deep (to amortize loading
@@ -602,7 +603,10 @@ fn draw_tiles(
 ) -> Option<Draw> {
     use rand::SeedableRng;
     let lanes = space.vector_lanes;
-    let budget = (space.vector_registers - rule.reserved_registers).max(1);
+    // The registers an MR x NR tile's accumulators may take: all but the NR / lanes
+    // operand vectors of a k step and the rule's reserve (the broadcast, spares).
+    let budget =
+        |nr_vectors: i64| (space.vector_registers - rule.reserved_registers - nr_vectors).max(1);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x7e61_5eed_0000_0003);
     let depth_wanted = rule.min_panel_depth.min(r_exts.iter().product());
     for soft in [true, false] {
@@ -618,6 +622,7 @@ fn draw_tiles(
                 let nr = t[2];
                 (t, (nr + lanes - 1) / lanes, nr)
             };
+            let budget = budget(nr_vectors);
             let max_rows = (budget / nr_vectors).clamp(1, rule.max_rows);
             let row = sampling::sample_tile(&mut rng, u_ext, 3, max_rows).ok()?;
             let reductions: Vec<Vec<i64>> = r_exts
