@@ -194,6 +194,12 @@ pub struct RegisterTile {
     /// Where the packed panel may be copied (`panel_at`); more than one makes it a
     /// decision of the trace (`sample_compute_location`).
     pub panel_at: Vec<PanelAt>,
+    /// Multiples a GEMM's row and reduction axes may be padded to where their extents
+    /// have no good divisor (a decision of the trace), each wasting at most `max_waste`
+    /// of the padded extent; the vector axis is padded to whole vectors (1, 2 or 4) by
+    /// the same bound. Empty: only the vector axis, to one vector, where it must be.
+    pub pad_multiples: Vec<i64>,
+    pub max_waste: f64,
 }
 
 /// A loop of the register-tile sketch the packed panel may be copied at.
@@ -366,6 +372,10 @@ struct RegisterTileFile {
     min_panel_depth: i64,
     #[serde(default)]
     panel_at: Vec<String>,
+    #[serde(default)]
+    pad_multiples: Vec<i64>,
+    #[serde(default)]
+    max_waste: f64,
 }
 
 #[derive(Deserialize)]
@@ -894,6 +904,18 @@ impl SearchSpace {
                         "the max_* bounds must be at least 1, reserved_registers at least 0".into(),
                     ));
                 }
+                if let Some(m) = r.pad_multiples.iter().find(|m| **m < 2) {
+                    return Err(invalid(
+                        "register_tile.pad_multiples",
+                        format!("{m} is not a multiple to pad to (at least 2)"),
+                    ));
+                }
+                if !(0.0..1.0).contains(&r.max_waste) {
+                    return Err(invalid(
+                        "register_tile.max_waste",
+                        format!("{} is not in [0, 1)", r.max_waste),
+                    ));
+                }
                 let panel_at = r
                     .panel_at
                     .iter()
@@ -918,6 +940,8 @@ impl SearchSpace {
                     max_panel_elements: r.max_panel_elements,
                     min_accumulators: r.min_accumulators.max(1),
                     min_panel_depth: r.min_panel_depth.max(1),
+                    pad_multiples: r.pad_multiples,
+                    max_waste: r.max_waste,
                     panel_at: if panel_at.is_empty() {
                         vec![PanelAt::ColumnTile]
                     } else {
@@ -1225,6 +1249,15 @@ mod tests {
         let bad = CPU_DEFAULT.replace("max_rows = 16", "max_rows = 0");
         let e = SearchSpace::parse(&bad, "f.toml").unwrap_err();
         assert!(e.to_string().contains("register_tile.max_rows"), "{e}");
+        let bad = CPU_DEFAULT.replace("pad_multiples = [8, 16, 32, 64]", "pad_multiples = [1, 8]");
+        let e = SearchSpace::parse(&bad, "f.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.toml: key `register_tile.pad_multiples`: 1 is not a multiple to pad to (at least 2)"
+        );
+        let bad = CPU_DEFAULT.replace("max_waste = 0.0625", "max_waste = 1.5");
+        let e = SearchSpace::parse(&bad, "f.toml").unwrap_err();
+        assert!(e.to_string().contains("register_tile.max_waste"), "{e}");
     }
 
     #[test]

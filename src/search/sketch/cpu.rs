@@ -185,7 +185,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     //    the main nest: the panel copies read it in bounds (inlined, the copies would
     //    read the input at the halo's negative indices). The zero-filled copies of
     //    `pad_einsum` are inlined after the packing (5b), into the copies that read them.
-    let padded = pad_vector_axis(sch, &st.main, lanes)?;
+    let padded = pad_axes(sch, &st.main, lanes, &rule)?;
     let zero_filled: Vec<String> = if padded && space.inline_padding {
         stages(sch.program())?
             .padding
@@ -315,17 +315,27 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
             vectorize_innermost(sch, panel)?;
         }
     }
-    // 5b. The zero-filled copies inlined where they are read: into the packing copy of
-    //     the operand they pad, whose elements past the extent are then zeros, so that
-    //     the micro-kernel reads its panel with no guard and stays vector code (inlined
-    //     into the main block, the guard was the micro-kernel's, a select in every lane
-    //     that kept it a scalar loop: 6 GFLOP/s on a GEMM with n = 1000).
+    // 5b. The zero-filled copies inlined into the packing copy of the operand they pad,
+    //     whose elements past the extent are then zeros, so that the micro-kernel reads
+    //     its panel with no guard and stays vector code (inlined into the main block, the
+    //     guard was the micro-kernel's, a select in every lane that kept it a scalar
+    //     loop: 6 GFLOP/s on a GEMM with n = 1000). The copy of an operand the main block
+    //     reads directly (a GEMM's A padded along i or k) runs on its own before the main
+    //     nest, rather than as a guard on every broadcast of the micro-kernel.
     for name in &zero_filled {
-        if sch.program().find_block(name).len() == 1 {
-            let b = sch.get_block(name).map_err(at("pad_einsum"))?;
-            if attempt(sch, |s| s.compute_inline(b)).is_err() {
-                leftovers.insert(0, name.clone());
+        let read_by_main = {
+            let p = sch.program();
+            match p.find_block(name)[..] {
+                [b] => p
+                    .readers(p.block(b).body.buffer)
+                    .iter()
+                    .any(|r| p.block(*r).name == st.main),
+                _ => continue,
             }
+        };
+        let b = sch.get_block(name).map_err(at("pad_einsum"))?;
+        if read_by_main || attempt(sch, |s| s.compute_inline(b)).is_err() {
+            leftovers.insert(0, name.clone());
         }
     }
     // 6. The micro-kernel: MR rows unrolled, NR lanes vectorized.
@@ -650,10 +660,20 @@ fn draw_tiles(
     None
 }
 
-/// Pads the vector axis of an einsum main block to a multiple of `lanes` when it is not
-/// one (`pad_einsum`, the other axes unpadded). Returns whether it padded.
-fn pad_vector_axis(sch: &mut Schedule, main: &str, lanes: i64) -> Result<bool, SketchError> {
-    let padding = {
+/// Pads an einsum main block (`pad_einsum`): its vector axis to whole vectors where it is
+/// not a whole number of them (1, 2 or 4 vectors at a time: a decision of the trace among
+/// those that waste at most `max_waste`, else one), and, with the rule's
+/// `pad_multiples`, its reduction axes and the spatial axes the operand read along the
+/// vector axis does not read (a GEMM's `i`, `k`) to a multiple drawn among those that
+/// waste at most `max_waste`, or unpadded (`k = 1322 = 2 x 661` leaves the panel 2 or
+/// 661 deep unpadded). Returns whether it padded.
+fn pad_axes(
+    sch: &mut Schedule,
+    main: &str,
+    lanes: i64,
+    rule: &RegisterTile,
+) -> Result<bool, SketchError> {
+    let choices = {
         let p = sch.program();
         let [b] = p.find_block(main)[..] else {
             return Ok(false);
@@ -664,17 +684,75 @@ fn pad_vector_axis(sch: &mut Schedule, main: &str, lanes: i64) -> Result<bool, S
         let Some(v) = vector_var(p, b) else {
             return Ok(false);
         };
-        let ivs = &p.block(b).iter_vars;
-        if ivs.iter().all(|iv| iv.var != v || iv.extent % lanes == 0) {
-            return Ok(false);
-        }
-        ivs.iter()
-            .map(|iv| IntArg::Lit(if iv.var == v { lanes } else { 1 }))
+        let packed: Vec<Expr> = p
+            .block_reads(b)
+            .into_iter()
+            .find(|(_, idx)| idx.iter().any(|e| e.uses_var(v)))
+            .map(|(_, idx)| idx)
+            .unwrap_or_default();
+        p.block(b)
+            .iter_vars
+            .iter()
+            .map(|iv| {
+                let e = iv.extent;
+                if iv.var == v {
+                    let whole = e % lanes == 0;
+                    let c = multiples_within(
+                        e,
+                        &[lanes, 2 * lanes, 4 * lanes],
+                        rule.max_waste,
+                        whole && !few_divisors(e / lanes),
+                    );
+                    match (c.is_empty(), whole) {
+                        (false, _) => c,
+                        (true, false) => vec![lanes],
+                        (true, true) => vec![1],
+                    }
+                } else if iv.kind == IterKind::Reduce || !packed.iter().any(|x| x.uses_var(iv.var))
+                {
+                    // Unpadded stays a choice: padding A's rows or reduction costs a copy
+                    // of A, which a skinny GEMM (703 x 67 x 1420) reads only once.
+                    multiples_within(e, &rule.pad_multiples, rule.max_waste, true)
+                } else {
+                    vec![1]
+                }
+            })
             .collect::<Vec<_>>()
     };
+    if choices.iter().all(|c| c == &[1]) {
+        return Ok(false);
+    }
     let b = sch.get_block(main).map_err(at("pad_einsum"))?;
-    sch.pad_einsum(b, &padding).map_err(at("pad_einsum"))?;
+    super::pad_by_choices(sch, b, &choices)?;
     Ok(true)
+}
+
+/// The multiples among `multiples` (smallest first) that pad `extent` by at most
+/// `max_waste` of the padded extent, one per padded extent, led by 1 (unpadded) where
+/// `unpadded` is allowed; a multiple that divides the extent counts as 1.
+fn multiples_within(extent: i64, multiples: &[i64], max_waste: f64, unpadded: bool) -> Vec<i64> {
+    let mut out: Vec<(i64, i64)> = Vec::new();
+    if unpadded {
+        out.push((1, extent));
+    }
+    let mut multiples = multiples.to_vec();
+    multiples.sort_unstable();
+    for m in multiples {
+        let padded = super::padded_extent(extent, m);
+        let m = if padded == extent { 1 } else { m };
+        let waste = (padded - extent) as f64 / padded as f64;
+        if waste <= max_waste && !out.iter().any(|&(_, e)| e == padded) {
+            out.push((m, padded));
+        }
+    }
+    out.into_iter().map(|(m, _)| m).collect()
+}
+
+/// Whether an extent has too few small factors to tile well (over 16, its part in
+/// primes up to 13 under 16: 59, 661 x 2), as the CUDA space judges its own
+/// (`sketch::pads`).
+fn few_divisors(extent: i64) -> bool {
+    extent > super::GOOD_DIVISOR && super::smooth_part(extent) < super::GOOD_DIVISOR
 }
 
 #[cfg(test)]
@@ -922,6 +1000,57 @@ mod tests {
                 vector_loads > 0,
                 "{spec}: no sample loads a padded panel as vectors"
             );
+        }
+    }
+    #[test]
+    fn a_gemms_axes_without_small_factors_are_padded_to_multiples_within_the_waste() {
+        // 127 x 40 x 661 on 16 lanes: n = 40 is padded to whole vectors (48; 64 would waste
+        // more than max_waste), m = 127 and k = 661 (primes) to a multiple of the rule's
+        // `pad_multiples` wasting at most max_waste, or not: m by 8 (128), k by 8, 16 or
+        // 64 (664, 672, 704), decisions of the trace. B's zero-fill is inlined into its
+        // packing copy; A's, which the micro-kernel reads directly, runs as a stage of
+        // its own.
+        let avx512 = SearchSpace::cpu_default().with_vector_unit(16, 32);
+        let rule = avx512.register_tile.as_ref().unwrap();
+        assert_eq!(
+            (rule.pad_multiples.as_slice(), rule.max_waste),
+            (&[8, 16, 32, 64][..], 0.0625)
+        );
+        let spec = "matmul:127x40x661";
+        let mut a_shapes = std::collections::BTreeSet::new();
+        for sch in check_samples(spec, &avx512, 12) {
+            let trace = crate::schedule::text::print(sch.trace());
+            assert!(
+                trace.contains("sample_categorical(candidates=[1, 8], "),
+                "{trace}"
+            );
+            assert!(
+                trace.contains("sample_categorical(candidates=[1, 8, 16, 64], "),
+                "{trace}"
+            );
+            let p = sch.program();
+            let a = &p.buffer(p.params[0]).name;
+            let Some(pad) = p.buffers.iter().find(|b| b.name == format!("{a}_pad")) else {
+                a_shapes.insert(vec![127, 661]);
+                continue;
+            };
+            a_shapes.insert(pad.shape.clone());
+            let code = crate::codegen::cpu::generate(&lower(p, Backend::Cpu).unwrap())
+                .unwrap()
+                .code;
+            assert!(code.contains(&format!("// block {a}_pad")), "{code}");
+            let b = &p.buffer(p.params[1]).name;
+            assert!(!code.contains(&format!("// block {b}_pad\n")), "{code}");
+        }
+        assert!(a_shapes.len() > 1, "{a_shapes:?}");
+        for shape in &a_shapes {
+            assert!([127, 128].contains(&shape[0]), "{a_shapes:?}");
+            assert!([661, 664, 672, 704].contains(&shape[1]), "{a_shapes:?}");
+        }
+        // Extents with factors to tile by stay as they are.
+        for sch in check_samples("matmul:64x48x32", &avx512, 3) {
+            let trace = crate::schedule::text::print(sch.trace());
+            assert!(!trace.contains("pad_einsum"), "{trace}");
         }
     }
 }
