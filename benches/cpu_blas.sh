@@ -58,6 +58,9 @@ out, workloads = sys.argv[1], sys.argv[2:]
 def flops(w):
     kind, _, a = w.partition(":")
     if kind == "matmul":
+        if "=" in a:
+            p = dict(kv.split("=") for kv in a.split(","))
+            return 2 * int(p["m"]) * int(p["n"]) * int(p["k"])
         m, n, k = map(int, a.split("x"))
         return 2 * m * n * k
     p = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in a.split(",")}

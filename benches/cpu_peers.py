@@ -7,7 +7,8 @@ OpenBLAS's threads asleep and timed their wake-up instead), which favours the pe
 MEDIAN_SECONDS`.
 
   cpu_peers.py WORKLOAD THREADS
-  WORKLOAD: matmul:MxNxK, or conv2d_nchw:n=..,c=..,h=..,w=..,k=..,r=..,s=..,stride=1,pad=P
+  WORKLOAD: matmul:MxNxK or matmul:m=M,n=N,k=K[,layout=nn|nt|tn|tt], or
+  conv2d_nchw:n=..,c=..,h=..,w=..,k=..,r=..,s=..,stride=1,pad=P
 
 GEMMs: numpy's matmul (OpenBLAS sgemm). Convs: PyTorch's conv2d (oneDNN) when torch
 imports, and numpy im2col + OpenBLAS sgemm. THREADS sets OPENBLAS_NUM_THREADS,
@@ -40,9 +41,17 @@ def timed(fn, runs=30, max_seconds=3.0):
 rng = np.random.default_rng(0)
 kind, _, args = spec.partition(":")
 if kind == "matmul":
-    m, n, k = (int(x) for x in args.split("x"))
-    a = rng.standard_normal((m, k), dtype=np.float32)
-    b = rng.standard_normal((k, n), dtype=np.float32)
+    # `matmul:MxNxK` or `matmul:m=M,n=N,k=K[,layout=nt|tn|tt]`: A stored [k, m] where the
+    # layout's first letter is t, B stored [n, k] where its second is; numpy hands the
+    # transposed views to BLAS as they are (its transpose flags, no copy).
+    if "=" in args:
+        p = dict(kv.split("=") for kv in args.split(","))
+        m, n, k, layout = int(p["m"]), int(p["n"]), int(p["k"]), p.get("layout", "nn")
+    else:
+        (m, n, k), layout = (int(x) for x in args.split("x")), "nn"
+    a = rng.standard_normal((m, k) if layout[0] == "n" else (k, m), dtype=np.float32)
+    b = rng.standard_normal((k, n) if layout[1] == "n" else (n, k), dtype=np.float32)
+    a, b = (a if layout[0] == "n" else a.T), (b if layout[1] == "n" else b.T)
     c = np.empty((m, n), dtype=np.float32)
     print(f"peer numpy-openblas {timed(lambda: np.matmul(a, b, out=c)):.9f}")
 elif kind == "conv2d_nchw":

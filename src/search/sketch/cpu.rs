@@ -729,7 +729,10 @@ fn pad_axes(
 
 /// The multiples among `multiples` (smallest first) that pad `extent` by at most
 /// `max_waste` of the padded extent, one per padded extent, led by 1 (unpadded) where
-/// `unpadded` is allowed; a multiple that divides the extent counts as 1.
+/// `unpadded` is allowed; a multiple that divides the extent counts as 1. (The CUDA
+/// rule, `sketch::pad_choices`, keeps every multiple, so that its traces' choices carry
+/// over between workloads; here one per extent keeps the draw even between the padded
+/// extents: 127 by 8, 16, 32 and 64 is four times 128.)
 fn multiples_within(extent: i64, multiples: &[i64], max_waste: f64, unpadded: bool) -> Vec<i64> {
     let mut out: Vec<(i64, i64)> = Vec::new();
     if unpadded {
