@@ -1724,7 +1724,13 @@ fn sample_tiles(
 /// Padded tiles cost a guard in the innermost loops, so an extent with enough small
 /// factors (1000 = 2^3 5^3, 768) keeps to exact tiles; a prime or 2 x 617 is padded.
 fn pads(space: &SearchSpace, extent: i64) -> bool {
-    space.max_waste > 0.0 && extent > GOOD_DIVISOR && smooth_part(extent) < GOOD_DIVISOR
+    space.max_waste > 0.0 && few_divisors(extent)
+}
+
+/// Whether exact tiles of an extent would be thin: over [`GOOD_DIVISOR`], its part made
+/// of primes up to 13 under it (59, 2 x 661).
+fn few_divisors(extent: i64) -> bool {
+    extent > GOOD_DIVISOR && smooth_part(extent) < GOOD_DIVISOR
 }
 
 /// The product of the prime factors of `n` up to 13, with multiplicity.

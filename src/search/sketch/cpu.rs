@@ -701,7 +701,7 @@ fn pad_axes(
                         e,
                         &[lanes, 2 * lanes, 4 * lanes],
                         rule.max_waste,
-                        whole && !few_divisors(e / lanes),
+                        whole && !super::few_divisors(e / lanes),
                     );
                     match (c.is_empty(), whole) {
                         (false, _) => c,
@@ -749,13 +749,6 @@ fn multiples_within(extent: i64, multiples: &[i64], max_waste: f64, unpadded: bo
         }
     }
     out.into_iter().map(|(m, _)| m).collect()
-}
-
-/// Whether an extent has too few small factors to tile well (over 16, its part in
-/// primes up to 13 under 16: 59, 661 x 2), as the CUDA space judges its own
-/// (`sketch::pads`).
-fn few_divisors(extent: i64) -> bool {
-    extent > super::GOOD_DIVISOR && super::smooth_part(extent) < super::GOOD_DIVISOR
 }
 
 #[cfg(test)]
