@@ -11,7 +11,8 @@ that a hand-written probe adds:
     // launch: grid=(GX, GY, GZ) block=(BX, BY, BZ) shared=BYTES bytes (dynamic)
     // problem: m=M n=N k=K dtype=f16
 
-The kernel is compiled by NVRTC through CuPy for sm_90a, run on fresh random inputs with a
+(`a=t` after the dtype: the kernel reads A transposed, K x M row-major, as a transposing
+kernel of tessel's leaves it; the transposition is not timed.) The kernel is compiled by NVRTC through CuPy for sm_90a, run on fresh random inputs with a
 NaN-poisoned output, checked against torch.matmul in float64 (relative Frobenius error)
 and timed with CUDA events (median of REPS launches after a warm-up); the peer is
 torch.matmul on the same inputs, timed the same way (TF32 off for f32). A file with a
@@ -41,7 +42,8 @@ def parse(src, path):
     g = tuple(int(x) for x in launch.groups()[:3])
     b = tuple(int(x) for x in launch.groups()[3:6])
     m, n, k = (int(x) for x in problem.groups()[:3])
-    return name.group(1), g, b, int(launch.group(7)), m, n, k, problem.group(4)
+    a_transposed = re.search(r"problem: .* a=t\b", src) is not None
+    return name.group(1), g, b, int(launch.group(7)), m, n, k, problem.group(4), a_transposed
 
 
 def median_ms(fn):
@@ -80,7 +82,7 @@ def probe(path):
     src = open(path).read()
     if "// peak:" in src:
         return peak(path, src)
-    name, grid, block, smem, m, n, k, dtype = parse(src, path)
+    name, grid, block, smem, m, n, k, dtype, a_transposed = parse(src, path)
     tdtype = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[dtype]
     mod = cp.RawModule(code=src, options=("--gpu-architecture=sm_90a", "-std=c++17"))
     kern = mod.get_function(name)
@@ -88,9 +90,10 @@ def probe(path):
     a = torch.randn(m, k, device="cuda").to(tdtype)
     b = torch.randn(k, n, device="cuda").to(tdtype)
     c = torch.full((m, n), float("nan"), device="cuda", dtype=tdtype)
+    a_arg = a.t().contiguous() if a_transposed else a
 
     def run():
-        kern(grid, block, (a.data_ptr(), b.data_ptr(), c.data_ptr()), shared_mem=smem)
+        kern(grid, block, (a_arg.data_ptr(), b.data_ptr(), c.data_ptr()), shared_mem=smem)
 
     run()
     torch.cuda.synchronize()
