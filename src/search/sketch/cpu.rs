@@ -25,7 +25,11 @@
 //!    (`max_block_elements`) and the packed panel (`max_panel_elements`) fit, and where
 //!    the extents allow, with at least `min_accumulators` accumulator registers (to hide
 //!    the FMA latency) and a panel at least `min_panel_depth` deep (to amortize loading
-//!    and storing the accumulators around each Kc loop). Mutations keep the bounds the
+//!    and storing the accumulators around each Kc loop). The other spatial axes that the
+//!    packed operand does not read (a conv's output rows `p`, its batch, where the
+//!    output channels are the vector axis) are split `[outer, inner]` too, the inner
+//!    part placed between N1 and M1 (`rest M0 N0 | K0.. | N1 | inner | M1 | ...`), so
+//!    that a packed panel serves that many rows of row tiles. Mutations keep the bounds the
 //!    trace records (NR within `max_row_vectors`, MR within the registers left by the
 //!    sampled NR), not the joint ones: a mutant may spill, and is measured as it is.
 //! 4. The leading loops fused and `parallel`; the accumulator's write-back at that loop
@@ -62,6 +66,10 @@ struct Axes {
     vector: LoopRv,
     row: Option<LoopRv>,
     rest: Vec<LoopRv>,
+    /// The loops of `rest` the packed operand does not read (a conv's batch and output
+    /// rows `p` where its output channels are the vector axis): blocked inside a
+    /// parallel iteration, they read each packed panel again.
+    blockable: Vec<LoopRv>,
     reductions: Vec<LoopRv>,
     /// The read of the main block (its index among the block's reads) that the vector
     /// axis indexes: the operand packed into panels.
@@ -233,8 +241,22 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         .iter()
         .map(|l| extent(sch, *l))
         .collect::<Result<_, _>>()?;
+    let b_exts: Vec<i64> = axes
+        .blockable
+        .iter()
+        .map(|l| extent(sch, *l))
+        .collect::<Result<_, _>>()?;
     let whole_vectors = v_ext % lanes == 0;
-    let draw = draw_tiles(&rule, space, v_ext, u_ext, &r_exts, whole_vectors, seed);
+    let draw = draw_tiles(
+        &rule,
+        space,
+        v_ext,
+        u_ext,
+        &r_exts,
+        &b_exts,
+        whole_vectors,
+        seed,
+    );
     // The vector axis: [N0, N1, NR/lanes] x lanes, or [N0, N1, NR] when it does not hold
     // whole vectors (a conv's 56 on a 16-lane machine): the back end then finishes each
     // row with scalar lanes.
@@ -276,12 +298,32 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         k_outer.push(parts[0]);
         k_inner.push(parts[1]);
     }
-    let mut outer: Vec<LoopRv> = axes.rest.clone();
+    // The blockable loops (a conv's output rows beside the row axis's pixels): a block
+    // of them inside each parallel iteration, between the N1 tile and the M1 row tiles,
+    // so that each packed panel serves them all (the c256 14 x 14 conv's panel served
+    // one output row a block: its main nest ran at 93 GFLOP/s, 239 with 7 rows).
+    let mut b_outer = Vec::new();
+    let mut b_inner = Vec::new();
+    for (i, l) in axes.blockable.iter().enumerate() {
+        let hint = draw.as_ref().map(|d| d.blocks[i].clone());
+        let f = sch
+            .sample_perfect_tile(*l, 2, b_exts[i], hint)
+            .map_err(at("sample_perfect_tile"))?;
+        let parts = split_by(sch, *l, &f)?;
+        b_outer.push((*l, parts[0]));
+        b_inner.push(parts[1]);
+    }
+    let mut outer: Vec<LoopRv> = axes
+        .rest
+        .iter()
+        .map(|l| b_outer.iter().find(|(b, _)| b == l).map_or(*l, |(_, o)| *o))
+        .collect();
     outer.extend(u.as_ref().map(|u| u[0]));
     outer.push(v[0]);
     let mut order = outer.clone();
     order.extend(&k_outer);
     order.push(v[1]);
+    order.extend(&b_inner);
     order.extend(u.as_ref().map(|u| u[1]));
     order.extend(&k_inner);
     order.extend(u.as_ref().map(|u| u[2]));
@@ -550,6 +592,7 @@ fn axes(sch: &mut Schedule, main: BlockRv, v_var: crate::ir::VarId) -> Result<Ax
     let extent = |l: &LoopRv| sch.loop_id(*l).map_or(0, |id| p.lp(id).extent);
     let mut row: Option<LoopRv> = None;
     let mut rest = Vec::new();
+    let mut blockable = Vec::new();
     let mut reductions = Vec::new();
     for (l, kind) in loops.iter().zip(&kinds) {
         if *l == vector {
@@ -568,17 +611,24 @@ fn axes(sch: &mut Schedule, main: BlockRv, v_var: crate::ir::VarId) -> Result<Ax
         if !read_by_packed && row.is_none_or(|r| extent(l) >= extent(&r)) {
             if let Some(r) = row.replace(*l) {
                 rest.push(r);
+                blockable.push(r);
             }
         } else {
             rest.push(*l);
+            if !read_by_packed {
+                blockable.push(*l);
+            }
         }
     }
-    // `rest` keeps nest order.
+    // `rest` and `blockable` keep nest order.
     rest.sort_by_key(|l| loops.iter().position(|x| x == l));
+    blockable.retain(|l| extent(l) > 1);
+    blockable.sort_by_key(|l| loops.iter().position(|x| x == l));
     Ok(Axes {
         vector,
         row,
         rest,
+        blockable,
         reductions,
         packed_read,
     })
@@ -592,6 +642,8 @@ struct Draw {
     row: Vec<i64>,
     /// [K0, Kc] per reduction axis.
     reductions: Vec<Vec<i64>>,
+    /// [outer, inner] per blockable loop (`Axes::blockable`).
+    blocks: Vec<Vec<i64>>,
     /// The MR bound the row's `sample_perfect_tile` records: the accumulator registers
     /// over the drawn NR's vectors.
     max_rows: i64,
@@ -602,12 +654,14 @@ struct Draw {
 /// that use at least `min_accumulators` registers and a panel at least
 /// `min_panel_depth` deep (soft: [`TRIES`] draws with both, then as many with the hard
 /// bounds alone); `None` when no draw fits.
+#[allow(clippy::too_many_arguments)]
 fn draw_tiles(
     rule: &RegisterTile,
     space: &SearchSpace,
     v_ext: i64,
     u_ext: i64,
     r_exts: &[i64],
+    b_exts: &[i64],
     whole_vectors: bool,
     seed: u64,
 ) -> Option<Draw> {
@@ -639,9 +693,14 @@ fn draw_tiles(
                 .iter()
                 .map(|e| sampling::sample_tile(&mut rng, *e, 2, *e).ok())
                 .collect::<Option<_>>()?;
+            let blocks: Vec<Vec<i64>> = b_exts
+                .iter()
+                .map(|e| sampling::sample_tile(&mut rng, *e, 2, *e).ok())
+                .collect::<Option<_>>()?;
             let accumulators = row[2] * nr_vectors;
             let depth = reductions.iter().map(|r| r[1]).product::<i64>();
-            let block = row[1] * row[2] * vector[1] * nr;
+            let block =
+                row[1] * row[2] * vector[1] * nr * blocks.iter().map(|b| b[1]).product::<i64>();
             let hard = accumulators <= budget
                 && block <= rule.max_block_elements
                 && depth * nr <= rule.max_panel_elements;
@@ -652,6 +711,7 @@ fn draw_tiles(
                     vector,
                     row,
                     reductions,
+                    blocks,
                     max_rows,
                 });
             }
@@ -869,6 +929,51 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn a_convs_output_rows_are_blocked_inside_a_parallel_iteration() {
+        // An NCHW conv of 14 x 14 pixels with its output channels as the vector axis: the
+        // rows of the micro-kernel are pixels of one output row (q), and the output rows
+        // (p), which the packed weights do not read, are blocked (a decision) inside each
+        // parallel iteration, after the column tile and before the row tiles, so that a
+        // packed panel serves several output rows. Where the pixels are the vector axis
+        // the packed operand is the data, which reads p: no block.
+        let avx512 = SearchSpace::cpu_default().with_vector_unit(16, 32);
+        let spec = "conv2d_nchw:n=1,c=8,h=14,w=14,k=32,r=3,s=3,stride=1,pad=1";
+        let mut blocks = std::collections::BTreeSet::new();
+        for sch in check_samples(spec, &avx512, 16) {
+            let trace = crate::schedule::text::print(sch.trace());
+            let channels = trace.contains("decision=1)\nb1 = cache_write(");
+            let line = trace
+                .lines()
+                .find(|l| l.contains("sample_perfect_tile(yy, n=2, max_innermost_factor=14,"));
+            if !channels {
+                assert!(line.is_none(), "{trace}");
+                continue;
+            }
+            let line = line.unwrap_or_else(|| panic!("{trace}"));
+            let inner: i64 = line
+                .rsplit_once(", ")
+                .and_then(|(_, x)| x.trim_end_matches("])").parse().ok())
+                .unwrap_or_else(|| panic!("{line}"));
+            blocks.insert(inner);
+            // The block's loop (`yy_1`) sits between the column tile and the row tiles.
+            let order = trace
+                .lines()
+                .find(|l| l.starts_with("reorder("))
+                .unwrap_or_else(|| panic!("{trace}"));
+            let at = |name: &str| {
+                order
+                    .find(name)
+                    .unwrap_or_else(|| panic!("{name}: {order}"))
+            };
+            assert!(at("ff_0_1, yy_1, ") < at("xx_1, "), "{order}");
+        }
+        assert!(
+            blocks.len() > 1 && blocks.iter().any(|b| *b > 1),
+            "{blocks:?}"
+        );
     }
 
     #[test]
