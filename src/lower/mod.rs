@@ -27,6 +27,7 @@ mod barrier;
 mod compact;
 pub mod kernel;
 mod merge;
+mod partition;
 mod pipeline;
 pub mod swizzle;
 pub mod tensorize;
@@ -658,6 +659,9 @@ fn build_kernel(
     };
     let proven = compact::compact(prog, &mut kernel, backend, &ranges)?;
     unguard::unguard(&mut kernel.body, &kernel.allocs, &proven, &output_masks);
+    if backend == Backend::Cpu {
+        partition::partition(&mut kernel.body);
+    }
     if backend == Backend::Cuda {
         barrier::insert_barriers(prog, &mut kernel)?;
         compact::check_vectors(prog, &kernel, &ranges)?;
