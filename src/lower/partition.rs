@@ -186,10 +186,8 @@ mod tests {
                             env.pop();
                         }
                     }
-                    KStmt::If { cond, then } => {
-                        if cond.eval_int(&|v| lookup(env, v)) != 0 {
-                            exec(then, env, out);
-                        }
+                    KStmt::If { cond, then } if cond.eval_int(&|v| lookup(env, v)) != 0 => {
+                        exec(then, env, out);
                     }
                     KStmt::Store { indices, value, .. } => {
                         let at = indices[0].eval_int(&|v| lookup(env, v)) as usize;
