@@ -287,36 +287,29 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         }
         None => None,
     };
-    let mut k_outer = Vec::new();
-    let mut k_inner = Vec::new();
-    for (i, r) in axes.reductions.iter().enumerate() {
-        let hint = draw.as_ref().map(|d| d.reductions[i].clone());
-        let f = sch
-            .sample_perfect_tile(*r, 2, r_exts[i], hint)
-            .map_err(at("sample_perfect_tile"))?;
-        let parts = split_by(sch, *r, &f)?;
-        k_outer.push(parts[0]);
-        k_inner.push(parts[1]);
-    }
+    let (k_outer, k_inner) = split_in_two(
+        sch,
+        &axes.reductions,
+        &r_exts,
+        draw.as_ref().map(|d| d.reductions.as_slice()),
+    )?;
     // The blockable loops (a conv's output rows beside the row axis's pixels): a block
     // of them inside each parallel iteration, between the N1 tile and the M1 row tiles,
     // so that each packed panel serves them all (the c256 14 x 14 conv's panel served
     // one output row a block: its main nest ran at 93 GFLOP/s, 239 with 7 rows).
-    let mut b_outer = Vec::new();
-    let mut b_inner = Vec::new();
-    for (i, l) in axes.blockable.iter().enumerate() {
-        let hint = draw.as_ref().map(|d| d.blocks[i].clone());
-        let f = sch
-            .sample_perfect_tile(*l, 2, b_exts[i], hint)
-            .map_err(at("sample_perfect_tile"))?;
-        let parts = split_by(sch, *l, &f)?;
-        b_outer.push((*l, parts[0]));
-        b_inner.push(parts[1]);
-    }
+    let (b_outer, b_inner) = split_in_two(
+        sch,
+        &axes.blockable,
+        &b_exts,
+        draw.as_ref().map(|d| d.blocks.as_slice()),
+    )?;
     let mut outer: Vec<LoopRv> = axes
         .rest
         .iter()
-        .map(|l| b_outer.iter().find(|(b, _)| b == l).map_or(*l, |(_, o)| *o))
+        .map(|l| match axes.blockable.iter().position(|b| b == l) {
+            Some(i) => b_outer[i],
+            None => *l,
+        })
         .collect();
     outer.extend(u.as_ref().map(|u| u[0]));
     outer.push(v[0]);
@@ -539,6 +532,29 @@ fn split_by(
 ) -> Result<Vec<LoopRv>, SketchError> {
     let args: Vec<Option<IntArg>> = factors.iter().map(|f| Some(IntArg::Rv(*f))).collect();
     sch.split(lp, &args).map_err(at("split"))
+}
+
+/// Splits each of `loops` in two (`sample_perfect_tile`, the inner part at most the
+/// loop's extent in `extents`), hinted by the draw's `[outer, inner]` pairs; the outer
+/// parts and the inner parts, in the order of `loops`.
+fn split_in_two(
+    sch: &mut Schedule,
+    loops: &[LoopRv],
+    extents: &[i64],
+    hints: Option<&[Vec<i64>]>,
+) -> Result<(Vec<LoopRv>, Vec<LoopRv>), SketchError> {
+    let mut outer = Vec::new();
+    let mut inner = Vec::new();
+    for (i, l) in loops.iter().enumerate() {
+        let hint = hints.map(|h| h[i].clone());
+        let f = sch
+            .sample_perfect_tile(*l, 2, extents[i], hint)
+            .map_err(at("sample_perfect_tile"))?;
+        let parts = split_by(sch, *l, &f)?;
+        outer.push(parts[0]);
+        inner.push(parts[1]);
+    }
+    Ok((outer, inner))
 }
 
 /// Vectorizes the innermost loop of `block` unless it is already (an initialisation
