@@ -590,6 +590,23 @@ impl SearchSpace {
             key,
             reason,
         };
+        // A padding rule's multiples (each at least 2) and its waste bound (in [0, 1)).
+        let check_padding = |multiples_key: &'static str,
+                             multiples: &[i64],
+                             waste_key: &'static str,
+                             waste: f64|
+         -> Result<(), SpaceError> {
+            if !(0.0..1.0).contains(&waste) {
+                return Err(invalid(waste_key, format!("{waste} is not in [0, 1)")));
+            }
+            if let Some(m) = multiples.iter().find(|m| **m < 2) {
+                return Err(invalid(
+                    multiples_key,
+                    format!("{m} is not a multiple to pad to (at least 2)"),
+                ));
+            }
+            Ok(())
+        };
         let levels = f
             .tiling
             .structure
@@ -650,18 +667,12 @@ impl SearchSpace {
                 "must be at least 1".into(),
             ));
         }
-        if !(0.0..1.0).contains(&f.tiling.max_waste) {
-            return Err(invalid(
-                "tiling.max_waste",
-                format!("{} is not in [0, 1)", f.tiling.max_waste),
-            ));
-        }
-        if let Some(m) = f.tiling.pad_multiples.iter().find(|m| **m < 2) {
-            return Err(invalid(
-                "tiling.pad_multiples",
-                format!("{m} is not a multiple to pad to (at least 2)"),
-            ));
-        }
+        check_padding(
+            "tiling.pad_multiples",
+            &f.tiling.pad_multiples,
+            "tiling.max_waste",
+            f.tiling.max_waste,
+        )?;
         for (key, x) in [
             ("tiling.implicit_gemm", f.tiling.implicit_gemm),
             ("tiling.implicit_gemm_rows", f.tiling.implicit_gemm_rows),
@@ -904,18 +915,12 @@ impl SearchSpace {
                         "the max_* bounds must be at least 1, reserved_registers at least 0".into(),
                     ));
                 }
-                if let Some(m) = r.pad_multiples.iter().find(|m| **m < 2) {
-                    return Err(invalid(
-                        "register_tile.pad_multiples",
-                        format!("{m} is not a multiple to pad to (at least 2)"),
-                    ));
-                }
-                if !(0.0..1.0).contains(&r.max_waste) {
-                    return Err(invalid(
-                        "register_tile.max_waste",
-                        format!("{} is not in [0, 1)", r.max_waste),
-                    ));
-                }
+                check_padding(
+                    "register_tile.pad_multiples",
+                    &r.pad_multiples,
+                    "register_tile.max_waste",
+                    r.max_waste,
+                )?;
                 let panel_at = r
                     .panel_at
                     .iter()
