@@ -11,7 +11,8 @@
 //! row) and the rest (batch, a conv's `p`), left whole. Then:
 //!
 //! 1. An einsum whose vector axis is not a multiple of the vector width is padded to one
-//!    (`pad_einsum`), its zero-filled copies inlined; a conv's padded input stays a
+//!    (`pad_einsum`), and so are a conv's output channels (its weights zero-filled
+//!    along them), their zero-filled copies inlined; a conv's padded input stays a
 //!    stage of its own (the panel copies read it in bounds).
 //! 2. `cache_write` of the main block into a local accumulator; epilogues (bias, relu)
 //!    inlined into its write-back.
@@ -736,13 +737,10 @@ fn draw_tiles(
     None
 }
 
-/// Pads an einsum main block (`pad_einsum`): its vector axis to whole vectors where it is
-/// not a whole number of them (1, 2 or 4 vectors at a time: a decision of the trace among
-/// those that waste at most `max_waste`, else one), and, with the rule's
-/// `pad_multiples`, its reduction axes and the spatial axes the operand read along the
-/// vector axis does not read (a GEMM's `i`, `k`) to a multiple drawn among those that
-/// waste at most `max_waste`, or unpadded (`k = 1322 = 2 x 661` leaves the panel 2 or
-/// 661 deep unpadded). Returns whether it padded.
+/// Pads the main block (`pad_einsum`) where its axes tile badly: a GEMM's axes
+/// ([`gemm_pad_choices`]) or a conv's output channels ([`conv_pad_choices`]), each a
+/// list of the multiples an iteration variable may be padded to (`[1]`: unpadded), a
+/// decision of the trace where there are several. Returns whether it padded.
 fn pad_axes(
     sch: &mut Schedule,
     main: &str,
@@ -754,53 +752,111 @@ fn pad_axes(
         let [b] = p.find_block(main)[..] else {
             return Ok(false);
         };
-        if crate::schedule::pad_einsum::check_einsum(p, b).is_err() {
-            return Ok(false);
+        if crate::schedule::pad_einsum::check_einsum(p, b).is_ok() {
+            gemm_pad_choices(p, b, lanes, rule)
+        } else {
+            conv_pad_choices(p, b, lanes, rule)
         }
-        let Some(v) = vector_var(p, b) else {
-            return Ok(false);
-        };
-        let packed: Vec<Expr> = p
-            .block_reads(b)
-            .into_iter()
-            .find(|(_, idx)| idx.iter().any(|e| e.uses_var(v)))
-            .map(|(_, idx)| idx)
-            .unwrap_or_default();
+    };
+    let Some(choices) = choices.filter(|c| c.iter().any(|c| c != &[1])) else {
+        return Ok(false);
+    };
+    let b = sch.get_block(main).map_err(at("pad_einsum"))?;
+    super::pad_by_choices(sch, b, &choices)?;
+    Ok(true)
+}
+
+/// The multiples a vector axis of `extent` is padded to: whole vectors where it is not a
+/// whole number of them (1, 2 or 4 vectors at a time, those that waste at most
+/// `max_waste`, else one); where it is, unpadded, or padded to 2 or 4 vectors where its
+/// vectors have few divisors.
+fn vector_pad_choices(extent: i64, lanes: i64, rule: &RegisterTile) -> Vec<i64> {
+    let whole = extent % lanes == 0;
+    let c = multiples_within(
+        extent,
+        &[lanes, 2 * lanes, 4 * lanes],
+        rule.max_waste,
+        whole && !super::few_divisors(extent / lanes),
+    );
+    match (c.is_empty(), whole) {
+        (false, _) => c,
+        (true, false) => vec![lanes],
+        (true, true) => vec![1],
+    }
+}
+
+/// An einsum's padding: its vector axis as [`vector_pad_choices`], and, with the rule's
+/// `pad_multiples`, its reduction axes and the spatial axes the operand read along the
+/// vector axis does not read (a GEMM's `i`, `k`) to a multiple drawn among those that
+/// waste at most `max_waste`, or unpadded (`k = 1322 = 2 x 661` leaves the panel 2 or
+/// 661 deep unpadded). `None` without a vector axis.
+fn gemm_pad_choices(
+    p: &Program,
+    b: crate::ir::BlockId,
+    lanes: i64,
+    rule: &RegisterTile,
+) -> Option<Vec<Vec<i64>>> {
+    let v = vector_var(p, b)?;
+    let packed: Vec<Expr> = p
+        .block_reads(b)
+        .into_iter()
+        .find(|(_, idx)| idx.iter().any(|e| e.uses_var(v)))
+        .map(|(_, idx)| idx)
+        .unwrap_or_default();
+    Some(
         p.block(b)
             .iter_vars
             .iter()
             .map(|iv| {
-                let e = iv.extent;
                 if iv.var == v {
-                    let whole = e % lanes == 0;
-                    let c = multiples_within(
-                        e,
-                        &[lanes, 2 * lanes, 4 * lanes],
-                        rule.max_waste,
-                        whole && !super::few_divisors(e / lanes),
-                    );
-                    match (c.is_empty(), whole) {
-                        (false, _) => c,
-                        (true, false) => vec![lanes],
-                        (true, true) => vec![1],
-                    }
+                    vector_pad_choices(iv.extent, lanes, rule)
                 } else if iv.kind == IterKind::Reduce || !packed.iter().any(|x| x.uses_var(iv.var))
                 {
                     // Unpadded stays a choice: padding A's rows or reduction costs a copy
                     // of A, which a skinny GEMM (703 x 67 x 1420) reads only once.
-                    multiples_within(e, &rule.pad_multiples, rule.max_waste, true)
+                    multiples_within(iv.extent, &rule.pad_multiples, rule.max_waste, true)
                 } else {
                     vec![1]
                 }
             })
-            .collect::<Vec<_>>()
-    };
-    if choices.iter().all(|c| c == &[1]) {
-        return Ok(false);
+            .collect(),
+    )
+}
+
+/// A conv's padding: its output channels `k`, the vector axis of an NHWC conv and one of
+/// an NCHW conv's two (step 1b), as [`vector_pad_choices`]. The weights are zero-filled
+/// along `k` (inlined into their packing) and the output written back where it exists;
+/// the data, which `k` does not index, are read as they are. (k = 413 ran as 25 vectors
+/// and 13 scalar lanes, or as rows of 7 and 59 beside 22 pixels of a stride-2 row.) The
+/// other axes stay: the pixels index the data inside expressions, which `pad_einsum`
+/// cannot pad, and padding the input channels would copy the data. `None` for a block
+/// that is no conv or whose channels `k` also index the data (a depthwise conv).
+fn conv_pad_choices(
+    p: &Program,
+    b: crate::ir::BlockId,
+    lanes: i64,
+    rule: &RegisterTile,
+) -> Option<Vec<Vec<i64>>> {
+    let paddable = crate::schedule::pad_einsum::paddable(p, b).ok()?;
+    let reads = super::staging::conv_reads(p, b)?;
+    let k = channel_var(p, b).or_else(|| vector_var(p, b))?;
+    let blk = p.block(b);
+    let pos = blk.iter_vars.iter().position(|iv| iv.var == k)?;
+    if !paddable[pos]
+        || !reads.weight_index.iter().any(|e| e.uses_var(k))
+        || reads.data_index.iter().any(|e| e.uses_var(k))
+    {
+        return None;
     }
-    let b = sch.get_block(main).map_err(at("pad_einsum"))?;
-    super::pad_by_choices(sch, b, &choices)?;
-    Ok(true)
+    Some(
+        blk.iter_vars
+            .iter()
+            .map(|iv| match iv.var == k && iv.extent % lanes != 0 {
+                true => vector_pad_choices(iv.extent, lanes, rule),
+                false => vec![1],
+            })
+            .collect(),
+    )
 }
 
 /// The multiples among `multiples` (smallest first) that pad `extent` by at most
@@ -1133,6 +1189,66 @@ mod tests {
             );
         }
     }
+    #[test]
+    fn a_convs_output_channels_are_padded_to_whole_vectors() {
+        // k = 40 output channels on 16 lanes: padded to 48 (`pad_einsum`; 64 would waste
+        // more than max_waste), the weights zero-filled along k, the data read as they
+        // are, the output written back where it exists. Where the channels are the
+        // vector axis (NHWC; NCHW by a decision) the micro-kernel loads the padded
+        // weights' panel as vectors. Every sample computes the reference.
+        let avx512 = SearchSpace::cpu_default().with_vector_unit(16, 32);
+        for spec in [
+            "conv2d_nchw:n=1,c=8,h=13,w=13,k=40,r=3,s=3,stride=2,pad=1",
+            "conv2d_nhwc:n=1,c=8,h=9,w=9,k=40,r=3,s=3,stride=1,pad=1",
+        ] {
+            let mut vector_loads = 0;
+            for sch in check_samples(spec, &avx512, 8) {
+                let p = sch.program();
+                let trace = crate::schedule::text::print(sch.trace());
+                let weights = &p.buffer(p.params[1]).name;
+                let padded = p
+                    .buffers
+                    .iter()
+                    .find(|b| b.name == format!("{weights}_pad"))
+                    .unwrap_or_else(|| panic!("{spec}: weights not padded:\n{trace}"));
+                let stored = &p.buffer(p.params[1]).shape;
+                let k_dim = stored.iter().position(|e| *e == 40).unwrap();
+                let mut expected = stored.clone();
+                expected[k_dim] = 48;
+                assert_eq!(padded.shape, expected, "{spec}:\n{trace}");
+                assert_eq!(
+                    p.buffer(*p.params.last().unwrap())
+                        .shape
+                        .iter()
+                        .filter(|e| **e == 48)
+                        .count(),
+                    0
+                );
+                let code = crate::codegen::cpu::generate(&lower(p, Backend::Cpu).unwrap())
+                    .unwrap()
+                    .code;
+                for scope in ["local", "global"] {
+                    let panel = format!("{weights}_pad_{scope}[");
+                    assert!(!code.contains(&format!("? {panel}")), "{spec}:\n{code}");
+                    vector_loads += usize::from(code.contains(&format!("tessel_vload(&{panel}")));
+                }
+            }
+            assert!(
+                vector_loads > 0,
+                "{spec}: no sample loads the padded weights as vectors"
+            );
+        }
+        // Channels that are whole vectors stay as they are.
+        for sch in check_samples(
+            "conv2d_nhwc:n=1,c=8,h=9,w=9,k=32,r=3,s=3,stride=1,pad=1",
+            &avx512,
+            3,
+        ) {
+            let trace = crate::schedule::text::print(sch.trace());
+            assert!(!trace.contains("pad_einsum"), "{trace}");
+        }
+    }
+
     #[test]
     fn a_gemms_axes_without_small_factors_are_padded_to_multiples_within_the_waste() {
         // 127 x 40 x 661 on 16 lanes: n = 40 is padded to whole vectors (48; 64 would waste
