@@ -83,12 +83,19 @@ impl CpuToolchain {
     }
 }
 
-/// The OpenMP wait policy the worker runs kernels under unless the user set
-/// `OMP_WAIT_POLICY`: threads that finish a parallel loop sleep instead of spinning. On
-/// the shared 2-core EPYC (load 4 from other builds, 2026-11-23) a hand-written 512^3
-/// GEMM on 2 threads ran at 36 GFLOP/s with spinning threads and 115-150 with sleeping
-/// ones (85 on one thread); a wake-up costs microseconds per kernel on an idle machine.
-pub const OMP_WAIT_POLICY: &str = "passive";
+/// How the worker's OpenMP threads wait between parallel loops, set where the user set
+/// neither `OMP_WAIT_POLICY` nor `GOMP_SPINCOUNT`: spin 10,000 times (about 0.1 ms by
+/// libgomp's estimate of 100,000 spins a millisecond), then sleep. With
+/// `passive` alone (the default until 2026-11-29) a call's two or three parallel loops
+/// (a padded copy, the packing, the main nest) each woke sleeping threads: on the 2-core
+/// AVX-512 VM, tuned convs ran 1.13x-1.24x faster and 512^3 / 1024^3 GEMMs 1.18x-1.24x
+/// with a spin count of 10,000, the tuner compiling beside them (`benches/RESULTS.md`).
+/// libgomp takes an explicit `GOMP_SPINCOUNT` over the policy's own count (300,000 with
+/// no policy, which on a loaded 2-core EPYC cost a 512^3 GEMM 3-4x, 2026-11-23), and
+/// spins none where it runs more threads than the CPUs it may use; LLVM's libomp (a
+/// clang build) ignores it and sleeps at once (`passive`).
+pub const OPENMP_WAIT: [(&str, &str); 2] =
+    [("OMP_WAIT_POLICY", "passive"), ("GOMP_SPINCOUNT", "10000")];
 
 /// The OpenMP threads kernels run on: `OMP_NUM_THREADS` when it is a positive number
 /// (`tessel tune --threads N` sets it for the worker), else every hardware thread this

@@ -1137,8 +1137,9 @@ impl Worker {
             .prefix("tessel-worker-")
             .tempdir()?;
         let mut cmd = Command::new(exe);
-        if std::env::var_os("OMP_WAIT_POLICY").is_none() {
-            cmd.env("OMP_WAIT_POLICY", super::cpu::OMP_WAIT_POLICY);
+        let wait = super::cpu::OPENMP_WAIT;
+        if wait.iter().all(|(key, _)| std::env::var_os(key).is_none()) {
+            cmd.envs(wait);
         }
         let mut child = cmd
             .env("TMPDIR", tmp.path())
