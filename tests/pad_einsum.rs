@@ -253,3 +253,77 @@ fn a_convolution_pads_its_batch_and_channel_axes() {
         assert!(e.contains("inside an index expression"), "{spec}: {e}");
     }
 }
+
+/// A convolution's output pixels, which the data are read at inside expressions
+/// (`p * stride + r`), pad exactly too: the data are read through a zero-filled copy
+/// grown to the largest index the padded pixels reach (their outputs are cropped). The
+/// padded program computes the reference, NCHW and NHWC, stride 1 and 2, and replays.
+#[test]
+fn a_convolutions_pixels_pad_by_growing_the_data_they_read() {
+    for spec in [
+        "conv2d_nchw:n=1,c=5,h=9,w=7,k=6,r=3,s=3,stride=1,pad=1",
+        "conv2d_nhwc:n=2,c=3,h=11,w=13,k=4,r=3,s=2,stride=2,pad=1",
+    ] {
+        let w = workload::preset(spec).unwrap();
+        let program = w.to_program();
+        let mut sch = Schedule::new(program.clone(), 0);
+        let name = reduction_block(&sch);
+        let b = main_block(&mut sch, &name);
+        let (pad, data_before) = {
+            let p = sch.program();
+            let id = sch.block_id(b).unwrap();
+            let paddable = tessel::schedule::pad_einsum::paddable(p, id).unwrap();
+            // The spatial variables `paddable` leaves out: the output pixels.
+            let pad: Vec<IntArg> = p
+                .block(id)
+                .iter_vars
+                .iter()
+                .zip(&paddable)
+                .map(|(iv, ok)| {
+                    let pixel = !ok && iv.kind == tessel::ir::IterKind::Spatial;
+                    IntArg::Lit(if pixel { 4 } else { 1 })
+                })
+                .collect();
+            assert_eq!(
+                pad.iter().filter(|x| **x == IntArg::Lit(4)).count(),
+                2,
+                "{spec}"
+            );
+            (pad, data_read(p, id))
+        };
+        sch.pad_einsum(b, &pad).unwrap();
+        let err = tessel::interp::check(&program, sch.program(), 5).unwrap();
+        assert!(
+            err < tessel::interp::TOLERANCE,
+            "{spec}: relative error {err}"
+        );
+        let p = sch.program();
+        let id = p.find_block(&name)[0];
+        let data_after = data_read(p, id);
+        assert!(
+            data_after.iter().zip(&data_before).all(|(a, b)| a >= b)
+                && data_after
+                    .iter()
+                    .zip(&data_before)
+                    .filter(|(a, b)| a > b)
+                    .count()
+                    == 2,
+            "{spec}: {data_before:?} -> {data_after:?}"
+        );
+        let again = replay(sch.trace(), program, 0).unwrap();
+        assert_eq!(
+            tessel::ir::printer::print_program(again.program()),
+            tessel::ir::printer::print_program(sch.program())
+        );
+    }
+}
+
+/// The shape of the buffer block `b` reads at index expressions (a conv's data).
+fn data_read(p: &Program, b: tessel::ir::BlockId) -> Vec<i64> {
+    let (buf, _) = p
+        .block_reads(b)
+        .into_iter()
+        .find(|(_, idx)| idx.iter().any(|e| !matches!(e, tessel::ir::Expr::Var(_))))
+        .unwrap();
+    p.buffer(buf).shape.clone()
+}

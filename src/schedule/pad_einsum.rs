@@ -5,8 +5,10 @@
 //! The block must be an einsum: a reduction `C[s..] = C[s..] + X[..] * Y[..] * ...` whose
 //! store indices are its iteration variables, alone in a perfect nest of its own loops.
 //! A factor may read at index expressions (a convolution's data at `p * stride + r`); a
-//! variable used in such an expression cannot be padded ([`paddable`]), one read only as
-//! a whole index (a conv's `n`, `k`, `c`) can. Each
+//! reduction variable used in such an expression cannot be padded, a spatial one can
+//! (the buffer read then grows to the expression's largest value over the padded domain),
+//! one read only as a whole index (a conv's `n`, `k`, `c`) can; [`paddable`] names those
+//! padded without growing a buffer read at an expression. Each
 //! iteration variable `v` of extent `e` with padding `p` gets the extent `ceil(e / p) * p`.
 //! Every input read along a padded variable is read through a new stage `X_pad`
 //! (`if_then_else(in bounds, X[..], 0)`, over the padded shape), and when a spatial
@@ -237,12 +239,17 @@ pub fn pad_einsum(p: &mut Program, b: BlockId, padding: &[i64]) -> Result<()> {
         return Ok(());
     }
     let fixed = es.in_expressions();
-    if let Some(v) = padded.keys().find(|v| fixed.contains(v)) {
+    let reduction = |v: &VarId| {
+        blk.iter_vars
+            .iter()
+            .any(|iv| iv.var == *v && iv.kind == IterKind::Reduce)
+    };
+    if let Some(v) = padded.keys().find(|v| fixed.contains(v) && reduction(v)) {
         return Err(refuse(
             p,
             b,
             format!(
-                "it reads the padded variable {} inside an index expression",
+                "it reads the padded reduction variable {} inside an index expression",
                 p.var_name(*v)
             ),
         ));
@@ -272,6 +279,11 @@ pub fn pad_einsum(p: &mut Program, b: BlockId, padding: &[i64]) -> Result<()> {
         }
     }
     let new_extent = |v: &VarId, e: i64| padded.get(v).map_or(e, |(_, n)| *n);
+    let padded_domain: BTreeMap<VarId, i64> = blk
+        .iter_vars
+        .iter()
+        .map(|iv| (iv.var, new_extent(&iv.var, iv.extent)))
+        .collect();
     let root_pos = p
         .root
         .iter()
@@ -286,22 +298,34 @@ pub fn pad_einsum(p: &mut Program, b: BlockId, padding: &[i64]) -> Result<()> {
             Expr::Var(v) => Some(*v),
             _ => None,
         };
-        if !idx
-            .iter()
-            .filter_map(whole)
-            .any(|v| padded.contains_key(&v))
-        {
+        // A dimension read at a padded variable grows to its padded extent, one read at
+        // an expression of a padded variable to the expression's largest value over the
+        // padded domain (a conv's data row read at `q * stride + s` by padded pixels `q`);
+        // one read at an expression of unpadded variables keeps its extent.
+        let mut shape = Vec::new();
+        for (n, e) in p.buffer(*buf).shape.iter().zip(idx) {
+            shape.push(match whole(e) {
+                Some(v) => new_extent(&v, *n),
+                None if e.vars().iter().any(|v| padded.contains_key(v)) => {
+                    let range = crate::ir::interval::bound(e, &padded_domain);
+                    if range.min < 0 || !range.is_bounded() {
+                        return Err(refuse(
+                            p,
+                            b,
+                            format!(
+                                "it reads {} at an index that may be negative",
+                                p.buffer(*buf).name
+                            ),
+                        ));
+                    }
+                    (*n).max(range.max + 1)
+                }
+                None => *n,
+            });
+        }
+        if shape == p.buffer(*buf).shape {
             continue;
         }
-        // A dimension read at a padded variable grows; one read at an expression (of
-        // unpadded variables only) keeps its extent.
-        let shape: Vec<i64> = p
-            .buffer(*buf)
-            .shape
-            .iter()
-            .zip(idx)
-            .map(|(n, e)| whole(e).map_or(*n, |v| new_extent(&v, *n)))
-            .collect();
         if let Some(prev) = done.get(buf) {
             if p.buffer(*prev).shape != shape {
                 return Err(refuse(

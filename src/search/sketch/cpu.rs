@@ -824,13 +824,17 @@ fn gemm_pad_choices(
 }
 
 /// A conv's padding: its output channels `k`, the vector axis of an NHWC conv and one of
-/// an NCHW conv's two (step 1b), as [`vector_pad_choices`]. The weights are zero-filled
-/// along `k` (inlined into their packing) and the output written back where it exists;
-/// the data, which `k` does not index, are read as they are. (k = 413 ran as 25 vectors
-/// and 13 scalar lanes, or as rows of 7 and 59 beside 22 pixels of a stride-2 row.) The
-/// other axes stay: the pixels index the data inside expressions, which `pad_einsum`
-/// cannot pad, and padding the input channels would copy the data. `None` for a block
-/// that is no conv or whose channels `k` also index the data (a depthwise conv).
+/// an NCHW conv's two (step 1b), as [`vector_pad_choices`]; and its widest output pixel
+/// axis (the later of equal ones: `q`, the micro-kernel's row axis where the channels are
+/// its vector axis) to a multiple of the rule's `pad_multiples` within `max_waste`, or
+/// unpadded, as a GEMM's rows. The weights are zero-filled along `k` (inlined into their
+/// packing) and the output written back where it exists; the data, which the pixels read
+/// at `q * stride + s`, through a zero-filled copy grown to the padded pixels' reach.
+/// (k = 413 ran as 25 vectors and 13 scalar lanes, or as rows of 7 and 59 beside 22
+/// pixels of a stride-2 row; 23 pixels a row left row tiles of 1 or 23.) The reduction
+/// axes stay: padding the input channels would copy the data for a deeper panel. `None`
+/// for a block that is no conv or whose channels `k` also index the data (a depthwise
+/// conv).
 fn conv_pad_choices(
     p: &Program,
     b: crate::ir::BlockId,
@@ -848,12 +852,29 @@ fn conv_pad_choices(
     {
         return None;
     }
+    // The output pixels: spatial, stored, and read by the data inside expressions.
+    let pixel = blk
+        .iter_vars
+        .iter()
+        .zip(&paddable)
+        .filter(|(iv, ok)| {
+            !**ok && iv.kind == IterKind::Spatial && blk.body.indices.contains(&Expr::Var(iv.var))
+        })
+        .map(|(iv, _)| iv)
+        .enumerate()
+        .max_by_key(|(i, iv)| (iv.extent, *i))
+        .map(|(_, iv)| iv.var);
     Some(
         blk.iter_vars
             .iter()
-            .map(|iv| match iv.var == k && iv.extent % lanes != 0 {
-                true => vector_pad_choices(iv.extent, lanes, rule),
-                false => vec![1],
+            .map(|iv| {
+                if iv.var == k && iv.extent % lanes != 0 {
+                    vector_pad_choices(iv.extent, lanes, rule)
+                } else if Some(iv.var) == pixel {
+                    multiples_within(iv.extent, &rule.pad_multiples, rule.max_waste, true)
+                } else {
+                    vec![1]
+                }
             })
             .collect(),
     )
@@ -1247,6 +1268,35 @@ mod tests {
             let trace = crate::schedule::text::print(sch.trace());
             assert!(!trace.contains("pad_einsum"), "{trace}");
         }
+    }
+
+    #[test]
+    fn a_convs_row_of_a_prime_number_of_pixels_may_be_padded() {
+        // 23 output pixels a row (a prime) left the micro-kernel row tiles of 1 or 23
+        // pixels. The widest pixel axis (q, the later of two equal ones) is offered padded
+        // to 24 (by 8: 16 and up would waste more than max_waste) or unpadded, a decision
+        // of the trace; padded, the output is written back where it exists and the data
+        // are read through a copy grown by the padded pixels' reach. Every sample computes
+        // the reference.
+        let avx512 = SearchSpace::cpu_default().with_vector_unit(16, 32);
+        let spec = "conv2d_nhwc:n=1,c=4,h=23,w=23,k=16,r=3,s=3,stride=1,pad=1";
+        let mut outputs = std::collections::BTreeSet::new();
+        for sch in check_samples(spec, &avx512, 12) {
+            let trace = crate::schedule::text::print(sch.trace());
+            assert!(
+                trace.contains("sample_categorical(candidates=[1, 8], "),
+                "{trace}"
+            );
+            let p = sch.program();
+            let out = &p.buffer(*p.params.last().unwrap()).name;
+            let padded = p.buffers.iter().find(|b| b.name == format!("{out}_pad"));
+            outputs.insert(padded.map(|b| b.shape.clone()));
+        }
+        assert_eq!(
+            outputs,
+            [None, Some(vec![1, 23, 24, 16])].into_iter().collect(),
+            "{outputs:?}"
+        );
     }
 
     #[test]
