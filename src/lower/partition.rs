@@ -6,7 +6,9 @@
 //!
 //! An innermost loop (serial or vectorized) whose body is one store of
 //! `select(c, a, b)`, where every conjunct of `c` that reads the loop variable bounds it
-//! by a constant (`q >= 1`, `q < 15`, `14 >= q` ...), becomes the loop's three ranges:
+//! (or it plus a constant) by a constant (`q >= 1`, `q < 15`, `14 >= q` ...), becomes
+//! the loop's three ranges, each partitioned again where it stores a select still (a
+//! copy inlined into a copy):
 //! `[0, lo)` storing `b`, `[lo, hi)` storing `a` where the other conjuncts hold (`b` where
 //! they do not), `[hi, N)` storing `b`, each a loop of the same kind, its variable
 //! shifted by the range's start. The middle loop reads `a` unconditionally: a row of
@@ -27,7 +29,12 @@ pub fn partition(body: &mut Vec<KStmt>) {
             _ => {}
         }
         match split(&st) {
-            Some(parts) => out.extend(parts),
+            // A part may store a guarded value again (a copy of a copy, inlined: nested
+            // selects); each split takes one select away.
+            Some(mut parts) => {
+                partition(&mut parts);
+                out.extend(parts)
+            }
             None => out.push(st),
         }
     }
@@ -116,15 +123,26 @@ fn split(st: &KStmt) -> Option<Vec<KStmt>> {
     Some(out)
 }
 
-/// The range `[from, to)` a conjunct comparing `v` with a constant confines it to.
+/// The range `[from, to)` a conjunct comparing `v` (or `v` plus a constant) with a
+/// constant confines it to.
 fn bound(c: &Expr, v: VarId) -> Option<(i64, i64)> {
     let Expr::Bin(op, a, b) = c else {
         return None;
     };
+    // `v + s` (a range shifted by its start, `s` = 0 included) compares as `v`, the
+    // constant less `s`.
+    let offset = |e: &Expr| match e {
+        Expr::Var(x) if *x == v => Some(0),
+        Expr::Bin(BinOp::Add, x, s) | Expr::Bin(BinOp::Add, s, x) => match (&**x, &**s) {
+            (Expr::Var(x), Expr::Int(s)) if *x == v => Some(*s),
+            _ => None,
+        },
+        _ => None,
+    };
     // Put the variable on the left: `k < v` is `v > k`.
     let (op, k) = match (&**a, &**b) {
-        (Expr::Var(x), Expr::Int(k)) if *x == v => (*op, *k),
-        (Expr::Int(k), Expr::Var(x)) if *x == v => (
+        (x, Expr::Int(k)) if offset(x).is_some() => (*op, *k - offset(x)?),
+        (Expr::Int(k), x) if offset(x).is_some() => (
             match op {
                 BinOp::Lt => BinOp::Gt,
                 BinOp::Le => BinOp::Ge,
@@ -132,7 +150,7 @@ fn bound(c: &Expr, v: VarId) -> Option<(i64, i64)> {
                 BinOp::Ge => BinOp::Le,
                 other => *other,
             },
-            *k,
+            *k - offset(x)?,
         ),
         _ => return None,
     };
@@ -235,6 +253,57 @@ mod tests {
         );
         let err = crate::interp::check_lowered(&program, &lowered, 3).unwrap();
         assert_eq!(err, 0.0);
+    }
+
+    #[test]
+    fn a_nested_guard_is_partitioned_level_by_level() {
+        // A copy inlined into a copy: `q < 15 ? (p >= 1 && q >= 1 ? load : 0) : 0`. Every
+        // loop that comes out stores a load or a zero, no select.
+        let (q, p) = (Expr::Var(VarId(0)), Expr::Var(VarId(1)));
+        let KStmt::For {
+            var,
+            extent,
+            kind,
+            mut body,
+        } = row(Expr::and(
+            Expr::ge(p, Expr::Int(1)),
+            Expr::ge(q.clone(), Expr::Int(1)),
+        ))
+        else {
+            unreachable!()
+        };
+        let KStmt::Store { value, .. } = &mut body[1] else {
+            unreachable!()
+        };
+        *value = Expr::select(Expr::lt(q, Expr::Int(15)), value.clone(), Expr::Float(0.0));
+        let mut parts = vec![KStmt::For {
+            var,
+            extent,
+            kind,
+            body,
+        }];
+        partition(&mut parts);
+        fn stores(body: &[KStmt], out: &mut Vec<Expr>) {
+            for s in body {
+                match s {
+                    KStmt::For { body, .. } | KStmt::If { then: body, .. } => stores(body, out),
+                    KStmt::Store { value, .. } => out.push(value.clone()),
+                    _ => {}
+                }
+            }
+        }
+        let mut values = Vec::new();
+        stores(&parts, &mut values);
+        assert!(
+            values.iter().any(|v| matches!(v, Expr::Load(..))),
+            "{parts:?}"
+        );
+        assert!(
+            values
+                .iter()
+                .all(|v| matches!(v, Expr::Load(..) | Expr::Float(_))),
+            "{parts:?}"
+        );
     }
 
     #[test]

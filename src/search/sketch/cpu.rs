@@ -369,6 +369,9 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
                 _ => continue,
             }
         };
+        if read_by_main {
+            inline_leftover_producers(sch, name, &mut leftovers)?;
+        }
         let b = sch.get_block(name).map_err(at("pad_einsum"))?;
         if read_by_main || attempt(sch, |s| s.compute_inline(b)).is_err() {
             leftovers.insert(0, name.clone());
@@ -391,6 +394,36 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     }
     for name in &leftovers {
         standalone(space, sch, name)?;
+    }
+    Ok(())
+}
+
+/// Inlines into the stage `name` the stages of `leftovers` it reads (a conv's padded
+/// copy of its data, read by the copy that grows it for padded pixels), so that the
+/// data are copied once, with both guards, where they were copied twice; each inlined
+/// stage leaves `leftovers`. A stage that cannot be inlined stays.
+fn inline_leftover_producers(
+    sch: &mut Schedule,
+    name: &str,
+    leftovers: &mut Vec<String>,
+) -> Result<(), SketchError> {
+    let producers: Vec<String> = {
+        let p = sch.program();
+        let [b] = p.find_block(name)[..] else {
+            return Ok(());
+        };
+        p.block_reads(b)
+            .iter()
+            .flat_map(|(buf, _)| p.writers(*buf))
+            .map(|w| p.block(w).name.clone())
+            .filter(|n| leftovers.contains(n))
+            .collect()
+    };
+    for producer in producers {
+        let b = sch.get_block(&producer).map_err(at("padding"))?;
+        if attempt(sch, |s| s.compute_inline(b)).is_ok() {
+            leftovers.retain(|n| *n != producer);
+        }
     }
     Ok(())
 }
@@ -1276,8 +1309,8 @@ mod tests {
         // pixels. The widest pixel axis (q, the later of two equal ones) is offered padded
         // to 24 (by 8: 16 and up would waste more than max_waste) or unpadded, a decision
         // of the trace; padded, the output is written back where it exists and the data
-        // are read through a copy grown by the padded pixels' reach. Every sample computes
-        // the reference.
+        // are read through a copy grown by the padded pixels' reach, into which the conv's
+        // own padded copy is inlined. Every sample computes the reference.
         let avx512 = SearchSpace::cpu_default().with_vector_unit(16, 32);
         let spec = "conv2d_nhwc:n=1,c=4,h=23,w=23,k=16,r=3,s=3,stride=1,pad=1";
         let mut outputs = std::collections::BTreeSet::new();
@@ -1291,6 +1324,20 @@ mod tests {
             let out = &p.buffer(*p.params.last().unwrap()).name;
             let padded = p.buffers.iter().find(|b| b.name == format!("{out}_pad"));
             outputs.insert(padded.map(|b| b.shape.clone()));
+            // The data are copied once: the conv's padded copy (25 x 25) inlined into the
+            // grown one (25 x 26), which then reads the input itself.
+            let [copy] = p.readers(p.params[0])[..] else {
+                panic!("the data read by more than one stage:\n{trace}");
+            };
+            let copied = &p.buffer(p.block(copy).body.buffer).shape;
+            let width = if padded.is_some() { 26 } else { 25 };
+            assert_eq!(copied, &vec![1, 25, width, 4], "{trace}");
+            // Lowered for the CPU (the one copy's two guards partitioned away), the
+            // kernels compute the reference too.
+            let program = crate::workload::preset(spec).unwrap().to_program();
+            let lowered = lower(p, Backend::Cpu).unwrap();
+            let err = crate::interp::check_lowered(&program, &lowered, 2).unwrap();
+            assert!(err < 1e-4, "relative error {err}:\n{trace}");
         }
         assert_eq!(
             outputs,
