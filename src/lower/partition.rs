@@ -133,8 +133,8 @@ fn bound(c: &Expr, v: VarId) -> Option<(i64, i64)> {
     // constant less `s`.
     let offset = |e: &Expr| match e {
         Expr::Var(x) if *x == v => Some(0),
-        Expr::Bin(BinOp::Add, x, s) | Expr::Bin(BinOp::Add, s, x) => match (&**x, &**s) {
-            (Expr::Var(x), Expr::Int(s)) if *x == v => Some(*s),
+        Expr::Bin(BinOp::Add, x, y) => match (&**x, &**y) {
+            (Expr::Var(x), Expr::Int(s)) | (Expr::Int(s), Expr::Var(x)) if *x == v => Some(*s),
             _ => None,
         },
         _ => None,
