@@ -12,7 +12,9 @@
 //!
 //! 1. An einsum whose vector axis is not a multiple of the vector width is padded to one
 //!    (`pad_einsum`), and so are a conv's output channels (its weights zero-filled
-//!    along them), their zero-filled copies inlined; a conv's padded input stays a
+//!    along them), their zero-filled copies inlined; a conv's widest pixel axis may be
+//!    padded too (its data then read through a copy grown by the padded pixels' reach,
+//!    the conv's own padded copy inlined into it); a conv's padded input stays a
 //!    stage of its own (the panel copies read it in bounds).
 //! 2. `cache_write` of the main block into a local accumulator; epilogues (bias, relu)
 //!    inlined into its write-back.
@@ -771,7 +773,8 @@ fn draw_tiles(
 }
 
 /// Pads the main block (`pad_einsum`) where its axes tile badly: a GEMM's axes
-/// ([`gemm_pad_choices`]) or a conv's output channels ([`conv_pad_choices`]), each a
+/// ([`gemm_pad_choices`]) or a conv's output channels and widest pixel axis
+/// ([`conv_pad_choices`]), each a
 /// list of the multiples an iteration variable may be padded to (`[1]`: unpadded), a
 /// decision of the trace where there are several. Returns whether it padded.
 fn pad_axes(
