@@ -897,9 +897,8 @@ fn conv_pad_choices(
             !**ok && iv.kind == IterKind::Spatial && blk.body.indices.contains(&Expr::Var(iv.var))
         })
         .map(|(iv, _)| iv)
-        .enumerate()
-        .max_by_key(|(i, iv)| (iv.extent, *i))
-        .map(|(_, iv)| iv.var);
+        .max_by_key(|iv| iv.extent) // the last of equal ones
+        .map(|iv| iv.var);
     Some(
         blk.iter_vars
             .iter()
