@@ -57,7 +57,7 @@ import re, sys, os
 out, workloads = sys.argv[1], sys.argv[2:]
 def flops(w):
     kind, _, a = w.partition(":")
-    if kind == "matmul":
+    if kind in ("matmul", "dense_bias_relu"):
         if "=" in a:
             p = dict(kv.split("=") for kv in a.split(","))
             return 2 * int(p["m"]) * int(p["n"]) * int(p["k"])

@@ -8,9 +8,11 @@ MEDIAN_SECONDS`.
 
   cpu_peers.py WORKLOAD THREADS
   WORKLOAD: matmul:MxNxK or matmul:m=M,n=N,k=K[,layout=nn|nt|tn|tt], or
-  conv2d_nchw:n=..,c=..,h=..,w=..,k=..,r=..,s=..,stride=1,pad=P
+  conv2d_nchw:n=..,c=..,h=..,w=..,k=..,r=..,s=..,stride=1,pad=P, or
+  dense_bias_relu:m=M,n=N,k=K
 
-GEMMs: numpy's matmul (OpenBLAS sgemm). Convs: PyTorch's conv2d (oneDNN) when torch
+GEMMs: numpy's matmul (OpenBLAS sgemm). Dense layers: the same, then the bias and relu
+in place, and PyTorch's `linear` (its sgemm). Convs: PyTorch's conv2d (oneDNN) when torch
 imports, and numpy im2col + OpenBLAS sgemm. THREADS sets OPENBLAS_NUM_THREADS,
 OMP_NUM_THREADS and torch.set_num_threads before the libraries load.
 """
@@ -81,5 +83,32 @@ elif kind == "conv2d_nchw":
         return np.matmul(wt.reshape(k, c * r * s), cols)
 
     print(f"peer numpy-im2col-openblas {timed(im2col_gemm):.9f}")
+elif kind == "dense_bias_relu":
+    # relu(X W^T + bias), W stored [n, k] as a PyTorch Linear layer's weight: numpy's
+    # matmul of the transposed view (OpenBLAS sgemm, no copy) then the bias and relu in
+    # place, and PyTorch's `linear` + `relu_` when torch imports.
+    p = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in args.split(",")}
+    m, n, k = p["m"], p["n"], p["k"]
+    x = rng.standard_normal((m, k), dtype=np.float32)
+    wt = rng.standard_normal((n, k), dtype=np.float32)
+    bias = rng.standard_normal(n, dtype=np.float32)
+    c = np.empty((m, n), dtype=np.float32)
+
+    def dense():
+        out = np.matmul(x, wt.T, out=c)
+        out += bias
+        np.maximum(out, 0.0, out=out)
+
+    print(f"peer numpy-openblas {timed(dense):.9f}")
+    try:
+        import torch
+
+        torch.set_num_threads(int(threads))
+        tx, tw, tb = torch.from_numpy(x), torch.from_numpy(wt), torch.from_numpy(bias)
+        with torch.no_grad():
+            f = lambda: torch.nn.functional.linear(tx, tw, tb).relu_()  # noqa: E731
+            print(f"peer torch-{torch.__version__}-linear {timed(f):.9f}")
+    except ImportError:
+        print("peer torch unavailable (no PyTorch on this machine)")
 else:
     sys.exit(f"cpu_peers.py: no peer for {spec}")

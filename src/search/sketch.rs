@@ -82,6 +82,7 @@
 
 mod cpu;
 mod cross_thread;
+mod lane_reduction;
 mod staging;
 mod tensor_core;
 mod wgmma;
@@ -110,6 +111,8 @@ pub enum SketchError {
         "the cross-thread reduction sketch does not apply to this workload (see `[cross_thread]`)"
     )]
     CrossThreadNotApplicable,
+    #[error("the lane-reduction sketch does not apply to this workload (see `[lane_reduction]`)")]
+    LaneReductionNotApplicable,
     #[error("{rule}: {source}")]
     Schedule {
         rule: &'static str,
@@ -259,6 +262,10 @@ pub enum SketchKind {
     /// A reduction read by a block's lanes side by side, their partial results summed
     /// through shared memory (`[cross_thread]`, `sketch/cross_thread.rs`).
     CrossThread,
+    /// A CPU reduction read a vector at a time along its largest input's contiguous axis,
+    /// each accumulator's lanes summed at the end (`[lane_reduction]`,
+    /// `sketch/lane_reduction.rs`).
+    LaneReduction,
 }
 
 impl SketchKind {
@@ -271,6 +278,7 @@ impl SketchKind {
             SketchKind::TensorCore => "tensor_core",
             SketchKind::Wgmma => "wgmma",
             SketchKind::CrossThread => "cross_thread",
+            SketchKind::LaneReduction => "lane_reduction",
         }
     }
 }
@@ -304,6 +312,9 @@ pub fn sketches(space: &SearchSpace, program: &Program) -> Result<Vec<SketchKind
     }
     if cross_thread::applies(space, program, main) {
         out.push(SketchKind::CrossThread);
+    }
+    if lane_reduction::applies(space, program, main) {
+        out.push(SketchKind::LaneReduction);
     }
     Ok(out)
 }
@@ -345,6 +356,14 @@ pub fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Result<(), S
                 .is_some_and(|c| rng.gen::<f64>() < c.probability) =>
         {
             SketchKind::CrossThread
+        }
+        _ if kinds.contains(&SketchKind::LaneReduction)
+            && space
+                .lane_reduction
+                .as_ref()
+                .is_some_and(|l| rng.gen::<f64>() < l.probability) =>
+        {
+            SketchKind::LaneReduction
         }
         (Some(rule), _)
             if kinds.contains(&SketchKind::SplitK) && rng.gen::<f64>() < rule.probability =>
@@ -449,6 +468,9 @@ pub fn apply_sketch(
     if kind == SketchKind::CrossThread {
         return cross_thread::apply(space, sch);
     }
+    if kind == SketchKind::LaneReduction {
+        return lane_reduction::apply(space, sch);
+    }
     if !has_reduction(sch.program()) {
         return elementwise(space, sch);
     }
@@ -484,7 +506,8 @@ pub fn apply_sketch(
         | SketchKind::RegisterTile
         | SketchKind::TensorCore
         | SketchKind::Wgmma
-        | SketchKind::CrossThread => None,
+        | SketchKind::CrossThread
+        | SketchKind::LaneReduction => None,
         SketchKind::SplitK => Some(split_k(space, sch, &st.main, padded)?),
     };
     // 3. Cache write and epilogues.

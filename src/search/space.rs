@@ -133,6 +133,8 @@ pub struct SearchSpace {
     pub split_k: Option<SplitK>,
     /// The cross-thread reduction sketch (`[cross_thread]`), when the space has one.
     pub cross_thread: Option<CrossThread>,
+    /// The CPU lane-reduction sketch (`[lane_reduction]`), when the space has one.
+    pub lane_reduction: Option<LaneReduction>,
     /// Software pipelining of the shared fetch (`[pipeline]`); `None`: never.
     pub pipeline: Option<PipelineRule>,
     /// The evolutionary search's parameters (`[search]`).
@@ -316,6 +318,32 @@ pub struct CrossThread {
     pub rows: Vec<i64>,
 }
 
+/// The CPU lane-reduction rule (`[lane_reduction]`; see `search_spaces/cpu.toml` and
+/// `sketch/lane_reduction.rs`): a workload that reads each element of its largest input at
+/// most `max_reuse` times, along a last reduction axis of at least `min_reduction` that is
+/// that input's contiguous axis, has a sketch that reads the axis a vector at a time into
+/// vector accumulators, a register tile of `rows` rows of the largest input by
+/// `reused_rows` of the others, and sums each accumulator's lanes at the end.
+/// `probability` is how often `sketch::apply` (random search) takes that sketch.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LaneReduction {
+    pub probability: f64,
+    pub max_reuse: i64,
+    pub min_reduction: i64,
+    pub rows: Vec<i64>,
+    pub reused_rows: Vec<i64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LaneReductionFile {
+    probability: f64,
+    max_reuse: i64,
+    min_reduction: i64,
+    rows: Vec<i64>,
+    reused_rows: Vec<i64>,
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CrossThreadFile {
@@ -338,6 +366,7 @@ struct File {
     vectorize: Option<Vectorize>,
     split_k: Option<SplitKFile>,
     cross_thread: Option<CrossThreadFile>,
+    lane_reduction: Option<LaneReductionFile>,
     pipeline: Option<PipelineFile>,
     register_tile: Option<RegisterTileFile>,
     tensor_core: Option<TensorCoreFile>,
@@ -607,6 +636,33 @@ impl SearchSpace {
             }
             Ok(())
         };
+        // A reduction rule's coin, input reuse bound, shortest reduction and count lists
+        // (keys: the section's probability, max_reuse and min_reduction, then each list's).
+        let check_reduction_rule = |keys: [&'static str; 3],
+                                    probability: f64,
+                                    max_reuse: i64,
+                                    min_reduction: i64,
+                                    lists: &[(&'static str, &Vec<i64>)]|
+         -> Result<(), SpaceError> {
+            if !(0.0..=1.0).contains(&probability) {
+                return Err(invalid(keys[0], format!("{probability} is not in [0, 1]")));
+            }
+            if max_reuse < 1 {
+                return Err(invalid(keys[1], format!("{max_reuse} is less than 1")));
+            }
+            if min_reduction < 2 {
+                return Err(invalid(keys[2], format!("{min_reduction} is less than 2")));
+            }
+            for (key, list) in lists {
+                if list.is_empty() || list.iter().any(|x| *x < 1) {
+                    return Err(invalid(
+                        key,
+                        format!("{list:?}: each must be at least 1, and at least one given"),
+                    ));
+                }
+            }
+            Ok(())
+        };
         let levels = f
             .tiling
             .structure
@@ -783,41 +839,52 @@ impl SearchSpace {
         };
         let cross_thread = match f.cross_thread {
             Some(c) => {
-                if !(0.0..=1.0).contains(&c.probability) {
-                    return Err(invalid(
+                check_reduction_rule(
+                    [
                         "cross_thread.probability",
-                        format!("{} is not in [0, 1]", c.probability),
-                    ));
-                }
-                for (key, list) in [
-                    ("cross_thread.lanes", &c.lanes),
-                    ("cross_thread.rows", &c.rows),
-                ] {
-                    if list.is_empty() || list.iter().any(|x| *x < 1) {
-                        return Err(invalid(
-                            key,
-                            format!("{list:?}: each must be at least 1, and at least one given"),
-                        ));
-                    }
-                }
-                if c.min_reduction < 2 {
-                    return Err(invalid(
-                        "cross_thread.min_reduction",
-                        format!("{} is less than 2", c.min_reduction),
-                    ));
-                }
-                if c.max_reuse < 1 {
-                    return Err(invalid(
                         "cross_thread.max_reuse",
-                        format!("{} is less than 1", c.max_reuse),
-                    ));
-                }
+                        "cross_thread.min_reduction",
+                    ],
+                    c.probability,
+                    c.max_reuse,
+                    c.min_reduction,
+                    &[
+                        ("cross_thread.lanes", &c.lanes),
+                        ("cross_thread.rows", &c.rows),
+                    ],
+                )?;
                 Some(CrossThread {
                     probability: c.probability,
                     max_reuse: c.max_reuse,
                     min_reduction: c.min_reduction,
                     lanes: c.lanes,
                     rows: c.rows,
+                })
+            }
+            None => None,
+        };
+        let lane_reduction = match f.lane_reduction {
+            Some(l) => {
+                check_reduction_rule(
+                    [
+                        "lane_reduction.probability",
+                        "lane_reduction.max_reuse",
+                        "lane_reduction.min_reduction",
+                    ],
+                    l.probability,
+                    l.max_reuse,
+                    l.min_reduction,
+                    &[
+                        ("lane_reduction.rows", &l.rows),
+                        ("lane_reduction.reused_rows", &l.reused_rows),
+                    ],
+                )?;
+                Some(LaneReduction {
+                    probability: l.probability,
+                    max_reuse: l.max_reuse,
+                    min_reduction: l.min_reduction,
+                    rows: l.rows,
+                    reused_rows: l.reused_rows,
                 })
             }
             None => None,
@@ -999,6 +1066,7 @@ impl SearchSpace {
             max_unrolled_statements: f.postprocess.max_unrolled_statements,
             split_k,
             cross_thread,
+            lane_reduction,
             pipeline,
             search,
             register_tile,
@@ -1145,6 +1213,35 @@ mod tests {
             old.split_k.unwrap().counts(256, 1 << 30),
             [2, 4, 8, 16, 32, 64, 128]
         );
+    }
+
+    /// `[lane_reduction]`: read from the CPU file, absent from the CUDA one; its bad
+    /// values refused naming the key.
+    #[test]
+    fn the_lane_reduction_rule_is_parsed_and_checked() {
+        let rule = SearchSpace::cpu_default()
+            .lane_reduction
+            .expect("the CPU space has the rule");
+        assert_eq!(rule.max_reuse, 16);
+        assert_eq!(rule.rows, [1, 2, 4, 8]);
+        assert!(SearchSpace::cuda_default().lane_reduction.is_none());
+        for (from, to, message) in [
+            (
+                "reused_rows = [1, 2, 4, 8]",
+                "reused_rows = [0]",
+                "f.toml: key `lane_reduction.reused_rows`: [0]: each must be at least 1, and at least one given",
+            ),
+            (
+                "min_reduction = 64",
+                "min_reduction = 1",
+                "f.toml: key `lane_reduction.min_reduction`: 1 is less than 2",
+            ),
+        ] {
+            let bad = CPU_DEFAULT.replace(from, to);
+            assert_ne!(bad, CPU_DEFAULT, "{from}");
+            let e = SearchSpace::parse(&bad, "f.toml").unwrap_err();
+            assert_eq!(e.to_string(), message);
+        }
     }
 
     /// `[cross_thread]`: read from the CUDA file, absent from the CPU's and from older

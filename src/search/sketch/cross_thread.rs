@@ -57,7 +57,7 @@ pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId
 }
 
 /// The extent of `main`'s last reduction axis (0 when it has none).
-fn last_reduction(p: &Program, main: crate::ir::BlockId) -> i64 {
+pub(super) fn last_reduction(p: &Program, main: crate::ir::BlockId) -> i64 {
     p.block(main)
         .iter_vars
         .iter()
@@ -68,7 +68,7 @@ fn last_reduction(p: &Program, main: crate::ir::BlockId) -> i64 {
 
 /// How many times `main` reads each element of its largest input, on average: its
 /// iterations over the input's elements (`None` when it reads no input).
-fn largest_input_reuse(p: &Program, main: crate::ir::BlockId) -> Option<i64> {
+pub(super) fn largest_input_reuse(p: &Program, main: crate::ir::BlockId) -> Option<i64> {
     let blk = p.block(main);
     let iterations = blk
         .extent_of(IterKind::Spatial)
@@ -97,7 +97,7 @@ fn row_counts(rows: &[i64], extents: &[i64]) -> Vec<i64> {
 }
 
 /// A uniform `sample_categorical` over `values`.
-fn sample(
+pub(super) fn sample(
     sch: &mut Schedule,
     values: &[i64],
     rule: &'static str,
@@ -107,16 +107,17 @@ fn sample(
         .map_err(at(rule))
 }
 
-/// The loop of `loops` that the rf block's factored variable (the partial results' first
-/// index) is bound to.
-fn factored_loop(
+/// The loop of `loops` that the rf block's factored variable (the partial results' index
+/// at `axis`, the `factor_axis` of its `rfactor`) is bound to.
+pub(super) fn factored_loop(
     sch: &Schedule,
     rf: crate::schedule::BlockRv,
     loops: &[LoopRv],
+    axis: usize,
 ) -> Result<LoopRv, SketchError> {
     let p = sch.program();
-    let blk = p.block(sch.block_id(rf).map_err(at("cross-thread reduction"))?);
-    let factored = blk.body.indices.first().and_then(|e| match e {
+    let blk = p.block(sch.block_id(rf).map_err(at("rfactor"))?);
+    let factored = blk.body.indices.get(axis).and_then(|e| match e {
         Expr::Var(v) => blk
             .iter_vars
             .iter()
@@ -235,7 +236,7 @@ pub(super) fn across_threads(
     sch.compute_at(rf, by_rows[0]).map_err(at(RULE))?;
     let rf_loops = sch.get_loops(rf).map_err(at(RULE))?;
     let inner = &rf_loops[1..];
-    let lane_loop = factored_loop(sch, rf, inner)?;
+    let lane_loop = factored_loop(sch, rf, inner, 0)?;
     let rf_kinds = loop_kinds(sch, rf, inner)?;
     let row_loops: Vec<LoopRv> = inner
         .iter()

@@ -1,0 +1,467 @@
+//! The CPU lane-reduction sketch (`[lane_reduction]` in `search_spaces/cpu.toml`): a
+//! reduction that reads its largest input once or a few times, along that input's
+//! contiguous axis (a GEMV of a weight stored `[out, in]`, a dense layer of a small batch,
+//! `X[i, k] * W[j, k]`), reads that axis a vector at a time into vector accumulators and
+//! sums each accumulator's lanes once at the end, the way a BLAS computes such a GEMV with
+//! dot products. The register-tile sketch instead packs the weight transposed, so that
+//! its output row is the vector axis: where each weight element is used once or a few
+//! times, the packing copy moves every byte twice for a product that moves it once (a
+//! 1 x 3001 x 1024 GEMV tuned to 0.28x OpenBLAS that way, 2026-11-29).
+//!
+//! ```text
+//! parallel for (rest, j0, i0):                       (the output in tiles of IR x JR)
+//!   acc[IR][JR][lanes] = 0                           (C_rf, vector registers)
+//!   for ko:                                          (the reduction, a vector a step)
+//!     for i in IR (unrolled), j in JR (unrolled), l in lanes (vectorized):
+//!       acc[i][j][l] += X[i, ko * lanes + l] * W[j, ko * lanes + l]
+//!   for i in IR, j in JR: C[i, j] = sum over l of acc[i][j][l]   (then the epilogues)
+//! ```
+//!
+//! In schedule terms: the last reduction axis is split by the vector width (half of it
+//! where the whole does not divide the axis), its inner part `rfactor`ed to the last axis
+//! of the partial results (so the lanes are contiguous), whose global buffer is replaced
+//! by a local one; the original block, now the sum of the lanes, accumulates in a local
+//! write-back (the epilogues inlined into it) and takes the output in tiles of `rows` of
+//! the largest input's rows by `reused_rows` of the other operand's (decisions of the
+//! trace, the pair within the vector registers, imperfect tiles guarded at the edges);
+//! the partial results are computed at the parallel loop, the reduction outermost, the
+//! tile's rows unrolled and the lanes vectorized.
+
+use super::{at, attempt, fuse, loop_kinds, stages, standalone, SketchError, AUTO_UNROLL_KEY};
+use crate::ir::{Expr, IterKind, Program};
+use crate::schedule::{AnnArg, IntArg, LoopRv, Schedule, Target};
+use crate::search::space::SearchSpace;
+
+const RULE: &str = "lane reduction";
+
+/// Whether the last index of `main`'s largest input is `main`'s last reduction variable
+/// (the input is read along its contiguous axis).
+fn reads_contiguously(p: &Program, main: crate::ir::BlockId) -> bool {
+    let blk = p.block(main);
+    let Some(last) = blk
+        .iter_vars
+        .iter()
+        .rev()
+        .find(|iv| iv.kind == IterKind::Reduce)
+    else {
+        return false;
+    };
+    p.block_reads(main)
+        .into_iter()
+        .max_by_key(|(buf, _)| p.buffer(*buf).numel())
+        .is_some_and(|(_, index)| index.last() == Some(&Expr::Var(last.var)))
+}
+
+/// The lane counts that split `main`'s last reduction axis: the vector width, else half of
+/// it, else a quarter (a count of at least 4), those that divide the axis; the first only.
+fn lane_count(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> Option<i64> {
+    let extent = super::cross_thread::last_reduction(p, main);
+    [1, 2, 4]
+        .iter()
+        .map(|d| space.vector_lanes / d)
+        .find(|l| *l >= 4 && extent % l == 0 && *l < extent)
+}
+
+/// Whether the rule applies to `main`: a CPU space with `[lane_reduction]`, a largest
+/// input read at most `max_reuse` times an element along its contiguous axis, which is the
+/// last reduction axis, at least `min_reduction` long and split by a lane count.
+pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> bool {
+    let Some(rule) = &space.lane_reduction else {
+        return false;
+    };
+    !space.is_gpu()
+        && super::cross_thread::largest_input_reuse(p, main).is_some_and(|r| r <= rule.max_reuse)
+        && reads_contiguously(p, main)
+        && super::cross_thread::last_reduction(p, main) >= rule.min_reduction
+        && lane_count(space, p, main).is_some()
+}
+
+/// Builds one sample of the sketch (see the module's documentation).
+pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), SketchError> {
+    let st = stages(sch.program())?;
+    for name in &st.padding {
+        let b = sch.get_block(name).map_err(at("inline padding"))?;
+        let _ = attempt(sch, |s| s.compute_inline(b));
+    }
+    let leftovers = across_lanes(space, sch, &st.main, &st.epilogues)?;
+    for name in st.reductions.iter().chain(&leftovers) {
+        standalone(space, sch, name)?;
+    }
+    Ok(())
+}
+
+/// The main block's output loops by their part: those the largest input does not index
+/// (a GEMM's rows `i`, whose operand each weight row is multiplied with), then those it
+/// does but the last (a batch), then the last of those (`j`, the weight's rows).
+struct OutputLoops {
+    reused: Vec<LoopRv>,
+    rest: Vec<LoopRv>,
+    rows: LoopRv,
+}
+
+/// The output index positions that `main`'s largest input reads (by the same variables).
+fn largest_input_positions(p: &Program, main: crate::ir::BlockId) -> Vec<usize> {
+    let blk = p.block(main);
+    let Some((_, index)) = p
+        .block_reads(main)
+        .into_iter()
+        .max_by_key(|(buf, _)| p.buffer(*buf).numel())
+    else {
+        return Vec::new();
+    };
+    blk.body
+        .indices
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| matches!(e, Expr::Var(v) if index.iter().any(|i| i.uses_var(*v))))
+        .map(|(pos, _)| pos)
+        .collect()
+}
+
+/// Splits the sum block's spatial `loops` into [`OutputLoops`]: a loop is the largest
+/// input's where the output index it binds is at one of `positions`.
+fn output_loops(
+    sch: &Schedule,
+    sum: crate::schedule::BlockRv,
+    loops: &[LoopRv],
+    positions: &[usize],
+) -> Result<OutputLoops, SketchError> {
+    let p = sch.program();
+    let blk = p.block(sch.block_id(sum).map_err(at(RULE))?);
+    let mut reused = Vec::new();
+    let mut reading = Vec::new();
+    for lp in loops {
+        let var = p.lp(sch.loop_id(*lp).map_err(at(RULE))?).var;
+        let position = blk
+            .iter_vars
+            .iter()
+            .zip(&blk.bindings)
+            .find(|(_, e)| **e == Expr::Var(var))
+            .and_then(|(iv, _)| {
+                blk.body
+                    .indices
+                    .iter()
+                    .position(|e| *e == Expr::Var(iv.var))
+            });
+        match position {
+            Some(pos) if positions.contains(&pos) => reading.push(*lp),
+            _ => reused.push(*lp),
+        }
+    }
+    let rows = reading
+        .pop()
+        .ok_or(SketchError::LaneReductionNotApplicable)?;
+    Ok(OutputLoops {
+        reused,
+        rest: reading,
+        rows,
+    })
+}
+
+/// The (reused rows, rows) tile pairs of the rule whose accumulators, the operand vectors
+/// of a step and one spare fit the vector registers:
+/// `IR * JR + IR + JR + 1 <= registers`, each at most its extent (the rule's smallest
+/// count where none is).
+fn tiles(space: &SearchSpace, reused_extent: i64, rows_extent: i64) -> Vec<(i64, i64)> {
+    let Some(rule) = &space.lane_reduction else {
+        return Vec::new();
+    };
+    let within = |counts: &[i64], extent: i64| -> Vec<i64> {
+        let fit: Vec<i64> = counts.iter().copied().filter(|c| *c <= extent).collect();
+        if fit.is_empty() {
+            counts.iter().copied().min().into_iter().collect()
+        } else {
+            fit
+        }
+    };
+    let mut out = Vec::new();
+    for ir in within(&rule.reused_rows, reused_extent) {
+        for jr in within(&rule.rows, rows_extent) {
+            if ir * jr + ir + jr < space.vector_registers {
+                out.push((ir, jr));
+            }
+        }
+    }
+    out
+}
+
+/// Schedules the reduction block `name` across vector lanes, with the elementwise
+/// `epilogues` after it inlined into its write-back where they can be; returns those that
+/// could not be.
+fn across_lanes(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    name: &str,
+    epilogues: &[String],
+) -> Result<Vec<String>, SketchError> {
+    let main = sch.get_block(name).map_err(at(RULE))?;
+    let (lanes, ndim, positions) = {
+        let p = sch.program();
+        let id = sch.block_id(main).map_err(at(RULE))?;
+        if !applies(space, p, id) {
+            return Err(SketchError::LaneReductionNotApplicable);
+        }
+        let lanes = lane_count(space, p, id).ok_or(SketchError::LaneReductionNotApplicable)?;
+        let ndim = p.block(id).body.indices.len() as i64;
+        (lanes, ndim, largest_input_positions(p, id))
+    };
+    // 1. The last reduction axis split by the lane count; its inner part factored to the
+    //    partial results' last axis, which are kept in a local buffer.
+    let loops = sch.get_loops(main).map_err(at(RULE))?;
+    let kinds = loop_kinds(sch, main, &loops)?;
+    let last_r = kinds
+        .iter()
+        .rposition(|k| *k == IterKind::Reduce)
+        .ok_or(SketchError::LaneReductionNotApplicable)?;
+    let k = sch
+        .split(loops[last_r], &[None, Some(IntArg::Lit(lanes))])
+        .map_err(at(RULE))?;
+    let rf = sch.rfactor(k[1], ndim).map_err(at(RULE))?;
+    let local = sch.cache_write(rf, 0, "local").map_err(at(RULE))?;
+    sch.compute_inline(local).map_err(at(RULE))?;
+    // 2. The sum of the lanes accumulates locally; the epilogues go into its write-back.
+    let write_back = sch.cache_write(main, 0, "local").map_err(at(RULE))?;
+    let mut leftovers = Vec::new();
+    for epilogue in epilogues {
+        let b = sch.get_block(epilogue).map_err(at("epilogue"))?;
+        if !(space.inline_epilogue && attempt(sch, |s| s.reverse_compute_inline(b)).is_ok()) {
+            leftovers.push(epilogue.clone());
+        }
+    }
+    // 3. The output in tiles of IR x JR, one parallel iteration each.
+    let sum_loops = sch.get_loops(main).map_err(at(RULE))?;
+    let Some((lane_sum, spatial)) = sum_loops.split_last() else {
+        return Err(SketchError::LaneReductionNotApplicable);
+    };
+    let parts = output_loops(sch, main, spatial, &positions)?;
+    let order: Vec<LoopRv> = parts
+        .rest
+        .iter()
+        .chain(&parts.reused)
+        .chain([&parts.rows])
+        .copied()
+        .collect();
+    sch.reorder(&order).map_err(at(RULE))?;
+    let extent = |sch: &Schedule, l: &LoopRv| -> Result<i64, SketchError> {
+        let id = sch.loop_id(*l).map_err(at(RULE))?;
+        Ok(sch.program().lp(id).extent)
+    };
+    let reused = if parts.reused.is_empty() {
+        None
+    } else {
+        Some(fuse(sch, &parts.reused)?)
+    };
+    let reused_extent = reused.map_or(Ok(1), |l| extent(sch, &l))?;
+    let rows_extent = extent(sch, &parts.rows)?;
+    let offered = tiles(space, reused_extent, rows_extent);
+    if offered.is_empty() {
+        return Err(SketchError::LaneReductionNotApplicable);
+    }
+    let jr_counts: Vec<i64> = dedup(offered.iter().map(|t| t.1));
+    let jr = super::cross_thread::sample(sch, &jr_counts, RULE)?;
+    let jr_value = sch.value(jr).map_err(at(RULE))?;
+    let rows = sch
+        .split(parts.rows, &[None, Some(IntArg::Rv(jr))])
+        .map_err(at(RULE))?;
+    let mut outer = parts.rest.clone();
+    let mut tile = Vec::new();
+    if let Some(r) = reused {
+        let ir_counts: Vec<i64> = dedup(offered.iter().filter(|t| t.1 == jr_value).map(|t| t.0));
+        let ir = super::cross_thread::sample(sch, &ir_counts, RULE)?;
+        let split = sch
+            .split(r, &[None, Some(IntArg::Rv(ir))])
+            .map_err(at(RULE))?;
+        outer.extend([rows[0], split[0]]);
+        tile.push(split[1]);
+    } else {
+        outer.push(rows[0]);
+    }
+    tile.push(rows[1]);
+    let all: Vec<LoopRv> = outer.iter().chain(&tile).copied().collect();
+    sch.reorder(&all).map_err(at(RULE))?;
+    let parallel = fuse(sch, &outer)?;
+    sch.parallel(parallel).map_err(at(RULE))?;
+    sch.reverse_compute_at(write_back, parallel)
+        .map_err(at(RULE))?;
+    sch.unroll(*lane_sum).map_err(at(RULE))?;
+    // 4. The partial results at the parallel loop: the reduction outermost, the tile's
+    //    rows unrolled, the lanes vectorized.
+    sch.compute_at(rf, parallel).map_err(at(RULE))?;
+    let rf_loops = sch.get_loops(rf).map_err(at(RULE))?;
+    let inner = &rf_loops[1..];
+    let lane_loop = super::cross_thread::factored_loop(sch, rf, inner, ndim as usize)?;
+    let rf_kinds = loop_kinds(sch, rf, inner)?;
+    let serial: Vec<LoopRv> = inner
+        .iter()
+        .zip(&rf_kinds)
+        .filter(|(_, k)| **k == IterKind::Reduce)
+        .map(|(l, _)| *l)
+        .collect();
+    let unrolled: Vec<LoopRv> = inner
+        .iter()
+        .zip(&rf_kinds)
+        .filter(|(l, k)| **k == IterKind::Spatial && **l != lane_loop)
+        .map(|(l, _)| *l)
+        .collect();
+    let order: Vec<LoopRv> = serial
+        .iter()
+        .chain(&unrolled)
+        .chain([&lane_loop])
+        .copied()
+        .collect();
+    sch.reorder(&order).map_err(at(RULE))?;
+    for l in &unrolled {
+        sch.unroll(*l).map_err(at(RULE))?;
+    }
+    sch.vectorize(lane_loop).map_err(at(RULE))?;
+    let step = super::cross_thread::sample(sch, &space.unroll_max_steps, "auto-unroll")?;
+    if let Some(first) = serial.first() {
+        sch.annotate(Target::Loop(*first), AUTO_UNROLL_KEY, AnnArg::Rv(step))
+            .map_err(at("auto-unroll"))?;
+        sch.decompose_reduction(rf, *first)
+            .map_err(at("decompose_reduction"))?;
+    }
+    Ok(leftovers)
+}
+
+/// `values` in their first order, each once.
+fn dedup(values: impl Iterator<Item = i64>) -> Vec<i64> {
+    let mut out = Vec::new();
+    for v in values {
+        if !out.contains(&v) {
+            out.push(v);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{apply_sketch, sketches, SketchKind};
+    use crate::schedule::Schedule;
+    use crate::search::space::SearchSpace;
+
+    fn program(spec: &str) -> crate::ir::Program {
+        crate::workload::preset(spec).unwrap().to_program()
+    }
+
+    /// Eight samples of the sketch for `spec` on a CPU of `lanes` x `registers`, each
+    /// lowered and checked against the reference; returns their C sources.
+    fn samples_check(spec: &str, lanes: i64, registers: i64) -> Vec<String> {
+        let p = program(spec);
+        let space = SearchSpace::cpu_default().with_vector_unit(lanes, registers);
+        assert!(
+            sketches(&space, &p)
+                .unwrap()
+                .contains(&SketchKind::LaneReduction),
+            "{spec}"
+        );
+        (0..8)
+            .map(|seed| {
+                let mut sch = Schedule::new(p.clone(), seed);
+                apply_sketch(&space, &mut sch, seed, SketchKind::LaneReduction)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cpu)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                let err = crate::interp::check_lowered(&p, &lowered, seed)
+                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
+                assert!(err < 1e-4, "{spec} seed {seed}: relative error {err}");
+                crate::codegen::cpu::generate(&lowered).unwrap().code
+            })
+            .collect()
+    }
+
+    /// A GEMV of a weight stored by rows on AVX-512 and AVX2 vector units: the weight is
+    /// read a vector at a time where it lies (no packed copy), into vector accumulators
+    /// whose lanes are summed at the end; an output of a prime length (37) leaves a
+    /// guarded tile at its end.
+    #[test]
+    fn a_gemv_of_a_weight_stored_by_rows_is_read_a_vector_at_a_time() {
+        for (lanes, registers) in [(16, 32), (8, 16)] {
+            for src in samples_check("matmul:m=1,n=37,k=512,layout=nt", lanes, registers) {
+                assert!(src.contains("tessel_vload(&B["), "{src}");
+                assert!(src.contains("C_rf_local"), "{src}");
+                assert!(!src.contains("B_local"), "{src}");
+            }
+        }
+    }
+
+    /// A dense layer of a batch of 3 (each weight element used three times): the batch's
+    /// rows share a tile's weight vectors, the bias and relu go into the write-back; a
+    /// reduction of 200 (not a whole number of 16-lane vectors) is read 8 lanes at a
+    /// time.
+    #[test]
+    fn a_dense_layer_of_a_small_batch_keeps_its_epilogue_in_the_kernel() {
+        for src in samples_check("dense_bias_relu:m=3,n=20,k=256", 16, 32) {
+            assert!(src.contains("fmaxf("), "{src}");
+        }
+        let p = program("matmul:m=2,n=9,k=200,layout=nt");
+        let space = SearchSpace::cpu_default().with_vector_unit(16, 32);
+        let main = p.blocks_in_order()[0];
+        assert_eq!(super::lane_count(&space, &p, main), Some(8));
+        samples_check("matmul:m=2,n=9,k=200,layout=nt", 16, 32);
+    }
+
+    /// A softmax's row sum read across lanes: its row maximum and the normalisation are
+    /// stages of their own, and the program computes the reference.
+    #[test]
+    fn a_softmax_sums_its_rows_across_lanes() {
+        let p = crate::workload::parse(&super::super::tests::softmax(6, 512))
+            .unwrap()
+            .to_program();
+        let space = SearchSpace::cpu_default().with_vector_unit(16, 32);
+        for seed in 0..4 {
+            let mut sch = Schedule::new(p.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::LaneReduction)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+            let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cpu).unwrap();
+            let err = crate::interp::check_lowered(&p, &lowered, seed).unwrap();
+            assert!(err < 1e-4, "seed {seed}: relative error {err}");
+        }
+    }
+
+    /// Offered on the CPU only, where the largest input is read at most `max_reuse` times
+    /// along its contiguous axis (not a GEMV whose weight is stored `[in, out]`, not a
+    /// GEMM whose tiles reuse it), over a reduction of at least `min_reduction` that a
+    /// lane count divides.
+    #[test]
+    fn the_rule_keeps_to_reductions_along_a_barely_reused_inputs_rows() {
+        let cpu = SearchSpace::cpu_default().with_vector_unit(16, 32);
+        let offered = |space: &SearchSpace, spec: &str| {
+            sketches(space, &program(spec))
+                .unwrap()
+                .contains(&SketchKind::LaneReduction)
+        };
+        assert!(offered(&cpu, "matmul:m=1,n=4096,k=4096,layout=nt"));
+        assert!(offered(&cpu, "dense_bias_relu:m=16,n=3072,k=768"));
+        assert!(!offered(&cpu, "dense_bias_relu:m=17,n=3072,k=768"));
+        assert!(!offered(&cpu, "matmul:m=1,n=4096,k=4096,layout=nn"));
+        assert!(!offered(&cpu, "matmul:m=512,n=512,k=512,layout=nt"));
+        assert!(!offered(&cpu, "matmul:m=1,n=4096,k=48,layout=nt"));
+        assert!(!offered(&cpu, "matmul:m=1,n=4096,k=1022,layout=nt"));
+        assert!(!offered(
+            &SearchSpace::cuda_default(),
+            "matmul:m=1,n=4096,k=4096,layout=nt"
+        ));
+    }
+
+    /// Every tile pair offered keeps its accumulators and a step's operand vectors within
+    /// the registers, and the rows of an extent are offered up to it.
+    #[test]
+    fn the_tiles_offered_fit_the_vector_registers() {
+        for (lanes, registers) in [(16, 32), (8, 16)] {
+            let space = SearchSpace::cpu_default().with_vector_unit(lanes, registers);
+            let offered = super::tiles(&space, 16, 4096);
+            assert!(!offered.is_empty());
+            for (ir, jr) in &offered {
+                assert!(ir * jr + ir + jr < registers, "{ir} x {jr} on {registers}");
+            }
+            assert!(super::tiles(&space, 1, 3)
+                .iter()
+                .all(|(ir, jr)| *ir == 1 && *jr <= 3));
+        }
+        let wide = SearchSpace::cpu_default().with_vector_unit(16, 32);
+        assert!(super::tiles(&wide, 16, 4096).contains(&(4, 4)));
+        assert!(!super::tiles(&wide, 16, 4096).contains(&(4, 8)));
+    }
+}
