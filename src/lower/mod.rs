@@ -660,6 +660,7 @@ fn build_kernel(
     let proven = compact::compact(prog, &mut kernel, backend, &ranges)?;
     unguard::unguard(&mut kernel.body, &kernel.allocs, &proven, &output_masks);
     if backend == Backend::Cpu {
+        partition::peel_tails(&mut kernel.body);
         partition::partition(&mut kernel.body);
     }
     if backend == Backend::Cuda {

@@ -18,7 +18,10 @@
 //! variable any other way is kept as it is.
 
 use super::kernel::{ForKind, KStmt};
+use crate::ir::interval::bound as range_over;
+use crate::ir::simplify::simplify;
 use crate::ir::{BinOp, Expr, UnOp, VarId};
+use std::collections::BTreeMap;
 
 /// Partitions every qualifying innermost loop in `body` (see the module doc).
 pub fn partition(body: &mut Vec<KStmt>) {
@@ -160,6 +163,197 @@ fn bound(c: &Expr, v: VarId) -> Option<(i64, i64)> {
         BinOp::Lt => Some((i64::MIN, k)),
         BinOp::Le => Some((i64::MIN, k + 1)),
         _ => None,
+    }
+}
+
+/// Peels the tail of serial loops whose body accumulates under a select on their variable
+/// (CPU): a reduction split by a vector width that does not divide it leaves its rf block
+/// adding `select(c * v + e < k, value, 0)` (`schedule/rfactor.rs`), `v` the outer part,
+/// `e` over the loops inside it; the iterations of `v` where every `e` passes (`c * v +
+/// max(e) < k`) become a loop of their own that adds `value` unconditionally (the
+/// vector loop inside it then plain vector code), the rest a loop keeping the select.
+/// Loops whose body holds anything but loops, branches, stores and comments are left
+/// alone.
+pub fn peel_tails(body: &mut Vec<KStmt>) {
+    let mut out = Vec::with_capacity(body.len());
+    for mut st in body.drain(..) {
+        match &mut st {
+            KStmt::For { body, .. } | KStmt::If { then: body, .. } => peel_tails(body),
+            _ => {}
+        }
+        match peel(&st) {
+            Some(parts) => out.extend(parts),
+            None => out.push(st),
+        }
+    }
+    *body = out;
+}
+
+/// The two loops that replace `st`, where it is a serial loop [`peel_tails`] applies to.
+fn peel(st: &KStmt) -> Option<Vec<KStmt>> {
+    let KStmt::For {
+        var,
+        extent,
+        kind: ForKind::Serial,
+        body,
+    } = st
+    else {
+        return None;
+    };
+    let mut inner = BTreeMap::new();
+    if !plain_loops(body, &mut inner) {
+        return None;
+    }
+    let mut conds = Vec::new();
+    for s in body {
+        selects_in(s, &mut conds);
+    }
+    let at = |x: &Expr, v: i64| {
+        simplify(
+            &x.substitute(&|u| (u == *var).then_some(Expr::Int(v))),
+            &|_| None,
+        )
+    };
+    let (guard, full) = conds
+        .iter()
+        .flat_map(|c| c.conjuncts())
+        .filter(|c| c.uses_var(*var))
+        .find_map(|c| {
+            let Expr::Bin(BinOp::Lt, x, k) = &c else {
+                return None;
+            };
+            let k = k.as_int()?;
+            // x = step * v + e, e free of v.
+            let step = simplify(&Expr::sub(at(x, 1), at(x, 0)), &|_| None).as_int()?;
+            let e = simplify(
+                &Expr::sub((**x).clone(), Expr::mul(Expr::Int(step), Expr::Var(*var))),
+                &|_| None,
+            );
+            let rest = range_over(&e, &inner);
+            if step <= 0 || e.uses_var(*var) || !rest.is_bounded() {
+                return None;
+            }
+            // c * v + max(e) < k  <=>  v < (k - max(e)) / c, rounded up.
+            let full = (k - rest.max + step - 1).div_euclid(step);
+            (0 < full && full < *extent).then_some((c.clone(), full))
+        })?;
+    let unguarded: Vec<KStmt> = body
+        .iter()
+        .map(|s| map_exprs(s, &|e| drop_conjunct(e, &guard)))
+        .collect();
+    let shifted: Vec<KStmt> = body
+        .iter()
+        .map(|s| {
+            map_exprs(s, &|e| {
+                e.substitute(&|u| (u == *var).then(|| Expr::add(Expr::Var(*var), Expr::Int(full))))
+            })
+        })
+        .collect();
+    Some(vec![
+        KStmt::For {
+            var: *var,
+            extent: full,
+            kind: ForKind::Serial,
+            body: unguarded,
+        },
+        KStmt::For {
+            var: *var,
+            extent: extent - full,
+            kind: ForKind::Serial,
+            body: shifted,
+        },
+    ])
+}
+
+/// Whether `body` holds only loops, branches, stores and comments; gathers the extents of
+/// its loops into `extents`.
+fn plain_loops(body: &[KStmt], extents: &mut BTreeMap<VarId, i64>) -> bool {
+    body.iter().all(|s| match s {
+        KStmt::For {
+            var, extent, body, ..
+        } => {
+            extents.insert(*var, *extent);
+            plain_loops(body, extents)
+        }
+        KStmt::If { then, .. } => plain_loops(then, extents),
+        KStmt::Store { .. } | KStmt::Comment(_) => true,
+        _ => false,
+    })
+}
+
+/// The conditions of the masked accumulations in `st`: stores of
+/// `b[i] = b[i] + select(c, value, 0)`, as `rfactor` of an imperfect split leaves them
+/// (a conv's inlined zero padding, a select inside a product, is not one).
+fn selects_in(st: &KStmt, out: &mut Vec<Expr>) {
+    match st {
+        KStmt::For { body, .. } | KStmt::If { then: body, .. } => {
+            for s in body {
+                selects_in(s, out);
+            }
+        }
+        KStmt::Store {
+            buffer,
+            indices,
+            value: Expr::Bin(BinOp::Add, acc, masked),
+        } => {
+            if let (Expr::Load(b, idx), Expr::Select(c, _, zero)) = (&**acc, &**masked) {
+                if b == buffer && idx == indices && matches!(**zero, Expr::Float(z) if z == 0.0) {
+                    out.push((**c).clone());
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `e` with the conjunct `guard` taken out of every select's condition (a select left
+/// with none is its first branch).
+fn drop_conjunct(e: &Expr, guard: &Expr) -> Expr {
+    e.rewrite(&mut |x| match x {
+        Expr::Select(c, t, o) => {
+            let rest = c
+                .conjuncts()
+                .into_iter()
+                .filter(|k| k != guard)
+                .reduce(Expr::and);
+            match rest {
+                None => *t,
+                Some(r) => Expr::select(r, *t, *o),
+            }
+        }
+        other => other,
+    })
+}
+
+/// `st` (loops, branches, stores and comments: see [`plain_loops`]) with `f` applied to
+/// each of its expressions.
+fn map_exprs(st: &KStmt, f: &impl Fn(&Expr) -> Expr) -> KStmt {
+    match st {
+        KStmt::For {
+            var,
+            extent,
+            kind,
+            body,
+        } => KStmt::For {
+            var: *var,
+            extent: *extent,
+            kind: *kind,
+            body: body.iter().map(|s| map_exprs(s, f)).collect(),
+        },
+        KStmt::If { cond, then } => KStmt::If {
+            cond: f(cond),
+            then: then.iter().map(|s| map_exprs(s, f)).collect(),
+        },
+        KStmt::Store {
+            buffer,
+            indices,
+            value,
+        } => KStmt::Store {
+            buffer: *buffer,
+            indices: indices.iter().map(f).collect(),
+            value: f(value),
+        },
+        other => other.clone(),
     }
 }
 
@@ -320,5 +514,67 @@ mod tests {
             partition(&mut parts);
             assert_eq!(parts, original);
         }
+    }
+
+    /// `ko` over 7 vector steps of 16 lanes summing 100 elements: a reduction's rf block
+    /// adding `select(ko * 16 + kv < 100, A[..], 0)`.
+    fn tail_sum(bound_var: Option<VarId>) -> KStmt {
+        let (ko, kv) = (VarId(0), VarId(1));
+        let pos = Expr::add(Expr::mul(Expr::Var(ko), Expr::Int(16)), Expr::Var(kv));
+        let limit = match bound_var {
+            None => Expr::Int(100),
+            Some(v) => Expr::Var(v),
+        };
+        KStmt::For {
+            var: ko,
+            extent: 7,
+            kind: ForKind::Serial,
+            body: vec![KStmt::For {
+                var: kv,
+                extent: 16,
+                kind: ForKind::Vectorized,
+                body: vec![KStmt::Store {
+                    buffer: BufferId(1),
+                    indices: vec![Expr::Var(kv)],
+                    value: Expr::add(
+                        Expr::Load(BufferId(1), vec![Expr::Var(kv)]),
+                        Expr::select(
+                            Expr::bin(BinOp::Lt, pos.clone(), limit),
+                            Expr::Load(BufferId(0), vec![pos]),
+                            Expr::Float(0.0),
+                        ),
+                    ),
+                }],
+            }],
+        }
+    }
+
+    /// The six vector steps whose lanes all lie below 100 run without the select; the
+    /// seventh keeps it, its step shifted by six.
+    #[test]
+    fn a_reductions_last_vector_step_is_peeled_off() {
+        let mut body = vec![tail_sum(None)];
+        peel_tails(&mut body);
+        let [KStmt::For {
+            extent: 6,
+            body: full,
+            ..
+        }, KStmt::For {
+            extent: 1,
+            body: tail,
+            ..
+        }] = &body[..]
+        else {
+            panic!("{body:?}");
+        };
+        let text = |b: &[KStmt]| format!("{b:?}");
+        assert!(!text(full).contains("Select"), "{}", text(full));
+        assert!(text(tail).contains("Select"), "{}", text(tail));
+        assert!(text(tail).contains("Int(6)"), "{}", text(tail));
+        // A bound the loops do not fix (another loop's variable) leaves the loop alone.
+        let original = vec![tail_sum(Some(VarId(5)))];
+        let mut same = original.clone();
+        peel_tails(&mut same);
+        assert_eq!(same, original);
     }
 }

@@ -170,8 +170,26 @@ pub fn rfactor(p: &mut Program, lp: LoopId, factor_axis: i64) -> Result<BlockId>
     );
     let (hi_range, lo_range) = (bound(&hi, &ranges), bound(&lo, &ranges));
     let outer = hi.as_int() == Some(0);
-    let parts = riv.extent / block.max(1);
-    if riv.extent % block.max(1) != 0
+    // An imperfect split of the reduced variable, its extra iterations masked by the
+    // split's guard (`binding < extent`, the only part of the predicate that reads the
+    // loop), is factored as well where the loop is an inner part: the guard leaves the
+    // predicate and the rf block adds the identity of its combiner at the positions past
+    // the extent (`select(position < extent, value, identity)`, which the lowering's
+    // partition takes out of all but the last outer part), so that its domain is the
+    // whole box of partial results and its loops can be moved like any others.
+    let guard = Expr::bin(BinOp::Lt, e.clone(), Expr::Int(riv.extent));
+    let masked = !outer
+        && riv.extent % block.max(1) != 0
+        && blk.predicate.as_ref().is_some_and(|pr| {
+            let conj = pr.conjuncts();
+            conj.contains(&guard) && conj.iter().all(|c| *c == guard || !c.uses_var(lv))
+        });
+    let parts = if masked {
+        (riv.extent + block - 1) / block
+    } else {
+        riv.extent / block.max(1)
+    };
+    if (riv.extent % block.max(1) != 0 && !masked)
         || hi_range.min < 0
         || hi_range.max > parts - 1
         || lo_range.min < 0
@@ -195,9 +213,9 @@ pub fn rfactor(p: &mut Program, lp: LoopId, factor_axis: i64) -> Result<BlockId>
         (c, rest)
     } else {
         let walk = Expr::add(Expr::mul(hi, Expr::Int(c)), lo);
-        (riv.extent / l_ext, simplify_loops(p, &walk))
+        (parts * c, simplify_loops(p, &walk))
     };
-    if blk.predicate.as_ref().is_some_and(|pr| pr.uses_var(lv)) {
+    if !masked && blk.predicate.as_ref().is_some_and(|pr| pr.uses_var(lv)) {
         return Err(rejected(p, lp, "the block's predicate depends on it"));
     }
     // 3. The partial-result buffer: the output's shape with the loop's extent inserted.
@@ -258,11 +276,25 @@ pub fn rfactor(p: &mut Program, lp: LoopId, factor_axis: i64) -> Result<BlockId>
     let sub_r = |x: &Expr| x.substitute(&|v| (v == riv.var).then(|| merged.clone()));
     let mut rf_idx = blk.body.indices.clone();
     rf_idx.insert(axis, Expr::Var(vrf));
+    let (value, predicate) = if masked {
+        let within = Expr::bin(BinOp::Lt, merged.clone(), Expr::Int(riv.extent));
+        let rest = blk
+            .predicate
+            .as_ref()
+            .map(|pr| pr.conjuncts())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|c| *c != guard)
+            .reduce(|a, c| Expr::bin(BinOp::And, a, c));
+        (Expr::select(within, sub_r(&rhs), Expr::Float(id)), rest)
+    } else {
+        (sub_r(&rhs), blk.predicate.clone())
+    };
     let rf_block = Block {
         name: p.fresh_block_name(&format!("{}_rf", blk.name)),
         iter_vars,
         bindings,
-        predicate: blk.predicate.clone(),
+        predicate,
         init: Some(Store {
             buffer: rf_buf,
             indices: rf_idx.clone(),
@@ -271,7 +303,7 @@ pub fn rfactor(p: &mut Program, lp: LoopId, factor_axis: i64) -> Result<BlockId>
         body: Store {
             buffer: rf_buf,
             indices: rf_idx.clone(),
-            value: Expr::bin(op, Expr::Load(rf_buf, rf_idx), sub_r(&rhs)),
+            value: Expr::bin(op, Expr::Load(rf_buf, rf_idx), value),
         },
         annotations: blk.annotations.clone(),
     };

@@ -17,10 +17,11 @@
 //!   for i in IR, j in JR: C[i, j] = sum over l of acc[i][j][l]   (then the epilogues)
 //! ```
 //!
-//! In schedule terms: the last reduction axis is split by the vector width (half of it
-//! where the whole does not divide the axis), its inner part `rfactor`ed to the last axis
-//! of the partial results (so the lanes are contiguous), whose global buffer is replaced
-//! by a local one; the original block, now the sum of the lanes, accumulates in a local
+//! In schedule terms: the last reduction axis is split by the vector width (where the
+//! width does not divide it, the last vector adds zeros past its end, a select the
+//! lowering peels off all the others), its inner part `rfactor`ed to the last axis of the
+//! partial results (so the lanes are contiguous), whose global buffer is replaced by a
+//! local one; the original block, now the sum of the lanes, accumulates in a local
 //! write-back (the epilogues inlined into it) and takes the output in tiles of `rows` of
 //! the largest input's rows by `reused_rows` of the other operand's (decisions of the
 //! trace, the pair within the vector registers, imperfect tiles guarded at the edges);
@@ -52,19 +53,9 @@ fn reads_contiguously(p: &Program, main: crate::ir::BlockId) -> bool {
         .is_some_and(|(_, index)| index.last() == Some(&Expr::Var(last.var)))
 }
 
-/// The lane counts that split `main`'s last reduction axis: the vector width, else half of
-/// it, else a quarter (a count of at least 4), those that divide the axis; the first only.
-fn lane_count(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> Option<i64> {
-    let extent = super::cross_thread::last_reduction(p, main);
-    [1, 2, 4]
-        .iter()
-        .map(|d| space.vector_lanes / d)
-        .find(|l| *l >= 4 && extent % l == 0 && *l < extent)
-}
-
 /// Whether the rule applies to `main`: a CPU space with `[lane_reduction]`, a largest
 /// input read at most `max_reuse` times an element along its contiguous axis, which is the
-/// last reduction axis, at least `min_reduction` long and split by a lane count.
+/// last reduction axis, at least `min_reduction` long (and a vector).
 pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> bool {
     let Some(rule) = &space.lane_reduction else {
         return false;
@@ -72,8 +63,8 @@ pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId
     !space.is_gpu()
         && super::cross_thread::largest_input_reuse(p, main).is_some_and(|r| r <= rule.max_reuse)
         && reads_contiguously(p, main)
-        && super::cross_thread::last_reduction(p, main) >= rule.min_reduction
-        && lane_count(space, p, main).is_some()
+        && super::cross_thread::last_reduction(p, main)
+            >= rule.min_reduction.max(space.vector_lanes)
 }
 
 /// Builds one sample of the sketch (see the module's documentation).
@@ -201,12 +192,12 @@ fn across_lanes(
         if !applies(space, p, id) {
             return Err(SketchError::LaneReductionNotApplicable);
         }
-        let lanes = lane_count(space, p, id).ok_or(SketchError::LaneReductionNotApplicable)?;
         let ndim = p.block(id).body.indices.len() as i64;
-        (lanes, ndim, largest_input_positions(p, id))
+        (space.vector_lanes, ndim, largest_input_positions(p, id))
     };
-    // 1. The last reduction axis split by the lane count; its inner part factored to the
-    //    partial results' last axis, which are kept in a local buffer.
+    // 1. The last reduction axis split by the vector width (a last part shorter than a
+    //    vector adds zeros past the end: `rfactor` of an imperfect split); its inner part
+    //    factored to the partial results' last axis, which are kept in a local buffer.
     let loops = sch.get_loops(main).map_err(at(RULE))?;
     let kinds = loop_kinds(sch, main, &loops)?;
     let last_r = kinds
@@ -387,19 +378,23 @@ mod tests {
     }
 
     /// A dense layer of a batch of 3 (each weight element used three times): the batch's
-    /// rows share a tile's weight vectors, the bias and relu go into the write-back; a
-    /// reduction of 200 (not a whole number of 16-lane vectors) is read 8 lanes at a
-    /// time.
+    /// rows share a tile's weight vectors, the bias and relu go into the write-back.
     #[test]
     fn a_dense_layer_of_a_small_batch_keeps_its_epilogue_in_the_kernel() {
         for src in samples_check("dense_bias_relu:m=3,n=20,k=256", 16, 32) {
             assert!(src.contains("fmaxf("), "{src}");
         }
-        let p = program("matmul:m=2,n=9,k=200,layout=nt");
-        let space = SearchSpace::cpu_default().with_vector_unit(16, 32);
-        let main = p.blocks_in_order()[0];
-        assert_eq!(super::lane_count(&space, &p, main), Some(8));
-        samples_check("matmul:m=2,n=9,k=200,layout=nt", 16, 32);
+    }
+
+    /// A reduction of a prime length (211 = 13 vectors of 16 and 3): every vector step but
+    /// the last adds unguarded, the last adds zeros past the end, and the result is the
+    /// reference's.
+    #[test]
+    fn a_reduction_that_no_vector_divides_adds_zeros_past_its_end() {
+        for src in samples_check("matmul:m=2,n=9,k=211,layout=nt", 16, 32) {
+            assert!(src.contains("< 211) ?"), "{src}");
+            assert!(src.contains("ax3 < 13;"), "{src}");
+        }
     }
 
     /// A softmax's row sum read across lanes: its row maximum and the normalisation are
@@ -422,8 +417,7 @@ mod tests {
 
     /// Offered on the CPU only, where the largest input is read at most `max_reuse` times
     /// along its contiguous axis (not a GEMV whose weight is stored `[in, out]`, not a
-    /// GEMM whose tiles reuse it), over a reduction of at least `min_reduction` that a
-    /// lane count divides.
+    /// GEMM whose tiles reuse it), over a reduction of at least `min_reduction`.
     #[test]
     fn the_rule_keeps_to_reductions_along_a_barely_reused_inputs_rows() {
         let cpu = SearchSpace::cpu_default().with_vector_unit(16, 32);
@@ -438,7 +432,7 @@ mod tests {
         assert!(!offered(&cpu, "matmul:m=1,n=4096,k=4096,layout=nn"));
         assert!(!offered(&cpu, "matmul:m=512,n=512,k=512,layout=nt"));
         assert!(!offered(&cpu, "matmul:m=1,n=4096,k=48,layout=nt"));
-        assert!(!offered(&cpu, "matmul:m=1,n=4096,k=1022,layout=nt"));
+        assert!(offered(&cpu, "matmul:m=1,n=4096,k=1021,layout=nt"));
         assert!(!offered(
             &SearchSpace::cuda_default(),
             "matmul:m=1,n=4096,k=4096,layout=nt"
