@@ -28,7 +28,9 @@ use crate::schedule::{AnnArg, LoopRv, Schedule, Target};
 use crate::search::space::SearchSpace;
 
 /// The lane counts of the rule that split `main`'s last reduction axis into parts of more
-/// than one step, and that make a block of at most the space's threads with one row.
+/// than one step, and that make a block of at most the space's threads with one row. A
+/// count need not divide the axis: the lanes past its end add zeros (`rfactor` of an
+/// imperfect split).
 fn lane_counts(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> Vec<i64> {
     let Some(rule) = &space.cross_thread else {
         return Vec::new();
@@ -37,7 +39,7 @@ fn lane_counts(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> Ve
     rule.lanes
         .iter()
         .copied()
-        .filter(|l| last % l == 0 && *l < last)
+        .filter(|l| *l < last)
         .filter(|l| *l <= space.max_threads_per_block)
         .collect()
 }
@@ -45,7 +47,7 @@ fn lane_counts(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> Ve
 /// Whether the rule applies to `main`: a GPU space with `[cross_thread]`, a largest input
 /// whose elements `main` reads at most `max_reuse` times each (a GEMV reads its weight
 /// once; a GEMM's tiles are what reuse pays for), a last reduction axis of at least
-/// `min_reduction` that a lane count splits.
+/// `min_reduction` that a lane count splits into more than one step.
 pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId) -> bool {
     let Some(rule) = &space.cross_thread else {
         return false;
@@ -390,8 +392,8 @@ mod tests {
     }
 
     /// Not offered: on the CPU, for a GEMM whose tiles reuse its inputs, for a last
-    /// reduction axis shorter than `min_reduction` (a conv's window), and where no lane
-    /// count divides the reduction.
+    /// reduction axis shorter than `min_reduction` (a conv's window); offered where no
+    /// lane count divides the reduction.
     #[test]
     fn the_rule_keeps_to_long_reductions_that_barely_reuse_their_input_on_a_gpu() {
         let cuda = SearchSpace::cuda_default();
@@ -416,6 +418,15 @@ mod tests {
             &cuda,
             "conv2d_nchw:n=1,c=64,h=14,w=14,k=64,r=3,s=3,pad=1"
         ));
-        assert!(!offered(&cuda, "matmul:m=1,n=64,k=521"));
+        assert!(offered(&cuda, "matmul:m=1,n=64,k=521"));
+    }
+
+    /// A reduction of a prime length (521): the lanes past its end add zeros, and the
+    /// kernel computes the reference with a GPU's semantics.
+    #[test]
+    fn a_gemv_of_a_prime_reduction_is_read_across_threads_too() {
+        for src in samples_check("matmul:m=1,n=12,k=521,layout=nt") {
+            assert!(src.contains("< 521) ?"), "{src}");
+        }
     }
 }
