@@ -1914,6 +1914,32 @@ fn computes_values(e: &Expr) -> bool {
     }
 }
 
+/// A sketch of one reduction rule (cross-thread, lane reduction): the padding stages
+/// inlined where they can be, the main block scheduled by `main_rule` (which returns the
+/// epilogues it could not inline), then every other reduction and those epilogues on
+/// their own.
+fn reduction_sketch(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    main_rule: impl FnOnce(
+        &SearchSpace,
+        &mut Schedule,
+        &str,
+        &[String],
+    ) -> Result<Vec<String>, SketchError>,
+) -> Result<(), SketchError> {
+    let st = stages(sch.program())?;
+    for name in &st.padding {
+        let b = sch.get_block(name).map_err(at("inline padding"))?;
+        let _ = attempt(sch, |s| s.compute_inline(b));
+    }
+    let leftovers = main_rule(space, sch, &st.main, &st.epilogues)?;
+    for name in st.reductions.iter().chain(&leftovers) {
+        standalone(space, sch, name)?;
+    }
+    Ok(())
+}
+
 fn standalone(space: &SearchSpace, sch: &mut Schedule, name: &str) -> Result<(), SketchError> {
     let b = sch.get_block(name).map_err(at("epilogue"))?;
     // A reduction the cross-thread rule applies to (a softmax's row maximum over a long

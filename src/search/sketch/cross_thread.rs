@@ -22,7 +22,7 @@
 //! Every thread of a row computes its sum (the same value; no lane is singled out), which
 //! costs `lanes` shared reads against the reduction's `extent / lanes` global ones.
 
-use super::{at, attempt, loop_kinds, stages, standalone, SketchError};
+use super::{at, attempt, loop_kinds, SketchError};
 use crate::ir::{Expr, IterKind, Program};
 use crate::schedule::{AnnArg, LoopRv, Schedule, Target};
 use crate::search::space::SearchSpace;
@@ -143,16 +143,7 @@ pub(super) fn factored_loop(
 
 /// Builds one sample of the sketch (see the module's documentation).
 pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), SketchError> {
-    let st = stages(sch.program())?;
-    for name in &st.padding {
-        let b = sch.get_block(name).map_err(at("inline padding"))?;
-        let _ = attempt(sch, |s| s.compute_inline(b));
-    }
-    let leftovers = across_threads(space, sch, &st.main, &st.epilogues)?;
-    for name in st.reductions.iter().chain(&leftovers) {
-        standalone(space, sch, name)?;
-    }
-    Ok(())
+    super::reduction_sketch(space, sch, across_threads)
 }
 
 /// Schedules the reduction block `name` (at the root, not yet scheduled) across threads,

@@ -28,7 +28,7 @@
 //! the partial results are computed at the parallel loop, the reduction outermost, the
 //! tile's rows unrolled and the lanes vectorized.
 
-use super::{at, attempt, fuse, loop_kinds, stages, standalone, SketchError, AUTO_UNROLL_KEY};
+use super::{at, attempt, fuse, loop_kinds, SketchError, AUTO_UNROLL_KEY};
 use crate::ir::{Expr, IterKind, Program};
 use crate::schedule::{AnnArg, IntArg, LoopRv, Schedule, Target};
 use crate::search::space::SearchSpace;
@@ -69,16 +69,7 @@ pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId
 
 /// Builds one sample of the sketch (see the module's documentation).
 pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), SketchError> {
-    let st = stages(sch.program())?;
-    for name in &st.padding {
-        let b = sch.get_block(name).map_err(at("inline padding"))?;
-        let _ = attempt(sch, |s| s.compute_inline(b));
-    }
-    let leftovers = across_lanes(space, sch, &st.main, &st.epilogues)?;
-    for name in st.reductions.iter().chain(&leftovers) {
-        standalone(space, sch, name)?;
-    }
-    Ok(())
+    super::reduction_sketch(space, sch, across_lanes)
 }
 
 /// The main block's output loops by their part: those the largest input does not index
