@@ -1669,8 +1669,9 @@ fn tune_network(args: &TuneArgs, file: &std::path::Path) -> Result<()> {
 /// `tessel report`'s arguments.
 #[derive(clap::Args)]
 struct ReportArgs {
-    /// Workloads to report on, one task each (weight 1).
-    #[arg(required_unless_present = "network", conflicts_with = "network")]
+    /// Workloads to report on, one task each (weight 1). Without workloads or a network:
+    /// every workload the database holds records of for the target.
+    #[arg(conflicts_with = "network")]
     workloads: Vec<String>,
     /// A network file: its tasks with their weights, and the estimated total.
     #[arg(long, value_name = "FILE")]
@@ -1694,6 +1695,17 @@ struct ReportArgs {
     out: Option<PathBuf>,
 }
 
+/// Every workload stored in `db` (whose text parses), labelled as `tessel db stats` names
+/// it, weight 1 each.
+fn stored_tasks(db: &tessel::database::Database) -> Result<Vec<(String, Workload, u32)>> {
+    Ok(db
+        .workloads()?
+        .into_iter()
+        .filter_map(|w| workload::parse(&w.canonical_text).ok())
+        .map(|w| (workload::describe(&w), w, 1))
+        .collect())
+}
+
 /// `tessel report`: the table on stdout, or the HTML page and SVG curves under --out.
 fn run_report(args: &ReportArgs) -> Result<()> {
     use tessel::report::{html, plot, table, TaskSpec};
@@ -1710,6 +1722,7 @@ fn run_report(args: &ReportArgs) -> Result<()> {
                 .collect();
             (n.name, true, tasks)
         }
+        None if args.workloads.is_empty() => ("workloads".to_string(), false, stored_tasks(&db)?),
         None => {
             let mut tasks = Vec::new();
             for spec in &args.workloads {
@@ -1743,7 +1756,18 @@ fn run_report(args: &ReportArgs) -> Result<()> {
             weight: *weight,
         })
         .collect();
-    let summary = tessel::report::collect(&db, &title, network, &specs, &key, &peers)?;
+    let mut summary = tessel::report::collect(&db, &title, network, &specs, &key, &peers)?;
+    if args.network.is_none() && args.workloads.is_empty() {
+        // The database's whole list: those with records of this target only.
+        summary.rows.retain(|r| r.trials > 0);
+        if summary.rows.is_empty() {
+            bail!(
+                "{} holds no records of {} (name workloads or --network to list them anyway)",
+                db.path().display(),
+                summary.target
+            );
+        }
+    }
     let Some(dir) = &args.out else {
         print!("{}", table::render(&summary));
         return Ok(());

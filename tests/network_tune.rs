@@ -292,6 +292,19 @@ fn two_shards_merged_cover_the_network_and_report_writes_the_page() {
     ] {
         assert!(out_dir.join(f).exists(), "{f} missing:\n{table}");
     }
+    // Without workloads or a network: every workload the database holds records of.
+    let all = tessel(&["report", "--target", "cpu", "--db", db(0).to_str().unwrap()]);
+    for name in [
+        "matmul:8x8x8",
+        "conv2d_relu_nchw:",
+        "custom: inputs f32[4, 8]",
+    ] {
+        assert_eq!(
+            all.lines().filter(|l| l.starts_with(name)).count(),
+            1,
+            "{name}:\n{all}"
+        );
+    }
 }
 
 #[test]
