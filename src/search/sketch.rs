@@ -1352,12 +1352,7 @@ fn window_layout(
     let store = &blk.body.indices;
     let axis_of = |lp: LoopRv| -> Result<Option<usize>, SketchError> {
         let var = p.lp(sch.loop_id(lp).map_err(at("implicit GEMM"))?).var;
-        let iv = blk
-            .iter_vars
-            .iter()
-            .zip(&blk.bindings)
-            .find(|(_, e)| **e == Expr::Var(var))
-            .map(|(iv, _)| iv.var);
+        let iv = bound_iter_var(blk, var).map(|iv| iv.var);
         Ok(iv.and_then(|iv| store.iter().position(|e| *e == Expr::Var(iv))))
     };
     let mut merged: Vec<usize> = Vec::new();
@@ -1804,14 +1799,19 @@ fn loop_kinds(
         .iter()
         .map(|lp| {
             let var = p.lp(sch.loop_id(*lp).map_err(at("tiling"))?).var;
-            Ok(blk
-                .iter_vars
-                .iter()
-                .zip(&blk.bindings)
-                .find(|(_, e)| **e == Expr::Var(var))
-                .map_or(IterKind::Spatial, |(iv, _)| iv.kind))
+            Ok(bound_iter_var(blk, var).map_or(IterKind::Spatial, |iv| iv.kind))
         })
         .collect()
+}
+
+/// The iteration variable of `blk` bound to the loop variable `var` alone (its binding is
+/// `var`), if any.
+fn bound_iter_var(blk: &crate::ir::Block, var: crate::ir::VarId) -> Option<&crate::ir::IterVar> {
+    blk.iter_vars
+        .iter()
+        .zip(&blk.bindings)
+        .find(|(_, e)| **e == Expr::Var(var))
+        .map(|(iv, _)| iv)
 }
 
 /// Schedules a stage left at the root on its own: all loops fused; on CUDA split over

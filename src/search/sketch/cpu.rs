@@ -616,11 +616,7 @@ fn axes(sch: &mut Schedule, main: BlockRv, v_var: crate::ir::VarId) -> Result<Ax
     // The iteration variable each loop is bound to (directly), if any.
     let iv_of = |l: &LoopRv| -> Option<crate::ir::VarId> {
         let var = p.lp(sch.loop_id(*l).ok()?).var;
-        blk.iter_vars
-            .iter()
-            .zip(&blk.bindings)
-            .find(|(_, e)| **e == Expr::Var(var))
-            .map(|(iv, _)| iv.var)
+        super::bound_iter_var(blk, var).map(|iv| iv.var)
     };
     let vector = loops
         .iter()

@@ -75,12 +75,19 @@ pub(super) fn largest_input_reuse(p: &Program, main: crate::ir::BlockId) -> Opti
     let iterations = blk
         .extent_of(IterKind::Spatial)
         .saturating_mul(blk.extent_of(IterKind::Reduce));
-    let largest = p
-        .block_reads(main)
-        .iter()
-        .map(|(buf, _)| p.buffer(*buf).numel())
-        .max()?;
-    Some(iterations / largest.max(1))
+    let (largest, _) = largest_input(p, main)?;
+    Some(iterations / p.buffer(largest).numel().max(1))
+}
+
+/// The input `main` reads that has the most elements, and the index it is read at (the
+/// last of equal ones); `None` when it reads no input.
+pub(super) fn largest_input(
+    p: &Program,
+    main: crate::ir::BlockId,
+) -> Option<(crate::ir::BufferId, Vec<Expr>)> {
+    p.block_reads(main)
+        .into_iter()
+        .max_by_key(|(buf, _)| p.buffer(*buf).numel())
 }
 
 /// The row counts of `rows` a block may take over an output of `extents` (its spatial

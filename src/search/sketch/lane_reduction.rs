@@ -47,9 +47,7 @@ fn reads_contiguously(p: &Program, main: crate::ir::BlockId) -> bool {
     else {
         return false;
     };
-    p.block_reads(main)
-        .into_iter()
-        .max_by_key(|(buf, _)| p.buffer(*buf).numel())
+    super::cross_thread::largest_input(p, main)
         .is_some_and(|(_, index)| index.last() == Some(&Expr::Var(last.var)))
 }
 
@@ -84,11 +82,7 @@ struct OutputLoops {
 /// The output index positions that `main`'s largest input reads (by the same variables).
 fn largest_input_positions(p: &Program, main: crate::ir::BlockId) -> Vec<usize> {
     let blk = p.block(main);
-    let Some((_, index)) = p
-        .block_reads(main)
-        .into_iter()
-        .max_by_key(|(buf, _)| p.buffer(*buf).numel())
-    else {
+    let Some((_, index)) = super::cross_thread::largest_input(p, main) else {
         return Vec::new();
     };
     blk.body
@@ -114,17 +108,12 @@ fn output_loops(
     let mut reading = Vec::new();
     for lp in loops {
         let var = p.lp(sch.loop_id(*lp).map_err(at(RULE))?).var;
-        let position = blk
-            .iter_vars
-            .iter()
-            .zip(&blk.bindings)
-            .find(|(_, e)| **e == Expr::Var(var))
-            .and_then(|(iv, _)| {
-                blk.body
-                    .indices
-                    .iter()
-                    .position(|e| *e == Expr::Var(iv.var))
-            });
+        let position = super::bound_iter_var(blk, var).and_then(|iv| {
+            blk.body
+                .indices
+                .iter()
+                .position(|e| *e == Expr::Var(iv.var))
+        });
         match position {
             Some(pos) if positions.contains(&pos) => reading.push(*lp),
             _ => reused.push(*lp),
@@ -239,7 +228,7 @@ fn across_lanes(
     if offered.is_empty() {
         return Err(SketchError::LaneReductionNotApplicable);
     }
-    let jr_counts: Vec<i64> = dedup(offered.iter().map(|t| t.1));
+    let jr_counts = counts(offered.iter().map(|t| t.1));
     let jr = super::cross_thread::sample(sch, &jr_counts, RULE)?;
     let jr_value = sch.value(jr).map_err(at(RULE))?;
     let rows = sch
@@ -248,7 +237,7 @@ fn across_lanes(
     let mut outer = parts.rest.clone();
     let mut tile = Vec::new();
     if let Some(r) = reused {
-        let ir_counts: Vec<i64> = dedup(offered.iter().filter(|t| t.1 == jr_value).map(|t| t.0));
+        let ir_counts = counts(offered.iter().filter(|t| t.1 == jr_value).map(|t| t.0));
         let ir = super::cross_thread::sample(sch, &ir_counts, RULE)?;
         let split = sch
             .split(r, &[None, Some(IntArg::Rv(ir))])
@@ -306,14 +295,12 @@ fn across_lanes(
     Ok(leftovers)
 }
 
-/// `values` in their first order, each once.
-fn dedup(values: impl Iterator<Item = i64>) -> Vec<i64> {
-    let mut out = Vec::new();
-    for v in values {
-        if !out.contains(&v) {
-            out.push(v);
-        }
-    }
+/// The distinct `values`, ascending (the rule's counts ascend: the order they are offered
+/// in).
+fn counts(values: impl Iterator<Item = i64>) -> Vec<i64> {
+    let mut out: Vec<i64> = values.collect();
+    out.sort_unstable();
+    out.dedup();
     out
 }
 
