@@ -6,6 +6,11 @@
 # each pass's medians and the median ratio B / A (> 1: B faster); writes OUT/table.txt.
 #
 #   benches/cpu_ab.sh OUT TRIALS BIN_A BIN_B WORKLOAD...
+#
+# SPACE_A / SPACE_B name a search-space file each arm tunes with (`--space`; default the
+# embedded one): one binary, a rule with and without it, e.g.
+#   benches/space_without.py search_spaces/cpu.toml lane_reduction >/tmp/a.toml
+#   SPACE_A=/tmp/a.toml benches/cpu_ab.sh /tmp/ab 64 target/release/tessel target/release/tessel W...
 #   e.g. git stash; cargo build --release; cp target/release/tessel /tmp/tessel-a
 #        git stash pop; cargo build --release
 #        PASSES=3 benches/cpu_ab.sh /tmp/ab 96 /tmp/tessel-a target/release/tessel \
@@ -23,12 +28,12 @@ ms() { # binary workload schedule -> median milliseconds of one run
 for w in "$@"; do
   tag=$(echo "$w" | tr -c 'a-zA-Z0-9\n' '_')
   for arm in a b; do
-    bin=$bin_a
-    [[ $arm == b ]] && bin=$bin_b
+    bin=$bin_a space=${SPACE_A:-}
+    [[ $arm == b ]] && bin=$bin_b space=${SPACE_B:-}
     db=$out/$tag.$arm.sqlite
     rm -f "$db"
     "$bin" tune "$w" --target cpu --trials "$trials" --seed 1 --threads "$threads" --db "$db" \
-      >"$out/$tag.$arm.tune.txt" 2>&1
+      ${space:+--space "$space"} >"$out/$tag.$arm.tune.txt" 2>&1
     "$bin" best "$w" --target cpu --db "$db" --emit trace >"$out/$tag.$arm.sched" 2>/dev/null
   done
   ra=() rb=()
