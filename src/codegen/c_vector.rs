@@ -10,9 +10,12 @@
 //! extent leaves empty. (A conv's 56 output columns on a 16-lane AVX-512 machine: three
 //! vectors and one half vector, where the rest of 8 ran as scalar FMAs.)
 //!
-//! A loop this printer does not take (a lane-dependent guard, a non-contiguous or
-//! non-float access, an operation without a vector form: min, max, select, casts, math
-//! functions) stays a scalar loop under `#pragma omp simd`.
+//! `max`, `min`, `abs`, `exp`, `tanh` and selects on a comparison of floats call the
+//! vector helpers of `c_vector_math.rs`.
+//!
+//! A loop this printer does not take (a lane-dependent guard or select on an index, a
+//! non-contiguous or non-float access, a cast, `sqrt`) stays a scalar loop under
+//! `#pragma omp simd`.
 
 use super::c_like::Printer;
 use crate::ir::{BinOp, DType, Expr, UnOp, VarId};
@@ -101,14 +104,12 @@ pub(super) fn vector_statement(
     if hazard {
         return None;
     }
-    let v = vexpr(pr, value, var, width)?;
-    let w = width.prefix();
-    let rhs = if v.vector {
-        v.text
-    } else {
-        format!("{w}splat({})", v.text)
-    };
-    let stmt = format!("{w}store(&{}, {rhs});", pr.element(buffer, &indices[0]));
+    let rhs = splat(width, vexpr(pr, value, var, width)?);
+    let stmt = format!(
+        "{}store(&{}, {rhs});",
+        width.prefix(),
+        pr.element(buffer, &indices[0])
+    );
     Some((guard.map(|g| pr.expr(g)), stmt))
 }
 
@@ -156,8 +157,79 @@ fn vexpr(pr: &Printer, e: &Expr, var: VarId, width: Width) -> Option<VExpr> {
                 vector: x.vector,
             })
         }
-        // The lane index itself, min/max, select, casts, math functions: scalar loop.
+        // `c_vector_math.rs`'s helpers, on float operands.
+        Expr::Bin(op @ (BinOp::Max | BinOp::Min), a, b) if pr.is_float(a) && pr.is_float(b) => {
+            let (x, y) = (vexpr(pr, a, var, width)?, vexpr(pr, b, var, width)?);
+            let name = if *op == BinOp::Max { "max" } else { "min" };
+            Some(call(width, name, [x, y]))
+        }
+        Expr::Un(op @ (UnOp::Abs | UnOp::Exp | UnOp::Tanh), a) if pr.is_float(a) => {
+            let x = vexpr(pr, a, var, width)?;
+            Some(call(width, op.name(), [x]))
+        }
+        Expr::Select(c, a, b) if pr.is_float(a) && pr.is_float(b) => {
+            let (x, y) = (vexpr(pr, a, var, width)?, vexpr(pr, b, var, width)?);
+            let w = width.prefix();
+            if !c.uses_var(var) {
+                // One condition for every lane: C's conditional evaluates only the
+                // chosen side, as the scalar loop does (a side may be a guarded load).
+                return Some(VExpr {
+                    text: format!(
+                        "({} ? {} : {})",
+                        pr.expr(c),
+                        splat(width, x),
+                        splat(width, y)
+                    ),
+                    vector: true,
+                });
+            }
+            // A condition on the lanes' values, never on their indices: both sides are
+            // evaluated for every lane, which a guard of an index must not be.
+            let Expr::Bin(cmp @ (BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge), l, r) = &**c
+            else {
+                return None;
+            };
+            if !pr.is_float(l) || !pr.is_float(r) {
+                return None;
+            }
+            let (l, r) = (vexpr(pr, l, var, width)?, vexpr(pr, r, var, width)?);
+            let sym = match cmp {
+                BinOp::Lt => "<",
+                BinOp::Le => "<=",
+                BinOp::Gt => ">",
+                _ => ">=",
+            };
+            Some(VExpr {
+                text: format!(
+                    "{w}blend(({w}i)({} {sym} {}), {}, {})",
+                    splat(width, l),
+                    splat(width, r),
+                    splat(width, x),
+                    splat(width, y)
+                ),
+                vector: true,
+            })
+        }
+        // The lane index itself, selects on indices, casts, sqrt: scalar loop.
         _ => None,
+    }
+}
+
+/// `v` as a vector of `width`: itself, or its broadcast.
+fn splat(width: Width, v: VExpr) -> String {
+    if v.vector {
+        v.text
+    } else {
+        format!("{}splat({})", width.prefix(), v.text)
+    }
+}
+
+/// A call of the vector math helper `name` (`tessel_vmax`, ...) on `args`.
+fn call<const N: usize>(width: Width, name: &str, args: [VExpr; N]) -> VExpr {
+    let args: Vec<String> = args.into_iter().map(|a| splat(width, a)).collect();
+    VExpr {
+        text: format!("{}{name}({})", width.prefix(), args.join(", ")),
+        vector: true,
     }
 }
 
@@ -168,7 +240,18 @@ mod tests {
 
     /// The C of `spec` scheduled by `trace`.
     fn c_source(spec: &str, trace: &str) -> String {
-        let program = crate::workload::preset(spec).unwrap().to_program();
+        scheduled_c(crate::workload::preset(spec).unwrap().to_program(), trace)
+    }
+
+    /// The C of the workload text `workload` scheduled by `trace`.
+    fn program_source(workload: &str, trace: &str) -> String {
+        scheduled_c(
+            crate::workload::parse(workload).unwrap().to_program(),
+            trace,
+        )
+    }
+
+    fn scheduled_c(program: crate::ir::Program, trace: &str) -> String {
         let sch = replay(&text::parse(trace).unwrap(), program, 0).unwrap();
         crate::codegen::cpu::generate(&lower(sch.program(), Backend::Cpu).unwrap())
             .unwrap()
@@ -200,7 +283,7 @@ mod tests {
     }
 
     #[test]
-    fn strided_and_non_arithmetic_loops_stay_scalar() {
+    fn strided_loops_and_selects_on_indices_stay_scalar() {
         // j outermost, i vectorized: C[i, j] is strided in i.
         let code = c_source(
             "matmul:8x8x4",
@@ -208,12 +291,42 @@ mod tests {
         );
         assert!(!code.contains("tessel_vstore(&C"), "{code}");
         assert!(code.contains("#pragma omp simd"), "{code}");
-        // relu(x + bias) has a max: no vector form in C's vector extensions.
+        // A select on the lane's index (a zero-fill the lowering cannot partition away):
+        // both sides of a vector select would be read for every lane.
+        let code = program_source(
+            "workload w\ninput X: f32[4, 32]\nY[i, j] = if_then_else(j % 3 < 1, X[i, j], 0.0)\n",
+            "b0 = get_block(\"Y\")\ni, j = get_loops(b0)\nvectorize(j)\n",
+        );
+        assert!(!code.contains("tessel_vstore(&Y"), "{code}");
+        assert!(code.contains("#pragma omp simd\n    for (int j"), "{code}");
+    }
+
+    #[test]
+    fn max_exp_and_selects_on_values_call_the_vector_helpers() {
+        // relu(x + bias): max with a broadcast zero.
         let code = c_source(
             "dense_bias_relu:m=4,n=16,k=4",
             "b0 = get_block(\"T_relu\")\ni, j = get_loops(b0)\nvectorize(j)\n",
         );
-        assert!(!code.contains("tessel_vstore(&T_relu"), "{code}");
-        assert!(code.contains("#pragma omp simd\n    for (int j"), "{code}");
+        assert!(
+            code.contains("tessel_vstore(&T_relu[((i * 16) + j)], tessel_vmax(tessel_vload(&T_add[((i * 16) + j)]), tessel_vsplat(0.0f)));"),
+            "{code}"
+        );
+        // A softmax's exponentials, and a select on values.
+        let code = program_source(
+            "workload w\ninput X: f32[4, 32]\nM[i] = max_reduce(X[i, k], k: 32)\n\
+             E[i, j] = exp(X[i, j] - M[i])\n\
+             L[i, j] = if_then_else(E[i, j] > 0.5, tanh(E[i, j]), 0.1 * abs(X[i, j]))\n",
+            "b0 = get_block(\"E\")\ni, j = get_loops(b0)\nvectorize(j)\n\
+             b1 = get_block(\"L\")\ni1, j1 = get_loops(b1)\nvectorize(j1)\n",
+        );
+        assert!(
+            code.contains("tessel_vstore(&E[((i * 32) + j)], tessel_vexp((tessel_vload(&X[((i * 32) + j)]) - M[i])));"),
+            "{code}"
+        );
+        assert!(
+            code.contains("tessel_vstore(&L[((i * 32) + j)], tessel_vblend((tessel_vi)(tessel_vload(&E[((i * 32) + j)]) > tessel_vsplat(0.5f)), tessel_vtanh(tessel_vload(&E[((i * 32) + j)])), (0.1f * tessel_vabs(tessel_vload(&X[((i * 32) + j)])))));"),
+            "{code}"
+        );
     }
 }

@@ -31,6 +31,7 @@ pub fn generate(l: &Lowered) -> Result<Source> {
     let p = &l.program;
     let mut code = String::from(PRELUDE);
     code.push_str(super::c_vector::PRELUDE);
+    code.push_str(super::c_vector_math::PRELUDE);
     if super::reads_tf32(p) {
         code.push_str(TF32);
     }

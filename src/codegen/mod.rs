@@ -1,11 +1,13 @@
 //! Code generation: kernel IR to CUDA C (one `extern "C" __global__` function per kernel,
 //! launch configuration beside it) and to C for the CPU (OpenMP parallel loops, explicit
-//! vector code for contiguous vectorized loops (`c_vector.rs`), `omp simd` for the rest). Both print the kernel IR statement by statement with the
+//! vector code for contiguous vectorized loops (`c_vector.rs`, with vector forms of max, min,
+//! abs, selects on float comparisons, exp and tanh in `c_vector_math.rs`), `omp simd` for the rest). Both print the kernel IR statement by statement with the
 //! program's own names, so a reader can follow the source next to the printed IR.
 
 mod c_bases;
 mod c_like;
 mod c_vector;
+mod c_vector_math;
 pub mod cpu;
 pub mod cuda;
 mod cuda_mma;

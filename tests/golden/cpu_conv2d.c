@@ -26,6 +26,48 @@ static inline tessel_vf tessel_vsplat(float x) { return ((tessel_vf){0} + 1.0f) 
 static inline tessel_hf tessel_hload(const float *p) { tessel_hf v; __builtin_memcpy(&v, p, sizeof v); return v; }
 static inline void tessel_hstore(float *p, tessel_hf v) { __builtin_memcpy(p, &v, sizeof v); }
 static inline tessel_hf tessel_hsplat(float x) { return ((tessel_hf){0} + 1.0f) * x; }
+typedef int tessel_vi __attribute__((vector_size(TESSEL_VLANES * 4)));
+typedef int tessel_hi __attribute__((vector_size(TESSEL_HLANES * 4)));
+#define TESSEL_VECTOR_MATH(P, F, I) \
+static inline F P##blend(I m, F a, F b) { return (F)(((I)a & m) | ((I)b & ~m)); } \
+static inline F P##max(F a, F b) { return P##blend((I)(a < b), b, a); } \
+static inline F P##min(F a, F b) { return P##blend((I)(b < a), b, a); } \
+static inline F P##abs(F x) { return (F)((I)x & 0x7fffffff); } \
+static inline F P##exp(F x) { \
+  I nan = (I)(x != x); \
+  F c = P##blend(nan, P##splat(0.0f), x); \
+  c = P##blend((I)(c < -104.0f), P##splat(-104.0f), c); \
+  c = P##blend((I)(c > 89.0f), P##splat(89.0f), c); \
+  F n = c * 1.44269504088896341f + 12582912.0f; \
+  n = n - 12582912.0f; \
+  F r = c - n * 0.693359375f; \
+  r = r - n * -2.12194440e-4f; \
+  F p = 1.9875691500e-4f * r + 1.3981999507e-3f; \
+  p = p * r + 8.3334519073e-3f; \
+  p = p * r + 4.1665795894e-2f; \
+  p = p * r + 1.6666665459e-1f; \
+  p = p * r + 5.0000001201e-1f; \
+  p = p * (r * r) + r + 1.0f; \
+  I k = __builtin_convertvector(n, I); \
+  I k1 = k >> 1; \
+  F s1 = (F)((k1 + 127) << 23); \
+  F s2 = (F)((k - k1 + 127) << 23); \
+  return P##blend(nan, x, p * s1 * s2); \
+} \
+static inline F P##tanh(F x) { \
+  F a = P##abs(x); \
+  F big = 1.0f - 2.0f / (P##exp(2.0f * a) + 1.0f); \
+  big = (F)((I)big | ((I)x & (int)0x80000000u)); \
+  F z = x * x; \
+  F p = -5.70498872745e-3f * z + 2.06390887954e-2f; \
+  p = p * z - 5.37397155531e-2f; \
+  p = p * z + 1.33314422036e-1f; \
+  p = p * z - 3.33332819422e-1f; \
+  F small = p * z * x + x; \
+  return P##blend((I)(a > 0.625f), big, small); \
+}
+TESSEL_VECTOR_MATH(tessel_v, tessel_vf, tessel_vi)
+TESSEL_VECTOR_MATH(tessel_h, tessel_hf, tessel_hi)
 
 void conv2d_nchw_kernel(float* restrict data, float* restrict weight, float* restrict conv2d_nchw) {
   #pragma omp parallel for
