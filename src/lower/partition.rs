@@ -168,7 +168,8 @@ fn bound(c: &Expr, v: VarId) -> Option<(i64, i64)> {
 
 /// Peels the tail of serial loops whose body accumulates under a select on their variable
 /// (CPU): a reduction split by a vector width that does not divide it leaves its rf block
-/// adding `select(c * v + e < k, value, 0)` (`schedule/rfactor.rs`), `v` the outer part,
+/// adding `select(c * v + e < k, value, 0)` (`schedule/rfactor.rs`; for a maximum, taking
+/// the maximum with `select(.., value, -inf)`), `v` the outer part,
 /// `e` over the loops inside it; the iterations of `v` where every `e` passes (`c * v +
 /// max(e) < k`) become a loop of their own that adds `value` unconditionally (the
 /// vector loop inside it then plain vector code), the rest a loop keeping the select.
@@ -282,8 +283,10 @@ fn plain_loops(body: &[KStmt], extents: &mut BTreeMap<VarId, i64>) -> bool {
 }
 
 /// The conditions of the masked accumulations in `st`: stores of
-/// `b[i] = b[i] + select(c, value, 0)`, as `rfactor` of an imperfect split leaves them
-/// (a conv's inlined zero padding, a select inside a product, is not one).
+/// `b[i] = b[i] + select(c, value, 0)`, or of a maximum or minimum with the select's
+/// other side the combiner's identity (`-inf`, `inf`), as `rfactor` of an imperfect
+/// split leaves them (a conv's inlined zero padding, a select inside a product, is not
+/// one).
 fn selects_in(st: &KStmt, out: &mut Vec<Expr>) {
     match st {
         KStmt::For { body, .. } | KStmt::If { then: body, .. } => {
@@ -294,10 +297,18 @@ fn selects_in(st: &KStmt, out: &mut Vec<Expr>) {
         KStmt::Store {
             buffer,
             indices,
-            value: Expr::Bin(BinOp::Add, acc, masked),
+            value: Expr::Bin(op @ (BinOp::Add | BinOp::Max | BinOp::Min), acc, masked),
         } => {
-            if let (Expr::Load(b, idx), Expr::Select(c, _, zero)) = (&**acc, &**masked) {
-                if b == buffer && idx == indices && matches!(**zero, Expr::Float(z) if z == 0.0) {
+            let identity = match op {
+                BinOp::Add => 0.0,
+                BinOp::Max => f64::NEG_INFINITY,
+                _ => f64::INFINITY,
+            };
+            if let (Expr::Load(b, idx), Expr::Select(c, _, other)) = (&**acc, &**masked) {
+                if b == buffer
+                    && idx == indices
+                    && matches!(**other, Expr::Float(z) if z == identity)
+                {
                     out.push((**c).clone());
                 }
             }
@@ -519,6 +530,12 @@ mod tests {
     /// `ko` over 7 vector steps of 16 lanes summing 100 elements: a reduction's rf block
     /// adding `select(ko * 16 + kv < 100, A[..], 0)`.
     fn tail_sum(bound_var: Option<VarId>) -> KStmt {
+        tail_reduction(BinOp::Add, 0.0, bound_var)
+    }
+
+    /// `b[kv] = op(b[kv], select(16 * ko + kv < limit, a[16 * ko + kv], other))` over
+    /// `ko` < 7, `kv` < 16 (vectorized).
+    fn tail_reduction(op: BinOp, other: f64, bound_var: Option<VarId>) -> KStmt {
         let (ko, kv) = (VarId(0), VarId(1));
         let pos = Expr::add(Expr::mul(Expr::Var(ko), Expr::Int(16)), Expr::Var(kv));
         let limit = match bound_var {
@@ -536,12 +553,13 @@ mod tests {
                 body: vec![KStmt::Store {
                     buffer: BufferId(1),
                     indices: vec![Expr::Var(kv)],
-                    value: Expr::add(
+                    value: Expr::bin(
+                        op,
                         Expr::Load(BufferId(1), vec![Expr::Var(kv)]),
                         Expr::select(
                             Expr::bin(BinOp::Lt, pos.clone(), limit),
                             Expr::Load(BufferId(0), vec![pos]),
-                            Expr::Float(0.0),
+                            Expr::Float(other),
                         ),
                     ),
                 }],
@@ -576,5 +594,30 @@ mod tests {
         let mut same = original.clone();
         peel_tails(&mut same);
         assert_eq!(same, original);
+    }
+
+    /// A maximum (a softmax's row maximum) whose select adds `-inf` past the end is
+    /// peeled as a sum is; one whose select gives another value (a clamp at zero) is not
+    /// a masked accumulation and is left alone.
+    #[test]
+    fn a_maximums_last_vector_step_is_peeled_off_too() {
+        let mut body = vec![tail_reduction(BinOp::Max, f64::NEG_INFINITY, None)];
+        peel_tails(&mut body);
+        assert!(
+            matches!(
+                &body[..],
+                [KStmt::For { extent: 6, .. }, KStmt::For { extent: 1, .. }]
+            ),
+            "{body:?}"
+        );
+        for (op, other) in [(BinOp::Max, 0.0), (BinOp::Min, f64::NEG_INFINITY)] {
+            let original = vec![tail_reduction(op, other, None)];
+            let mut same = original.clone();
+            peel_tails(&mut same);
+            assert_eq!(same, original);
+        }
+        let mut body = vec![tail_reduction(BinOp::Min, f64::INFINITY, None)];
+        peel_tails(&mut body);
+        assert_eq!(body.len(), 2, "{body:?}");
     }
 }

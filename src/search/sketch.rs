@@ -1943,7 +1943,7 @@ fn reduction_sketch(
 fn standalone(space: &SearchSpace, sch: &mut Schedule, name: &str) -> Result<(), SketchError> {
     let b = sch.get_block(name).map_err(at("epilogue"))?;
     // A reduction the cross-thread rule applies to (a softmax's row maximum over a long
-    // row) is, at a coin's choice recorded in the trace, read by lanes side by side.
+    // row) is, at a coin's choice recorded in the trace, read by threads side by side.
     let across = {
         let p = sch.program();
         let id = sch.block_id(b).map_err(at("epilogue"))?;
@@ -1951,6 +1951,17 @@ fn standalone(space: &SearchSpace, sch: &mut Schedule, name: &str) -> Result<(),
     };
     if across && coin(sch, "cross-thread reduction")? {
         cross_thread::across_threads(space, sch, name, &[])?;
+        return Ok(());
+    }
+    // On the CPU, the same reduction may be read a vector at a time into vector
+    // accumulators (a softmax's row maximum was a serial `fmaxf` an element).
+    let lanes = {
+        let p = sch.program();
+        let id = sch.block_id(b).map_err(at("epilogue"))?;
+        p.block(id).is_reduction() && lane_reduction::applies(space, p, id)
+    };
+    if lanes && coin(sch, "lane reduction")? {
+        lane_reduction::across_lanes(space, sch, name, &[])?;
         return Ok(());
     }
     let loops = sch.get_loops(b).map_err(at("epilogue"))?;
