@@ -9,11 +9,15 @@ MEDIAN_SECONDS`.
   cpu_peers.py WORKLOAD THREADS
   WORKLOAD: matmul:MxNxK or matmul:m=M,n=N,k=K[,layout=nn|nt|tn|tt], or
   conv2d_nchw:n=..,c=..,h=..,w=..,k=..,r=..,s=..,stride=1,pad=P, or
-  dense_bias_relu:m=M,n=N,k=K
+  dense_bias_relu:m=M,n=N,k=K, dense_bias_gelu:m=M,n=N,k=K (GELU's tanh form, as
+  benches/dense_bias_gelu_128x3072x768.tw), or softmax:ROWSxCOLS (over each row, as
+  benches/softmax_*.tw)
 
 GEMMs: numpy's matmul (OpenBLAS sgemm). Dense layers: the same, then the bias and relu
 in place, and PyTorch's `linear` (its sgemm). Convs: PyTorch's conv2d (oneDNN) when torch
-imports, and numpy im2col + OpenBLAS sgemm. THREADS sets OPENBLAS_NUM_THREADS,
+imports, and numpy im2col + OpenBLAS sgemm. `dense_bias_gelu`: PyTorch's `linear` then
+`gelu(approximate="tanh")`. Softmax: PyTorch's `softmax` and numpy's (max, exp, sum,
+divide, in place where it can). THREADS sets OPENBLAS_NUM_THREADS,
 OMP_NUM_THREADS and torch.set_num_threads before the libraries load.
 """
 import os
@@ -108,6 +112,41 @@ elif kind == "dense_bias_relu":
         with torch.no_grad():
             f = lambda: torch.nn.functional.linear(tx, tw, tb).relu_()  # noqa: E731
             print(f"peer torch-{torch.__version__}-linear {timed(f):.9f}")
+    except ImportError:
+        print("peer torch unavailable (no PyTorch on this machine)")
+elif kind == "dense_bias_gelu":
+    p = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in args.split(",")}
+    m, n, k = p["m"], p["n"], p["k"]
+    import torch
+
+    torch.set_num_threads(int(threads))
+    tx = torch.from_numpy(rng.standard_normal((m, k), dtype=np.float32))
+    tw = torch.from_numpy(rng.standard_normal((n, k), dtype=np.float32))
+    tb = torch.from_numpy(rng.standard_normal(n, dtype=np.float32))
+    with torch.no_grad():
+        f = lambda: torch.nn.functional.gelu(  # noqa: E731
+            torch.nn.functional.linear(tx, tw, tb), approximate="tanh"
+        )
+        print(f"peer torch-{torch.__version__}-linear-gelu {timed(f):.9f}")
+elif kind == "softmax":
+    rows, cols = (int(v) for v in args.split("x"))
+    x = rng.standard_normal((rows, cols), dtype=np.float32)
+    y = np.empty_like(x)
+
+    def softmax():
+        np.subtract(x, x.max(axis=1, keepdims=True), out=y)
+        np.exp(y, out=y)
+        np.divide(y, y.sum(axis=1, keepdims=True), out=y)
+
+    print(f"peer numpy {timed(softmax):.9f}")
+    try:
+        import torch
+
+        torch.set_num_threads(int(threads))
+        tx = torch.from_numpy(x)
+        with torch.no_grad():
+            f = lambda: torch.softmax(tx, dim=1)  # noqa: E731
+            print(f"peer torch-{torch.__version__}-softmax {timed(f):.9f}")
     except ImportError:
         print("peer torch unavailable (no PyTorch on this machine)")
 else:
