@@ -1942,27 +1942,35 @@ fn reduction_sketch(
 
 fn standalone(space: &SearchSpace, sch: &mut Schedule, name: &str) -> Result<(), SketchError> {
     let b = sch.get_block(name).map_err(at("epilogue"))?;
-    // A reduction the cross-thread rule applies to (a softmax's row maximum over a long
-    // row) is, at a coin's choice recorded in the trace, read by threads side by side.
-    let across = {
-        let p = sch.program();
-        let id = sch.block_id(b).map_err(at("epilogue"))?;
-        p.block(id).is_reduction() && cross_thread::applies(space, p, id)
-    };
-    if across && coin(sch, "cross-thread reduction")? {
-        cross_thread::across_threads(space, sch, name, &[])?;
-        return Ok(());
-    }
-    // On the CPU, the same reduction may be read a vector at a time into vector
-    // accumulators (a softmax's row maximum was a serial `fmaxf` an element).
-    let lanes = {
-        let p = sch.program();
-        let id = sch.block_id(b).map_err(at("epilogue"))?;
-        p.block(id).is_reduction() && lane_reduction::applies(space, p, id)
-    };
-    if lanes && coin(sch, "lane reduction")? {
-        lane_reduction::across_lanes(space, sch, name, &[])?;
-        return Ok(());
+    // A reduction a rule of its own applies to (a softmax's row maximum over a long row)
+    // is, at a coin's choice recorded in the trace, read by GPU threads side by side, or on
+    // the CPU a vector at a time into vector accumulators (it was a serial `fmaxf` an
+    // element).
+    type Offered = fn(&SearchSpace, &Program, crate::ir::BlockId) -> bool;
+    type Rule =
+        fn(&SearchSpace, &mut Schedule, &str, &[String]) -> Result<Vec<String>, SketchError>;
+    let rules: [(Offered, &'static str, Rule); 2] = [
+        (
+            cross_thread::applies,
+            "cross-thread reduction",
+            cross_thread::across_threads,
+        ),
+        (
+            lane_reduction::applies,
+            "lane reduction",
+            lane_reduction::across_lanes,
+        ),
+    ];
+    for (offered, rule, build) in rules {
+        let applies = {
+            let p = sch.program();
+            let id = sch.block_id(b).map_err(at("epilogue"))?;
+            p.block(id).is_reduction() && offered(space, p, id)
+        };
+        if applies && coin(sch, rule)? {
+            build(space, sch, name, &[])?;
+            return Ok(());
+        }
     }
     let loops = sch.get_loops(b).map_err(at("epilogue"))?;
     // A reduction (one before the main nest) keeps its reduction loops serial in each
