@@ -287,3 +287,24 @@ fn exp_tanh_max_and_selects_run_as_vector_code_and_check() {
     assert!(ok, "{err}");
     assert!(out.contains("check     ok: relative error"), "{out}");
 }
+
+/// A row of 37 in vector steps of 16 (an imperfect split): the steps whose lanes all pass
+/// the guard run as vectors, the edge's lane by lane; built, run and checked.
+#[test]
+fn an_imperfect_vector_split_runs_and_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = dir.path().join("edge.sched");
+    std::fs::write(
+        &s,
+        "b0 = get_block(\"C\")\ni, j, k = get_loops(b0)\nj0, j1 = split(j, factors=[None, 16])\n\
+         reorder(i, j0, k, j1)\nvectorize(j1)\nb1 = decompose_reduction(b0, k)\n",
+    )
+    .unwrap();
+    let s = s.to_str().unwrap();
+    let (ok, code, err) = tessel(&["show", "matmul:7x37x5", "--schedule", s, "--emit", "c"]);
+    assert!(ok, "{err}");
+    assert!(code.contains("if (tessel_all) {"), "{code}");
+    let (ok, out, err) = tessel(&["run", "matmul:7x37x5", "--schedule", s, "--target", "cpu"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("check     ok: relative error"), "{out}");
+}

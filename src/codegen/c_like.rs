@@ -306,6 +306,61 @@ impl<'a> Printer<'a> {
         self.out.push('\n');
     }
 
+    /// One step of `step` lanes of vectorized loop `var` (C): the vector statement, under
+    /// its guard; where the guard depends on the lane, the statement runs as a vector when
+    /// every lane of the step passes (the step's first and last lanes decide it, the loop
+    /// variable redeclared for each in a scope of its own) and `body` lane by lane
+    /// otherwise.
+    fn vector_step(
+        &mut self,
+        var: VarId,
+        body: &[KStmt],
+        step: &str,
+        vector: super::c_vector::VectorStep,
+        depth: usize,
+        allocs_at: &dyn Fn(&mut Self, Option<VarId>, usize),
+    ) {
+        let guarded = |pr: &mut Self, depth: usize| match &vector.guard {
+            Some(g) => {
+                pr.line(depth, &format!("if {} {{", paren(g)));
+                pr.line(depth + 1, &vector.stmt);
+                pr.line(depth, "}");
+            }
+            None => pr.line(depth, &vector.stmt),
+        };
+        let Some(lanes) = &vector.lanes else {
+            guarded(self, depth);
+            return;
+        };
+        let v = self.var(var);
+        self.line(depth, &format!("const int tessel_lane0 = {v};"));
+        self.line(depth, "int tessel_all = 1;");
+        for (at, conds) in [
+            (format!("tessel_lane0 + {step} - 1"), &lanes.last),
+            ("tessel_lane0".to_string(), &lanes.first),
+        ] {
+            if !conds.is_empty() {
+                self.line(
+                    depth,
+                    &format!(
+                        "{{ const int {v} = {at}; tessel_all = tessel_all && {}; }}",
+                        conds.join(" && ")
+                    ),
+                );
+            }
+        }
+        self.line(depth, "if (tessel_all) {");
+        guarded(self, depth + 1);
+        self.line(depth, "} else {");
+        self.line(
+            depth + 1,
+            &format!("for (int {v} = tessel_lane0; {v} < tessel_lane0 + {step}; ++{v}) {{"),
+        );
+        self.stmts(body, depth + 2, allocs_at);
+        self.line(depth + 1, "}");
+        self.line(depth, "}");
+    }
+
     /// Prints statements; `allocs_at` prints the allocations placed at a loop's body.
     pub fn stmts(
         &mut self,
@@ -445,21 +500,14 @@ impl<'a> Printer<'a> {
                                 (String::from("0"), &end_v, "TESSEL_VLANES", whole),
                                 (end_v.clone(), &end_h, "TESSEL_HLANES", half),
                             ];
-                            for (from, to, step, (guard, line)) in steps {
+                            for (from, to, step, vector) in steps {
                                 self.line(
                                     depth,
                                     &format!(
                                         "for (int {v} = {from}; {v} < {to}; {v} += {step}) {{"
                                     ),
                                 );
-                                match guard {
-                                    Some(g) => {
-                                        self.line(depth + 1, &format!("if {} {{", paren(&g)));
-                                        self.line(depth + 2, &line);
-                                        self.line(depth + 1, "}");
-                                    }
-                                    None => self.line(depth + 1, &line),
-                                }
+                                self.vector_step(*var, body, step, vector, depth + 1, allocs_at);
                                 self.line(depth, "}");
                             }
                             self.line(depth, "#pragma omp simd");

@@ -13,7 +13,12 @@
 //! `max`, `min`, `abs`, `exp`, `tanh` and selects on a comparison of floats call the
 //! vector helpers of `c_vector_math.rs`.
 //!
-//! A loop this printer does not take (a lane-dependent guard or select on an index, a
+//! A guard on the lane (the edge of an imperfect tile: `16 * j0 + j1 < 1454`) whose every
+//! conjunct compares an affine function of the lane with a bound is decided per step by
+//! its first or last lane: a step whose lanes all pass runs as a vector, the edge's step
+//! lane by lane (`Printer::vector_step`).
+//!
+//! A loop this printer does not take (a select on an index, another guard on the lane, a
 //! non-contiguous or non-float access, a cast, `sqrt`) stays a scalar loop under
 //! `#pragma omp simd`.
 
@@ -72,15 +77,54 @@ struct VExpr {
     vector: bool,
 }
 
+/// One vector step of a vectorized loop's body: the statement, under `guard` (a
+/// condition the same for every lane) where it has one. `lanes`, where the body's guard
+/// depends on the lane (the edge of an imperfect tile), says when every lane of the step
+/// passes it: the step then runs as a vector, else lane by lane as the scalar loop does.
+pub(super) struct VectorStep {
+    pub guard: Option<String>,
+    pub lanes: Option<LaneGuard>,
+    pub stmt: String,
+}
+
+/// A guard on the lane, monotone in it: every lane of a step passes where the conditions
+/// `last` hold with the loop variable at the step's last lane and `first` at its first.
+pub(super) struct LaneGuard {
+    pub last: Vec<String>,
+    pub first: Vec<String>,
+}
+
 /// The vector statement for the body of vectorized loop `var` (its single store, perhaps
-/// under a lane-invariant guard), one step of `width`: `Some((guard, statement))`, or
-/// `None` when the loop is to stay scalar.
+/// under a guard), one step of `width`; `None` when the loop is to stay scalar (a guard on
+/// the lane is taken where each of its conjuncts compares an affine function of the lane
+/// with a bound, so that the first or the last lane decides it).
 pub(super) fn vector_statement(
     pr: &Printer,
     var: VarId,
     body: &[KStmt],
     width: Width,
-) -> Option<(Option<String>, String)> {
+) -> Option<VectorStep> {
+    let real: Vec<&KStmt> = body
+        .iter()
+        .filter(|s| !matches!(s, KStmt::Comment(_)))
+        .collect();
+    let stripped;
+    let (body, lanes) = match real.as_slice() {
+        [KStmt::If { cond, then }] if cond.uses_var(var) => {
+            let (on_lane, invariant): (Vec<Expr>, Vec<Expr>) =
+                cond.conjuncts().into_iter().partition(|c| c.uses_var(var));
+            let lanes = lane_guard(pr, var, &on_lane)?;
+            stripped = match invariant.into_iter().reduce(Expr::and) {
+                Some(c) => vec![KStmt::If {
+                    cond: c,
+                    then: then.clone(),
+                }],
+                None => then.clone(),
+            };
+            (&stripped[..], Some(lanes))
+        }
+        _ => (body, None),
+    };
     let crate::lower::VectorStore {
         guard,
         buffer,
@@ -110,7 +154,40 @@ pub(super) fn vector_statement(
         width.prefix(),
         pr.element(buffer, &indices[0])
     );
-    Some((guard.map(|g| pr.expr(g)), stmt))
+    Some(VectorStep {
+        guard: guard.map(|g| pr.expr(g)),
+        lanes,
+        stmt,
+    })
+}
+
+/// The [`LaneGuard`] of `conjuncts` (each depending on `var`): a comparison `a op b`
+/// whose `a - b` grows by a constant with the lane is decided by the last lane where it
+/// bounds from above (`<`, `<=` growing; `>`, `>=` falling), else by the first.
+fn lane_guard(pr: &Printer, var: VarId, conjuncts: &[Expr]) -> Option<LaneGuard> {
+    let mut guard = LaneGuard {
+        last: Vec::new(),
+        first: Vec::new(),
+    };
+    for c in conjuncts {
+        let Expr::Bin(op @ (BinOp::Lt | BinOp::Le | BinOp::Gt | BinOp::Ge), a, b) = c else {
+            return None;
+        };
+        let diff = Expr::sub((**a).clone(), (**b).clone());
+        let next =
+            diff.substitute(&|v| (v == var).then(|| Expr::add(Expr::Var(var), Expr::Int(1))));
+        let growth = crate::ir::simplify::simplify(&Expr::sub(next, diff), &|_| None).as_int()?;
+        let upper = matches!(op, BinOp::Lt | BinOp::Le) == (growth > 0);
+        if growth == 0 || pr.is_float(a) || pr.is_float(b) {
+            return None;
+        }
+        if upper {
+            guard.last.push(pr.expr(c));
+        } else {
+            guard.first.push(pr.expr(c));
+        }
+    }
+    Some(guard)
 }
 
 fn vexpr(pr: &Printer, e: &Expr, var: VarId, width: Width) -> Option<VExpr> {
@@ -326,6 +403,29 @@ mod tests {
         );
         assert!(
             code.contains("tessel_vstore(&L[((i * 32) + j)], tessel_vblend((tessel_vi)(tessel_vload(&E[((i * 32) + j)]) > tessel_vsplat(0.5f)), tessel_vtanh(tessel_vload(&E[((i * 32) + j)])), (0.1f * tessel_vabs(tessel_vload(&X[((i * 32) + j)])))));"),
+            "{code}"
+        );
+    }
+
+    #[test]
+    fn a_guard_on_the_lane_runs_whole_steps_as_vectors_and_the_edge_lane_by_lane() {
+        // 37 columns in steps of 16: the third step's guard `j_0 * 16 + j_1 < 37` fails for
+        // some lanes; its last lane decides whether a step runs as a vector.
+        let code = c_source(
+            "matmul:7x37x5",
+            "b0 = get_block(\"C\")\ni, j, k = get_loops(b0)\nj0, j1 = split(j, factors=[None, 16])\n\
+             reorder(i, j0, k, j1)\nvectorize(j1)\nb1 = decompose_reduction(b0, k)\n",
+        );
+        assert!(
+            code.contains("{ const int j_1 = tessel_lane0 + TESSEL_VLANES - 1; tessel_all = tessel_all && (((j_0 * 16) + j_1) < 37); }"),
+            "{code}"
+        );
+        assert!(code.contains("if (tessel_all) {\n"), "{code}");
+        assert!(code.contains("tessel_vstore(&C["), "{code}");
+        assert!(
+            code.contains(
+                "for (int j_1 = tessel_lane0; j_1 < tessel_lane0 + TESSEL_VLANES; ++j_1) {"
+            ),
             "{code}"
         );
     }
