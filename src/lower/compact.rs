@@ -297,13 +297,16 @@ pub(super) fn compact(
         let mut fixed: BTreeSet<VarId> = lca.iter().copied().collect();
         for (v, tag) in &k.thread_vars {
             // A local buffer is one thread's; a fragment is one warp's, shared by the lanes
-            // (threadIdx.x) of the warp.
+            // (threadIdx.x) of the warp. A thread index of one value (a block of one row
+            // on threadIdx.y) is 0 for every thread: relaxed over that one value, so an
+            // access that has it and one that does not fall in one box.
+            let single = ranges.get(v) == Some(&1) && tag.is_thread_idx();
             let keep = tag.is_block_idx()
                 || (b.scope == Scope::Local && tag.is_thread_idx())
                 || (b.scope == Scope::Fragment
                     && tag.is_thread_idx()
                     && *tag != crate::ir::ThreadTag::ThreadIdx(crate::ir::Dim3::X));
-            if keep {
+            if keep && !single {
                 fixed.insert(*v);
             }
         }

@@ -308,7 +308,10 @@ impl SplitK {
 /// most `max_reuse` times and whose last reduction axis is at least `min_reduction` long has a sketch
 /// that reads that axis with `lanes` threads side by side (those that divide it) and
 /// gives a block `rows` output elements. `probability` is how often `sketch::apply`
-/// (random search) takes that sketch.
+/// (random search) takes that sketch. With `fuse_consumer`, a workload whose one stage
+/// after the reduction reads it by rows (a softmax's output, a row's normalisation) may
+/// have the reduction, the row reductions before it and that stage in one kernel, a
+/// block's rows at a time (a coin of the trace).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CrossThread {
     pub probability: f64,
@@ -316,6 +319,7 @@ pub struct CrossThread {
     pub min_reduction: i64,
     pub lanes: Vec<i64>,
     pub rows: Vec<i64>,
+    pub fuse_consumer: bool,
 }
 
 /// The CPU lane-reduction rule (`[lane_reduction]`; see `search_spaces/cpu.toml` and
@@ -352,6 +356,8 @@ struct CrossThreadFile {
     min_reduction: i64,
     lanes: Vec<i64>,
     rows: Vec<i64>,
+    #[serde(default)]
+    fuse_consumer: bool,
 }
 
 #[derive(Deserialize)]
@@ -859,6 +865,7 @@ impl SearchSpace {
                     min_reduction: c.min_reduction,
                     lanes: c.lanes,
                     rows: c.rows,
+                    fuse_consumer: c.fuse_consumer,
                 })
             }
             None => None,

@@ -21,9 +21,15 @@
 //! of output elements per block on `threadIdx.y`. Both counts are decisions of the trace.
 //! Every thread of a row computes its sum (the same value; no lane is singled out), which
 //! costs `lanes` shared reads against the reduction's `extent / lanes` global ones.
+//!
+//! Where the one stage after the reduction reads it by rows (a softmax's output divides
+//! by the row sum) and the space has `fuse_consumer`, a coin of the trace may choose the
+//! fused form ([`fused`]): that stage, the reduction and the row reductions before it (a
+//! softmax's maximum) in one kernel, a block's rows at a time, where each was a kernel
+//! streaming the input of its own.
 
 use super::{at, attempt, loop_kinds, SketchError};
-use crate::ir::{Expr, IterKind, Program};
+use crate::ir::{BlockId, BufferKind, Expr, IterKind, Program};
 use crate::schedule::{AnnArg, LoopRv, Schedule, Target};
 use crate::search::space::SearchSpace;
 
@@ -148,8 +154,15 @@ pub(super) fn factored_loop(
         .ok_or(SketchError::CrossThreadNotApplicable)
 }
 
-/// Builds one sample of the sketch (see the module's documentation).
+/// Builds one sample of the sketch (see the module's documentation): where the workload's
+/// last stage reads the reduction by rows and the space fuses, at a coin's choice the
+/// fused form ([`fused`]).
 pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), SketchError> {
+    if let Some(plan) = fusible(space, sch.program())? {
+        if super::coin(sch, FUSED)? {
+            return fused(space, sch, &plan);
+        }
+    }
     super::reduction_sketch(space, sch, across_threads)
 }
 
@@ -163,7 +176,6 @@ pub(super) fn across_threads(
     name: &str,
     epilogues: &[String],
 ) -> Result<Vec<String>, SketchError> {
-    const RULE: &str = "cross-thread reduction";
     let rule = space
         .cross_thread
         .clone()
@@ -175,34 +187,12 @@ pub(super) fn across_threads(
         if !applies(space, p, id) {
             return Err(SketchError::CrossThreadNotApplicable);
         }
-        let extents: Vec<i64> = p
-            .block(id)
-            .iter_vars
-            .iter()
-            .filter(|iv| iv.kind == IterKind::Spatial && iv.extent > 1)
-            .map(|iv| iv.extent)
-            .collect();
-        (lane_counts(space, p, id), extents)
+        (lane_counts(space, p, id), spatial_extents(p, id))
     };
-    // 1. The last reduction axis split by the lane count; its inner part factored.
-    let loops = sch.get_loops(main).map_err(at(RULE))?;
-    let kinds = loop_kinds(sch, main, &loops)?;
-    let last_r = kinds
-        .iter()
-        .rposition(|k| *k == IterKind::Reduce)
-        .ok_or(SketchError::CrossThreadNotApplicable)?;
+    // 1-2. The last reduction axis split by the lane count, its inner part factored into
+    //      partial results in shared memory.
     let lanes = sample(sch, &lanes_offered, RULE)?;
-    let k = sch
-        .split(
-            loops[last_r],
-            &[None, Some(crate::schedule::IntArg::Rv(lanes))],
-        )
-        .map_err(at(RULE))?;
-    let rf = sch.rfactor(k[1], 0).map_err(at(RULE))?;
-    // 2. The partial results in shared memory: the rf block writes the shared cache and
-    //    the sum reads it (the global buffer inlined away).
-    let shared = sch.cache_write(rf, 0, "shared").map_err(at(RULE))?;
-    sch.compute_inline(shared).map_err(at(RULE))?;
+    let rf = factor_lanes(sch, main, lanes)?;
     // 3. The sum accumulates in a register; the epilogues go into its write-back.
     let write_back = sch.cache_write(main, 0, "local").map_err(at(RULE))?;
     let mut leftovers = Vec::new();
@@ -231,11 +221,66 @@ pub(super) fn across_threads(
     sch.reverse_compute_at(write_back, by_rows[1])
         .map_err(at(RULE))?;
     sch.unroll(*sum_r).map_err(at(RULE))?;
-    // 5. The partial results computed at the block: their rows on threadIdx.y, the lanes
-    //    on threadIdx.x, each lane's share of the reduction serial in a register.
-    sch.compute_at(rf, by_rows[0]).map_err(at(RULE))?;
+    // 5-6. The partial results computed at the block.
+    spread_partials(space, sch, rf, by_rows[0])?;
+    Ok(leftovers)
+}
+
+const RULE: &str = "cross-thread reduction";
+const FUSED: &str = "cross-thread reduction fused with its consumer";
+
+/// The extents of `block`'s spatial axes longer than 1.
+fn spatial_extents(p: &Program, block: crate::ir::BlockId) -> Vec<i64> {
+    p.block(block)
+        .iter_vars
+        .iter()
+        .filter(|iv| iv.kind == IterKind::Spatial && iv.extent > 1)
+        .map(|iv| iv.extent)
+        .collect()
+}
+
+/// Splits `block`'s last reduction axis by `lanes` and factors its inner part: returns
+/// the rf block, whose partial results (one a lane) are written to shared memory (their
+/// global buffer inlined away) and read by `block`, which now sums them.
+fn factor_lanes(
+    sch: &mut Schedule,
+    block: crate::schedule::BlockRv,
+    lanes: crate::schedule::ExprRv,
+) -> Result<crate::schedule::BlockRv, SketchError> {
+    let loops = sch.get_loops(block).map_err(at(RULE))?;
+    let kinds = loop_kinds(sch, block, &loops)?;
+    let last_r = kinds
+        .iter()
+        .rposition(|k| *k == IterKind::Reduce)
+        .ok_or(SketchError::CrossThreadNotApplicable)?;
+    let k = sch
+        .split(
+            loops[last_r],
+            &[None, Some(crate::schedule::IntArg::Rv(lanes))],
+        )
+        .map_err(at(RULE))?;
+    let rf = sch.rfactor(k[1], 0).map_err(at(RULE))?;
+    let shared = sch.cache_write(rf, 0, "shared").map_err(at(RULE))?;
+    sch.compute_inline(shared).map_err(at(RULE))?;
+    Ok(rf)
+}
+
+/// Computes the rf block `rf` at the block's loop `block_loop`: its rows on threadIdx.y,
+/// the lanes on threadIdx.x, each lane's share of the reduction serial in a register,
+/// auto-unrolled (a decision), its init taken out of the loop.
+fn spread_partials(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    rf: crate::schedule::BlockRv,
+    block_loop: LoopRv,
+) -> Result<(), SketchError> {
+    sch.compute_at(rf, block_loop).map_err(at(RULE))?;
     let rf_loops = sch.get_loops(rf).map_err(at(RULE))?;
-    let inner = &rf_loops[1..];
+    let depth = rf_loops
+        .iter()
+        .position(|l| *l == block_loop)
+        .map_or(1, |d| d + 1);
+    let inner = &rf_loops[depth..];
     let lane_loop = factored_loop(sch, rf, inner, 0)?;
     let rf_kinds = loop_kinds(sch, rf, inner)?;
     let row_loops: Vec<LoopRv> = inner
@@ -267,7 +312,6 @@ pub(super) fn across_threads(
     sch.bind(lane_loop, "threadIdx.x").map_err(at(RULE))?;
     let acc = sch.cache_write(rf, 0, "local").map_err(at(RULE))?;
     sch.reverse_compute_at(acc, lane_loop).map_err(at(RULE))?;
-    // 6. Auto-unroll of the serial share, and its init taken out of the loop.
     let step = sample(sch, &space.unroll_max_steps, "auto-unroll")?;
     for lp in &serial {
         sch.annotate(Target::Loop(*lp), super::AUTO_UNROLL_KEY, AnnArg::Rv(step))
@@ -277,7 +321,213 @@ pub(super) fn across_threads(
         sch.decompose_reduction(rf, *first)
             .map_err(at("decompose_reduction"))?;
     }
-    Ok(leftovers)
+    Ok(())
+}
+
+/// What the fused form of a workload computes in its one kernel: the last stage (`sink`),
+/// the main reduction it reads by rows, and the reductions before the main one that are
+/// read the same way (`rows`); the others before it (`apart`) keep kernels of their own.
+#[derive(Debug)]
+pub(super) struct Fusion {
+    sink: String,
+    rows: Vec<String>,
+    apart: Vec<String>,
+}
+
+/// Whether `block` writes a buffer of the rows of `sink`: of one axis fewer than the
+/// sink's output, of the extents of its leading axes, read by `sink` or by `main` at
+/// their leading iteration variables.
+fn by_rows(p: &Program, block: BlockId, sink: BlockId) -> bool {
+    let buf = p.block(block).body.buffer;
+    let sink_vars = &p.block(sink).iter_vars;
+    let rank = p.buffer(buf).shape.len();
+    if rank + 1 != sink_vars.len() || p.buffer(buf).kind != BufferKind::Intermediate {
+        return false;
+    }
+    let extents_match = p
+        .buffer(buf)
+        .shape
+        .iter()
+        .zip(sink_vars)
+        .all(|(e, iv)| *e == iv.extent && iv.kind == IterKind::Spatial);
+    let reads: Vec<(BlockId, Vec<Expr>)> = p
+        .blocks_in_order()
+        .into_iter()
+        .flat_map(|b| {
+            p.block_reads(b)
+                .into_iter()
+                .filter(|(r, _)| *r == buf)
+                .map(move |(_, idx)| (b, idx))
+        })
+        .collect();
+    extents_match
+        && !reads.is_empty()
+        && reads.iter().all(|(reader, idx)| {
+            let vars = &p.block(*reader).iter_vars;
+            idx.len() == rank
+                && idx
+                    .iter()
+                    .zip(vars)
+                    .all(|(e, iv)| matches!(e, Expr::Var(v) if *v == iv.var))
+        })
+}
+
+/// The fused form's plan for `p`, where the space fuses (`fuse_consumer`), the rule
+/// applies to the main reduction, the one stage after it is spatial, reads it by rows and
+/// writes an output of at least two axes; `None` otherwise.
+fn fusible(space: &SearchSpace, p: &Program) -> Result<Option<Fusion>, SketchError> {
+    if !space.cross_thread.as_ref().is_some_and(|c| c.fuse_consumer) {
+        return Ok(None);
+    }
+    let st = super::stages(p)?;
+    let find = |name: &str| {
+        p.blocks_in_order()
+            .into_iter()
+            .find(|b| p.block(*b).name == name)
+    };
+    let (Some(main), [sink_name]) = (find(&st.main), &st.epilogues[..]) else {
+        return Ok(None);
+    };
+    let Some(sink) = find(sink_name) else {
+        return Ok(None);
+    };
+    let sink_blk = p.block(sink);
+    if !applies(space, p, main)
+        || p.buffer(sink_blk.body.buffer).kind != BufferKind::Output
+        || sink_blk.iter_vars.len() < 2
+        || sink_blk
+            .iter_vars
+            .iter()
+            .any(|iv| iv.kind != IterKind::Spatial)
+        || !by_rows(p, main, sink)
+    {
+        return Ok(None);
+    }
+    let lanes = lane_counts(space, p, main);
+    let (rows, apart) = st.reductions.iter().cloned().partition(|name| {
+        find(name).is_some_and(|r| {
+            applies(space, p, r)
+                && by_rows(p, r, sink)
+                && lanes.iter().all(|l| lane_counts(space, p, r).contains(l))
+        })
+    });
+    Ok(Some(Fusion {
+        sink: sink_name.clone(),
+        rows,
+        apart,
+    }))
+}
+
+/// The fused form: one kernel a block of `rows` of the sink's rows at a time, with the
+/// same `lanes` threads of a row throughout:
+///
+/// ```text
+/// for b in blockIdx.x:
+///   for y, t: M_rf_shared[t, y] = max over ko X[row, ko * lanes + t]   (each row reduction
+///   for y:    M_shared[y] = max over t M_rf_shared[t, y]                 before the main one)
+///   for y, t: S_rf_shared[t, y] = sum over ko exp(X[row, ..] - M_shared[y])
+///   for y in threadIdx.y:
+///     S = sum over t S_rf_shared[t, y]                                  (a register)
+///     for jo, t in threadIdx.x: Y[row, jo * lanes + t] = exp(X[row, ..] - M_shared[y]) / S
+/// ```
+///
+/// Barriers come from the lowering (shared buffers written, then read). Reductions before
+/// the main one that are not read by rows keep kernels of their own.
+fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), SketchError> {
+    let rule = space
+        .cross_thread
+        .clone()
+        .ok_or(SketchError::CrossThreadNotApplicable)?;
+    let st = super::stages(sch.program())?;
+    for name in &st.padding {
+        let b = sch.get_block(name).map_err(at("inline padding"))?;
+        let _ = attempt(sch, |s| s.compute_inline(b));
+    }
+    let main = sch.get_block(&st.main).map_err(at(FUSED))?;
+    let sink = sch.get_block(&plan.sink).map_err(at(FUSED))?;
+    let (lanes_offered, row_extents) = {
+        let p = sch.program();
+        let sink_id = sch.block_id(sink).map_err(at(FUSED))?;
+        let vars = &p.block(sink_id).iter_vars;
+        let rows: Vec<i64> = vars[..vars.len() - 1]
+            .iter()
+            .map(|iv| iv.extent)
+            .filter(|e| *e > 1)
+            .collect();
+        (
+            lane_counts(space, p, sch.block_id(main).map_err(at(FUSED))?),
+            rows,
+        )
+    };
+    let rows_offered = row_counts(&rule.rows, &row_extents);
+    if rows_offered.is_empty() {
+        return Err(SketchError::CrossThreadNotApplicable);
+    }
+    let lanes = sample(sch, &lanes_offered, FUSED)?;
+    let rows = sample(sch, &rows_offered, FUSED)?;
+    // 1. The sink: its rows `rows` a block on threadIdx.y, each row's elements read by
+    //    the lanes side by side.
+    let sink_loops = sch.get_loops(sink).map_err(at(FUSED))?;
+    let Some((col, row_loops)) = sink_loops.split_last() else {
+        return Err(SketchError::CrossThreadNotApplicable);
+    };
+    let row = super::fuse(sch, row_loops)?;
+    let by_rows = sch
+        .split(row, &[None, Some(crate::schedule::IntArg::Rv(rows))])
+        .map_err(at(FUSED))?;
+    let cols = sch
+        .split(*col, &[None, Some(crate::schedule::IntArg::Rv(lanes))])
+        .map_err(at(FUSED))?;
+    sch.reorder(&[by_rows[0], by_rows[1], cols[0], cols[1]])
+        .map_err(at(FUSED))?;
+    sch.bind(by_rows[0], "blockIdx.x").map_err(at(FUSED))?;
+    sch.bind(by_rows[1], "threadIdx.y").map_err(at(FUSED))?;
+    sch.bind(cols[1], "threadIdx.x").map_err(at(FUSED))?;
+    // 2. The main reduction: partial results across the lanes, their sum in a register
+    //    of each of the row's threads, which the sink reads.
+    let rf = factor_lanes(sch, main, lanes)?;
+    let write_back = sch.cache_write(main, 0, "local").map_err(at(FUSED))?;
+    sch.compute_inline(write_back).map_err(at(FUSED))?;
+    sch.compute_at(main, by_rows[1]).map_err(at(FUSED))?;
+    unroll_lanes(sch, main)?;
+    spread_partials(space, sch, rf, by_rows[0])?;
+    // 3. The row reductions before it, last first (each is computed before its readers):
+    //    the partial results as the main one's, the row's value in shared memory.
+    for name in plan.rows.iter().rev() {
+        let b = sch.get_block(name).map_err(at(FUSED))?;
+        let rf = factor_lanes(sch, b, lanes)?;
+        let local = sch.cache_write(b, 0, "local").map_err(at(FUSED))?;
+        sch.compute_inline(local).map_err(at(FUSED))?;
+        sch.compute_at(b, by_rows[0]).map_err(at(FUSED))?;
+        let loops = sch.get_loops(b).map_err(at(FUSED))?;
+        let kinds = loop_kinds(sch, b, &loops[1..])?;
+        let row_loops: Vec<LoopRv> = loops[1..]
+            .iter()
+            .zip(&kinds)
+            .filter(|(_, k)| **k == IterKind::Spatial)
+            .map(|(l, _)| *l)
+            .collect();
+        // (A block of one row has no row loop left: each thread computes its row's.)
+        if !row_loops.is_empty() {
+            let row = super::fuse(sch, &row_loops)?;
+            sch.bind(row, "threadIdx.y").map_err(at(FUSED))?;
+        }
+        unroll_lanes(sch, b)?;
+        spread_partials(space, sch, rf, by_rows[0])?;
+    }
+    for name in &plan.apart {
+        super::standalone(space, sch, name)?;
+    }
+    Ok(())
+}
+
+/// Unrolls the loop over the lanes' partial results of `block` (its last loop).
+fn unroll_lanes(sch: &mut Schedule, block: crate::schedule::BlockRv) -> Result<(), SketchError> {
+    let loops = sch.get_loops(block).map_err(at(FUSED))?;
+    if let Some(last) = loops.last() {
+        sch.unroll(*last).map_err(at(FUSED))?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -387,6 +637,83 @@ mod tests {
             assert!(err < 1e-4, "seed {seed}: relative error {err}");
         }
         assert!(max_across[0] > 0 && max_across[1] > 0, "{max_across:?}");
+    }
+
+    /// The kernels of eight samples of the cross-thread sketch of `text` lowered for CUDA,
+    /// each checked against the reference with a GPU's semantics; samples of more
+    /// threads than a block may have are skipped. Returns each sample's kernel count.
+    fn kernel_counts(text: &str) -> Vec<usize> {
+        let p = crate::workload::parse(text).unwrap().to_program();
+        let space = SearchSpace::cuda_default();
+        (0..16)
+            .filter_map(|seed| {
+                let mut sch = Schedule::new(p.clone(), seed);
+                apply_sketch(&space, &mut sch, seed, SketchKind::CrossThread)
+                    .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
+                    .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                if lowered
+                    .kernels
+                    .iter()
+                    .any(|k| k.threads() > space.max_threads_per_block)
+                {
+                    return None;
+                }
+                let err = crate::interp::check_lowered(&p, &lowered, seed)
+                    .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                assert!(err < 1e-4, "seed {seed}: relative error {err}");
+                Some(lowered.kernels.len())
+            })
+            .collect()
+    }
+
+    /// A softmax's row maximum, row sum and output in one kernel at a coin's choice (the
+    /// others in three: maximum, sum, output); both forms compute the reference with a
+    /// GPU's semantics, rows of a prime length (the lanes past its end add nothing) too.
+    #[test]
+    fn a_softmax_is_fused_into_one_kernel_at_a_coins_choice() {
+        for row in [512, 521] {
+            let counts = kernel_counts(&super::super::tests::softmax(6, row));
+            assert!(counts.contains(&1), "{row}: {counts:?}");
+            assert!(counts.iter().any(|c| *c > 1), "{row}: {counts:?}");
+        }
+    }
+
+    /// Rows over two axes (a batch of matrices), each divided by its sum: the fused form
+    /// takes a block's rows from both.
+    #[test]
+    fn rows_of_a_batch_are_normalised_in_one_kernel() {
+        let counts = kernel_counts(
+            "workload rownorm\ninput X: f32[2, 3, 300]\n\
+             S[b, i] = sum(X[b, i, k], k: 300)\n\
+             Y[b, i, j] = X[b, i, j] / S[b, i]\n",
+        );
+        assert!(counts.contains(&1), "{counts:?}");
+    }
+
+    /// Not fused: without `fuse_consumer`, and where the stage after the reduction is not
+    /// the last or does not read it by rows (a GEMV's output, its consumer of the same
+    /// shape).
+    #[test]
+    fn the_fused_form_needs_a_consumer_that_reads_the_reduction_by_rows() {
+        let parse = |t: &str| crate::workload::parse(t).unwrap().to_program();
+        let mut space = SearchSpace::cuda_default();
+        let softmax = parse(&super::super::tests::softmax(6, 512));
+        let plan = super::fusible(&space, &softmax)
+            .unwrap()
+            .expect("a softmax fuses");
+        assert_eq!(plan.rows.len(), 1, "{plan:?}");
+        assert!(plan.apart.is_empty(), "{plan:?}");
+        let gemv = program("dense_bias_relu:m=1,n=20,k=512");
+        assert!(super::fusible(&space, &gemv).unwrap().is_none());
+        let column = parse(
+            "workload colnorm\ninput X: f32[300, 6]\n\
+             S[j] = sum(X[k, j], k: 300)\n\
+             Y[i, j] = X[i, j] / S[j]\n",
+        );
+        assert!(super::fusible(&space, &column).unwrap().is_none());
+        space.cross_thread.as_mut().unwrap().fuse_consumer = false;
+        assert!(super::fusible(&space, &softmax).unwrap().is_none());
     }
 
     /// Not offered: on the CPU, for a GEMM whose tiles reuse its inputs, for a last

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The fused form of the cross-thread sketch (`[cross_thread] fuse_consumer`) A/B'd on GPU
+# softmaxes: arm A the default space without it (the row maximum, the row sum and the
+# output in three kernels), arm B the default space (the fused form offered at a coin),
+# each workload tuned once per arm from a base database of the shipped records
+# (benches/parallel_ab.sh: TRIALS trials, batch 64, seed 11), its best run by `tessel
+# run`; then PyTorch's softmax over the same shapes on the same GPU. Shapes: the
+# held-out ones drawn with random.Random(20261144) (rows 64..4096, columns 256..8192),
+# the two of earlier tables and an attention softmax of 12 heads.
+#
+#   benches/softmax_fusion.sh OUT [TRIALS]
+set -u
+out=$1 trials=${2:-128}
+here=$(dirname "$0")
+mkdir -p "$out"
+sed 's/^fuse_consumer = true/fuse_consumer = false/' search_spaces/cuda.toml >"$out/unfused.toml"
+grep -q '^fuse_consumer = false' "$out/unfused.toml" || { echo "no fuse_consumer key" >&2; exit 2; }
+ws="$here/softmax_1328x3736.tw $here/softmax_2902x1661.tw $here/softmax_2819x6224.tw
+    $here/softmax_1278x8144.tw $here/softmax_4096x1024.tw $here/softmax_512x8192.tw
+    $here/softmax_12x384x384.tw"
+TESSEL_WORKLOADS="$(echo $ws)" "$here/parallel_ab.sh" "$out/ab" "$out/unfused.toml" \
+  search_spaces/cuda.toml "$trials" >"$out/ab.log" 2>&1
+python3 "$here/torch_softmax.py" $ws >"$out/torch.txt" 2>&1
+cat "$out/ab/all.txt" "$out/torch.txt" 2>/dev/null
