@@ -6,7 +6,10 @@
 # (benches/parallel_ab.sh: TRIALS trials, batch 64, seed 11), its best run by `tessel
 # run`; then PyTorch's softmax over the same shapes on the same GPU. Shapes: the
 # held-out ones drawn with random.Random(20261144) (rows 64..4096, columns 256..8192),
-# the two of earlier tables and an attention softmax of 12 heads.
+# the two of earlier tables and an attention softmax of 12 heads; layer norms (BERT's
+# 4096 x 768, and one drawn with random.Random(20261145): rows 64..8192, columns
+# 256..8192) and RMS norms (2048 x 4096, and one drawn after it). WORKLOADS (files,
+# space-separated) replaces the list.
 #
 #   benches/softmax_fusion.sh OUT [TRIALS]
 set -u
@@ -15,9 +18,10 @@ here=$(dirname "$0")
 mkdir -p "$out"
 sed 's/^fuse_consumer = true/fuse_consumer = false/' search_spaces/cuda.toml >"$out/unfused.toml"
 grep -q '^fuse_consumer = false' "$out/unfused.toml" || { echo "no fuse_consumer key" >&2; exit 2; }
-ws="$here/softmax_1328x3736.tw $here/softmax_2902x1661.tw $here/softmax_2819x6224.tw
-    $here/softmax_1278x8144.tw $here/softmax_4096x1024.tw $here/softmax_512x8192.tw
-    $here/softmax_12x384x384.tw"
+ws=${WORKLOADS:-"$here/softmax_1328x3736.tw $here/softmax_2902x1661.tw
+    $here/softmax_2819x6224.tw $here/softmax_1278x8144.tw $here/softmax_4096x1024.tw
+    $here/softmax_512x8192.tw $here/softmax_12x384x384.tw $here/layer_norm_4096x768.tw
+    $here/layer_norm_4409x7770.tw $here/rms_norm_2048x4096.tw $here/rms_norm_7514x1441.tw"}
 TESSEL_WORKLOADS="$(echo $ws)" "$here/parallel_ab.sh" "$out/ab" "$out/unfused.toml" \
   search_spaces/cuda.toml "$trials" >"$out/ab.log" 2>&1
 python3 "$here/torch_softmax.py" $ws >"$out/torch.txt" 2>&1

@@ -203,24 +203,13 @@ pub(super) fn across_threads(
         }
     }
     // 4. The output's elements, `rows` a block on threadIdx.y.
-    let rows_offered = row_counts(&rule.rows, &spatial_extents);
-    if rows_offered.is_empty() {
-        return Err(SketchError::CrossThreadNotApplicable);
-    }
-    let rows = sample(sch, &rows_offered, RULE)?;
-    let sum_loops = sch.get_loops(main).map_err(at(RULE))?;
-    let Some((sum_r, spatial)) = sum_loops.split_last() else {
-        return Err(SketchError::CrossThreadNotApplicable);
-    };
-    let fused = super::fuse(sch, spatial)?;
-    let by_rows = sch
-        .split(fused, &[None, Some(crate::schedule::IntArg::Rv(rows))])
-        .map_err(at(RULE))?;
+    let offered = row_counts(&rule.rows, &spatial_extents);
+    let (by_rows, sum_r) = split_rows(sch, main, &offered, RULE)?;
     sch.bind(by_rows[0], "blockIdx.x").map_err(at(RULE))?;
     sch.bind(by_rows[1], "threadIdx.y").map_err(at(RULE))?;
     sch.reverse_compute_at(write_back, by_rows[1])
         .map_err(at(RULE))?;
-    sch.unroll(*sum_r).map_err(at(RULE))?;
+    sch.unroll(sum_r).map_err(at(RULE))?;
     // 5-6. The partial results computed at the block.
     spread_partials(space, sch, rf, by_rows[0])?;
     Ok(leftovers)
@@ -459,24 +448,13 @@ fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), S
             rows,
         )
     };
-    let rows_offered = row_counts(&rule.rows, &row_extents);
-    if rows_offered.is_empty() {
-        return Err(SketchError::CrossThreadNotApplicable);
-    }
     let lanes = sample(sch, &lanes_offered, FUSED)?;
-    let rows = sample(sch, &rows_offered, FUSED)?;
     // 1. The sink: its rows `rows` a block on threadIdx.y, each row's elements read by
     //    the lanes side by side.
-    let sink_loops = sch.get_loops(sink).map_err(at(FUSED))?;
-    let Some((col, row_loops)) = sink_loops.split_last() else {
-        return Err(SketchError::CrossThreadNotApplicable);
-    };
-    let row = super::fuse(sch, row_loops)?;
-    let by_rows = sch
-        .split(row, &[None, Some(crate::schedule::IntArg::Rv(rows))])
-        .map_err(at(FUSED))?;
+    let offered = row_counts(&rule.rows, &row_extents);
+    let (by_rows, col) = split_rows(sch, sink, &offered, FUSED)?;
     let cols = sch
-        .split(*col, &[None, Some(crate::schedule::IntArg::Rv(lanes))])
+        .split(col, &[None, Some(crate::schedule::IntArg::Rv(lanes))])
         .map_err(at(FUSED))?;
     sch.reorder(&[by_rows[0], by_rows[1], cols[0], cols[1]])
         .map_err(at(FUSED))?;
@@ -519,6 +497,30 @@ fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), S
         super::standalone(space, sch, name)?;
     }
     Ok(())
+}
+
+/// `block`'s loops but the last fused into one over its rows and split by a count drawn
+/// from `offered` (none offered: the rule does not apply): returns the two parts (the
+/// block's rows, the rows within a block), not yet bound, and the last loop.
+fn split_rows(
+    sch: &mut Schedule,
+    block: crate::schedule::BlockRv,
+    offered: &[i64],
+    rule: &'static str,
+) -> Result<(Vec<LoopRv>, LoopRv), SketchError> {
+    if offered.is_empty() {
+        return Err(SketchError::CrossThreadNotApplicable);
+    }
+    let rows = sample(sch, offered, rule)?;
+    let loops = sch.get_loops(block).map_err(at(rule))?;
+    let Some((last, leading)) = loops.split_last() else {
+        return Err(SketchError::CrossThreadNotApplicable);
+    };
+    let fused = super::fuse(sch, leading)?;
+    let by_rows = sch
+        .split(fused, &[None, Some(crate::schedule::IntArg::Rv(rows))])
+        .map_err(at(rule))?;
+    Ok((by_rows, *last))
 }
 
 /// Unrolls the loop over the lanes' partial results of `block` (its last loop).
@@ -608,44 +610,25 @@ mod tests {
     /// choice; both kinds of sample compute the reference with a GPU's semantics.
     #[test]
     fn a_softmax_reads_its_rows_across_threads() {
-        let p = crate::workload::parse(&super::super::tests::softmax(6, 512))
-            .unwrap()
-            .to_program();
-        let space = SearchSpace::cuda_default();
         let mut max_across = [0, 0];
-        for seed in 0..8 {
-            let mut sch = Schedule::new(p.clone(), seed);
-            apply_sketch(&space, &mut sch, seed, SketchKind::CrossThread)
-                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-            let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
-                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-            if lowered
-                .kernels
-                .iter()
-                .any(|k| k.threads() > space.max_threads_per_block)
-            {
-                continue;
-            }
+        for (sch, _) in checked_samples(&super::super::tests::softmax(6, 512), 8) {
             let across = sch
                 .program()
                 .buffers
                 .iter()
                 .any(|b| b.name.starts_with("M_rf"));
             max_across[usize::from(across)] += 1;
-            let err = crate::interp::check_lowered(&p, &lowered, seed)
-                .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-            assert!(err < 1e-4, "seed {seed}: relative error {err}");
         }
         assert!(max_across[0] > 0 && max_across[1] > 0, "{max_across:?}");
     }
 
-    /// The kernels of eight samples of the cross-thread sketch of `text` lowered for CUDA,
-    /// each checked against the reference with a GPU's semantics; samples of more
-    /// threads than a block may have are skipped. Returns each sample's kernel count.
-    fn kernel_counts(text: &str) -> Vec<usize> {
+    /// `count` samples of the cross-thread sketch of `text` lowered for CUDA, each checked
+    /// against the reference with a GPU's semantics; samples of more threads than a block
+    /// may have (the postprocessor's to refuse) are left out.
+    fn checked_samples(text: &str, count: u64) -> Vec<(Schedule, crate::lower::Lowered)> {
         let p = crate::workload::parse(text).unwrap().to_program();
         let space = SearchSpace::cuda_default();
-        (0..16)
+        (0..count)
             .filter_map(|seed| {
                 let mut sch = Schedule::new(p.clone(), seed);
                 apply_sketch(&space, &mut sch, seed, SketchKind::CrossThread)
@@ -662,8 +645,16 @@ mod tests {
                 let err = crate::interp::check_lowered(&p, &lowered, seed)
                     .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                 assert!(err < 1e-4, "seed {seed}: relative error {err}");
-                Some(lowered.kernels.len())
+                Some((sch, lowered))
             })
+            .collect()
+    }
+
+    /// The kernel count of each of 16 checked samples of the sketch of `text`.
+    fn kernel_counts(text: &str) -> Vec<usize> {
+        checked_samples(text, 16)
+            .iter()
+            .map(|(_, lowered)| lowered.kernels.len())
             .collect()
     }
 
@@ -689,6 +680,24 @@ mod tests {
              Y[b, i, j] = X[b, i, j] / S[b, i]\n",
         );
         assert!(counts.contains(&1), "{counts:?}");
+    }
+
+    /// A layer norm (the mean's sum before the variance's, both read by rows) and an RMS
+    /// norm (one sum, a weight per column) fuse too.
+    #[test]
+    fn layer_and_rms_norms_are_fused_into_one_kernel() {
+        let layer_norm = "workload layer_norm\ninput X: f32[6, 512]\ninput G: f32[512]\n\
+                          input B: f32[512]\nS1[i] = sum(X[i, k], k: 512)\n\
+                          MU[i] = S1[i] / 512.0\n\
+                          S2[i] = sum((X[i, k] - MU[i]) * (X[i, k] - MU[i]), k: 512)\n\
+                          Y[i, j] = (X[i, j] - MU[i]) / sqrt(S2[i] / 512.0 + 0.00001) * G[j] + B[j]\n";
+        let rms_norm = "workload rms_norm\ninput X: f32[6, 512]\ninput G: f32[512]\n\
+                        S[i] = sum(X[i, k] * X[i, k], k: 512)\n\
+                        Y[i, j] = X[i, j] / sqrt(S[i] / 512.0 + 0.000001) * G[j]\n";
+        for text in [layer_norm, rms_norm] {
+            let counts = kernel_counts(text);
+            assert!(counts.contains(&1), "{text}: {counts:?}");
+        }
     }
 
     /// Not fused: without `fuse_consumer`, and where the stage after the reduction is not
