@@ -504,8 +504,22 @@ fn tessel_bin() -> std::path::PathBuf {
         .unwrap_or(built)
 }
 
+/// A preset spec, or a workload file (`benches/softmax_4096x1024.tw`) named as the
+/// command line names it (tensors `t0`, `t1`, ...).
+fn workload_of(spec: &str) -> tessel::workload::Workload {
+    if !spec.ends_with(".tw") {
+        return tessel::workload::preset(spec).unwrap();
+    }
+    let path = format!("{}/{spec}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path)
+        .or_else(|_| std::fs::read_to_string(spec))
+        .unwrap_or_else(|e| panic!("{path}: {e}"));
+    let w = tessel::workload::parse(&text).unwrap();
+    tessel::workload::parse(&w.canonical_text()).unwrap()
+}
+
 fn seed_source(name: &str, spec: &str, arch: &str) -> (tessel::workload::Workload, Source) {
-    let w = tessel::workload::preset(spec).unwrap();
+    let w = workload_of(spec);
     let path = format!(
         "{}/examples/schedules/{name}.sched",
         env!("CARGO_MANIFEST_DIR")
@@ -798,6 +812,26 @@ fn cross_thread_gemv_matches_the_reference_on_the_gpu() {
         "__syncthreads()",
         tessel::interp::tolerance(DType::F32),
         true,
+    );
+}
+
+#[test]
+fn fused_softmax_matches_the_reference_on_the_gpu() {
+    // The cross-thread sketch's fused form written out (`examples/schedules/
+    // fused_softmax.sched`): the row maximum, the row sum and the output in one kernel,
+    // two barriers between them.
+    if !gpu_enabled() {
+        return;
+    }
+    let spec = "benches/softmax_4096x1024.tw";
+    let (_, src) = seed_source("fused_softmax", spec, &device_arch());
+    assert_eq!(src.code.matches("__global__").count(), 1, "{}", src.code);
+    example_matches_the_reference(
+        "fused_softmax",
+        spec,
+        "__syncthreads()",
+        tessel::interp::tolerance(DType::F32),
+        false,
     );
 }
 

@@ -29,7 +29,25 @@ const CASES: &[(&str, &str)] = &[
     ("seed_efficient_gemm", "matmul:130x120x20"),
     ("gemm_split_k", "matmul:128x128x64"),
     ("gemm_split_k", "matmul:130x120x36"),
+    ("fused_softmax", SMALL_SOFTMAX),
 ];
+
+/// A softmax over 10 rows of 300 (`fused_softmax.sched` takes 4 rows a block and 128
+/// lanes a row: a block and a row left over).
+const SMALL_SOFTMAX: &str = "workload softmax\ninput X: f32[10, 300]\n\
+                             M[i] = max_reduce(X[i, k], k: 300)\n\
+                             E[i, j] = exp(X[i, j] - M[i])\n\
+                             S[i] = sum(E[i, k], k: 300)\n\
+                             Y[i, j] = E[i, j] / S[i]\n";
+
+/// A preset spec, or a workload's text (starting `workload`), its tensors named as the
+/// command line names a workload file's (`t0`, `t1`, ...: the names schedules use).
+fn workload_of(spec: &str) -> workload::Workload {
+    match spec.starts_with("workload ") {
+        true => workload::parse(&workload::parse(spec).unwrap().canonical_text()).unwrap(),
+        false => workload::preset(spec).unwrap(),
+    }
+}
 
 /// (schedule file, workload) run without the schedule's `vectorize` instructions.
 const SCALAR_CASES: &[(&str, &str)] = &[
@@ -54,7 +72,7 @@ fn schedule_text(name: &str, scalar: bool) -> String {
 }
 
 fn lowered(name: &str, spec: &str, scalar: bool) -> Lowered {
-    let w = workload::preset(spec).unwrap();
+    let w = workload_of(spec);
     let trace =
         text::parse(&schedule_text(name, scalar)).unwrap_or_else(|e| panic!("{name}.sched:{e}"));
     let sch =
@@ -64,7 +82,7 @@ fn lowered(name: &str, spec: &str, scalar: bool) -> Lowered {
 
 fn check_cases(cases: &[(&str, &str)], scalar: bool) {
     for (name, spec) in cases {
-        let w = workload::preset(spec).unwrap();
+        let w = workload_of(spec);
         let err = check_lowered(&w.to_program(), &lowered(name, spec, scalar), 1)
             .unwrap_or_else(|e| panic!("{name} on {spec} (scalar: {scalar}): {e}"));
         assert!(
