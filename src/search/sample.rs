@@ -293,15 +293,17 @@ mod tests {
         for seed in 0..6 {
             let mut sch = crate::schedule::Schedule::new(p.clone(), seed);
             apply_sketch(&space, &mut sch, seed, SketchKind::CrossThread).unwrap();
-            let rows = sch
-                .trace()
-                .insts
+            // The block's rows: the loop bound to threadIdx.y around the sum (none: one).
+            let p = sch.program();
+            let main = main_block(p).unwrap();
+            let rows = p
+                .ancestors(Node::Block(main))
                 .iter()
-                .filter(|i| i.kind.is_sampling())
-                .nth(1)
-                .and_then(|i| i.outputs.first().copied())
-                .map(|rv| sch.value(crate::schedule::ExprRv(rv)).unwrap())
-                .unwrap();
+                .find(|l| {
+                    p.lp(**l).kind == LoopKind::Thread(ThreadTag::ThreadIdx(crate::ir::Dim3::Y))
+                })
+                .map_or(1, |l| p.lp(*l).extent);
+            assert!(space.cross_thread.as_ref().unwrap().rows.contains(&rows));
             assert_eq!(outputs_per_block(sch.program()), rows, "seed {seed}");
         }
     }

@@ -311,7 +311,9 @@ impl SplitK {
 /// (random search) takes that sketch. With `fuse_consumer`, a workload whose one stage
 /// after the reduction reads it by rows (a softmax's output, a row's normalisation) may
 /// have the reduction, the row reductions before it and that stage in one kernel, a
-/// block's rows at a time (a coin of the trace).
+/// block's rows at a time (a coin of the trace). With `fold_lanes`, a coin of the trace
+/// may sum the lanes' partial results in two steps (8 threads of a row, then every
+/// thread) where every thread of the row summed all of them.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CrossThread {
     pub probability: f64,
@@ -320,6 +322,7 @@ pub struct CrossThread {
     pub lanes: Vec<i64>,
     pub rows: Vec<i64>,
     pub fuse_consumer: bool,
+    pub fold_lanes: bool,
 }
 
 /// The CPU lane-reduction rule (`[lane_reduction]`; see `search_spaces/cpu.toml` and
@@ -358,6 +361,8 @@ struct CrossThreadFile {
     rows: Vec<i64>,
     #[serde(default)]
     fuse_consumer: bool,
+    #[serde(default)]
+    fold_lanes: bool,
 }
 
 #[derive(Deserialize)]
@@ -866,6 +871,7 @@ impl SearchSpace {
                     lanes: c.lanes,
                     rows: c.rows,
                     fuse_consumer: c.fuse_consumer,
+                    fold_lanes: c.fold_lanes,
                 })
             }
             None => None,

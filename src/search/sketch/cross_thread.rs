@@ -193,6 +193,7 @@ pub(super) fn across_threads(
     //      partial results in shared memory.
     let lanes = sample(sch, &lanes_offered, RULE)?;
     let rf = factor_lanes(sch, main, lanes)?;
+    let folded = fold_lanes(space, sch, main)?;
     // 3. The sum accumulates in a register; the epilogues go into its write-back.
     let write_back = sch.cache_write(main, 0, "local").map_err(at(RULE))?;
     let mut leftovers = Vec::new();
@@ -204,14 +205,14 @@ pub(super) fn across_threads(
     }
     // 4. The output's elements, `rows` a block on threadIdx.y.
     let offered = row_counts(&rule.rows, &spatial_extents);
-    let (by_rows, sum_r) = split_rows(sch, main, &offered, RULE)?;
+    let (by_rows, _) = split_rows(sch, main, &offered, RULE)?;
     sch.bind(by_rows[0], "blockIdx.x").map_err(at(RULE))?;
     sch.bind(by_rows[1], "threadIdx.y").map_err(at(RULE))?;
     sch.reverse_compute_at(write_back, by_rows[1])
         .map_err(at(RULE))?;
-    sch.unroll(sum_r).map_err(at(RULE))?;
-    // 5-6. The partial results computed at the block.
-    spread_partials(space, sch, rf, by_rows[0])?;
+    unroll_lanes(sch, main)?;
+    // 5-6. The partial results computed at the block, summed in one step or two.
+    spread_steps(space, sch, folded, rf, by_rows[0])?;
     Ok(leftovers)
 }
 
@@ -464,16 +465,18 @@ fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), S
     // 2. The main reduction: partial results across the lanes, their sum in a register
     //    of each of the row's threads, which the sink reads.
     let rf = factor_lanes(sch, main, lanes)?;
+    let folded = fold_lanes(space, sch, main)?;
     let write_back = sch.cache_write(main, 0, "local").map_err(at(FUSED))?;
     sch.compute_inline(write_back).map_err(at(FUSED))?;
     sch.compute_at(main, by_rows[1]).map_err(at(FUSED))?;
     unroll_lanes(sch, main)?;
-    spread_partials(space, sch, rf, by_rows[0])?;
+    spread_steps(space, sch, folded, rf, by_rows[0])?;
     // 3. The row reductions before it, last first (each is computed before its readers):
     //    the partial results as the main one's, the row's value in shared memory.
     for name in plan.rows.iter().rev() {
         let b = sch.get_block(name).map_err(at(FUSED))?;
         let rf = factor_lanes(sch, b, lanes)?;
+        let folded = fold_lanes(space, sch, b)?;
         let local = sch.cache_write(b, 0, "local").map_err(at(FUSED))?;
         sch.compute_inline(local).map_err(at(FUSED))?;
         sch.compute_at(b, by_rows[0]).map_err(at(FUSED))?;
@@ -491,7 +494,7 @@ fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), S
             sch.bind(row, "threadIdx.y").map_err(at(FUSED))?;
         }
         unroll_lanes(sch, b)?;
-        spread_partials(space, sch, rf, by_rows[0])?;
+        spread_steps(space, sch, folded, rf, by_rows[0])?;
     }
     for name in &plan.apart {
         super::standalone(space, sch, name)?;
@@ -522,6 +525,56 @@ fn split_rows(
         .map_err(at(rule))?;
     Ok((by_rows, *last))
 }
+
+/// The threads of a row that sum the lanes' partial results in [`fold_lanes`]'s first
+/// step, `lanes / FOLDED` each.
+const FOLDED: i64 = 8;
+
+/// Where the space has `fold_lanes`, at a coin of the trace, the lanes' partial results that `block` sums (its last loop,
+/// right after [`factor_lanes`]) are summed in two steps: returns the block of the first,
+/// whose [`FOLDED`] threads of each row each sum every `FOLDED`-th of them into shared
+/// memory (an `rfactor` of the inner part of the lane loop split by `FOLDED`: side by
+/// side, no two threads in one bank), for [`spread_partials`] to place; then every
+/// thread of the row sums those `FOLDED`. Without it every thread of a row reads all `lanes` partial results (a
+/// block's warps each read 256 at 256 lanes, where the row's share of the input was 32
+/// loads a thread).
+fn fold_lanes(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    block: crate::schedule::BlockRv,
+) -> Result<Option<crate::schedule::BlockRv>, SketchError> {
+    let offered = space.cross_thread.as_ref().is_some_and(|c| c.fold_lanes);
+    if !(offered && super::coin(sch, FOLD)?) {
+        return Ok(None);
+    }
+    let loops = sch.get_loops(block).map_err(at(FOLD))?;
+    let Some(lanes) = loops.last() else {
+        return Err(SketchError::CrossThreadNotApplicable);
+    };
+    let parts = sch
+        .split(*lanes, &[None, Some(crate::schedule::IntArg::Lit(FOLDED))])
+        .map_err(at(FOLD))?;
+    let folded = sch.rfactor(parts[1], 0).map_err(at(FOLD))?;
+    let shared = sch.cache_write(folded, 0, "shared").map_err(at(FOLD))?;
+    sch.compute_inline(shared).map_err(at(FOLD))?;
+    Ok(Some(folded))
+}
+
+/// [`spread_partials`] of the first step of a two-step sum, if any, then of the rf block.
+fn spread_steps(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    folded: Option<crate::schedule::BlockRv>,
+    rf: crate::schedule::BlockRv,
+    block_loop: LoopRv,
+) -> Result<(), SketchError> {
+    if let Some(f) = folded {
+        spread_partials(space, sch, f, block_loop)?;
+    }
+    spread_partials(space, sch, rf, block_loop)
+}
+
+const FOLD: &str = "cross-thread reduction's lanes summed in two steps";
 
 /// Unrolls the loop over the lanes' partial results of `block` (its last loop).
 fn unroll_lanes(sch: &mut Schedule, block: crate::schedule::BlockRv) -> Result<(), SketchError> {
@@ -697,6 +750,43 @@ mod tests {
         for text in [layer_norm, rms_norm] {
             let counts = kernel_counts(text);
             assert!(counts.contains(&1), "{text}: {counts:?}");
+        }
+    }
+
+    /// The lanes' partial results summed in two steps at a coin's choice (`fold_lanes`):
+    /// 8 threads of a row each sum every 8th, behind a guard, then every thread those 8;
+    /// both kinds of sample compute the reference with a GPU's semantics, on a GEMV and a
+    /// fused softmax; not offered without `fold_lanes`.
+    #[test]
+    fn the_lanes_partial_results_are_summed_in_two_steps_at_a_coins_choice() {
+        let gemv = "workload gemv\ninput A: f32[3, 600]\ninput B: f32[600]\n\
+                    C[i] = sum(A[i, k] * B[k], k: 600)\n";
+        for text in [gemv.to_string(), super::super::tests::softmax(6, 512)] {
+            let folded: Vec<bool> = checked_samples(&text, 16)
+                .iter()
+                .map(|(sch, _)| {
+                    sch.program()
+                        .buffers
+                        .iter()
+                        .any(|b| b.name.contains("_rf_shared_1"))
+                })
+                .collect();
+            assert!(
+                folded.contains(&true) && folded.contains(&false),
+                "{text}: {folded:?}"
+            );
+        }
+        let p = crate::workload::parse(gemv).unwrap().to_program();
+        let mut space = SearchSpace::cuda_default();
+        space.cross_thread.as_mut().unwrap().fold_lanes = false;
+        for seed in 0..8 {
+            let mut sch = Schedule::new(p.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::CrossThread).unwrap();
+            assert!(!sch
+                .program()
+                .buffers
+                .iter()
+                .any(|b| b.name.contains("_rf_shared_1")));
         }
     }
 
