@@ -472,7 +472,8 @@ fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), S
     unroll_lanes(sch, main)?;
     spread_steps(space, sch, folded, rf, by_rows[0])?;
     // 3. The row reductions before it, last first (each is computed before its readers):
-    //    the partial results as the main one's, the row's value in shared memory.
+    //    the partial results as the main one's, the row's value in a register of each of
+    //    the row's threads.
     for name in plan.rows.iter().rev() {
         let b = sch.get_block(name).map_err(at(FUSED))?;
         let rf = factor_lanes(sch, b, lanes)?;
@@ -530,14 +531,15 @@ fn split_rows(
 /// step, `lanes / FOLDED` each.
 const FOLDED: i64 = 8;
 
-/// Where the space has `fold_lanes`, at a coin of the trace, the lanes' partial results that `block` sums (its last loop,
-/// right after [`factor_lanes`]) are summed in two steps: returns the block of the first,
-/// whose [`FOLDED`] threads of each row each sum every `FOLDED`-th of them into shared
-/// memory (an `rfactor` of the inner part of the lane loop split by `FOLDED`: side by
-/// side, no two threads in one bank), for [`spread_partials`] to place; then every
-/// thread of the row sums those `FOLDED`. Without it every thread of a row reads all `lanes` partial results (a
-/// block's warps each read 256 at 256 lanes, where the row's share of the input was 32
-/// loads a thread).
+/// Where the space has `fold_lanes`, at a coin of the trace, the lanes' partial results
+/// that `block` sums (its last loop, right after [`factor_lanes`]) are summed in two
+/// steps: returns the block of the first, whose [`FOLDED`] threads of each row each sum
+/// every `FOLDED`-th of them into shared memory (an `rfactor` of the inner part of the
+/// lane loop split by `FOLDED`: side by side, no two threads in one bank), for
+/// [`spread_partials`] to place; then every thread of the row sums those `FOLDED`.
+/// Without it every thread of a row reads all `lanes` partial results (a block's warps
+/// each read 256 at 256 lanes, where the row's share of the input was 32 loads a
+/// thread).
 fn fold_lanes(
     space: &SearchSpace,
     sch: &mut Schedule,
