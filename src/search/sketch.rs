@@ -1929,15 +1929,35 @@ fn reduction_sketch(
     ) -> Result<Vec<String>, SketchError>,
 ) -> Result<(), SketchError> {
     let st = stages(sch.program())?;
-    for name in &st.padding {
-        let b = sch.get_block(name).map_err(at("inline padding"))?;
-        let _ = attempt(sch, |s| s.compute_inline(b));
-    }
+    inline_padding(sch, &st)?;
     let leftovers = main_rule(space, sch, &st.main, &st.epilogues)?;
     for name in st.reductions.iter().chain(&leftovers) {
         standalone(space, sch, name)?;
     }
     Ok(())
+}
+
+/// Inlines each spatial stage before the main block (padding, a softmax's exponentials)
+/// into its readers where it can be; one that cannot stays as it is.
+fn inline_padding(sch: &mut Schedule, st: &Stages) -> Result<(), SketchError> {
+    for name in &st.padding {
+        let b = sch.get_block(name).map_err(at("inline padding"))?;
+        let _ = attempt(sch, |s| s.compute_inline(b));
+    }
+    Ok(())
+}
+
+/// The innermost of `block`'s loops that carries a reduction variable, if any.
+fn last_reduction_loop(
+    sch: &mut Schedule,
+    block: crate::schedule::BlockRv,
+) -> Result<Option<LoopRv>, SketchError> {
+    let loops = sch.get_loops(block).map_err(at("tiling"))?;
+    let kinds = loop_kinds(sch, block, &loops)?;
+    Ok(kinds
+        .iter()
+        .rposition(|k| *k == IterKind::Reduce)
+        .map(|i| loops[i]))
 }
 
 fn standalone(space: &SearchSpace, sch: &mut Schedule, name: &str) -> Result<(), SketchError> {

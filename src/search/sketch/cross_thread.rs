@@ -237,17 +237,10 @@ fn factor_lanes(
     block: crate::schedule::BlockRv,
     lanes: crate::schedule::ExprRv,
 ) -> Result<crate::schedule::BlockRv, SketchError> {
-    let loops = sch.get_loops(block).map_err(at(RULE))?;
-    let kinds = loop_kinds(sch, block, &loops)?;
-    let last_r = kinds
-        .iter()
-        .rposition(|k| *k == IterKind::Reduce)
-        .ok_or(SketchError::CrossThreadNotApplicable)?;
+    let last_r =
+        super::last_reduction_loop(sch, block)?.ok_or(SketchError::CrossThreadNotApplicable)?;
     let k = sch
-        .split(
-            loops[last_r],
-            &[None, Some(crate::schedule::IntArg::Rv(lanes))],
-        )
+        .split(last_r, &[None, Some(crate::schedule::IntArg::Rv(lanes))])
         .map_err(at(RULE))?;
     let rf = sch.rfactor(k[1], 0).map_err(at(RULE))?;
     let shared = sch.cache_write(rf, 0, "shared").map_err(at(RULE))?;
@@ -324,9 +317,9 @@ pub(super) struct Fusion {
     apart: Vec<String>,
 }
 
-/// Whether `block` writes a buffer of the rows of `sink`: of one axis fewer than the
-/// sink's output, of the extents of its leading axes, read by `sink` or by `main` at
-/// their leading iteration variables.
+/// Whether `block` writes a buffer of the rows of `sink`: an intermediate of one axis
+/// fewer than the sink's output, of the extents of its leading axes, read by every reader
+/// at the reader's leading iteration variables.
 fn by_rows(p: &Program, block: BlockId, sink: BlockId) -> bool {
     let buf = p.block(block).body.buffer;
     let sink_vars = &p.block(sink).iter_vars;
@@ -370,11 +363,7 @@ fn fusible(space: &SearchSpace, p: &Program) -> Result<Option<Fusion>, SketchErr
         return Ok(None);
     }
     let st = super::stages(p)?;
-    let find = |name: &str| {
-        p.blocks_in_order()
-            .into_iter()
-            .find(|b| p.block(*b).name == name)
-    };
+    let find = |name: &str| p.find_block(name).first().copied();
     let (Some(main), [sink_name]) = (find(&st.main), &st.epilogues[..]) else {
         return Ok(None);
     };
@@ -414,11 +403,11 @@ fn fusible(space: &SearchSpace, p: &Program) -> Result<Option<Fusion>, SketchErr
 /// ```text
 /// for b in blockIdx.x:
 ///   for y, t: M_rf_shared[t, y] = max over ko X[row, ko * lanes + t]   (each row reduction
-///   for y:    M_shared[y] = max over t M_rf_shared[t, y]                 before the main one)
-///   for y, t: S_rf_shared[t, y] = sum over ko exp(X[row, ..] - M_shared[y])
+///   for y:    M = max over t M_rf_shared[t, y]    (a register)          before the main one)
+///   for y, t: S_rf_shared[t, y] = sum over ko exp(X[row, ..] - M)
 ///   for y in threadIdx.y:
 ///     S = sum over t S_rf_shared[t, y]                                  (a register)
-///     for jo, t in threadIdx.x: Y[row, jo * lanes + t] = exp(X[row, ..] - M_shared[y]) / S
+///     for jo, t in threadIdx.x: Y[row, jo * lanes + t] = exp(X[row, ..] - M) / S
 /// ```
 ///
 /// Barriers come from the lowering (shared buffers written, then read). Reductions before
@@ -429,10 +418,7 @@ fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), S
         .clone()
         .ok_or(SketchError::CrossThreadNotApplicable)?;
     let st = super::stages(sch.program())?;
-    for name in &st.padding {
-        let b = sch.get_block(name).map_err(at("inline padding"))?;
-        let _ = attempt(sch, |s| s.compute_inline(b));
-    }
+    super::inline_padding(sch, &st)?;
     let main = sch.get_block(&st.main).map_err(at(FUSED))?;
     let sink = sch.get_block(&plan.sink).map_err(at(FUSED))?;
     let (lanes_offered, row_extents) = {

@@ -178,14 +178,10 @@ pub(super) fn across_lanes(
     // 1. The last reduction axis split by the vector width (a last part shorter than a
     //    vector adds zeros past the end: `rfactor` of an imperfect split); its inner part
     //    factored to the partial results' last axis, which are kept in a local buffer.
-    let loops = sch.get_loops(main).map_err(at(RULE))?;
-    let kinds = loop_kinds(sch, main, &loops)?;
-    let last_r = kinds
-        .iter()
-        .rposition(|k| *k == IterKind::Reduce)
-        .ok_or(SketchError::LaneReductionNotApplicable)?;
+    let last_r =
+        super::last_reduction_loop(sch, main)?.ok_or(SketchError::LaneReductionNotApplicable)?;
     let k = sch
-        .split(loops[last_r], &[None, Some(IntArg::Lit(lanes))])
+        .split(last_r, &[None, Some(IntArg::Lit(lanes))])
         .map_err(at(RULE))?;
     let rf = sch.rfactor(k[1], ndim).map_err(at(RULE))?;
     let local = sch.cache_write(rf, 0, "local").map_err(at(RULE))?;
