@@ -2,12 +2,14 @@
 cuDNN (torch.nn.functional.conv2d, benchmark mode: it picks its fastest algorithm) for the
 convolutions, cuBLAS (torch.matmul / bmm / F.linear) for the dense layers and batched
 matmuls, with the task's epilogue (relu, bias, GELU in its tanh form, tanh) in PyTorch after
-it. Strict fp32 (TF32 off), median of timed runs with the L2 flushed in between (triton's
+it; PyTorch's softmax and layer norm for the row workloads (benches/torch_softmax.py).
+Strict fp32 (TF32 off), median of timed runs with the L2 flushed in between (triton's
 do_bench), as benches/cudnn_conv.py.
 Usage: python3 benches/network_peers.py NETWORK.toml > peers.json
 Prints a JSON object from each task's workload (as the file gives it) to seconds; a task it
 cannot map to a library call is left out and named on stderr."""
 import json
+import os
 import re
 import sys
 import tomllib
@@ -15,6 +17,9 @@ import tomllib
 import torch
 import torch.nn.functional as F
 from triton.testing import do_bench
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from torch_softmax import row_op  # noqa: E402
 
 torch.backends.cudnn.allow_tf32 = False
 torch.backends.cudnn.benchmark = True
@@ -83,7 +88,7 @@ def text_call(text):
     if name == "batch_matmul_nt" and {"Q", "K"} <= shapes.keys():
         Q, K = torch.randn(*shapes["Q"], device=dev), torch.randn(*shapes["K"], device=dev)
         return lambda: torch.bmm(Q, K.transpose(1, 2))
-    return None
+    return row_op(text)
 
 
 def main():

@@ -12,7 +12,8 @@
 # space-separated) replaces the list.
 #
 # SWITCH names another boolean key of `[cross_thread]` to A/B the same way (`fold_lanes`:
-# the lanes' partial results summed in two steps).
+# the lanes' partial results summed in two steps). EDIT, a sed expression, makes arm A's
+# space from the default instead (`s/^min_reduction = 64/min_reduction = 256/`).
 #
 #   benches/softmax_fusion.sh OUT [TRIALS]
 #   SWITCH=fold_lanes WORKLOADS="benches/softmax_4096x1024.tw matmul:m=1,n=4096,k=4096,layout=nt" \
@@ -22,13 +23,14 @@ out=$1 trials=${2:-128}
 here=$(dirname "$0")
 mkdir -p "$out"
 switch=${SWITCH:-fuse_consumer}
-sed "s/^$switch = true/$switch = false/" search_spaces/cuda.toml >"$out/without-$switch.toml"
-grep -q "^$switch = false" "$out/without-$switch.toml" || { echo "no $switch key" >&2; exit 2; }
+edit=${EDIT:-"s/^$switch = true/$switch = false/"}
+sed "$edit" search_spaces/cuda.toml >"$out/arm-a.toml"
+cmp -s search_spaces/cuda.toml "$out/arm-a.toml" && { echo "$edit changes nothing" >&2; exit 2; }
 ws=${WORKLOADS:-"$here/softmax_1328x3736.tw $here/softmax_2902x1661.tw
     $here/softmax_2819x6224.tw $here/softmax_1278x8144.tw $here/softmax_4096x1024.tw
     $here/softmax_512x8192.tw $here/softmax_12x384x384.tw $here/layer_norm_4096x768.tw
     $here/layer_norm_4409x7770.tw $here/rms_norm_2048x4096.tw $here/rms_norm_7514x1441.tw"}
-TESSEL_WORKLOADS="$(echo $ws)" "$here/parallel_ab.sh" "$out/ab" "$out/without-$switch.toml" \
+TESSEL_WORKLOADS="$(echo $ws)" "$here/parallel_ab.sh" "$out/ab" "$out/arm-a.toml" \
   search_spaces/cuda.toml "$trials" >"$out/ab.log" 2>&1
 python3 "$here/torch_softmax.py" $(printf '%s\n' $ws | grep '\.tw$') >"$out/torch.txt" 2>&1
 cat "$out/ab/all.txt" "$out/torch.txt" 2>/dev/null

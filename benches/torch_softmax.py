@@ -4,9 +4,13 @@ do_bench), on the GPU tessel ran on.
 
 Usage: python3 benches/torch_softmax.py [SHAPE | FILE ...]
   SHAPE: RxC or BxRxC, a softmax (default 4096x1024 512x8192); FILE: a workload file
-  (benches/softmax_*.tw, layer_norm_*.tw, rms_norm_*.tw) whose name line and input X's
-  shape are read: `softmax`/`attention_softmax` -> torch.softmax, `layer_norm` ->
-  F.layer_norm (eps 1e-5, weight and bias), `rms_norm` -> F.rms_norm (eps 1e-6, weight)."""
+  (benches/softmax_*.tw, layer_norm_*.tw, rms_norm_*.tw, attention_softmax_masked_*.tw)
+  whose name line, inputs' shapes and constants are read: `softmax`/`attention_softmax`
+  -> torch.softmax, `attention_softmax_masked` -> torch.softmax(S * scale + mask) with the
+  mask broadcast over heads and rows, `layer_norm` -> F.layer_norm (weight and bias),
+  `add_layer_norm` -> F.layer_norm(X + R) (a residual add, then the norm), `rms_norm` ->
+  F.rms_norm (weight); the norms' eps as the file's sqrt adds it.
+`row_op(text)` gives the call for a workload's text (benches/network_peers.py uses it)."""
 import re
 import sys
 
@@ -15,26 +19,50 @@ import torch.nn.functional as F
 from triton.testing import do_bench
 
 
-def parse(arg):
-    if not arg.endswith(".tw"):
-        return "softmax", [int(d) for d in arg.split("x")]
-    text = open(arg).read()
-    kind = re.search(r"^workload (\w+)", text, re.M).group(1)
-    dims = re.search(r"input X: f32\[([0-9, ]+)\]", text).group(1)
-    return kind, [int(d) for d in dims.split(",")]
+def inputs(text):
+    return {m[0]: [int(d) for d in m[1].split(",")]
+            for m in re.findall(r"^input (\w+): f32\[([0-9, ]+)\]", text, re.M)}
 
 
-for arg in sys.argv[1:] or ["4096x1024", "512x8192"]:
-    kind, shape = parse(arg)
-    x = torch.randn(*shape, device="cuda")
-    w = torch.randn(shape[-1], device="cuda")
-    b = torch.randn(shape[-1], device="cuda")
-    op = {
-        "softmax": lambda: torch.softmax(x, dim=-1),
-        "attention_softmax": lambda: torch.softmax(x, dim=-1),
-        "layer_norm": lambda: F.layer_norm(x, shape[-1:], w, b, eps=1e-5),
-        "rms_norm": lambda: F.rms_norm(x, shape[-1:], w, eps=1e-6),
-    }[kind]
-    ms = do_bench(op, warmup=50, rep=300, return_mode="median")
-    name = "x".join(str(d) for d in shape)
-    print(f"torch {kind} {name} f32: median {ms*1e3:.1f} us ({torch.cuda.get_device_name()})")
+def row_op(text):
+    """The PyTorch call computing the workload `text` (None for another kind of workload)."""
+    kind = re.search(r"^workload (\w+)", text, re.M)
+    kind = kind[1] if kind else ""
+    shapes = inputs(text)
+    t = {name: torch.randn(*shape, device="cuda") for name, shape in shapes.items()}
+    eps = re.search(r"sqrt\([^\n]*\+ ([0-9.e-]+)\)", text)
+    eps = float(eps[1]) if eps else None
+    if kind in ("softmax", "attention_softmax"):
+        x = next(iter(t.values()))
+        return lambda: torch.softmax(x, dim=-1)
+    if kind == "attention_softmax_masked":
+        scale = float(re.search(r"\* ([0-9.]+) \+ mask", text)[1])
+        s, mask = t["S"], t["mask"][:, None, None, :]
+        return lambda: torch.softmax(s * scale + mask, dim=-1)
+    if kind == "layer_norm":
+        x = t["X"]
+        return lambda: F.layer_norm(x, x.shape[-1:], t["G"], t["B"], eps=eps)
+    if kind == "add_layer_norm":
+        x, r = t["X"], t["R"]
+        return lambda: F.layer_norm(x + r, x.shape[-1:], t["G"], t["B"], eps=eps)
+    if kind == "rms_norm":
+        x = t["X"]
+        return lambda: F.rms_norm(x, x.shape[-1:], t["G"], eps=eps)
+    return None
+
+
+def main():
+    for arg in sys.argv[1:] or ["4096x1024", "512x8192"]:
+        if arg.endswith(".tw"):
+            text = open(arg).read()
+        else:
+            text = f"workload softmax\ninput X: f32[{arg.replace('x', ', ')}]\n"
+        kind = re.search(r"^workload (\w+)", text, re.M)[1]
+        op = row_op(text)
+        ms = do_bench(op, warmup=50, rep=300, return_mode="median")
+        name = "x".join(str(d) for d in next(iter(inputs(text).values())))
+        print(f"torch {kind} {name} f32: median {ms*1e3:.1f} us ({torch.cuda.get_device_name()})")
+
+
+if __name__ == "__main__":
+    main()

@@ -35,10 +35,17 @@ fn resnet50_files_hold_53_convs_and_the_classifier_in_24_tasks() {
 }
 
 #[test]
-fn bert_files_hold_97_layers_in_6_tasks() {
+fn bert_files_hold_134_layers_in_9_tasks() {
     for (file, tokens) in [("bert-base-b1.toml", 128), ("bert-base-b16.toml", 2048)] {
         let n = load(file);
-        assert_eq!((n.tasks.len(), layers(&n)), (6, 97), "{file}");
+        assert_eq!((n.tasks.len(), layers(&n)), (9, 134), "{file}");
+        let rows: u32 = n
+            .tasks
+            .iter()
+            .filter(|t| t.spec.contains("softmax") || t.spec.contains("layer_norm"))
+            .map(|t| t.weight)
+            .sum();
+        assert_eq!(rows, 12 + 24 + 1, "{file}");
         assert!(
             n.tasks[0].spec.contains(&format!("f32[{tokens}, 768]")),
             "{file}"

@@ -723,8 +723,24 @@ mod tests {
         assert!(counts.contains(&1), "{counts:?}");
     }
 
-    /// A layer norm (the mean's sum before the variance's, both read by rows) and an RMS
-    /// norm (one sum, a weight per column) fuse too.
+    /// BERT's attention softmax: rows over three axes, 128 keys (under 256), a scale and
+    /// an additive mask a key, read by all heads and query rows; fused too.
+    #[test]
+    fn a_masked_attention_softmax_of_short_rows_is_fused_into_one_kernel() {
+        let counts = kernel_counts(
+            "workload attention_softmax_masked\ninput S: f32[2, 3, 5, 128]\n\
+             input mask: f32[2, 128]\n\
+             M[b, h, i] = max_reduce(S[b, h, i, k] * 0.125 + mask[b, k], k: 128)\n\
+             E[b, h, i, j] = exp(S[b, h, i, j] * 0.125 + mask[b, j] - M[b, h, i])\n\
+             Z[b, h, i] = sum(E[b, h, i, k], k: 128)\n\
+             Y[b, h, i, j] = E[b, h, i, j] / Z[b, h, i]\n",
+        );
+        assert!(counts.contains(&1), "{counts:?}");
+    }
+
+    /// A layer norm (the mean's sum before the variance's, both read by rows), an RMS
+    /// norm (one sum, a weight per column) and a layer norm of a residual sum of rows of
+    /// 100 (the sum inlined into both reductions and the output) fuse too.
     #[test]
     fn layer_and_rms_norms_are_fused_into_one_kernel() {
         let layer_norm = "workload layer_norm\ninput X: f32[6, 512]\ninput G: f32[512]\n\
@@ -735,7 +751,13 @@ mod tests {
         let rms_norm = "workload rms_norm\ninput X: f32[6, 512]\ninput G: f32[512]\n\
                         S[i] = sum(X[i, k] * X[i, k], k: 512)\n\
                         Y[i, j] = X[i, j] / sqrt(S[i] / 512.0 + 0.000001) * G[j]\n";
-        for text in [layer_norm, rms_norm] {
+        let add_layer_norm = "workload add_layer_norm\ninput X: f32[6, 100]\n\
+                              input R: f32[6, 100]\ninput G: f32[100]\ninput B: f32[100]\n\
+                              T[i, j] = X[i, j] + R[i, j]\nS1[i] = sum(T[i, k], k: 100)\n\
+                              MU[i] = S1[i] / 100.0\n\
+                              S2[i] = sum((T[i, k] - MU[i]) * (T[i, k] - MU[i]), k: 100)\n\
+                              Y[i, j] = (T[i, j] - MU[i]) / sqrt(S2[i] / 100.0 + 0.000000000001) * G[j] + B[j]\n";
+        for text in [layer_norm, rms_norm, add_layer_norm] {
             let counts = kernel_counts(text);
             assert!(counts.contains(&1), "{text}: {counts:?}");
         }
@@ -825,7 +847,8 @@ mod tests {
         assert!(offered(&cuda, "dense_bias_relu:m=1,n=3072,k=768"));
         assert!(offered(&cuda, "dense_bias_relu:m=2,n=3072,k=768"));
         assert!(!offered(&cuda, "dense_bias_relu:m=8,n=3072,k=768"));
-        assert!(!offered(&cuda, "matmul:m=1,n=4096,k=128"));
+        assert!(offered(&cuda, "matmul:m=1,n=4096,k=128"));
+        assert!(!offered(&cuda, "matmul:m=1,n=4096,k=48"));
         assert!(!offered(
             &cuda,
             "conv2d_nchw:n=1,c=64,h=14,w=14,k=64,r=3,s=3,pad=1"
