@@ -2,7 +2,9 @@
 //!
 //! Invariant: the new copy block covers the whole buffer where it is inserted (at the
 //! root scope, right after the source is produced); `compute_at` then shrinks it to the
-//! region one loop iteration needs. Only the given block is redirected to the copy.
+//! region one loop iteration needs. Only the given block is redirected to the copy;
+//! `read_cache` redirects a further reader of the same source (three passes over a row
+//! reading one staged copy of it).
 
 use super::error::{Result, ScheduleError};
 use super::util::*;
@@ -119,6 +121,50 @@ pub fn cache_read(
         Node::Loop(l) => Ok(*p.blocks_under(Node::Loop(l)).first().expect("copy block")),
         Node::Block(b) => Ok(b),
     }
+}
+
+/// Redirects `block`'s loads of the buffer that the copy block `cache` (made by
+/// `cache_read`) copies to the copy. The copy must run before `block` and must not sit
+/// under a loop beside other blocks that `block` is not under (moved there, it covers
+/// that loop's readers only); `compute_at` of the copy later covers every reader under
+/// its target, or refuses.
+pub fn read_cache(p: &mut Program, block: BlockId, cache: BlockId) -> Result<()> {
+    let name = p.block(block).name.clone();
+    let cname = p.block(cache).name.clone();
+    let refuse = |reason: String| ScheduleError::Unsupported {
+        primitive: "read_cache",
+        block: name.clone(),
+        reason,
+    };
+    let dst = p.block(cache).body.buffer;
+    let src = match (p.block_reads(cache).as_slice(), &p.block(cache).body.value) {
+        ([(src, _)], Expr::Load(..)) if p.buffer(dst).kind == BufferKind::Intermediate => *src,
+        _ => return Err(refuse(format!("{cname} is not a copy made by cache_read"))),
+    };
+    if block == cache || !p.block_reads(block).iter().any(|(b, _)| *b == src) {
+        return Err(refuse(format!(
+            "it does not read {}, which {cname} copies",
+            p.buffer(src).name
+        )));
+    }
+    let order = p.blocks_in_order();
+    let at = |b: BlockId| order.iter().position(|x| *x == b);
+    if at(cache) >= at(block) {
+        return Err(refuse(format!("{cname} does not run before it")));
+    }
+    // Loops of the copy's own nest are its to leave; a loop that holds other blocks and
+    // not `block` is one the copy was moved under, covering that loop's readers only.
+    if let Some(l) = p.ancestors(Node::Block(cache)).into_iter().find(|l| {
+        !p.is_ancestor(*l, Node::Block(block)) && p.blocks_under(Node::Loop(*l)) != [cache]
+    }) {
+        return Err(refuse(format!(
+            "{cname} is under loop {}, which it is not",
+            p.loop_name(l)
+        )));
+    }
+    let value = replace_loads(&p.block(block).body.value, src, dst);
+    p.block_mut(block).body.value = value;
+    Ok(())
 }
 
 /// Makes `block` write into a new buffer in `scope`, copied back by a new block right

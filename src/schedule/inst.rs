@@ -25,6 +25,7 @@ pub enum InstKind {
     Parallel,
     Annotate,
     CacheRead,
+    ReadCache,
     CacheWrite,
     ComputeAt,
     ReverseComputeAt,
@@ -65,7 +66,7 @@ pub struct Signature {
 }
 
 impl InstKind {
-    pub const ALL: [InstKind; 30] = [
+    pub const ALL: [InstKind; 31] = [
         InstKind::GetBlock,
         InstKind::GetLoops,
         InstKind::GetConsumers,
@@ -79,6 +80,7 @@ impl InstKind {
         InstKind::Parallel,
         InstKind::Annotate,
         InstKind::CacheRead,
+        InstKind::ReadCache,
         InstKind::CacheWrite,
         InstKind::ComputeAt,
         InstKind::ReverseComputeAt,
@@ -125,6 +127,7 @@ impl InstKind {
                 &["read_index", "scope"],
                 Some(K::Block),
             ),
+            ReadCache => ("read_cache", Some(&["block", "cache"]), &[], None),
             CacheWrite => (
                 "cache_write",
                 Some(&["block"]),

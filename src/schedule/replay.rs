@@ -294,6 +294,12 @@ impl Replayer {
                     ]
                 }
             }
+            ReadCache => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                let cache = self.block(Self::input(inst, 1)?)?;
+                self.sch.read_cache(b, cache)?;
+                vec![]
+            }
             ComputeAt | ReverseComputeAt | DecomposeReduction => {
                 let b = self.block(Self::input(inst, 0)?)?;
                 let l = self.lp(Self::input(inst, 1)?)?;

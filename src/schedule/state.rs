@@ -683,6 +683,21 @@ impl Schedule {
         Ok(BlockRv(ids[0]))
     }
 
+    /// `read_cache(block, cache)`: `block` reads the buffer that the `cache_read` copy
+    /// `cache` copies from the copy instead.
+    pub fn read_cache(&mut self, block: BlockRv, cache: BlockRv) -> Result<()> {
+        let (b, c) = (self.block_id(block)?, self.block_id(cache)?);
+        self.transact("read_cache", |p| cache::read_cache(p, b, c))?;
+        self.record(
+            InstKind::ReadCache,
+            vec![Operand::Rv(block.0), Operand::Rv(cache.0)],
+            vec![],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
     /// `cache_write(block, write_index, scope)`: returns the copy-back block.
     pub fn cache_write(
         &mut self,

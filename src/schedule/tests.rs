@@ -659,3 +659,75 @@ fn location_inst(sch: &Schedule) -> usize {
         .position(|i| i.kind == InstKind::SampleComputeLocation)
         .expect("a sample_compute_location")
 }
+
+/// `read_cache`: a second reader of a `cache_read`'s source reads the copy; the copy
+/// moved under a loop then covers both readers, the result is the reference's, and the
+/// trace prints and replays. Refused: a block that does not read the source, a block
+/// that is not a copy, a copy already moved under a loop the reader is not under.
+#[test]
+fn read_cache_redirects_a_further_reader_to_the_copy() {
+    let reference = crate::workload::parse(
+        "workload rownorm\ninput X: f32[4, 6]\n\
+         S[i] = sum(X[i, k], k: 6)\n\
+         Y[i, j] = X[i, j] / S[i]\n",
+    )
+    .unwrap()
+    .to_program();
+    let mut sch = Schedule::new(reference.clone(), 0);
+    let s = sch.get_block("S").unwrap();
+    let y = sch.get_block("Y").unwrap();
+    let copy = sch.cache_read(s, 0, "shared").unwrap();
+    let e = rejected(&mut sch, |sch| sch.read_cache(copy, copy));
+    assert_eq!(
+        e.to_string(),
+        "read_cache of block X_shared: it does not read X, which X_shared copies"
+    );
+    let e = rejected(&mut sch, |sch| sch.read_cache(y, s));
+    assert_eq!(
+        e.to_string(),
+        "read_cache of block Y: S is not a copy made by cache_read"
+    );
+    sch.read_cache(y, copy).unwrap();
+    let x_shared = |sch: &Schedule| {
+        let p = sch.program();
+        let at = p.buffers.iter().position(|b| b.name == "X_shared").unwrap();
+        p.readers(crate::ir::BufferId(at as u32)).len()
+    };
+    assert_eq!(x_shared(&sch), 2);
+    let rows = sch.get_loops(y).unwrap();
+    sch.compute_at(s, rows[0]).unwrap();
+    sch.compute_at(copy, rows[0]).unwrap();
+    let err = crate::interp::check(&reference, sch.program(), 3).unwrap();
+    assert!(err < 1e-6, "{err}");
+    let text = sch.trace().to_string();
+    assert!(text.contains("read_cache("), "{text}");
+    let again = crate::schedule::replay(
+        &crate::schedule::text::parse(&text).unwrap(),
+        reference.clone(),
+        0,
+    )
+    .unwrap();
+    assert_eq!(again.program(), sch.program());
+
+    // The copy moved under S's rows first: Y, outside them, may not read it; nor may
+    // a reader that runs before it.
+    let mut sch = Schedule::new(reference.clone(), 0);
+    let s = sch.get_block("S").unwrap();
+    let y = sch.get_block("Y").unwrap();
+    let copy = sch.cache_read(s, 0, "shared").unwrap();
+    let rows = sch.get_loops(s).unwrap();
+    sch.compute_at(copy, rows[0]).unwrap();
+    let e = rejected(&mut sch, |sch| sch.read_cache(y, copy));
+    assert!(
+        e.to_string()
+            .ends_with("X_shared is under loop i, which it is not"),
+        "{e}"
+    );
+    let mut sch = Schedule::new(reference, 0);
+    let (s, y) = (sch.get_block("S").unwrap(), sch.get_block("Y").unwrap());
+    let late = sch.cache_read(y, 0, "shared").unwrap();
+    let rows = sch.get_loops(y).unwrap();
+    sch.compute_at(late, rows[0]).unwrap();
+    let e = rejected(&mut sch, |sch| sch.read_cache(s, late));
+    assert!(e.to_string().ends_with("does not run before it"), "{e}");
+}

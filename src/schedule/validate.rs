@@ -212,7 +212,7 @@ impl Checker {
                 continue;
             }
             let (allowed, want): (&[RvKind], &str) = match role {
-                "block" => (&[RvKind::Block], "a block"),
+                "block" | "cache" => (&[RvKind::Block], "a block"),
                 "loop" => (&[RvKind::Loop], "a loop"),
                 "target" => (&[RvKind::Block, RvKind::Loop], "a block or a loop"),
                 _ => (&[RvKind::Expr], "an expr"),

@@ -313,7 +313,10 @@ impl SplitK {
 /// have the reduction, the row reductions before it and that stage in one kernel, a
 /// block's rows at a time (a coin of the trace). With `fold_lanes`, a coin of the trace
 /// may sum the lanes' partial results in two steps (8 threads of a row, then every
-/// thread) where every thread of the row summed all of them.
+/// thread) where every thread of the row summed all of them. With `stage_rows_bytes`
+/// above 0, a coin of the trace may stage a fused block's rows of the largest input in
+/// shared memory, read once from global memory by all the passes over them, where they
+/// take at most that many bytes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CrossThread {
     pub probability: f64,
@@ -323,6 +326,7 @@ pub struct CrossThread {
     pub rows: Vec<i64>,
     pub fuse_consumer: bool,
     pub fold_lanes: bool,
+    pub stage_rows_bytes: i64,
 }
 
 /// The CPU lane-reduction rule (`[lane_reduction]`; see `search_spaces/cpu.toml` and
@@ -363,6 +367,8 @@ struct CrossThreadFile {
     fuse_consumer: bool,
     #[serde(default)]
     fold_lanes: bool,
+    #[serde(default)]
+    stage_rows_bytes: i64,
 }
 
 #[derive(Deserialize)]
@@ -864,6 +870,12 @@ impl SearchSpace {
                         ("cross_thread.rows", &c.rows),
                     ],
                 )?;
+                if c.stage_rows_bytes < 0 {
+                    return Err(invalid(
+                        "cross_thread.stage_rows_bytes",
+                        format!("{}: must be 0 (off) or positive", c.stage_rows_bytes),
+                    ));
+                }
                 Some(CrossThread {
                     probability: c.probability,
                     max_reuse: c.max_reuse,
@@ -872,6 +884,7 @@ impl SearchSpace {
                     rows: c.rows,
                     fuse_consumer: c.fuse_consumer,
                     fold_lanes: c.fold_lanes,
+                    stage_rows_bytes: c.stage_rows_bytes,
                 })
             }
             None => None,
@@ -1268,6 +1281,7 @@ mod tests {
             .expect("the CUDA space has the rule");
         assert_eq!(rule.max_reuse, 2);
         assert_eq!(rule.lanes, [32, 64, 128, 256]);
+        assert_eq!(rule.stage_rows_bytes, 49152);
         assert!(SearchSpace::cpu_default().cross_thread.is_none());
         let start = CUDA_DEFAULT.find("[cross_thread]").unwrap();
         let end = start + CUDA_DEFAULT[start..].find("\n[").unwrap() + 1;
@@ -1286,6 +1300,11 @@ mod tests {
                 "max_reuse = 2",
                 "max_reuse = 0",
                 "f.toml: key `cross_thread.max_reuse`: 0 is less than 1",
+            ),
+            (
+                "stage_rows_bytes = 49152",
+                "stage_rows_bytes = -1",
+                "f.toml: key `cross_thread.stage_rows_bytes`: -1: must be 0 (off) or positive",
             ),
         ] {
             let bad = CUDA_DEFAULT.replace(from, to);

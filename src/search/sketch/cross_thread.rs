@@ -205,7 +205,7 @@ pub(super) fn across_threads(
     }
     // 4. The output's elements, `rows` a block on threadIdx.y.
     let offered = row_counts(&rule.rows, &spatial_extents);
-    let (by_rows, _) = split_rows(sch, main, &offered, RULE)?;
+    let (by_rows, _, _) = split_rows(sch, main, &offered, RULE)?;
     sch.bind(by_rows[0], "blockIdx.x").map_err(at(RULE))?;
     sch.bind(by_rows[1], "threadIdx.y").map_err(at(RULE))?;
     sch.reverse_compute_at(write_back, by_rows[1])
@@ -439,7 +439,7 @@ fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), S
     // 1. The sink: its rows `rows` a block on threadIdx.y, each row's elements read by
     //    the lanes side by side.
     let offered = row_counts(&rule.rows, &row_extents);
-    let (by_rows, col) = split_rows(sch, sink, &offered, FUSED)?;
+    let (by_rows, col, rows) = split_rows(sch, sink, &offered, FUSED)?;
     let cols = sch
         .split(col, &[None, Some(crate::schedule::IntArg::Rv(lanes))])
         .map_err(at(FUSED))?;
@@ -483,21 +483,120 @@ fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), S
         unroll_lanes(sch, b)?;
         spread_steps(space, sch, folded, rf, by_rows[0])?;
     }
+    stage_rows(space, sch, by_rows[0], rows, lanes)?;
     for name in &plan.apart {
         super::standalone(space, sch, name)?;
     }
     Ok(())
 }
 
+const STAGE: &str = "cross-thread rows staged in shared memory";
+
+/// Where the space has `stage_rows_bytes` and a block's rows of the inputs the fused
+/// kernel reads whole (those as large as its largest: a softmax's input, a residual
+/// layer norm's two) take at most that many bytes, at a coin of the trace: those rows
+/// copied into shared memory at the block's loop (`rows` on threadIdx.y, `lanes` side by
+/// side on threadIdx.x, as the passes read them), and every pass over them (each row
+/// reduction's partial results, the sink) reading the copies, so the inputs leave global
+/// memory once where each pass read them again (from L2, when a block's rows outgrow L1).
+fn stage_rows(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    block_loop: LoopRv,
+    rows: crate::schedule::ExprRv,
+    lanes: crate::schedule::ExprRv,
+) -> Result<(), SketchError> {
+    let limit = space
+        .cross_thread
+        .as_ref()
+        .map_or(0, |c| c.stage_rows_bytes);
+    if limit < 1 {
+        return Ok(());
+    }
+    // Per input: its readers under the block's loop, by name, with the read's index.
+    let staged: Vec<Vec<(String, i64)>> = {
+        let p = sch.program();
+        let under = p.blocks_under(crate::ir::Node::Loop(
+            sch.loop_id(block_loop).map_err(at(STAGE))?,
+        ));
+        let mut inputs: Vec<crate::ir::BufferId> = under
+            .iter()
+            .flat_map(|b| p.block_reads(*b))
+            .map(|(buf, _)| buf)
+            .filter(|buf| p.buffer(*buf).kind == crate::ir::BufferKind::Input)
+            .collect();
+        inputs.sort_by_key(|b| b.0);
+        inputs.dedup();
+        let largest = inputs
+            .iter()
+            .map(|b| p.buffer(*b).numel())
+            .max()
+            .unwrap_or(0);
+        inputs.retain(|b| p.buffer(*b).numel() == largest);
+        let row: i64 = inputs
+            .iter()
+            .map(|b| p.buffer(*b).shape.last().copied().unwrap_or(1))
+            .sum();
+        if inputs.is_empty() || sch.value(rows).map_err(at(STAGE))? * row * 4 > limit {
+            return Ok(());
+        }
+        inputs
+            .iter()
+            .map(|input| {
+                under
+                    .iter()
+                    .filter_map(|b| {
+                        let reads = p.block_reads(*b);
+                        let index = reads.iter().position(|(r, _)| r == input)?;
+                        Some((p.block(*b).name.clone(), index as i64))
+                    })
+                    .collect()
+            })
+            .collect()
+    };
+    if !super::coin(sch, STAGE)? {
+        return Ok(());
+    }
+    for readers in &staged {
+        let Some(((first, index), rest)) = readers.split_first() else {
+            continue;
+        };
+        let reader = sch.get_block(first).map_err(at(STAGE))?;
+        let copy = sch
+            .cache_read(reader, *index, "shared")
+            .map_err(at(STAGE))?;
+        for (name, _) in rest {
+            let b = sch.get_block(name).map_err(at(STAGE))?;
+            sch.read_cache(b, copy).map_err(at(STAGE))?;
+        }
+        sch.compute_at(copy, block_loop).map_err(at(STAGE))?;
+        let loops = sch.get_loops(copy).map_err(at(STAGE))?;
+        let fused = super::fuse(sch, &loops[1..])?;
+        let parts = sch
+            .split(
+                fused,
+                &[
+                    None,
+                    Some(crate::schedule::IntArg::Rv(rows)),
+                    Some(crate::schedule::IntArg::Rv(lanes)),
+                ],
+            )
+            .map_err(at(STAGE))?;
+        sch.bind(parts[1], "threadIdx.y").map_err(at(STAGE))?;
+        sch.bind(parts[2], "threadIdx.x").map_err(at(STAGE))?;
+    }
+    Ok(())
+}
+
 /// `block`'s loops but the last fused into one over its rows and split by a count drawn
 /// from `offered` (none offered: the rule does not apply): returns the two parts (the
-/// block's rows, the rows within a block), not yet bound, and the last loop.
+/// block's rows, the rows within a block), not yet bound, the last loop and the count.
 fn split_rows(
     sch: &mut Schedule,
     block: crate::schedule::BlockRv,
     offered: &[i64],
     rule: &'static str,
-) -> Result<(Vec<LoopRv>, LoopRv), SketchError> {
+) -> Result<(Vec<LoopRv>, LoopRv, crate::schedule::ExprRv), SketchError> {
     if offered.is_empty() {
         return Err(SketchError::CrossThreadNotApplicable);
     }
@@ -510,7 +609,7 @@ fn split_rows(
     let by_rows = sch
         .split(fused, &[None, Some(crate::schedule::IntArg::Rv(rows))])
         .map_err(at(rule))?;
-    Ok((by_rows, *last))
+    Ok((by_rows, *last, rows))
 }
 
 /// The threads of a row that sum the lanes' partial results in [`fold_lanes`]'s first
@@ -760,6 +859,61 @@ mod tests {
         for text in [layer_norm, rms_norm, add_layer_norm] {
             let counts = kernel_counts(text);
             assert!(counts.contains(&1), "{text}: {counts:?}");
+        }
+    }
+
+    /// A fused block's rows of the input staged in shared memory at a coin's choice
+    /// (`stage_rows_bytes`): the copy is then the only block that reads the input, every
+    /// pass reads the copy; both kinds of sample compute the reference with a GPU's
+    /// semantics (a softmax of rows of 123, a layer norm with a residual add); rows over
+    /// the limit are never staged, nor any without the key.
+    #[test]
+    fn a_fused_blocks_rows_are_staged_in_shared_memory_at_a_coins_choice() {
+        let add_layer_norm = "workload add_layer_norm\ninput X: f32[6, 100]\n\
+                              input R: f32[6, 100]\ninput G: f32[100]\ninput B: f32[100]\n\
+                              T[i, j] = X[i, j] + R[i, j]\nS1[i] = sum(T[i, k], k: 100)\n\
+                              MU[i] = S1[i] / 100.0\n\
+                              S2[i] = sum((T[i, k] - MU[i]) * (T[i, k] - MU[i]), k: 100)\n\
+                              Y[i, j] = (T[i, j] - MU[i]) / sqrt(S2[i] / 100.0 + 0.00001) * G[j] + B[j]\n";
+        for text in [
+            super::super::tests::softmax(6, 123),
+            add_layer_norm.to_string(),
+        ] {
+            let staged: Vec<bool> = checked_samples(&text, 16)
+                .iter()
+                .map(|(sch, _)| {
+                    let p = sch.program();
+                    let id = |name: &str| {
+                        let at = p.buffers.iter().position(|b| b.name == name)?;
+                        Some(crate::ir::BufferId(at as u32))
+                    };
+                    let copies: Vec<_> = ["X", "R"]
+                        .into_iter()
+                        .filter_map(|x| Some((id(x)?, id(&format!("{x}_shared"))?)))
+                        .collect();
+                    for (x, copy) in &copies {
+                        assert_eq!(p.readers(*x).len(), 1, "{text}: {}", sch.trace());
+                        assert!(p.readers(*copy).len() >= 3, "{text}: {}", sch.trace());
+                    }
+                    !copies.is_empty()
+                })
+                .collect();
+            assert!(
+                staged.contains(&true) && staged.contains(&false),
+                "{text}: {staged:?}"
+            );
+        }
+        let p = crate::workload::parse(&super::super::tests::softmax(6, 123))
+            .unwrap()
+            .to_program();
+        let mut space = SearchSpace::cuda_default();
+        for limit in [0, 123 * 4 - 1] {
+            space.cross_thread.as_mut().unwrap().stage_rows_bytes = limit;
+            for seed in 0..16 {
+                let mut sch = Schedule::new(p.clone(), seed);
+                apply_sketch(&space, &mut sch, seed, SketchKind::CrossThread).unwrap();
+                assert!(!sch.trace().to_string().contains("read_cache"), "{limit}");
+            }
         }
     }
 
