@@ -19,7 +19,8 @@
 # seed; TESSEL_GPUS (indices, space-separated; default all) the GPUs to deal them to, so
 # that another job may hold the rest. OUT/all.txt: per workload, space and seed the tune's stop and time lines, how many
 # `rfactor`s the best has (a split-K best has one) and the run's check, speed, peer and
-# ratio; then the geomean ratio of each space and of B over A.
+# ratio; then the geomean ratio of each space and of B over A. OUT/best/: each tune's best
+# schedule, named by workload, space file, arm and seed.
 set -u
 out=$1 a=$2 b=$3 trials=${4:-300} kind=${5:-gemm}
 bin=${TESSEL_BIN:-./.gpu/tessel}
@@ -44,6 +45,8 @@ one() { # gpu workload space seed binary
     --time-limit 60 --batch 64 --seed "$4" --db "$db" --retrain focused 2>/dev/null |
     grep -E "^(stopped|time)" | tr '\n' ' ')
   CUDA_VISIBLE_DEVICES=$1 "$bin" best "$2" --target cuda --db "$db" --emit trace >"$sched" 2>/dev/null
+  mkdir -p "$out/best"
+  cp "$sched" "$out/best/$(basename "$2" .tw | tr -c 'A-Za-z0-9_=,\n' '_')-$(basename "$3" .toml)${6:+-B}-s$4.sched"
   r=$(CUDA_VISIBLE_DEVICES=$1 "$bin" run "$2" --schedule "$sched" --target cuda --compare 2>&1 |
     grep -E "^(speed|peer|ratio|check)" | tr '\n' ' ')
   echo "$2 | $3${6:-} | seed $4 | $t | rfactor $(grep -c 'rfactor(' "$sched") | $r"
