@@ -492,6 +492,10 @@ fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), S
 
 const STAGE: &str = "cross-thread rows staged in shared memory";
 
+/// Elements each thread copies at a time where rows are staged and their length allows
+/// (16-byte loads and stores of f32).
+const STAGE_VECTOR: i64 = 4;
+
 /// Where the space has `stage_rows_bytes` and a block's rows of the inputs the fused
 /// kernel reads whole (those as large as its largest: a softmax's input, a residual
 /// layer norm's two) take at most that many bytes, at a coin of the trace: those rows
@@ -514,7 +518,7 @@ fn stage_rows(
         return Ok(());
     }
     // Per input: its readers under the block's loop, by name, with the read's index.
-    let staged: Vec<Vec<(String, i64)>> = {
+    let (staged, vector): (Vec<Vec<(String, i64)>>, bool) = {
         let p = sch.program();
         let under = p.blocks_under(crate::ir::Node::Loop(
             sch.loop_id(block_loop).map_err(at(STAGE))?,
@@ -540,7 +544,13 @@ fn stage_rows(
         if inputs.is_empty() || sch.value(rows).map_err(at(STAGE))? * row * 4 > limit {
             return Ok(());
         }
-        inputs
+        let vector = inputs.iter().all(|b| {
+            p.buffer(*b)
+                .shape
+                .last()
+                .is_some_and(|r| r % STAGE_VECTOR == 0)
+        });
+        let readers = inputs
             .iter()
             .map(|input| {
                 under
@@ -552,7 +562,8 @@ fn stage_rows(
                     })
                     .collect()
             })
-            .collect()
+            .collect();
+        (readers, vector)
     };
     if !super::coin(sch, STAGE)? {
         return Ok(());
@@ -572,18 +583,20 @@ fn stage_rows(
         sch.compute_at(copy, block_loop).map_err(at(STAGE))?;
         let loops = sch.get_loops(copy).map_err(at(STAGE))?;
         let fused = super::fuse(sch, &loops[1..])?;
-        let parts = sch
-            .split(
-                fused,
-                &[
-                    None,
-                    Some(crate::schedule::IntArg::Rv(rows)),
-                    Some(crate::schedule::IntArg::Rv(lanes)),
-                ],
-            )
-            .map_err(at(STAGE))?;
+        let mut factors = vec![
+            None,
+            Some(crate::schedule::IntArg::Rv(rows)),
+            Some(crate::schedule::IntArg::Rv(lanes)),
+        ];
+        if vector {
+            factors.push(Some(crate::schedule::IntArg::Lit(STAGE_VECTOR)));
+        }
+        let parts = sch.split(fused, &factors).map_err(at(STAGE))?;
         sch.bind(parts[1], "threadIdx.y").map_err(at(STAGE))?;
         sch.bind(parts[2], "threadIdx.x").map_err(at(STAGE))?;
+        if vector {
+            sch.vectorize(parts[3]).map_err(at(STAGE))?;
+        }
     }
     Ok(())
 }
@@ -865,8 +878,9 @@ mod tests {
     /// A fused block's rows of the input staged in shared memory at a coin's choice
     /// (`stage_rows_bytes`): the copy is then the only block that reads the input, every
     /// pass reads the copy; both kinds of sample compute the reference with a GPU's
-    /// semantics (a softmax of rows of 123, a layer norm with a residual add); rows over
-    /// the limit are never staged, nor any without the key.
+    /// semantics (a softmax of rows of 123, copied an element at a time; a layer norm with
+    /// a residual add of rows of 100, copied in 16-byte vectors); rows over the limit are
+    /// never staged, nor any without the key.
     #[test]
     fn a_fused_blocks_rows_are_staged_in_shared_memory_at_a_coins_choice() {
         let add_layer_norm = "workload add_layer_norm\ninput X: f32[6, 100]\n\
@@ -875,13 +889,13 @@ mod tests {
                               MU[i] = S1[i] / 100.0\n\
                               S2[i] = sum((T[i, k] - MU[i]) * (T[i, k] - MU[i]), k: 100)\n\
                               Y[i, j] = (T[i, j] - MU[i]) / sqrt(S2[i] / 100.0 + 0.00001) * G[j] + B[j]\n";
-        for text in [
-            super::super::tests::softmax(6, 123),
-            add_layer_norm.to_string(),
+        for (text, vector) in [
+            (super::super::tests::softmax(6, 123), false),
+            (add_layer_norm.to_string(), true),
         ] {
             let staged: Vec<bool> = checked_samples(&text, 16)
                 .iter()
-                .map(|(sch, _)| {
+                .map(|(sch, lowered)| {
                     let p = sch.program();
                     let id = |name: &str| {
                         let at = p.buffers.iter().position(|b| b.name == name)?;
@@ -895,6 +909,10 @@ mod tests {
                         assert_eq!(p.readers(*x).len(), 1, "{text}: {}", sch.trace());
                         assert!(p.readers(*copy).len() >= 3, "{text}: {}", sch.trace());
                     }
+                    // Rows of a multiple of 4 are copied in 16-byte vectors.
+                    let code = crate::codegen::cuda::generate(lowered).unwrap().code;
+                    let vectors = code.contains("_shared + ") && code.contains("*(float4*)");
+                    assert_eq!(vectors, vector && !copies.is_empty(), "{code}");
                     !copies.is_empty()
                 })
                 .collect();
