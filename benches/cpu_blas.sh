@@ -35,7 +35,7 @@ model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 } >"$out/header.txt"
 cat "$out/header.txt"
 for w in "${workloads[@]}"; do
-  tag=$(printf '%s' "$w" | tr ':,=' '___')
+  tag=$(printf '%s' "$w" | tr ':,=/' '____')
   echo "== $w ($(date -u +%H:%M:%S))"
   "$bin" tune "$w" --target cpu --trials "$trials" --threads "$threads" --db "$db" \
     >"$out/$tag.tune.txt" 2>"$out/$tag.tune.err"
@@ -97,7 +97,7 @@ PY
 passes=${PASSES:-0}
 for ((pass = 1; pass <= passes; pass++)); do
   for w in "${workloads[@]}"; do
-    tag=$(printf '%s' "$w" | tr ':,=' '___')
+    tag=$(printf '%s' "$w" | tr ':,=/' '____')
     ours=$("$bin" run "$w" --schedule "$out/$tag.trace" --threads "$threads" ${WARM:+--warm} 2>&1 |
       sed -n 's/^latency *median \([0-9.]*\) \(us\|ms\|s\) .*/\1 \2/p')
     peer=$(python3 "$here/cpu_peers.py" "$w" "$threads" 2>&1 |

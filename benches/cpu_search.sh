@@ -43,7 +43,7 @@ deal() {
 }
 cmds=()
 for w in "$@"; do
-  tag=$(printf '%s' "$w" | tr ':,=' '___')
+  tag=$(printf '%s' "$w" | tr ':,=/' '____')
   # Seed by seed, the strategies alternate: on a shared machine the load drifts over
   # minutes, and all of one strategy's runs before the other's would give it other weather.
   for seed in $seeds; do
@@ -67,7 +67,7 @@ deal "$jobs" "${cmds[@]}"
 # re-timed medians as well.
 retime=${RETIME:-3} rjobs=${RETIME_JOBS:-$jobs}
 for w in "$@"; do
-  tag=$(printf '%s' "$w" | tr ':,=' '___')
+  tag=$(printf '%s' "$w" | tr ':,=/' '____')
   for seed in $seeds; do
     for s in evolutionary random; do
       db=$out/$tag.$s.$seed.sqlite
@@ -79,7 +79,7 @@ done
 runs=()
 for ((pass = 1; pass <= retime; pass++)); do
   for w in "$@"; do
-    tag=$(printf '%s' "$w" | tr ':,=' '___')
+    tag=$(printf '%s' "$w" | tr ':,=/' '____')
     for seed in $seeds; do
       for s in evolutionary random; do
         runs+=("\"$bin\" run \"$w\" --schedule \"$out/$tag.$s.$seed.trace\" --target cpu \

@@ -22,7 +22,7 @@ db=${TESSEL_DB:-/tmp/tessel-suite.sqlite}
 seed=${TESSEL_SEED:-11}
 mkdir -p "$out"
 for w in "$@"; do
-  tag=$(printf '%s' "$w" | tr ':,=' '___')
+  tag=$(printf '%s' "$w" | tr ':,=/' '____')
   echo "== $w ($(date -u +%H:%M:%S))"
   "$bin" tune "$w" --target cuda --trials "$trials" --time-limit "$secs" --batch "${TESSEL_BATCH:-32}" \
     --seed "$seed" --db "$db" --retrain "${TESSEL_RETRAIN:-focused}" >"$out/$tag.tune.txt" 2>"$out/$tag.tune.err"

@@ -13,7 +13,7 @@ set -u
 out=$1 w=$2 sched=$3
 bin=${TESSEL_BIN:-./.gpu/tessel}
 mkdir -p "$out"
-tag=$(printf '%s' "$w" | tr ':,=' '___')
+tag=$(printf '%s' "$w" | tr ':,=/' '____')
 metrics=gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread
 metrics+=,sm__warps_active.avg.pct_of_peak_sustained_active
 metrics+=,sm__throughput.avg.pct_of_peak_sustained_elapsed,dram__throughput.avg.pct_of_peak_sustained_elapsed

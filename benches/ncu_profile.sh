@@ -13,7 +13,7 @@ set -u
 out=$1 w=$2 sched=$3 count=${4:-6}
 bin=${TESSEL_BIN:-./.gpu/tessel}
 mkdir -p "$out"
-tag=$(printf '%s' "$w" | tr ':,=' '___')
+tag=$(printf '%s' "$w" | tr ':,=/' '____')
 sections=(--section SpeedOfLight --section LaunchStats --section Occupancy
   --section WarpStateStats --section InstructionStats --section ComputeWorkloadAnalysis
   --section MemoryWorkloadAnalysis --section SchedulerStats)

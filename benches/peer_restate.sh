@@ -14,7 +14,7 @@ rm -f "$db"
 mkdir -p "$out"
 "$bin" db import "$records" --format jsonl --db "$db" >"$out/import.txt" 2>&1 || cat "$out/import.txt"
 for w in "$@"; do
-  tag=$(printf '%s' "$w" | tr ':,=' '___')
+  tag=$(printf '%s' "$w" | tr ':,=/' '____')
   echo "== $w"
   if "$bin" best "$w" --target cuda --db "$db" --emit trace >"$out/$tag.sched" 2>/dev/null; then
     "$bin" run "$w" --schedule "$out/$tag.sched" --target cuda --compare >"$out/$tag.run.txt" 2>&1

@@ -42,7 +42,7 @@ workloads=(
   conv2d_nchw:n=1,c=256,h=14,w=14,k=256,r=3,s=3,stride=1,pad=1
 )
 for w in "${workloads[@]}"; do
-  tag=$(printf '%s' "$w" | tr ':,=' '___')
+  tag=$(printf '%s' "$w" | tr ':,=/' '____')
   for space in pipelined stages1; do
     case $space in
       pipelined) space_arg=() ;;

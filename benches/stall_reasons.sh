@@ -11,7 +11,7 @@ set -u
 out=$1 w=$2 sched=$3
 bin=${TESSEL_BIN:-./.gpu/tessel}
 mkdir -p "$out"
-tag=$(printf '%s' "$w" | tr ':,=' '___')
+tag=$(printf '%s' "$w" | tr ':,=/' '____')
 m='regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio'
 m+=,smsp__warps_active.avg.per_cycle_active,smsp__issue_active.avg.pct_of_peak_sustained_active
 m+=,gpu__time_duration.sum,launch__grid_size,launch__block_size,launch__registers_per_thread

@@ -22,7 +22,7 @@ mkdir -p "$out"
 source "$(dirname "$0")/shipped_db.sh"
 shipped_db "$bin" "$base" "$out"
 for w in "$@"; do
-  tag=$(printf '%s' "$w" | tr ':,=' '___')
+  tag=$(printf '%s' "$w" | tr ':,=/' '____')
   key=$("$bin" show "$w" --emit key | tail -n 1)
   # The shipped best of this workload, timed afresh beside what the tuners find.
   "$bin" best "$w" --target cuda --db "$base" --emit trace >"$out/$tag.shipped.sched" 2>/dev/null &&

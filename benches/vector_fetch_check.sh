@@ -37,7 +37,7 @@ for switch in on off; do
   [[ $switch == off ]] && space=(--space "$out/off.toml")
   mkdir -p "$out/$switch"
   for w in "${workloads[@]}"; do
-    tag=$(printf '%s' "$w" | tr ':,=' '___')
+    tag=$(printf '%s' "$w" | tr ':,=/' '____')
     "$bin" tune "$w" --target cuda --trials "$trials" --time-limit "$secs" --batch 32 --seed 11 \
       --db "$out/$switch.sqlite" ${space[@]+"${space[@]}"} >"$out/$switch/$tag.tune.txt" 2>&1
     "$bin" best "$w" --target cuda --db "$out/$switch.sqlite" --emit trace >"$out/$switch/$tag.sched" &&
