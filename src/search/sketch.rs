@@ -1929,7 +1929,7 @@ fn reduction_sketch(
     ) -> Result<Vec<String>, SketchError>,
 ) -> Result<(), SketchError> {
     let st = stages(sch.program())?;
-    inline_padding(sch, &st)?;
+    inline_padding(sch, &st, None)?;
     let leftovers = main_rule(space, sch, &st.main, &st.epilogues)?;
     for name in st.reductions.iter().chain(&leftovers) {
         standalone(space, sch, name)?;
@@ -1938,9 +1938,9 @@ fn reduction_sketch(
 }
 
 /// Inlines each spatial stage before the main block (padding, a softmax's exponentials)
-/// into its readers where it can be; one that cannot stays as it is.
-fn inline_padding(sch: &mut Schedule, st: &Stages) -> Result<(), SketchError> {
-    for name in &st.padding {
+/// into its readers where it can be, but `keep`; one that cannot stays as it is.
+fn inline_padding(sch: &mut Schedule, st: &Stages, keep: Option<&str>) -> Result<(), SketchError> {
+    for name in st.padding.iter().filter(|n| Some(n.as_str()) != keep) {
         let b = sch.get_block(name).map_err(at("inline padding"))?;
         let _ = attempt(sch, |s| s.compute_inline(b));
     }

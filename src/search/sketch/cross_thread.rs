@@ -418,7 +418,8 @@ fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), S
         .clone()
         .ok_or(SketchError::CrossThreadNotApplicable)?;
     let st = super::stages(sch.program())?;
-    super::inline_padding(sch, &st)?;
+    let kept = kept_stage(space, sch, &st, &plan.sink)?;
+    super::inline_padding(sch, &st, kept.as_deref())?;
     let main = sch.get_block(&st.main).map_err(at(FUSED))?;
     let sink = sch.get_block(&plan.sink).map_err(at(FUSED))?;
     let (lanes_offered, row_extents) = {
@@ -457,6 +458,18 @@ fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), S
     sch.compute_at(main, by_rows[1]).map_err(at(FUSED))?;
     unroll_lanes(sch, main)?;
     spread_steps(space, sch, folded, rf, by_rows[0])?;
+    // 2b. A kept stage into shared memory at the block's loop, now where it reads a row
+    //     reduction placed below (a softmax's exponentials read its maximum), or after
+    //     them where one of them reads it (a residual layer norm's sum); its loops are
+    //     spread over the threads last, so that the reductions placed below it cover
+    //     the block's rows (not a box around the fused loop's).
+    let mut kept_copy = None;
+    if let Some(name) = &kept {
+        if let Some(copy) = keep_in_shared(space, sch, name, rows)? {
+            let placed = super::attempt(sch, |s| s.compute_at(copy, by_rows[0])).is_ok();
+            kept_copy = Some((copy, placed));
+        }
+    }
     // 3. The row reductions before it, last first (each is computed before its readers):
     //    the partial results as the main one's, the row's value in a register of each of
     //    the row's threads.
@@ -483,7 +496,15 @@ fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), S
         unroll_lanes(sch, b)?;
         spread_steps(space, sch, folded, rf, by_rows[0])?;
     }
-    stage_rows(space, sch, by_rows[0], rows, lanes)?;
+    if let Some((copy, placed)) = kept_copy {
+        if !placed {
+            sch.compute_at(copy, by_rows[0]).map_err(at(KEEP))?;
+        }
+        spread_by_rows(sch, copy, lanes)?;
+    }
+    if kept.is_none() {
+        stage_rows(space, sch, by_rows[0], rows, lanes)?;
+    }
     for name in &plan.apart {
         super::standalone(space, sch, name)?;
     }
@@ -581,24 +602,133 @@ fn stage_rows(
             sch.read_cache(b, copy).map_err(at(STAGE))?;
         }
         sch.compute_at(copy, block_loop).map_err(at(STAGE))?;
-        let loops = sch.get_loops(copy).map_err(at(STAGE))?;
-        let fused = super::fuse(sch, &loops[1..])?;
-        let mut factors = vec![
-            None,
-            Some(crate::schedule::IntArg::Rv(rows)),
-            Some(crate::schedule::IntArg::Rv(lanes)),
-        ];
-        if vector {
-            factors.push(Some(crate::schedule::IntArg::Lit(STAGE_VECTOR)));
-        }
-        let parts = sch.split(fused, &factors).map_err(at(STAGE))?;
-        sch.bind(parts[1], "threadIdx.y").map_err(at(STAGE))?;
-        sch.bind(parts[2], "threadIdx.x").map_err(at(STAGE))?;
-        if vector {
-            sch.vectorize(parts[3]).map_err(at(STAGE))?;
-        }
+        spread_copy(sch, copy, rows, lanes, vector)?;
     }
     Ok(())
+}
+
+/// The loops of `copy` below the block's loop (its rows and columns) fused and spread
+/// over the block's threads, `rows` on threadIdx.y and `lanes` side by side on
+/// threadIdx.x, `STAGE_VECTOR` elements at a time with `vector`.
+fn spread_copy(
+    sch: &mut Schedule,
+    copy: crate::schedule::BlockRv,
+    rows: crate::schedule::ExprRv,
+    lanes: crate::schedule::ExprRv,
+    vector: bool,
+) -> Result<(), SketchError> {
+    let loops = sch.get_loops(copy).map_err(at(STAGE))?;
+    let fused = super::fuse(sch, &loops[1..])?;
+    let mut factors = vec![
+        None,
+        Some(crate::schedule::IntArg::Rv(rows)),
+        Some(crate::schedule::IntArg::Rv(lanes)),
+    ];
+    if vector {
+        factors.push(Some(crate::schedule::IntArg::Lit(STAGE_VECTOR)));
+    }
+    let parts = sch.split(fused, &factors).map_err(at(STAGE))?;
+    sch.bind(parts[1], "threadIdx.y").map_err(at(STAGE))?;
+    sch.bind(parts[2], "threadIdx.x").map_err(at(STAGE))?;
+    if vector {
+        sch.vectorize(parts[3]).map_err(at(STAGE))?;
+    }
+    Ok(())
+}
+
+/// The loops of the kept stage `block` below the block's loop spread over the threads
+/// as the passes are: its rows on threadIdx.y, each row's elements on the lanes side by
+/// side, so that each thread reads the row values (a softmax's maximum) its own row's
+/// threads hold in registers.
+fn spread_by_rows(
+    sch: &mut Schedule,
+    block: crate::schedule::BlockRv,
+    lanes: crate::schedule::ExprRv,
+) -> Result<(), SketchError> {
+    let loops = sch.get_loops(block).map_err(at(KEEP))?;
+    let Some((col, rows)) = loops[1..].split_last() else {
+        return Err(SketchError::CrossThreadNotApplicable);
+    };
+    let cols = sch
+        .split(*col, &[None, Some(crate::schedule::IntArg::Rv(lanes))])
+        .map_err(at(KEEP))?;
+    if !rows.is_empty() {
+        let row = super::fuse(sch, rows)?;
+        sch.bind(row, "threadIdx.y").map_err(at(KEEP))?;
+    }
+    sch.bind(cols[1], "threadIdx.x").map_err(at(KEEP))?;
+    Ok(())
+}
+
+/// The stage before the main reduction that the fused form may keep (not inline) and
+/// compute into shared memory at the block's loop, at a coin of the trace where the
+/// space has `stage_rows_bytes`: one of the sink's shape that two or more blocks read (a
+/// softmax's exponentials, read by its sum and its output: computed once where each read
+/// recomputed them; a residual layer norm's sum, read by both sums and the output: two
+/// inputs read once into one copy).
+fn kept_stage(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    st: &super::Stages,
+    sink: &str,
+) -> Result<Option<String>, SketchError> {
+    if space
+        .cross_thread
+        .as_ref()
+        .is_none_or(|c| c.stage_rows_bytes < 1)
+    {
+        return Ok(None);
+    }
+    let candidate = {
+        let p = sch.program();
+        let Some(sink) = p.find_block(sink).first().copied() else {
+            return Ok(None);
+        };
+        let shape = &p.buffer(p.block(sink).body.buffer).shape;
+        st.padding.iter().find_map(|name| {
+            let b = *p.find_block(name).first()?;
+            let buf = p.block(b).body.buffer;
+            (p.buffer(buf).shape == *shape && p.readers(buf).len() >= 2).then(|| name.clone())
+        })
+    };
+    match candidate {
+        Some(name) if super::coin(sch, KEEP)? => Ok(Some(name)),
+        _ => Ok(None),
+    }
+}
+
+const KEEP: &str = "cross-thread stage kept in shared memory";
+
+/// The kept stage `name` written into shared memory, its readers reading that (its
+/// write-back inlined), where a block's rows of it fit in `stage_rows_bytes`: returns
+/// the stage's block to place; otherwise inlines it as the other stages were.
+fn keep_in_shared(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    name: &str,
+    rows: crate::schedule::ExprRv,
+) -> Result<Option<crate::schedule::BlockRv>, SketchError> {
+    let limit = space
+        .cross_thread
+        .as_ref()
+        .map_or(0, |c| c.stage_rows_bytes);
+    let block = sch.get_block(name).map_err(at(KEEP))?;
+    let row = {
+        let p = sch.program();
+        let b = sch.block_id(block).map_err(at(KEEP))?;
+        p.buffer(p.block(b).body.buffer)
+            .shape
+            .last()
+            .copied()
+            .unwrap_or(1)
+    };
+    if sch.value(rows).map_err(at(KEEP))? * row * 4 > limit {
+        sch.compute_inline(block).map_err(at(KEEP))?;
+        return Ok(None);
+    }
+    let write_back = sch.cache_write(block, 0, "shared").map_err(at(KEEP))?;
+    sch.compute_inline(write_back).map_err(at(KEEP))?;
+    Ok(Some(block))
 }
 
 /// `block`'s loops but the last fused into one over its rows and split by a count drawn
@@ -875,12 +1005,14 @@ mod tests {
         }
     }
 
-    /// A fused block's rows of the input staged in shared memory at a coin's choice
-    /// (`stage_rows_bytes`): the copy is then the only block that reads the input, every
-    /// pass reads the copy; both kinds of sample compute the reference with a GPU's
-    /// semantics (a softmax of rows of 123, copied an element at a time; a layer norm with
-    /// a residual add of rows of 100, copied in 16-byte vectors); rows over the limit are
-    /// never staged, nor any without the key.
+    /// A fused block's rows staged in shared memory at a coin's choice
+    /// (`stage_rows_bytes`): either its inputs' rows (the copies then the only blocks
+    /// that read the inputs, every pass reading them; rows of a multiple of 4 copied in
+    /// 16-byte vectors), or a stage before the main reduction that several passes read,
+    /// kept and computed once into shared memory (a softmax's exponentials: one `expf` in
+    /// the kernel where the sum and the output each computed it; a residual layer norm's
+    /// sum). Every kind of sample computes the reference with a GPU's semantics; rows over
+    /// the limit are never staged, nor any without the key.
     #[test]
     fn a_fused_blocks_rows_are_staged_in_shared_memory_at_a_coins_choice() {
         let add_layer_norm = "workload add_layer_norm\ninput X: f32[6, 100]\n\
@@ -889,37 +1021,35 @@ mod tests {
                               MU[i] = S1[i] / 100.0\n\
                               S2[i] = sum((T[i, k] - MU[i]) * (T[i, k] - MU[i]), k: 100)\n\
                               Y[i, j] = (T[i, j] - MU[i]) / sqrt(S2[i] / 100.0 + 0.00001) * G[j] + B[j]\n";
-        for (text, vector) in [
-            (super::super::tests::softmax(6, 123), false),
-            (add_layer_norm.to_string(), true),
+        for (text, kept, vector) in [
+            (super::super::tests::softmax(6, 123), "E", false),
+            (add_layer_norm.to_string(), "T", true),
         ] {
-            let staged: Vec<bool> = checked_samples(&text, 16)
-                .iter()
-                .map(|(sch, lowered)| {
-                    let p = sch.program();
-                    let id = |name: &str| {
-                        let at = p.buffers.iter().position(|b| b.name == name)?;
-                        Some(crate::ir::BufferId(at as u32))
-                    };
-                    let copies: Vec<_> = ["X", "R"]
-                        .into_iter()
-                        .filter_map(|x| Some((id(x)?, id(&format!("{x}_shared"))?)))
-                        .collect();
-                    for (x, copy) in &copies {
-                        assert_eq!(p.readers(*x).len(), 1, "{text}: {}", sch.trace());
-                        assert!(p.readers(*copy).len() >= 3, "{text}: {}", sch.trace());
-                    }
-                    // Rows of a multiple of 4 are copied in 16-byte vectors.
-                    let code = crate::codegen::cuda::generate(lowered).unwrap().code;
-                    let vectors = code.contains("_shared + ") && code.contains("*(float4*)");
-                    assert_eq!(vectors, vector && !copies.is_empty(), "{code}");
-                    !copies.is_empty()
-                })
-                .collect();
-            assert!(
-                staged.contains(&true) && staged.contains(&false),
-                "{text}: {staged:?}"
-            );
+            let mut kinds = [0; 3];
+            for (sch, lowered) in checked_samples(&text, 16) {
+                let p = sch.program();
+                let id = |name: &str| {
+                    let at = p.buffers.iter().position(|b| b.name == name)?;
+                    Some(crate::ir::BufferId(at as u32))
+                };
+                let code = crate::codegen::cuda::generate(&lowered).unwrap().code;
+                let copies: Vec<_> = ["X", "R"]
+                    .into_iter()
+                    .filter_map(|x| Some((id(x)?, id(&format!("{x}_shared"))?)))
+                    .collect();
+                for (x, copy) in &copies {
+                    assert_eq!(p.readers(*x).len(), 1, "{text}: {}", sch.trace());
+                    assert!(p.readers(*copy).len() >= 3, "{text}: {}", sch.trace());
+                }
+                let vectors = code.contains("_shared + ") && code.contains("*(float4*)");
+                assert_eq!(vectors, vector && !copies.is_empty(), "{code}");
+                let kept_here = id(&format!("{kept}_shared")).is_some();
+                if kept_here && kept == "E" {
+                    assert_eq!(code.matches("expf(").count(), 1, "{code}");
+                }
+                kinds[usize::from(!copies.is_empty()) + 2 * usize::from(kept_here)] += 1;
+            }
+            assert!(kinds.iter().all(|k| *k > 0), "{text}: {kinds:?}");
         }
         let p = crate::workload::parse(&super::super::tests::softmax(6, 123))
             .unwrap()
@@ -931,6 +1061,8 @@ mod tests {
                 let mut sch = Schedule::new(p.clone(), seed);
                 apply_sketch(&space, &mut sch, seed, SketchKind::CrossThread).unwrap();
                 assert!(!sch.trace().to_string().contains("read_cache"), "{limit}");
+                let names = sch.program().buffers.iter().map(|b| b.name.as_str());
+                assert!(!names.clone().any(|n| n == "E_shared"), "{limit}");
             }
         }
     }
