@@ -316,7 +316,9 @@ impl SplitK {
 /// thread) where every thread of the row summed all of them. With `stage_rows_bytes`
 /// above 0, a coin of the trace may stage a fused block's rows of the largest input in
 /// shared memory, read once from global memory by all the passes over them, where they
-/// take at most that many bytes.
+/// take at most that many bytes; with `keep_stage` too, the coin may instead keep a
+/// stage that several passes read (a softmax's exponentials) and compute it once into
+/// shared memory.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CrossThread {
     pub probability: f64,
@@ -327,6 +329,7 @@ pub struct CrossThread {
     pub fuse_consumer: bool,
     pub fold_lanes: bool,
     pub stage_rows_bytes: i64,
+    pub keep_stage: bool,
 }
 
 /// The CPU lane-reduction rule (`[lane_reduction]`; see `search_spaces/cpu.toml` and
@@ -369,6 +372,8 @@ struct CrossThreadFile {
     fold_lanes: bool,
     #[serde(default)]
     stage_rows_bytes: i64,
+    #[serde(default)]
+    keep_stage: bool,
 }
 
 #[derive(Deserialize)]
@@ -885,6 +890,7 @@ impl SearchSpace {
                     fuse_consumer: c.fuse_consumer,
                     fold_lanes: c.fold_lanes,
                     stage_rows_bytes: c.stage_rows_bytes,
+                    keep_stage: c.keep_stage,
                 })
             }
             None => None,
@@ -1282,6 +1288,7 @@ mod tests {
         assert_eq!(rule.max_reuse, 2);
         assert_eq!(rule.lanes, [32, 64, 128, 256]);
         assert_eq!(rule.stage_rows_bytes, 49152);
+        assert!(!rule.keep_stage);
         assert!(SearchSpace::cpu_default().cross_thread.is_none());
         let start = CUDA_DEFAULT.find("[cross_thread]").unwrap();
         let end = start + CUDA_DEFAULT[start..].find("\n[").unwrap() + 1;

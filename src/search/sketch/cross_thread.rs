@@ -662,7 +662,7 @@ fn spread_by_rows(
 
 /// The stage before the main reduction that the fused form may keep (not inline) and
 /// compute into shared memory at the block's loop, at a coin of the trace where the
-/// space has `stage_rows_bytes`: one of the sink's shape that two or more blocks read (a
+/// space has `stage_rows_bytes` and `keep_stage`: one of the sink's shape that two or more blocks read (a
 /// softmax's exponentials, read by its sum and its output: computed once where each read
 /// recomputed them; a residual layer norm's sum, read by both sums and the output: two
 /// inputs read once into one copy).
@@ -675,7 +675,7 @@ fn kept_stage(
     if space
         .cross_thread
         .as_ref()
-        .is_none_or(|c| c.stage_rows_bytes < 1)
+        .is_none_or(|c| c.stage_rows_bytes < 1 || !c.keep_stage)
     {
         return Ok(None);
     }
@@ -909,12 +909,20 @@ mod tests {
     /// against the reference with a GPU's semantics; samples of more threads than a block
     /// may have (the postprocessor's to refuse) are left out.
     fn checked_samples(text: &str, count: u64) -> Vec<(Schedule, crate::lower::Lowered)> {
+        checked_samples_in(&SearchSpace::cuda_default(), text, count)
+    }
+
+    /// [`checked_samples`] of `space`.
+    fn checked_samples_in(
+        space: &SearchSpace,
+        text: &str,
+        count: u64,
+    ) -> Vec<(Schedule, crate::lower::Lowered)> {
         let p = crate::workload::parse(text).unwrap().to_program();
-        let space = SearchSpace::cuda_default();
         (0..count)
             .filter_map(|seed| {
                 let mut sch = Schedule::new(p.clone(), seed);
-                apply_sketch(&space, &mut sch, seed, SketchKind::CrossThread)
+                apply_sketch(space, &mut sch, seed, SketchKind::CrossThread)
                     .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                 let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
                     .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
@@ -1011,8 +1019,8 @@ mod tests {
     /// 16-byte vectors), or a stage before the main reduction that several passes read,
     /// kept and computed once into shared memory (a softmax's exponentials: one `expf` in
     /// the kernel where the sum and the output each computed it; a residual layer norm's
-    /// sum). Every kind of sample computes the reference with a GPU's semantics; rows over
-    /// the limit are never staged, nor any without the key.
+    /// sum; with `keep_stage`). Every kind of sample computes the reference with a GPU's
+    /// semantics; rows over the limit are never staged, nor any without the key.
     #[test]
     fn a_fused_blocks_rows_are_staged_in_shared_memory_at_a_coins_choice() {
         let add_layer_norm = "workload add_layer_norm\ninput X: f32[6, 100]\n\
@@ -1025,8 +1033,10 @@ mod tests {
             (super::super::tests::softmax(6, 123), "E", false),
             (add_layer_norm.to_string(), "T", true),
         ] {
+            let mut space = SearchSpace::cuda_default();
+            space.cross_thread.as_mut().unwrap().keep_stage = true;
             let mut kinds = [0; 3];
-            for (sch, lowered) in checked_samples(&text, 16) {
+            for (sch, lowered) in checked_samples_in(&space, &text, 16) {
                 let p = sch.program();
                 let id = |name: &str| {
                     let at = p.buffers.iter().position(|b| b.name == name)?;
@@ -1055,6 +1065,7 @@ mod tests {
             .unwrap()
             .to_program();
         let mut space = SearchSpace::cuda_default();
+        space.cross_thread.as_mut().unwrap().keep_stage = true;
         for limit in [0, 123 * 4 - 1] {
             space.cross_thread.as_mut().unwrap().stage_rows_bytes = limit;
             for seed in 0..16 {
