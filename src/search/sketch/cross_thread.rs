@@ -411,7 +411,10 @@ fn fusible(space: &SearchSpace, p: &Program) -> Result<Option<Fusion>, SketchErr
 /// ```
 ///
 /// Barriers come from the lowering (shared buffers written, then read). Reductions before
-/// the main one that are not read by rows keep kernels of their own.
+/// the main one that are not read by rows keep kernels of their own. At coins of the
+/// trace, where the rows fit `stage_rows_bytes`, the block's rows of the inputs are copied
+/// into shared memory first and every pass reads the copy ([`stage_rows`]), or a stage
+/// several passes read is kept and computed once into shared memory ([`kept_stage`]).
 fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), SketchError> {
     let rule = space
         .cross_thread
