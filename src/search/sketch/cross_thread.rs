@@ -534,11 +534,11 @@ fn stage_rows(
     rows: crate::schedule::ExprRv,
     lanes: crate::schedule::ExprRv,
 ) -> Result<(), SketchError> {
-    let limit = space
+    if space
         .cross_thread
         .as_ref()
-        .map_or(0, |c| c.stage_rows_bytes);
-    if limit < 1 {
+        .is_none_or(|c| c.stage_rows_bytes < 1)
+    {
         return Ok(());
     }
     // Per input: its readers under the block's loop, by name, with the read's index.
@@ -565,7 +565,7 @@ fn stage_rows(
             .iter()
             .map(|b| p.buffer(*b).shape.last().copied().unwrap_or(1))
             .sum();
-        if inputs.is_empty() || sch.value(rows).map_err(at(STAGE))? * row * 4 > limit {
+        if inputs.is_empty() || !rows_fit(space, sch, rows, row)? {
             return Ok(());
         }
         let vector = inputs.iter().all(|b| {
@@ -608,6 +608,21 @@ fn stage_rows(
         spread_copy(sch, copy, rows, lanes, vector)?;
     }
     Ok(())
+}
+
+/// Whether a block's `rows` rows of `row` elements (counted as f32: an upper bound for
+/// 16-bit ones) fit in the space's `stage_rows_bytes`.
+fn rows_fit(
+    space: &SearchSpace,
+    sch: &Schedule,
+    rows: crate::schedule::ExprRv,
+    row: i64,
+) -> Result<bool, SketchError> {
+    let limit = space
+        .cross_thread
+        .as_ref()
+        .map_or(0, |c| c.stage_rows_bytes);
+    Ok(sch.value(rows).map_err(at(STAGE))? * row * 4 <= limit)
 }
 
 /// The loops of `copy` below the block's loop (its rows and columns) fused and spread
@@ -665,10 +680,10 @@ fn spread_by_rows(
 
 /// The stage before the main reduction that the fused form may keep (not inline) and
 /// compute into shared memory at the block's loop, at a coin of the trace where the
-/// space has `stage_rows_bytes` and `keep_stage`: one of the sink's shape that two or more blocks read (a
-/// softmax's exponentials, read by its sum and its output: computed once where each read
-/// recomputed them; a residual layer norm's sum, read by both sums and the output: two
-/// inputs read once into one copy).
+/// space has `stage_rows_bytes` and `keep_stage`: one of the sink's shape that two or
+/// more blocks read (a softmax's exponentials, read by its sum and its output: computed
+/// once where each read recomputed them; a residual layer norm's sum, read by both sums
+/// and the output: two inputs read once into one copy).
 fn kept_stage(
     space: &SearchSpace,
     sch: &mut Schedule,
@@ -711,10 +726,6 @@ fn keep_in_shared(
     name: &str,
     rows: crate::schedule::ExprRv,
 ) -> Result<Option<crate::schedule::BlockRv>, SketchError> {
-    let limit = space
-        .cross_thread
-        .as_ref()
-        .map_or(0, |c| c.stage_rows_bytes);
     let block = sch.get_block(name).map_err(at(KEEP))?;
     let row = {
         let p = sch.program();
@@ -725,7 +736,7 @@ fn keep_in_shared(
             .copied()
             .unwrap_or(1)
     };
-    if sch.value(rows).map_err(at(KEEP))? * row * 4 > limit {
+    if !rows_fit(space, sch, rows, row)? {
         sch.compute_inline(block).map_err(at(KEEP))?;
         return Ok(None);
     }
