@@ -361,6 +361,48 @@ impl<'a> Printer<'a> {
         self.line(depth, "}");
     }
 
+    /// A [`KStmt::WarpReduce`]: the lane's value combined with its group's by
+    /// `__shfl_xor_sync` on the group's lanes, then into the accumulator (CUDA only: the
+    /// CPU lowering makes none).
+    #[allow(clippy::too_many_arguments)]
+    fn warp_reduce(
+        &mut self,
+        buffer: BufferId,
+        index: &Expr,
+        op: BinOp,
+        value: &Expr,
+        lanes: i64,
+        first_lane: &Expr,
+        depth: usize,
+    ) {
+        if self.dialect != Dialect::Cuda {
+            self.line(depth, "#error \"a warp reduction outside CUDA\"");
+            return;
+        }
+        let combine = |a: &str, b: &str| match op {
+            BinOp::Max => format!("fmaxf({a}, {b})"),
+            BinOp::Min => format!("fminf({a}, {b})"),
+            _ => format!("{a} + {b}"),
+        };
+        let ones = (1u64 << lanes) - 1;
+        let mask = match lanes {
+            32 => "0xffffffffu".to_string(),
+            _ => format!("(0x{ones:x}u << {})", paren(&self.expr(first_lane))),
+        };
+        self.line(depth, "{");
+        let w = "tessel_warp";
+        self.line(depth + 1, &format!("float {w} = {};", self.expr(value)));
+        let mut d = lanes / 2;
+        while d >= 1 {
+            let other = format!("__shfl_xor_sync({mask}, {w}, {d})");
+            self.line(depth + 1, &format!("{w} = {};", combine(w, &other)));
+            d /= 2;
+        }
+        let acc = self.element(buffer, index);
+        self.line(depth + 1, &format!("{acc} = {};", combine(&acc, w)));
+        self.line(depth, "}");
+    }
+
     /// Prints statements; `allocs_at` prints the allocations placed at a loop's body.
     pub fn stmts(
         &mut self,
@@ -459,6 +501,14 @@ impl<'a> Printer<'a> {
                     let rhs = self.stored(*buffer, value);
                     self.line(depth, &format!("{lhs} = {rhs};"));
                 }
+                KStmt::WarpReduce {
+                    buffer,
+                    indices,
+                    op,
+                    value,
+                    lanes,
+                    first_lane,
+                } => self.warp_reduce(*buffer, &indices[0], *op, value, *lanes, first_lane, depth),
                 KStmt::For {
                     var,
                     extent,

@@ -48,9 +48,9 @@ mod tests;
 pub use track::RaceKind;
 
 use super::check::{compare_outputs, match_params};
-use super::expr::{self as cexpr, Access, BExpr, FExpr};
+use super::expr::{self as cexpr, Access, BExpr, FBin, FExpr};
 use super::{random_inputs, CheckError, Interpreter};
-use crate::ir::{Dim3, Program, Scope, ThreadTag};
+use crate::ir::{BinOp, Dim3, Expr, Program, Scope, ThreadTag};
 use crate::lower::{KStmt, Kernel, Lowered};
 use expr::{Fault, KBuf, KernelScope, Mem, Thread};
 use ndarray::ArrayD;
@@ -153,6 +153,15 @@ pub enum GpuInterpError {
         block: [u32; 3],
         reached: usize,
         threads: i64,
+        missing: [u32; 3],
+    },
+    /// A warp reduction run by only some lanes of a group.
+    #[error("kernel {kernel}: warp reduction over {lanes} lanes run by {reached} of them in block {block:?} (first missing thread {missing:?})")]
+    PartialWarpReduce {
+        kernel: String,
+        block: [u32; 3],
+        lanes: u32,
+        reached: usize,
         missing: [u32; 3],
     },
     /// An integer or boolean element read before it was written.
@@ -314,6 +323,15 @@ enum CStmt {
     },
     CommitGroup,
     WaitGroup(usize),
+    /// `access = op(current, the butterfly combination of value over the lanes' group)`:
+    /// the groups are `lanes` consecutive threads (`lanes` divides the block's x extent).
+    WarpReduce {
+        access: Access,
+        current: FExpr,
+        value: FExpr,
+        op: FBin,
+        lanes: u32,
+    },
 }
 
 /// A kernel compiled for running.
@@ -451,6 +469,7 @@ fn compile_kernel(
         buf_index: &buf_index,
         bufs: &bufs,
         lane: k.lane(),
+        block_x: k.block[0],
     };
     let body = stmts(&c, &k.body, &poison_at)?;
     let mut written = vec![0usize; globals.len()];
@@ -544,6 +563,42 @@ fn stmts(
             // A warp's instruction: its logical meaning on this lane's copies of the warp's
             // fragments (the store made by lane 0 alone).
             KStmt::Mma(m) => out.extend(stmts(c, &m.logical(c.lane), poison_at)?),
+            KStmt::WarpReduce {
+                buffer,
+                indices,
+                op,
+                value,
+                lanes,
+                ..
+            } => {
+                let op = match op {
+                    BinOp::Add => FBin::Add,
+                    BinOp::Max => FBin::Max,
+                    BinOp::Min => FBin::Min,
+                    other => {
+                        return Err(GpuInterpError::Type {
+                            kernel: c.kernel.to_string(),
+                            reason: format!("a warp reduction by {other:?}"),
+                        })
+                    }
+                };
+                if c.block_x % *lanes != 0 || lanes.count_ones() != 1 || *lanes > 32 {
+                    return Err(GpuInterpError::BadSize {
+                        kernel: c.kernel.to_string(),
+                        what: "a warp reduction's lane group (a power of two up to 32 that divides the block's x extent)".into(),
+                        size: *lanes,
+                    });
+                }
+                let (access, dtype) = cexpr::access(c, *buffer, indices, 0)?;
+                let current = Expr::Load(*buffer, indices.clone());
+                out.push(CStmt::WarpReduce {
+                    access,
+                    current: cexpr::store_value(c, dtype, &current)?,
+                    value: cexpr::store_value(c, dtype, value)?,
+                    op,
+                    lanes: *lanes as u32,
+                });
+            }
             KStmt::Comment(_) => {}
         }
     }
@@ -556,7 +611,7 @@ fn mark_written(body: &[CStmt], bufs: &[KBuf], written: &mut [usize]) {
             CStmt::For { body, .. } | CStmt::If { then: body, .. } => {
                 mark_written(body, bufs, written)
             }
-            CStmt::Store { access, .. } => {
+            CStmt::Store { access, .. } | CStmt::WarpReduce { access, .. } => {
                 let b = &bufs[access.buf as usize];
                 if b.mem == Mem::Global {
                     written[b.slot] = b.size as usize;
@@ -789,6 +844,13 @@ impl BlockRun<'_, '_, '_> {
                     }
                 }
                 CStmt::Store { access, value } => self.store(access, value, active)?,
+                CStmt::WarpReduce {
+                    access,
+                    current,
+                    value,
+                    op,
+                    lanes,
+                } => self.warp_reduce(access, current, value, *op, *lanes, active)?,
                 CStmt::CpAsync { lanes, valid } => self.cp_async(lanes, valid.as_ref(), active)?,
                 CStmt::CommitGroup => {
                     for &t in active {
@@ -843,6 +905,79 @@ impl BlockRun<'_, '_, '_> {
                     slot,
                     off,
                     value: v,
+                })
+            });
+            match r {
+                Ok(w) => writes.push(w),
+                Err(f) => {
+                    self.writes = writes;
+                    return Err(self.fault(t, f));
+                }
+            }
+        }
+        let r = self.commit(&writes);
+        self.writes = writes;
+        r
+    }
+
+    /// Every group of `lanes` threads (consecutive, all of them active) combines its
+    /// lanes' values as `__shfl_xor_sync` does, lane `l` with lane `l ^ d` for `d` from
+    /// `lanes / 2` down to 1; then each thread stores `op(current, combination)`.
+    fn warp_reduce(
+        &mut self,
+        access: &Access,
+        current: &FExpr,
+        value: &FExpr,
+        op: FBin,
+        lanes: u32,
+        active: &[u32],
+    ) -> GpuResult<()> {
+        for group in active.chunks(lanes as usize) {
+            let first = group[0] - group[0] % lanes;
+            if group.len() != lanes as usize || group.iter().zip(first..).any(|(t, l)| *t != l) {
+                let missing = (first..first + lanes).find(|t| !group.contains(t));
+                return Err(GpuInterpError::PartialWarpReduce {
+                    kernel: self.k.name.clone(),
+                    block: self.block_idx(),
+                    lanes,
+                    reached: active
+                        .iter()
+                        .filter(|t| **t / lanes == first / lanes)
+                        .count(),
+                    missing: self.thread_idx(missing.unwrap_or(first)),
+                });
+            }
+        }
+        let mut values = Vec::with_capacity(active.len());
+        for &t in active {
+            let v = self.thread(t).ev_f(value).map_err(|f| self.fault(t, f))?;
+            values.push(v);
+        }
+        for group in values.chunks_mut(lanes as usize) {
+            let mut d = lanes as usize / 2;
+            while d >= 1 {
+                let before = group.to_vec();
+                for (l, v) in group.iter_mut().enumerate() {
+                    *v = op.apply(before[l], before[l ^ d]);
+                }
+                d /= 2;
+            }
+        }
+        let mut writes = std::mem::take(&mut self.writes);
+        writes.clear();
+        for (&t, v) in active.iter().zip(values) {
+            let mut th = self.thread(t);
+            let r = th.ev_f(current).and_then(|c| {
+                let i = th.flat(access)?;
+                let (mem, slot, off) = th.locate(access.buf, i)?;
+                Ok(Write {
+                    thread: t,
+                    buf: access.buf,
+                    index: i,
+                    mem,
+                    slot,
+                    off,
+                    value: op.apply(c, v),
                 })
             });
             match r {

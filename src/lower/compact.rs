@@ -86,12 +86,14 @@ fn collect(body: &[KStmt], path: &mut Vec<VarId>, out: &mut Vec<Access>) {
                     collect_expr(v, path, out);
                 }
             }
-            // Tensor-core instructions are made after compaction (`tensorize.rs`).
+            // Tensor-core instructions and warp shuffles are made after compaction
+            // (`tensorize.rs`, `warp_reduce.rs`).
             KStmt::Sync
             | KStmt::Comment(_)
             | KStmt::CommitGroup
             | KStmt::WaitGroup(_)
-            | KStmt::Mma(_) => {}
+            | KStmt::Mma(_)
+            | KStmt::WarpReduce { .. } => {}
         }
     }
 }
@@ -456,12 +458,14 @@ fn rewrite(body: &mut [KStmt], flat: &dyn Fn(BufferId, &[Expr]) -> Vec<Expr>) {
                     *v = rewrite_expr(v, flat);
                 }
             }
-            // Tensor-core instructions are made after compaction (`tensorize.rs`).
+            // Tensor-core instructions and warp shuffles are made after compaction
+            // (`tensorize.rs`, `warp_reduce.rs`).
             KStmt::Sync
             | KStmt::Comment(_)
             | KStmt::CommitGroup
             | KStmt::WaitGroup(_)
-            | KStmt::Mma(_) => {}
+            | KStmt::Mma(_)
+            | KStmt::WarpReduce { .. } => {}
         }
     }
 }

@@ -4,7 +4,7 @@
 //! blocks have become guarded stores with flat indices into compacted buffers, and
 //! barriers are explicit.
 
-use crate::ir::{BufferId, Expr, Program, Scope, ThreadTag, VarId};
+use crate::ir::{BinOp, BufferId, Expr, Program, Scope, ThreadTag, VarId};
 
 /// How a kernel loop runs.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -64,6 +64,21 @@ pub enum KStmt {
     /// (`lower/tensorize.rs`, the last pass: the passes before it never see one); all 32
     /// lanes of the warp execute it together.
     Mma(Mma),
+    /// A reduction across the lanes of a warp (`lower/warp_reduce.rs`): each of the
+    /// `lanes` consecutive threads that share every thread index but `threadIdx.x` (a
+    /// power of two up to 32 that divides `blockDim.x`) contributes `value`, and each
+    /// sets `buffer[indices] = op(buffer[indices], the combination of all their values)`,
+    /// combined in log2(lanes) `__shfl_xor_sync` steps (lane `l` with lane `l ^ d`, `d`
+    /// halving from `lanes / 2`). `first_lane` is the group's first lane in its warp.
+    /// Every lane of a group runs it, or none.
+    WarpReduce {
+        buffer: BufferId,
+        indices: Vec<Expr>,
+        op: BinOp,
+        value: Expr,
+        lanes: i64,
+        first_lane: Expr,
+    },
     /// A comment naming the block a store came from (for readers of the generated code).
     Comment(String),
 }
@@ -372,6 +387,19 @@ impl KStmt {
             } => {
                 indices.iter().for_each(&mut read);
                 read(value);
+                acc.writes.insert(*buffer);
+            }
+            KStmt::WarpReduce {
+                buffer,
+                indices,
+                value,
+                first_lane,
+                ..
+            } => {
+                indices.iter().for_each(&mut read);
+                read(value);
+                read(first_lane);
+                acc.reads.insert(*buffer);
                 acc.writes.insert(*buffer);
             }
             KStmt::CpAsync {

@@ -12,7 +12,9 @@
 //!    thread indices that share them; `storage_align` pads strides; indices are flattened.
 //!    The guard of an imperfect tile is lifted off the updates of a thread's accumulators
 //!    where every read is proven inside its allocation (`unguard.rs`).
-//! 5. CUDA: `__syncthreads()` is inserted where shared memory written by some threads is
+//! 5. CUDA: a reduction across a block's `threadIdx.x` lanes through shared memory
+//!    becomes warp shuffles where the lanes are a warp's (`warp_reduce.rs`); then
+//!    `__syncthreads()` is inserted where shared memory written by some threads is
 //!    read by others, and before it is overwritten in the next iteration; vectorized loops
 //!    are checked to be contiguous and aligned, or rejected.
 //! 6. CUDA: loops annotated with `software_pipeline_stage` are software-pipelined: their
@@ -34,6 +36,7 @@ pub mod tensorize;
 mod unguard;
 mod vector_copy;
 mod vthread;
+mod warp_reduce;
 
 pub(crate) use compact::contiguous as kernel_contiguous;
 pub(crate) use compact::{vector_body as kernel_vector_body, VectorStore};
@@ -664,6 +667,7 @@ fn build_kernel(
         partition::partition(&mut kernel.body);
     }
     if backend == Backend::Cuda {
+        warp_reduce::apply(prog, &mut kernel, &ranges);
         barrier::insert_barriers(prog, &mut kernel)?;
         compact::check_vectors(prog, &kernel, &ranges)?;
         // wgmma nests run asynchronously to the threads that issue them.

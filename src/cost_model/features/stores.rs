@@ -306,6 +306,18 @@ impl<'a> Walker<'a> {
                     indices,
                     value,
                 } => self.store(*buffer, indices, value),
+                // A warp's reduction counts as one lane's update of its accumulator (the
+                // shuffles, log2 of the lanes, are not counted).
+                KStmt::WarpReduce {
+                    buffer,
+                    indices,
+                    op,
+                    value,
+                    ..
+                } => {
+                    let acc = Expr::Load(*buffer, indices.clone());
+                    self.store(*buffer, indices, &Expr::bin(*op, acc, value.clone()))
+                }
                 KStmt::Sync => self.counts.barriers += self.trips(),
                 // An asynchronous copy counts as the stores of its lanes.
                 KStmt::CpAsync {

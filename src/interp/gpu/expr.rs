@@ -46,6 +46,8 @@ pub(super) struct KernelScope<'a> {
     /// The kernel's `threadIdx.x` variable: a warp's lane, which makes its tensor-core
     /// stores alone.
     pub lane: Option<VarId>,
+    /// The block's x extent, which a warp reduction's lane groups divide.
+    pub block_x: i64,
 }
 
 impl Scope for KernelScope<'_> {

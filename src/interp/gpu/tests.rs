@@ -348,3 +348,62 @@ fn malformed_kernels_are_errors() {
         Err(GpuInterpError::ParamCount { .. })
     ));
 }
+
+/// `L[0] = 0; (if cond) L[0] += the sum of A's row over the row's 4 lanes (shuffles);
+/// B[ty, tx] = L[0]`.
+fn row_sums(p: &Parts, cond: Option<Expr>) -> Lowered {
+    let reduce = KStmt::WarpReduce {
+        buffer: p.l,
+        indices: vec![Expr::Int(0)],
+        op: crate::ir::BinOp::Add,
+        value: load(p.a, flat(p.ty, p.tx)),
+        lanes: 4,
+        first_lane: Expr::mul(Expr::Var(p.ty), Expr::Int(4)),
+    };
+    let reduce = match cond {
+        Some(cond) => KStmt::If {
+            cond,
+            then: vec![reduce],
+        },
+        None => reduce,
+    };
+    let body = vec![
+        store(p.l, Expr::Int(0), Expr::Float(0.0)),
+        reduce,
+        store(p.b, flat(p.ty, p.tx), load(p.l, Expr::Int(0))),
+    ];
+    lowered(p, body)
+}
+
+#[test]
+fn a_warp_reduction_gives_every_lane_its_groups_sum() {
+    let p = parts();
+    let mut params = inputs();
+    run_kernels(&row_sums(&p, None), &mut params).unwrap();
+    // Row y holds 4y+1 .. 4y+4: the sum 16y + 10 in each of its four lanes.
+    let expected = ArrayD::from_shape_fn(IxDyn(&[4, 4]), |i| (16 * i[0] + 10) as f32);
+    assert_eq!(params[1], expected);
+    // Whole groups may sit out together.
+    let mut params = inputs();
+    let rows = Expr::lt(Expr::Var(p.ty), Expr::Int(2));
+    run_kernels(&row_sums(&p, Some(rows)), &mut params).unwrap();
+    assert_eq!(params[1][[1, 3]], 26.0);
+    assert_eq!(params[1][[2, 0]], 0.0);
+}
+
+#[test]
+fn a_warp_reduction_that_part_of_a_group_runs_is_an_error() {
+    let p = parts();
+    let lanes = Expr::lt(Expr::Var(p.tx), Expr::Int(3));
+    let err = run_kernels(&row_sums(&p, Some(lanes)), &mut inputs()).unwrap_err();
+    assert_eq!(
+        err,
+        GpuInterpError::PartialWarpReduce {
+            kernel: "t_kernel".into(),
+            block: [0, 0, 0],
+            lanes: 4,
+            reached: 3,
+            missing: [3, 0, 0],
+        }
+    );
+}

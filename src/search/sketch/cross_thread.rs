@@ -880,13 +880,13 @@ mod tests {
     }
 
     /// A GEMV of a weight stored by rows: the lanes read a row's consecutive elements (the
-    /// load's index moves by one with threadIdx.x), the partial results meet in shared
-    /// memory after a barrier.
+    /// load's index moves by one with threadIdx.x), the partial results meet in a warp's
+    /// shuffles (lanes of one warp), or also in shared memory after a barrier (more).
     #[test]
     fn a_gemv_of_a_weight_stored_by_rows_is_read_by_lanes_side_by_side() {
         for src in samples_check("matmul:m=1,n=24,k=512,layout=nt") {
-            assert!(src.contains("__shared__"), "{src}");
-            assert!(src.contains("__syncthreads()"), "{src}");
+            let shared = src.contains("__shared__") && src.contains("__syncthreads()");
+            assert!(shared || src.contains("__shfl_xor_sync"), "{src}");
             assert!(src.contains("+ ((int)threadIdx.x))]"), "{src}");
         }
         // Outputs that no row count divides (7), and a batch of them.
@@ -917,6 +917,27 @@ mod tests {
             max_across[usize::from(across)] += 1;
         }
         assert!(max_across[0] > 0 && max_across[1] > 0, "{max_across:?}");
+    }
+
+    /// The lanes' partial results of a softmax's row maximum and sum are combined by warp
+    /// shuffles (`lower/warp_reduce.rs`): lanes of one warp in registers alone, more lanes
+    /// each warp's in registers and the warps' through shared memory. Samples of both
+    /// forms, each computing the reference with a GPU's semantics.
+    #[test]
+    fn a_softmaxs_lanes_are_combined_by_warp_shuffles() {
+        let mut forms = [0, 0];
+        for (_, lowered) in checked_samples(&super::super::tests::softmax(6, 123), 16) {
+            for k in &lowered.kernels {
+                let shuffled = k
+                    .body
+                    .iter()
+                    .any(|s| s.contains(&|x| matches!(x, crate::lower::KStmt::WarpReduce { .. })));
+                if shuffled {
+                    forms[usize::from(k.block[0] > 32)] += 1;
+                }
+            }
+        }
+        assert!(forms[0] > 0 && forms[1] > 0, "{forms:?}");
     }
 
     /// `count` samples of the cross-thread sketch of `text` lowered for CUDA, each checked
