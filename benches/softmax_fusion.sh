@@ -13,7 +13,9 @@
 #
 # SWITCH names another boolean key of `[cross_thread]` to A/B the same way (`fold_lanes`:
 # the lanes' partial results summed in two steps). EDIT, a sed expression, makes arm A's
-# space from the default instead (`s/^min_reduction = 64/min_reduction = 256/`).
+# space from the default instead (`s/^min_reduction = 64/min_reduction = 256/`). With
+# TESSEL_BIN_B (another binary) and neither SWITCH nor EDIT, both arms take the default
+# space and the binaries are A/B'd: arm A TESSEL_BIN (./.gpu/tessel), arm B TESSEL_BIN_B.
 #
 #   benches/softmax_fusion.sh OUT [TRIALS]
 #   SWITCH=fold_lanes WORKLOADS="benches/softmax_4096x1024.tw matmul:m=1,n=4096,k=4096,layout=nt" \
@@ -24,8 +26,12 @@ here=$(dirname "$0")
 mkdir -p "$out"
 switch=${SWITCH:-fuse_consumer}
 edit=${EDIT:-"s/^$switch = true/$switch = false/"}
-sed "$edit" search_spaces/cuda.toml >"$out/arm-a.toml"
-cmp -s search_spaces/cuda.toml "$out/arm-a.toml" && { echo "$edit changes nothing" >&2; exit 2; }
+if [[ -n ${TESSEL_BIN_B:-} && -z ${SWITCH:-}${EDIT:-} ]]; then
+  cp search_spaces/cuda.toml "$out/arm-a.toml"
+else
+  sed "$edit" search_spaces/cuda.toml >"$out/arm-a.toml"
+  cmp -s search_spaces/cuda.toml "$out/arm-a.toml" && { echo "$edit changes nothing" >&2; exit 2; }
+fi
 ws=${WORKLOADS:-"$here/softmax_1328x3736.tw $here/softmax_2902x1661.tw
     $here/softmax_2819x6224.tw $here/softmax_1278x8144.tw $here/softmax_4096x1024.tw
     $here/softmax_512x8192.tw $here/softmax_12x384x384.tw $here/layer_norm_4096x768.tw
