@@ -889,12 +889,23 @@ impl BlockRun<'_, '_, '_> {
 
     /// Every active thread evaluates, then every active thread writes.
     fn store(&mut self, access: &Access, value: &FExpr, active: &[u32]) -> GpuResult<()> {
+        self.write_each(access, active, |th, _| th.ev_f(value))
+    }
+
+    /// Every active thread (the `i`-th of `active`) computes its value by `value`, then
+    /// every active thread writes its own to `access`.
+    fn write_each(
+        &mut self,
+        access: &Access,
+        active: &[u32],
+        mut value: impl FnMut(&mut Thread, usize) -> expr::Eval<f32>,
+    ) -> GpuResult<()> {
         let buf = access.buf;
         let mut writes = std::mem::take(&mut self.writes);
         writes.clear();
-        for &t in active {
+        for (n, &t) in active.iter().enumerate() {
             let mut th = self.thread(t);
-            let r = th.ev_f(value).and_then(|v| {
+            let r = value(&mut th, n).and_then(|v| {
                 let i = th.flat(access)?;
                 let (mem, slot, off) = th.locate(buf, i)?;
                 Ok(Write {
@@ -963,34 +974,9 @@ impl BlockRun<'_, '_, '_> {
                 d /= 2;
             }
         }
-        let mut writes = std::mem::take(&mut self.writes);
-        writes.clear();
-        for (&t, v) in active.iter().zip(values) {
-            let mut th = self.thread(t);
-            let r = th.ev_f(current).and_then(|c| {
-                let i = th.flat(access)?;
-                let (mem, slot, off) = th.locate(access.buf, i)?;
-                Ok(Write {
-                    thread: t,
-                    buf: access.buf,
-                    index: i,
-                    mem,
-                    slot,
-                    off,
-                    value: op.apply(c, v),
-                })
-            });
-            match r {
-                Ok(w) => writes.push(w),
-                Err(f) => {
-                    self.writes = writes;
-                    return Err(self.fault(t, f));
-                }
-            }
-        }
-        let r = self.commit(&writes);
-        self.writes = writes;
-        r
+        self.write_each(access, active, |th, n| {
+            th.ev_f(current).map(|c| op.apply(c, values[n]))
+        })
     }
 
     /// Every active thread issues its copies: the global values are read now, the shared
