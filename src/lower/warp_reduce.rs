@@ -322,7 +322,7 @@ impl Ctx<'_> {
             return None;
         }
         let at_lane = read_index[0].substitute(&|v| (v == a).then_some(Expr::Var(self.tx)));
-        if simplify_in(&at_lane, self.ranges) != simplify_in(store.index, self.ranges) {
+        if self.canonical(&at_lane) != self.canonical(store.index) {
             return None;
         }
         let reduction = Reduction {
@@ -439,6 +439,13 @@ impl Ctx<'_> {
         }
     }
 
+    /// `e` simplified, a variable of extent 1 (`threadIdx.y` of a block of one row) read
+    /// as 0.
+    fn canonical(&self, e: &Expr) -> Expr {
+        let e = e.substitute(&|v| (self.ranges.get(&v) == Some(&1)).then_some(Expr::Int(0)));
+        simplify_in(&e, self.ranges)
+    }
+
     /// Whether `e` loads only local buffers (a thread's registers), so that any thread may
     /// evaluate it.
     fn reads_registers_only(&self, e: &Expr) -> bool {
@@ -523,8 +530,8 @@ mod tests {
     use ndarray::{ArrayD, IxDyn};
     use std::collections::BTreeMap;
 
-    /// Two rows of `width` summed across a block of `width` x 2 threads, as the
-    /// cross-thread sketch lowers it: `P = A[y, x]; S[y * width + x] = P;
+    /// `rows` rows of `width` summed across a block of `width` x `rows` threads, as the
+    /// cross-thread sketch lowers it: `P = A[y, x]; S[write] = P;
     /// for a: { if (a == 0) ACC = 0; ACC += S[read(a)] }; B[y, x] = ACC`.
     struct Rows {
         prog: Program,
@@ -533,10 +540,11 @@ mod tests {
         ty: VarId,
         a: VarId,
         width: i64,
+        rows: i64,
     }
 
     impl Rows {
-        fn new(width: i64) -> Rows {
+        fn new(width: i64, rows: i64) -> Rows {
             let mut prog = Program::new("rows");
             let mut buf = |name: &str, shape: Vec<i64>, scope: Scope, kind: BufferKind| {
                 prog.new_buffer(Buffer {
@@ -549,11 +557,11 @@ mod tests {
                     swizzle: false,
                 })
             };
-            let a_in = buf("A", vec![2, width], Scope::Global, BufferKind::Input);
-            let b_out = buf("B", vec![2, width], Scope::Global, BufferKind::Output);
+            let a_in = buf("A", vec![rows, width], Scope::Global, BufferKind::Input);
+            let b_out = buf("B", vec![rows, width], Scope::Global, BufferKind::Output);
             let s = buf(
                 "S",
-                vec![2 * width],
+                vec![rows * width],
                 Scope::Shared,
                 BufferKind::Intermediate,
             );
@@ -570,6 +578,7 @@ mod tests {
                 ty,
                 a,
                 width,
+                rows,
             }
         }
 
@@ -578,9 +587,9 @@ mod tests {
             Expr::add(Expr::mul(Expr::Var(self.ty), Expr::Int(self.width)), x)
         }
 
-        /// The kernel, with the store of the partial results under `guard` and the loop
-        /// reading `S[read]`, then `B = ACC + tail`.
-        fn kernel(&self, guard: Option<Expr>, read: Expr, tail: Expr) -> Kernel {
+        /// The kernel, with the store of the partial results `S[write]` under `guard` and
+        /// the loop reading `S[read]`, then `B = ACC + tail`.
+        fn kernel(&self, guard: Option<Expr>, write: Expr, read: Expr, tail: Expr) -> Kernel {
             let [a_in, b_out, s, p, acc] = self.buffers;
             let store = |buffer, index, value| KStmt::Store {
                 buffer,
@@ -589,7 +598,7 @@ mod tests {
             };
             let x = Expr::Var(self.tx);
             let zero = Expr::Int(0);
-            let partial = store(s, self.at(x.clone()), Expr::Load(p, vec![zero.clone()]));
+            let partial = store(s, write, Expr::Load(p, vec![zero.clone()]));
             let partial = match guard {
                 Some(cond) => KStmt::If {
                     cond,
@@ -631,12 +640,12 @@ mod tests {
                 name: "rows_kernel".into(),
                 params: vec![a_in, b_out],
                 allocs: vec![
-                    alloc(s, Scope::Shared, 2 * self.width),
+                    alloc(s, Scope::Shared, self.rows * self.width),
                     alloc(p, Scope::Local, 1),
                     alloc(acc, Scope::Local, 1),
                 ],
                 grid: [1, 1, 1],
-                block: [self.width, 2, 1],
+                block: [self.width, self.rows, 1],
                 min_blocks: 1,
                 thread_vars: vec![
                     (self.tx, ThreadTag::ThreadIdx(Dim3::X)),
@@ -648,8 +657,11 @@ mod tests {
 
         /// The pass on `k`, then barriers; whether it shuffled.
         fn lower(&mut self, k: &mut Kernel) -> bool {
-            let ranges =
-                BTreeMap::from([(self.tx, self.width), (self.ty, 2), (self.a, self.width)]);
+            let ranges = BTreeMap::from([
+                (self.tx, self.width),
+                (self.ty, self.rows),
+                (self.a, self.width),
+            ]);
             super::apply(&mut self.prog, k, &ranges);
             super::super::barrier::insert_barriers(&self.prog, k).unwrap();
             k.body
@@ -659,9 +671,9 @@ mod tests {
 
         /// B of the kernel run with a GPU's semantics on `A[y, x] = 1 + x + 100 y`.
         fn run(&self, k: Kernel) -> ArrayD<f32> {
-            let w = self.width as usize;
-            let a = ArrayD::from_shape_fn(IxDyn(&[2, w]), |i| (1 + i[1] + 100 * i[0]) as f32);
-            let mut params = vec![a, ArrayD::from_elem(IxDyn(&[2, w]), f32::NAN)];
+            let shape = [self.rows as usize, self.width as usize];
+            let a = ArrayD::from_shape_fn(IxDyn(&shape), |i| (1 + i[1] + 100 * i[0]) as f32);
+            let mut params = vec![a, ArrayD::from_elem(IxDyn(&shape), f32::NAN)];
             let lowered = Lowered {
                 program: self.prog.clone(),
                 kernels: vec![k],
@@ -673,13 +685,19 @@ mod tests {
     }
 
     /// Lanes of one warp (4) and of two (64): the row sums come out of shuffles in every
-    /// lane; at 4 the shared buffer is gone, at 64 it holds one result a warp.
+    /// lane; at 4 the shared buffer is gone, at 64 it holds one result a warp. In a block
+    /// of one row, where the store's index lost the row (`x`) and the loop's kept it
+    /// (`a + y`, y of extent 1), too.
     #[test]
     fn a_sum_across_the_lanes_of_a_block_row_is_shuffled() {
-        for width in [4, 64] {
-            let mut r = Rows::new(width);
-            let read = r.at(Expr::Var(r.a));
-            let mut k = r.kernel(None, read, Expr::Float(0.0));
+        for (width, rows) in [(4, 2), (64, 2), (64, 1)] {
+            let mut r = Rows::new(width, rows);
+            let (x, a) = (Expr::Var(r.tx), Expr::Var(r.a));
+            let (write, read) = match rows {
+                1 => (x, Expr::add(a, Expr::Var(r.ty))),
+                _ => (r.at(x), r.at(a)),
+            };
+            let mut k = r.kernel(None, write, read, Expr::Float(0.0));
             assert!(r.lower(&mut k), "width {width}");
             let shared = k.allocs.iter().filter(|a| a.scope == Scope::Shared).count();
             assert_eq!(
@@ -690,7 +708,8 @@ mod tests {
             );
             let sum = |y: i64| (width * (width + 1) / 2 + 100 * y * width) as f32;
             let b = r.run(k);
-            let expected = ArrayD::from_shape_fn(IxDyn(&[2, width as usize]), |i| sum(i[0] as i64));
+            let shape = [rows as usize, width as usize];
+            let expected = ArrayD::from_shape_fn(IxDyn(&shape), |i| sum(i[0] as i64));
             assert_eq!(b, expected, "width {width}");
         }
     }
@@ -699,7 +718,7 @@ mod tests {
     /// lanes only, read transposed, or read again after the loop.
     #[test]
     fn a_lane_reduction_that_does_not_qualify_is_left_alone() {
-        let mut r = Rows::new(4);
+        let mut r = Rows::new(4, 2);
         let x = Expr::Var(r.tx);
         let s = r.buffers[2];
         let some_lanes = Expr::lt(x.clone(), Expr::Int(3));
@@ -707,10 +726,14 @@ mod tests {
         let cases = [
             (Some(some_lanes), r.at(Expr::Var(r.a)), Expr::Float(0.0)),
             (None, transposed, Expr::Float(0.0)),
-            (None, r.at(Expr::Var(r.a)), Expr::Load(s, vec![r.at(x)])),
+            (
+                None,
+                r.at(Expr::Var(r.a)),
+                Expr::Load(s, vec![r.at(x.clone())]),
+            ),
         ];
         for (i, (guard, read, tail)) in cases.into_iter().enumerate() {
-            let mut k = r.kernel(guard, read, tail);
+            let mut k = r.kernel(guard, r.at(x.clone()), read, tail);
             assert!(!r.lower(&mut k), "case {i}");
             assert!(k.body.contains(&KStmt::Sync), "case {i}");
         }
