@@ -4,7 +4,7 @@ use super::c_bases::{bases_at, relative, summands, Base};
 use super::{CodegenError, Result};
 use crate::ir::interval::Interval;
 use crate::ir::simplify::range_of;
-use crate::ir::{BinOp, BufferId, DType, Expr, Program, UnOp, VarId};
+use crate::ir::{BinOp, BufferId, DType, Expr, Program, ThreadTag, UnOp, VarId};
 use crate::lower::{ForKind, KStmt, Kernel};
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -159,7 +159,17 @@ impl<'a> Printer<'a> {
 
     pub fn var(&self, v: VarId) -> String {
         if let Some(tag) = self.k.thread_of(v) {
-            return format!("((int){tag})");
+            // A thread index of a launch dimension of 1 is 0, which the compiler then
+            // knows (a register copy indexed by it stays in registers).
+            let extent = match tag {
+                ThreadTag::ThreadIdx(d) => self.k.block[d as usize],
+                ThreadTag::BlockIdx(d) => self.k.grid[d as usize],
+                ThreadTag::VThread(_) => 0,
+            };
+            return match extent {
+                1 => "0".to_string(),
+                _ => format!("((int){tag})"),
+            };
         }
         ident(self.p.var_name(v))
     }

@@ -318,7 +318,9 @@ impl SplitK {
 /// shared memory, read once from global memory by all the passes over them, where they
 /// take at most that many bytes; with `keep_stage` too, the coin may instead keep a
 /// stage that several passes read (a softmax's exponentials) and compute it once into
-/// shared memory.
+/// shared memory. With `stage_registers` above 0, a second coin may stage the rows in
+/// each thread's registers instead, where a thread holds at most that many elements of
+/// them (the ones it reads: each pass reads a row's elements with the same lanes).
 #[derive(Clone, Debug, PartialEq)]
 pub struct CrossThread {
     pub probability: f64,
@@ -330,6 +332,7 @@ pub struct CrossThread {
     pub fold_lanes: bool,
     pub stage_rows_bytes: i64,
     pub keep_stage: bool,
+    pub stage_registers: i64,
 }
 
 /// The CPU lane-reduction rule (`[lane_reduction]`; see `search_spaces/cpu.toml` and
@@ -374,6 +377,8 @@ struct CrossThreadFile {
     stage_rows_bytes: i64,
     #[serde(default)]
     keep_stage: bool,
+    #[serde(default)]
+    stage_registers: i64,
 }
 
 #[derive(Deserialize)]
@@ -875,11 +880,16 @@ impl SearchSpace {
                         ("cross_thread.rows", &c.rows),
                     ],
                 )?;
-                if c.stage_rows_bytes < 0 {
-                    return Err(invalid(
-                        "cross_thread.stage_rows_bytes",
-                        format!("{}: must be 0 (off) or positive", c.stage_rows_bytes),
-                    ));
+                for (key, value) in [
+                    ("cross_thread.stage_rows_bytes", c.stage_rows_bytes),
+                    ("cross_thread.stage_registers", c.stage_registers),
+                ] {
+                    if value < 0 {
+                        return Err(invalid(
+                            key,
+                            format!("{value}: must be 0 (off) or positive"),
+                        ));
+                    }
                 }
                 Some(CrossThread {
                     probability: c.probability,
@@ -891,6 +901,7 @@ impl SearchSpace {
                     fold_lanes: c.fold_lanes,
                     stage_rows_bytes: c.stage_rows_bytes,
                     keep_stage: c.keep_stage,
+                    stage_registers: c.stage_registers,
                 })
             }
             None => None,

@@ -514,7 +514,7 @@ fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), S
     Ok(())
 }
 
-const STAGE: &str = "cross-thread rows staged in shared memory";
+const STAGE: &str = "cross-thread rows staged";
 
 /// Elements each thread copies at a time where rows are staged and their length allows
 /// (16-byte loads and stores of f32).
@@ -527,6 +527,11 @@ const STAGE_VECTOR: i64 = 4;
 /// side on threadIdx.x, as the passes read them), and every pass over them (each row
 /// reduction's partial results, the sink) reading the copies, so the inputs leave global
 /// memory once where each pass read them again (from L2, when a block's rows outgrow L1).
+/// Where a thread's share of the rows is at most `stage_registers` elements, a second
+/// coin may make the copies each thread's registers instead: spread as the passes read
+/// the rows (`rows` on threadIdx.y, each row's elements `lanes` side by side), so a
+/// thread copies the elements it reads, and every loop over them unrolled (constant
+/// indices: the compiler keeps the copy in registers).
 fn stage_rows(
     space: &SearchSpace,
     sch: &mut Schedule,
@@ -542,7 +547,7 @@ fn stage_rows(
         return Ok(());
     }
     // Per input: its readers under the block's loop, by name, with the read's index.
-    let (staged, vector): (Vec<Vec<(String, i64)>>, bool) = {
+    let (staged, vector, lengths): (Vec<Vec<(String, i64)>>, bool, Vec<i64>) = {
         let p = sch.program();
         let under = p.blocks_under(crate::ir::Node::Loop(
             sch.loop_id(block_loop).map_err(at(STAGE))?,
@@ -561,11 +566,11 @@ fn stage_rows(
             .max()
             .unwrap_or(0);
         inputs.retain(|b| p.buffer(*b).numel() == largest);
-        let row: i64 = inputs
+        let lengths: Vec<i64> = inputs
             .iter()
             .map(|b| p.buffer(*b).shape.last().copied().unwrap_or(1))
-            .sum();
-        if inputs.is_empty() || !rows_fit(space, sch, rows, row)? {
+            .collect();
+        if inputs.is_empty() || !rows_fit(space, sch, rows, lengths.iter().sum())? {
             return Ok(());
         }
         let vector = inputs.iter().all(|b| {
@@ -587,25 +592,37 @@ fn stage_rows(
                     .collect()
             })
             .collect();
-        (readers, vector)
+        (readers, vector, lengths)
     };
     if !super::coin(sch, STAGE)? {
         return Ok(());
     }
+    let registers = lanes_hold(space, sch, lanes, &lengths)? && super::coin(sch, REGISTERS)?;
     for readers in &staged {
         let Some(((first, index), rest)) = readers.split_first() else {
             continue;
         };
         let reader = sch.get_block(first).map_err(at(STAGE))?;
-        let copy = sch
-            .cache_read(reader, *index, "shared")
-            .map_err(at(STAGE))?;
+        let scope = if registers { "local" } else { "shared" };
+        let copy = sch.cache_read(reader, *index, scope).map_err(at(STAGE))?;
         for (name, _) in rest {
             let b = sch.get_block(name).map_err(at(STAGE))?;
             sch.read_cache(b, copy).map_err(at(STAGE))?;
         }
         sch.compute_at(copy, block_loop).map_err(at(STAGE))?;
-        spread_copy(sch, copy, rows, lanes, vector)?;
+        if registers {
+            spread_by_rows(sch, copy, lanes)?;
+            let name = sch
+                .program()
+                .block(sch.block_id(copy).map_err(at(STAGE))?)
+                .name
+                .clone();
+            for name in readers.iter().map(|(n, _)| n).chain([&name]) {
+                unroll_serial(sch, name, block_loop)?;
+            }
+        } else {
+            spread_copy(sch, copy, rows, lanes, vector)?;
+        }
     }
     Ok(())
 }
@@ -624,6 +641,41 @@ fn rows_fit(
         .map_or(0, |c| c.stage_rows_bytes);
     Ok(sch.value(rows).map_err(at(STAGE))? * row * 4 <= limit)
 }
+
+/// Whether a thread's share of a row of each input (of `lengths`), read by `lanes`
+/// lanes side by side, holds at most the space's `stage_registers` elements in all.
+fn lanes_hold(
+    space: &SearchSpace,
+    sch: &Schedule,
+    lanes: crate::schedule::ExprRv,
+    lengths: &[i64],
+) -> Result<bool, SketchError> {
+    let limit = space.cross_thread.as_ref().map_or(0, |c| c.stage_registers);
+    let lanes = sch.value(lanes).map_err(at(STAGE))?.max(1);
+    let held: i64 = lengths.iter().map(|l| (l + lanes - 1) / lanes).sum();
+    Ok(held <= limit)
+}
+
+/// Unrolls the loops of block `name` below `block_loop` that are bound to no thread
+/// (a register copy's elements and every pass over them: each index a constant, so
+/// that the copy stays in registers).
+fn unroll_serial(sch: &mut Schedule, name: &str, block_loop: LoopRv) -> Result<(), SketchError> {
+    let block = sch.get_block(name).map_err(at(REGISTERS))?;
+    let outer = sch.loop_id(block_loop).map_err(at(REGISTERS))?;
+    let loops = sch.get_loops(block).map_err(at(REGISTERS))?;
+    let mut below = false;
+    for l in loops {
+        let id = sch.loop_id(l).map_err(at(REGISTERS))?;
+        let serial = sch.program().lp(id).kind == crate::ir::LoopKind::Serial;
+        if below && serial {
+            sch.unroll(l).map_err(at(REGISTERS))?;
+        }
+        below |= id == outer;
+    }
+    Ok(())
+}
+
+const REGISTERS: &str = "cross-thread rows staged in registers";
 
 /// The loops of `copy` below the block's loop (its rows and columns) fused and spread
 /// over the block's threads, `rows` on threadIdx.y and `lanes` side by side on
@@ -1106,6 +1158,61 @@ mod tests {
                 let names = sch.program().buffers.iter().map(|b| b.name.as_str());
                 assert!(!names.clone().any(|n| n == "E_shared"), "{limit}");
             }
+        }
+    }
+
+    /// Rows staged in registers at a second coin (`stage_registers`): the copy a local
+    /// buffer, the only reader of the input, every pass reading it; no shared copy. Every
+    /// sample computes the reference with a GPU's semantics, and NVRTC keeps the copy in
+    /// registers (each loop over it unrolled: no stack frame). Not offered where a
+    /// thread would hold more than `stage_registers` elements.
+    #[test]
+    fn a_fused_blocks_rows_are_staged_in_registers_at_a_coins_choice() {
+        let nvrtc = match crate::measure::cuda::nvrtc_available() {
+            Ok(()) => true,
+            Err(_) if std::env::var("TESSEL_NO_NVRTC").as_deref() == Ok("1") => false,
+            Err(e) => panic!("{e} (set TESSEL_NO_NVRTC=1 to skip NVRTC tests deliberately)"),
+        };
+        for text in [
+            super::super::tests::softmax(6, 123),
+            ADD_LAYER_NORM.to_string(),
+        ] {
+            let mut in_registers = 0;
+            for (sch, lowered) in checked_samples(&text, 24) {
+                let p = sch.program();
+                let find = |name: &str| p.buffers.iter().position(|b| b.name == name);
+                let Some(copy) = find("X_local") else {
+                    continue;
+                };
+                in_registers += 1;
+                let (x, copy) = (crate::ir::BufferId(find("X").unwrap() as u32), copy);
+                assert_eq!(p.readers(x).len(), 1, "{}", sch.trace());
+                let copy = crate::ir::BufferId(copy as u32);
+                assert!(p.readers(copy).len() >= 3, "{}", sch.trace());
+                assert!(find("X_shared").is_none(), "{}", sch.trace());
+                if nvrtc {
+                    let code = crate::codegen::cuda::generate(&lowered).unwrap().code;
+                    let cubin = crate::measure::cuda::compile(&code, "sm_90a").unwrap();
+                    assert_eq!(cubin.info.stack_bytes, Some(0), "{code}");
+                }
+            }
+            assert!(in_registers > 0, "{text}");
+        }
+        let p = crate::workload::parse(&super::super::tests::softmax(6, 123))
+            .unwrap()
+            .to_program();
+        let mut space = SearchSpace::cuda_default();
+        // Rows of 123 read by 32 lanes: 4 elements a thread.
+        space.cross_thread.as_mut().unwrap().stage_registers = 3;
+        for seed in 0..16 {
+            let mut sch = Schedule::new(p.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::CrossThread).unwrap();
+            assert!(!sch
+                .trace()
+                .to_string()
+                .contains("scope=\"local\")\nread_cache"));
+            let names = sch.program().buffers.iter().map(|b| b.name.as_str());
+            assert!(!names.clone().any(|n| n == "X_local"), "seed {seed}");
         }
     }
 
