@@ -547,7 +547,7 @@ fn stage_rows(
         return Ok(());
     }
     // Per input: its readers under the block's loop, by name, with the read's index.
-    let (staged, vector, lengths): (Vec<Vec<(String, i64)>>, bool, Vec<i64>) = {
+    let (staged, vector, lengths): (Vec<Readers>, bool, Vec<i64>) = {
         let p = sch.program();
         let under = p.blocks_under(crate::ir::Node::Loop(
             sch.loop_id(block_loop).map_err(at(STAGE))?,
@@ -676,6 +676,9 @@ fn unroll_serial(sch: &mut Schedule, name: &str, block_loop: LoopRv) -> Result<(
 }
 
 const REGISTERS: &str = "cross-thread rows staged in registers";
+
+/// The blocks that read one staged input, by name, each with the read's index.
+type Readers = Vec<(String, i64)>;
 
 /// The loops of `copy` below the block's loop (its rows and columns) fused and spread
 /// over the block's threads, `rows` on threadIdx.y and `lanes` side by side on
