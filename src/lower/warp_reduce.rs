@@ -215,6 +215,11 @@ impl Ctx<'_> {
                 let after_store = found.store.len();
                 body.splice(loop_at..=loop_at, found.reads);
                 body.splice(i..=i, found.store);
+                // A store gone in registers takes the comment naming its block along.
+                if after_store == 0 && i > 0 && matches!(body[i - 1], KStmt::Comment(_)) {
+                    body.remove(i - 1);
+                    i -= 1;
+                }
                 i += after_store;
                 continue;
             }
