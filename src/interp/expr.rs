@@ -64,6 +64,19 @@ pub(super) enum Cmp {
 }
 
 impl FBin {
+    /// The float operator of an arithmetic `BinOp` (none for the others).
+    pub fn of(op: BinOp) -> Option<FBin> {
+        Some(match op {
+            BinOp::Add => FBin::Add,
+            BinOp::Sub => FBin::Sub,
+            BinOp::Mul => FBin::Mul,
+            BinOp::Div => FBin::Div,
+            BinOp::Min => FBin::Min,
+            BinOp::Max => FBin::Max,
+            _ => return None,
+        })
+    }
+
     /// The operator on two values; min and max propagate NaN (Rust's and CUDA's `fminf`
     /// drop it).
     #[inline(always)]
@@ -406,14 +419,15 @@ fn binary<S: Scope>(s: &S, op: BinOp, x: Typed, y: Typed) -> Result<Typed, S::Er
             ))),
         },
         _ => {
-            let (iop, fop) = match op {
-                BinOp::Add => (Some(IBin::Add), FBin::Add),
-                BinOp::Sub => (Some(IBin::Sub), FBin::Sub),
-                BinOp::Mul => (Some(IBin::Mul), FBin::Mul),
-                BinOp::Min => (Some(IBin::Min), FBin::Min),
-                BinOp::Max => (Some(IBin::Max), FBin::Max),
-                _ => (None, FBin::Div),
+            let iop = match op {
+                BinOp::Add => Some(IBin::Add),
+                BinOp::Sub => Some(IBin::Sub),
+                BinOp::Mul => Some(IBin::Mul),
+                BinOp::Min => Some(IBin::Min),
+                BinOp::Max => Some(IBin::Max),
+                _ => None,
             };
+            let fop = FBin::of(op).unwrap_or(FBin::Div);
             match (iop, x, y) {
                 (Some(o), I(a), I(b)) => Ok(int_op(o, a, b)),
                 (None, I(_), I(_)) => Err(s.type_error(

@@ -50,7 +50,7 @@ pub use track::RaceKind;
 use super::check::{compare_outputs, match_params};
 use super::expr::{self as cexpr, Access, BExpr, FBin, FExpr};
 use super::{random_inputs, CheckError, Interpreter};
-use crate::ir::{BinOp, Dim3, Expr, Program, Scope, ThreadTag};
+use crate::ir::{Dim3, Expr, Program, Scope, ThreadTag};
 use crate::lower::{KStmt, Kernel, Lowered};
 use expr::{Fault, KBuf, KernelScope, Mem, Thread};
 use ndarray::ArrayD;
@@ -571,14 +571,12 @@ fn stmts(
                 lanes,
                 ..
             } => {
-                let op = match op {
-                    BinOp::Add => FBin::Add,
-                    BinOp::Max => FBin::Max,
-                    BinOp::Min => FBin::Min,
-                    other => {
+                let op = match FBin::of(*op) {
+                    Some(f @ (FBin::Add | FBin::Max | FBin::Min)) => f,
+                    _ => {
                         return Err(GpuInterpError::Type {
                             kernel: c.kernel.to_string(),
-                            reason: format!("a warp reduction by {other:?}"),
+                            reason: format!("a warp reduction by {op:?}"),
                         })
                     }
                 };
