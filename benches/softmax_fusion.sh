@@ -9,7 +9,8 @@
 # the two of earlier tables and an attention softmax of 12 heads; layer norms (BERT's
 # 4096 x 768, and one drawn with random.Random(20261145): rows 64..8192, columns
 # 256..8192) and RMS norms (2048 x 4096, and one drawn after it). WORKLOADS (files,
-# space-separated) replaces the list.
+# space-separated) replaces the list. Last, benches/row_ab_table.py prints the A/B's table
+# (kernel times, B / A, PyTorch over each arm).
 #
 # SWITCH names another boolean key of `[cross_thread]` to A/B the same way (`fold_lanes`:
 # the lanes' partial results summed in two steps). EDIT, a sed expression, makes arm A's
@@ -40,3 +41,4 @@ TESSEL_WORKLOADS="$(echo $ws)" "$here/parallel_ab.sh" "$out/ab" "$out/arm-a.toml
   search_spaces/cuda.toml "$trials" >"$out/ab.log" 2>&1
 python3 "$here/torch_softmax.py" $(printf '%s\n' $ws | grep '\.tw$') >"$out/torch.txt" 2>&1
 cat "$out/ab/all.txt" "$out/torch.txt" 2>/dev/null
+python3 "$here/row_ab_table.py" "$out" 2>/dev/null
