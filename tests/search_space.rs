@@ -213,6 +213,8 @@ fn implicit_gemm_samples_of_the_window_axes_compute_the_reference_with_thread_si
 
 fn implicit_gemm_samples(rows: f64, specs: &[&str]) {
     let mut space = SearchSpace::cuda_default();
+    // The conv's own loops: no sample takes the GEMM view.
+    space.gemm_view_windowed = 0.0;
     space.implicit_gemm = 1.0;
     space.implicit_gemm_rows = rows;
     if rows > 0.0 {
@@ -300,6 +302,65 @@ fn a_kernel_unrolling_to_more_statements_than_the_limit_is_rejected_before_compi
         "{e}"
     );
     assert!(e.to_string().contains("matmul_kernel unrolls to"), "{e}");
+}
+
+/// `postprocess.max_workspace_bytes`: a convolution's GEMM view whose gathered data are
+/// copied by a kernel of their own allocates them in global memory; the program is
+/// rejected before compiling when its global buffers exceed the limit, naming the bytes,
+/// the largest buffer and the key, and passes at exactly its bytes. The shipped CUDA space
+/// sets a limit.
+#[test]
+fn a_program_allocating_more_global_bytes_than_the_limit_is_rejected_before_compiling() {
+    use tessel::search::postproc::{verify, RejectKind, Rejection};
+    assert!(SearchSpace::cuda_default().max_workspace_bytes.is_some());
+    let spec = "conv2d_nchw:n=2,c=13,h=21,w=21,k=37,r=5,s=5,stride=1,pad=2";
+    let w = tessel::workload::from_cli(spec, |_| Err(std::io::Error::other("no files"))).unwrap();
+    let program = canonical_program(&w).unwrap();
+    let mut space = SearchSpace::cuda_default();
+    space.gemm_view_windowed = 1.0;
+    space.max_workspace_bytes = None;
+    let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+    let mut search = RandomSearch::new(space.clone(), target.clone(), program, 7);
+    let mut found = None;
+    for _ in 0..200 {
+        let Ok(sch) = search.sample() else { continue };
+        let Ok(v) = verify(sch.program(), &space, &target) else {
+            continue;
+        };
+        let p = &v.lowered.program;
+        let sizes: Vec<(String, i64)> = v
+            .lowered
+            .workspaces
+            .iter()
+            .map(|b| {
+                let buf = p.buffer(*b);
+                (
+                    buf.name.clone(),
+                    buf.shape.iter().product::<i64>() * buf.dtype.bytes() as i64,
+                )
+            })
+            .collect();
+        if sizes.iter().any(|(name, _)| name.contains("im2col")) {
+            found = Some((sch, sizes));
+            break;
+        }
+    }
+    let (sch, sizes) = found.expect("a sample that copies the gathered data");
+    let bytes: i64 = sizes.iter().map(|(_, b)| b).sum();
+    let largest = &sizes.iter().max_by_key(|(_, b)| *b).unwrap().0;
+    space.max_workspace_bytes = Some(bytes);
+    assert!(verify(sch.program(), &space, &target).is_ok());
+    space.max_workspace_bytes = Some(bytes - 1);
+    let e = verify(sch.program(), &space, &target).unwrap_err();
+    assert_eq!(e.kind(), RejectKind::Workspace);
+    assert!(
+        matches!(&e, Rejection::Workspace { bytes: b, largest: l, .. } if *b == bytes && l == largest),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains("postprocess.max_workspace_bytes"),
+        "{e}"
+    );
 }
 
 /// `postprocess.max_local_bytes`: a CPU kernel whose local arrays (here the accumulator of

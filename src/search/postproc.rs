@@ -31,6 +31,9 @@ pub enum RejectKind {
     Registers,
     /// Unrolled loops expanding to more statements than `max_unrolled_statements`.
     Unrolled,
+    /// Global buffers of its own (copies made by kernels of their own) beyond
+    /// `max_workspace_bytes`.
+    Workspace,
 }
 
 impl RejectKind {
@@ -45,6 +48,7 @@ impl RejectKind {
             RejectKind::StackFrame => "stack",
             RejectKind::Registers => "registers",
             RejectKind::Unrolled => "unrolled",
+            RejectKind::Workspace => "workspace",
         }
     }
 }
@@ -79,6 +83,12 @@ pub enum Rejection {
         bytes: i64,
         limit: i64,
     },
+    #[error("the program allocates {bytes} bytes of global buffers of its own ({largest} the largest), more than the {limit} allowed (`postprocess.max_workspace_bytes`)")]
+    Workspace {
+        bytes: i64,
+        largest: String,
+        limit: i64,
+    },
     #[error("kernel {kernel} holds {registers} registers of tensor-core fragments a thread, which with {threads} threads and the {margin} an instruction needs besides exceed the {limit} a thread may have")]
     FragmentRegisters {
         kernel: String,
@@ -102,6 +112,7 @@ impl Rejection {
             Rejection::VirtualThreads { .. } => RejectKind::VirtualThreads,
             Rejection::Unrolled { .. } => RejectKind::Unrolled,
             Rejection::LocalArrays { .. } => RejectKind::StackFrame,
+            Rejection::Workspace { .. } => RejectKind::Workspace,
             Rejection::FragmentRegisters { .. } => RejectKind::Registers,
             Rejection::Lowering(_) => RejectKind::Lowering,
             Rejection::Build(BuildRejection::RegisterSpills { .. }) => RejectKind::RegisterSpills,
@@ -211,13 +222,16 @@ pub fn check_program(
     Ok(())
 }
 
-/// The limits [`check`] tests after lowering: threads and shared memory per CUDA block,
-/// the local arrays of a CPU kernel.
+/// The limits [`check`] tests after lowering: the global buffers the program allocates,
+/// threads and shared memory per CUDA block, the local arrays of a CPU kernel.
 pub fn check_lowered(
     lowered: &Lowered,
     space: &SearchSpace,
     target: &TargetLimits,
 ) -> Result<(), Rejection> {
+    if let Some(limit) = space.max_workspace_bytes {
+        check_workspace(lowered, limit)?;
+    }
     if let (TargetLimits::Cpu, Some(limit)) = (target, space.max_local_bytes) {
         for k in &lowered.kernels {
             let bytes = k.local_bytes(&lowered.program);
@@ -291,6 +305,33 @@ pub fn check_lowered(
         }
     }
     Ok(())
+}
+
+/// The global buffers a program allocates besides its parameters (operands copied,
+/// transposed, padded or gathered by kernels of their own, partial sums), at most
+/// `limit` bytes in all: a GEMM view's gathered data hold each input element once per
+/// window position that reads it, which for a large convolution is gigabytes.
+fn check_workspace(lowered: &Lowered, limit: i64) -> Result<(), Rejection> {
+    let p = &lowered.program;
+    let size = |b: &crate::ir::BufferId| {
+        let buf = p.buffer(*b);
+        buf.shape.iter().product::<i64>() * buf.dtype.bytes() as i64
+    };
+    let bytes: i64 = lowered.workspaces.iter().map(size).sum();
+    if bytes <= limit {
+        return Ok(());
+    }
+    let largest = lowered
+        .workspaces
+        .iter()
+        .max_by_key(|b| size(b))
+        .map(|b| p.buffer(*b).name.clone())
+        .unwrap_or_default();
+    Err(Rejection::Workspace {
+        bytes,
+        largest,
+        limit,
+    })
 }
 
 /// Registers a tensor-core kernel needs besides its fragments, at least: the

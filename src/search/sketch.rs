@@ -129,7 +129,9 @@ pub enum SketchError {
 /// coin's weight is `tiling.gemm_view` for a pointwise (1x1) conv and
 /// `tiling.gemm_view_windowed` for one with a window. Tuned as a conv, the validation
 /// set's 1x1 stride-2 NHWC conv reached 9.6 TFLOP/s on an H100 where its own GEMM reached
-/// 12.9-14.1 (benches/RESULTS.md, 2026-11-27).
+/// 12.9-14.1 (benches/RESULTS.md, 2026-11-27). With a window, the view pays where the
+/// transposing-kernel decision then writes the gathered data once, as the GEMM's operand
+/// (an im2col by a kernel of its own): large NCHW convs 1.3x-1.4x (2026-11-30).
 fn gemm_view(space: &SearchSpace, sch: &mut Schedule) -> Result<(), SketchError> {
     if !space.is_gpu() {
         return Ok(());
@@ -474,7 +476,7 @@ pub fn apply_sketch(
     if !has_reduction(sch.program()) {
         return elementwise(space, sch);
     }
-    // 0. A pointwise convolution may be tiled as its GEMM (a branch of the sketch).
+    // 0. A convolution may be tiled as its GEMM (a branch of the sketch).
     gemm_view(space, sch)?;
     let st = stages(sch.program())?;
     // 1a. An NCHW conv's data read through a window or a stride may be stored channels

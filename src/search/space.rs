@@ -129,6 +129,9 @@ pub struct SearchSpace {
     /// Before compiling: the most statements a CUDA kernel's unrolled loops may expand to
     /// (`postprocess.max_unrolled_statements`; `None`: unchecked).
     pub max_unrolled_statements: Option<i64>,
+    /// Before compiling: the most bytes of global buffers a program may allocate besides
+    /// its parameters (`postprocess.max_workspace_bytes`; `None`: unchecked).
+    pub max_workspace_bytes: Option<i64>,
     /// Split-K: when and how a long reduction is spread over partial results.
     pub split_k: Option<SplitK>,
     /// The cross-thread reduction sketch (`[cross_thread]`), when the space has one.
@@ -567,6 +570,8 @@ struct Postprocess {
     max_local_bytes: Option<i64>,
     #[serde(default)]
     max_unrolled_statements: Option<i64>,
+    #[serde(default)]
+    max_workspace_bytes: Option<i64>,
 }
 
 /// Checks `cache_write.levels`: S levels before the first R level, and on a GPU space not
@@ -1069,11 +1074,19 @@ impl SearchSpace {
         let search = search_params(f.search, &invalid)?;
         let write_back_levels = write_back_levels(&levels, &bindings, &f.cache_write.levels)
             .map_err(|reason| invalid("cache_write.levels", reason))?;
-        if let Some(b) = f.postprocess.max_local_bytes.filter(|b| *b < 1) {
-            return Err(invalid(
-                "postprocess.max_local_bytes",
-                format!("{b} is not a positive number of bytes"),
-            ));
+        for (key, value) in [
+            ("postprocess.max_local_bytes", f.postprocess.max_local_bytes),
+            (
+                "postprocess.max_workspace_bytes",
+                f.postprocess.max_workspace_bytes,
+            ),
+        ] {
+            if let Some(b) = value.filter(|b| *b < 1) {
+                return Err(invalid(
+                    key,
+                    format!("{b} is not a positive number of bytes"),
+                ));
+            }
         }
         Ok(SearchSpace {
             levels,
@@ -1106,6 +1119,7 @@ impl SearchSpace {
             max_spill_bytes: f.postprocess.max_spill_bytes,
             max_stack_bytes: f.postprocess.max_stack_bytes,
             max_local_bytes: f.postprocess.max_local_bytes,
+            max_workspace_bytes: f.postprocess.max_workspace_bytes,
             max_unrolled_statements: f.postprocess.max_unrolled_statements,
             split_k,
             cross_thread,
@@ -1448,6 +1462,13 @@ mod tests {
         assert_eq!(
             err(CPU_DEFAULT.replace("max_local_bytes = 1048576", "max_local_bytes = 0")),
             "f.toml: key `postprocess.max_local_bytes`: 0 is not a positive number of bytes"
+        );
+        assert_eq!(
+            err(CUDA_DEFAULT.replace(
+                "max_workspace_bytes = 2147483648",
+                "max_workspace_bytes = -1"
+            )),
+            "f.toml: key `postprocess.max_workspace_bytes`: -1 is not a positive number of bytes"
         );
     }
 }

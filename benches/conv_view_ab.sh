@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Convolutions tuned as issue 14's protocol tunes them (a base database of the shipped
+# records and the model trained on them, the default evolutionary search, 300 trials,
+# batch 64, seed 11, a 60 s limit, focused retraining) with one or two search-space
+# files, one after the other on the GPU; per tune the best's check and speed
+# (`tessel run`), whether the best took the GEMM view (`im2col(`) and how many operands
+# it copies by kernels of their own (`scope="global"`), and the tune's own records
+# grouped as the conv's loops or its GEMM view, each with or without such copies
+# (`+tk`): how many, how many ran, the fastest. Then cuDNN (benches/cudnn_conv.py) for
+# each conv in the same call.
+#
+#   benches/conv_view_ab.sh OUT SPACE_A [SPACE_B] -- CONV...
+#   e.g. sed 's/^gemm_view_windowed = 0.5/gemm_view_windowed = 0.0/' search_spaces/cuda.toml >/tmp/off.toml
+#        benches/conv_view_ab.sh /tmp/cv /tmp/off.toml search_spaces/cuda.toml -- conv2d_nchw:n=8,...
+set -u
+out=$1
+shift
+spaces=()
+while [[ $1 != -- ]]; do spaces+=("$1"); shift; done
+shift
+bin=${TESSEL_BIN:-./.gpu/tessel}
+base=${TESSEL_BASE_DB:-/tmp/tessel-conv-ab-base.sqlite}
+export TESSEL_SHIPPED=off
+mkdir -p "$out/best"
+source "$(dirname "$0")/shipped_db.sh"
+shipped_db "$bin" "$base" "$out"
+last=$(python3 -c "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execute('select max(id) from records').fetchone()[0])" "$base")
+db=/tmp/tessel-conv-ab.sqlite sched=/tmp/tessel-conv-ab.sched
+for w in "$@"; do
+  for sp in "${spaces[@]}"; do
+    cp "$base" "$db"
+    t=$("$bin" tune "$w" --target cuda --space "$sp" --trials 300 --time-limit 60 --batch 64 \
+      --seed 11 --db "$db" --retrain focused 2>/dev/null | grep -E "^stopped" | tr '\n' ' ')
+    "$bin" best "$w" --target cuda --db "$db" --emit trace >"$sched" 2>/dev/null
+    cp "$sched" "$out/best/$(echo "$w" | tr -c 'A-Za-z0-9_=,\n' '_')-$(basename "$sp" .toml).sched"
+    r=$("$bin" run "$w" --schedule "$sched" --target cuda 2>&1 | grep -E "^(speed|check)" | tr '\n' ' ')
+    echo "$w | $(basename "$sp") | $t | view $(grep -c 'im2col(' "$sched") tk $(grep -c 'scope="global")' "$sched") | $r"
+    python3 - "$db" "$last" <<'PY'
+import sqlite3, sys
+rows = sqlite3.connect(sys.argv[1]).execute(
+    "select trace_json, status, median_secs from records where id > ?", (int(sys.argv[2]),))
+groups = {}
+for trace, status, secs in rows:
+    key = ("view" if "im2col" in trace else "loops") + ("+tk" if '"global"' in trace else "")
+    g = groups.setdefault(key, [0, 0, None])
+    g[0] += 1
+    if status == "ok":
+        g[1] += 1
+        g[2] = secs if g[2] is None else min(g[2], secs)
+print("   records:", "; ".join(
+    f"{k}: {n} ({ok} ok)" + (f", best {b * 1e6:.1f} us" if b else "")
+    for k, (n, ok, b) in sorted(groups.items())))
+PY
+  done
+done
+for w in "$@"; do
+  # shellcheck disable=SC2046
+  python3 "$(dirname "$0")/cudnn_conv.py" $(python3 -c "
+import sys
+d = dict(kv.split('=') for kv in sys.argv[1].split(':')[1].split(','))
+print(*[d[k] for k in 'n c h w k r s stride pad'.split()], 'nhwc' if 'nhwc' in sys.argv[1] else '')" "$w") 2>&1 | tail -1
+done
