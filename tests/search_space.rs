@@ -334,10 +334,7 @@ fn a_program_allocating_more_global_bytes_than_the_limit_is_rejected_before_comp
             .iter()
             .map(|b| {
                 let buf = p.buffer(*b);
-                (
-                    buf.name.clone(),
-                    buf.shape.iter().product::<i64>() * buf.dtype.bytes() as i64,
-                )
+                (buf.name.clone(), buf.numel() * buf.dtype.bytes() as i64)
             })
             .collect();
         if sizes.iter().any(|(name, _)| name.contains("im2col")) {

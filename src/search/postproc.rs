@@ -313,10 +313,7 @@ pub fn check_lowered(
 /// window position that reads it, which for a large convolution is gigabytes.
 fn check_workspace(lowered: &Lowered, limit: i64) -> Result<(), Rejection> {
     let p = &lowered.program;
-    let size = |b: &crate::ir::BufferId| {
-        let buf = p.buffer(*b);
-        buf.shape.iter().product::<i64>() * buf.dtype.bytes() as i64
-    };
+    let size = |b: &crate::ir::BufferId| p.buffer(*b).numel() * p.buffer(*b).dtype.bytes() as i64;
     let bytes: i64 = lowered.workspaces.iter().map(size).sum();
     if bytes <= limit {
         return Ok(());
