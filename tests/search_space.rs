@@ -396,3 +396,76 @@ fn a_cpu_kernel_with_more_local_array_bytes_than_the_limit_is_rejected_before_co
         "{e}"
     );
 }
+
+/// An operand is copied into global memory by at most one kernel of its own: where a
+/// zero-filling padding kernel writes it, no transposing kernel copies it again (the
+/// padding inlined into a transposing copy does both in one pass). Checked on samples of
+/// an fp32 NT GEMM and a TF32 TT GEMM of odd extents and on a strided conv's GEMM view,
+/// among which some take padding kernels and some transposing ones.
+#[test]
+fn no_operand_is_copied_by_two_kernels_of_their_own() {
+    use tessel::ir::{BufferId, BufferKind, Expr, Program, Scope};
+    fn moves_only(e: &Expr) -> bool {
+        match e {
+            Expr::Int(_) | Expr::Float(_) | Expr::Var(_) | Expr::Load(..) => true,
+            Expr::Bin(..) | Expr::Un(..) => false,
+            Expr::Select(_, t, f) => moves_only(t) && moves_only(f),
+            Expr::Cast(_, x) => moves_only(x),
+        }
+    }
+    // The names of the blocks that copy an operand into a global buffer of the
+    // program's own, and how many of them read another such copy.
+    fn copies(p: &Program) -> (Vec<String>, usize) {
+        let copy_into = |buf: BufferId| {
+            let b = p.buffer(buf);
+            if b.scope != Scope::Global || b.kind != BufferKind::Intermediate {
+                return Vec::new();
+            }
+            p.writers(buf)
+                .into_iter()
+                .filter(|w| moves_only(&p.block(*w).body.value))
+                .collect()
+        };
+        let writers: Vec<_> = (0..p.buffers.len() as u32)
+            .flat_map(|i| copy_into(BufferId(i)))
+            .collect();
+        let twice = writers
+            .iter()
+            .filter(|w| {
+                p.block_reads(**w)
+                    .iter()
+                    .any(|(r, _)| !copy_into(*r).is_empty())
+            })
+            .count();
+        let names = writers.iter().map(|w| p.block(*w).name.clone()).collect();
+        (names, twice)
+    }
+    let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+    let (mut padded, mut transposed) = (0, 0);
+    for (spec, view) in [
+        ("matmul:77x103x205,layout=nt", 0.0),
+        ("matmul:77x103x205,layout=tt,math=tf32", 0.0),
+        (
+            "conv2d_nchw:n=2,c=11,h=15,w=15,k=9,r=5,s=5,stride=2,pad=2",
+            1.0,
+        ),
+    ] {
+        let w =
+            tessel::workload::from_cli(spec, |_| Err(std::io::Error::other("no files"))).unwrap();
+        let mut space = SearchSpace::cuda_default();
+        space.gemm_view_windowed = view;
+        let program = canonical_program(&w).unwrap();
+        let mut search = RandomSearch::new(space, target.clone(), program, 5);
+        for _ in 0..120 {
+            let Ok(sch) = search.sample() else { continue };
+            let (names, twice) = copies(sch.program());
+            assert_eq!(twice, 0, "{spec}: a copy of a copy:\n{}", sch.trace());
+            padded += names.iter().filter(|n| n.ends_with("_pad")).count();
+            transposed += names.iter().filter(|n| !n.ends_with("_pad")).count();
+        }
+    }
+    assert!(
+        padded > 0 && transposed > 0,
+        "{padded} padding, {transposed} transposing copies"
+    );
+}

@@ -671,7 +671,8 @@ pub fn apply_sketch(
             p.ancestors(crate::ir::Node::Loop(l)).len() + 1
         };
         if !thread_factors.is_empty() {
-            transposed_copies = transpose_kernels(space, sch, main, n_reads, &channels_last)?;
+            transposed_copies =
+                transpose_kernels(space, sch, main, n_reads, &channels_last, &padding_kernels)?;
         }
         for idx in 0..n_reads {
             let cached = sch
@@ -1064,14 +1065,18 @@ fn channels_last_data(
 /// one ([`staging`]), and the fetch then copies the new buffer as it is stored, 16-byte
 /// vectors where its rows allow, with no transposing 4-byte copies. An operand a stage of
 /// `staged` writes (an NCHW conv's data stored channels last) is stored as it is to be
-/// read already. Returns the copies, to be scheduled once the padding they read is
-/// inlined into them.
+/// read already; one a padding kernel of `pad_kernels` writes is not copied a second
+/// time (its padding inlined into a transposing copy does both in one pass, a sample
+/// that did not run it as a kernel: on the H200, 2026-11-30, a strided conv's GEMM view
+/// ran 18-22 TFLOP/s with the two copies, 29.5 with the one). Returns the copies, to be
+/// scheduled once the padding they read is inlined into them.
 fn transpose_kernels(
     space: &SearchSpace,
     sch: &mut Schedule,
     main: BlockRv,
     reads: usize,
     staged: &[staging::Staged],
+    pad_kernels: &[String],
 ) -> Result<Vec<staging::Staged>, SketchError> {
     if !(space.is_gpu() && space.reduction_major && space.transpose_kernels) {
         return Ok(Vec::new());
@@ -1086,9 +1091,10 @@ fn transpose_kernels(
             .enumerate()
             .filter(|(_, buf)| reused(p, mb, **buf))
             .filter(|(_, buf)| {
-                !p.writers(**buf)
-                    .iter()
-                    .any(|w| staged.iter().any(|s| s.name == p.block(*w).name))
+                !p.writers(**buf).iter().any(|w| {
+                    let name = &p.block(*w).name;
+                    staged.iter().any(|s| &s.name == name) || pad_kernels.contains(name)
+                })
             })
             .filter_map(|(i, buf)| reduction_first(p, mb, *buf).map(|perm| (i as i64, perm)))
             .collect()

@@ -270,7 +270,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
     // copies the fetch then reads as stored.
     let mut to_transpose = [g.tf32 && g.a_k_major, g.tf32 && !g.b_n_major];
     let copies = if is_gemm {
-        transpose_kernels(space, sch, main, [g.a, g.b], &mut to_transpose)?
+        transpose_kernels(space, sch, main, [g.a, g.b], &kernels, &mut to_transpose)?
     } else {
         Vec::new()
     };
@@ -343,20 +343,19 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
 /// transposed once by kernels of their own at a decision of the trace where the space
 /// offers it (`cache_read.transpose_kernels`): each copied into global memory with its
 /// last two axes swapped (k last), after which the fetch copies it as stored in 16-byte
-/// vectors instead of one 4-byte copy per element, and unmarked. Returns the copies, to
-/// be scheduled once the padding they read is inlined into them.
+/// vectors instead of one 4-byte copy per element, and unmarked. An operand one of
+/// `kernels` writes already (a zero-filled copy by a kernel of its own) is not copied a
+/// second time: its fetch transposes it. Returns the copies, to be scheduled once the
+/// padding they read is inlined into them.
 fn transpose_kernels(
     space: &SearchSpace,
     sch: &mut Schedule,
     main: BlockRv,
     reads: [i64; 2],
+    kernels: &[String],
     to_transpose: &mut [bool; 2],
 ) -> Result<Vec<Staged>, SketchError> {
-    let offered = space.transpose_kernels && to_transpose.iter().any(|t| *t);
-    if !(offered && super::coin(sch, "transpose kernels")?) {
-        return Ok(Vec::new());
-    }
-    // Each marked operand stored with its last two axes swapped.
+    // Each marked operand's rank, 0 where a kernel of `kernels` writes it.
     let ranks: Vec<usize> = {
         let id = sch.block_id(main).map_err(at("transpose kernels"))?;
         let p = sch.program();
@@ -364,11 +363,29 @@ fn transpose_kernels(
         reads
             .iter()
             .map(|r| {
-                bufs.get(*r as usize)
-                    .map_or(0, |(b, _)| p.buffer(*b).shape.len())
+                bufs.get(*r as usize).map_or(0, |(b, _)| {
+                    let copied = p
+                        .writers(*b)
+                        .iter()
+                        .any(|w| kernels.contains(&p.block(*w).name));
+                    if copied {
+                        0
+                    } else {
+                        p.buffer(*b).shape.len()
+                    }
+                })
             })
             .collect()
     };
+    let offered = space.transpose_kernels
+        && to_transpose
+            .iter()
+            .zip(&ranks)
+            .any(|(t, rank)| *t && *rank >= 2);
+    if !(offered && super::coin(sch, "transpose kernels")?) {
+        return Ok(Vec::new());
+    }
+    // Each marked operand stored with its last two axes swapped.
     let mut marked = Vec::new();
     for ((read, rank), mark) in reads.into_iter().zip(ranks).zip(to_transpose.iter_mut()) {
         if *mark && rank >= 2 {
