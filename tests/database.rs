@@ -808,6 +808,31 @@ fn the_shipped_16_bit_training_records_answer_their_workloads_and_no_validation_
     }
 }
 
+/// The training set's convolutions with a window, tuned again on the H200 on 2026-11-30
+/// with the GEMM view and transposing kernels in the space (`benches/record_set.sh`):
+/// their best records import and answer every one of them on the H200, some of them
+/// with the GEMM view; none is a validation workload's shape.
+#[test]
+fn the_shipped_windowed_conv_records_answer_their_workloads_some_as_a_gemm() {
+    let windowed: Vec<String> = set_workloads("training.toml", &["conv"])
+        .into_iter()
+        .filter(|s| !s.contains("r=1,s=1"))
+        .collect();
+    let validation = set_keys("validation.toml", &["conv"]);
+    assert_eq!(windowed.len(), 8);
+    let mut db = Database::open_in_memory().unwrap();
+    import_shipped(&mut db, "h200-2026-11-30.best.jsonl", 8);
+    let mut views = 0;
+    for spec in &windowed {
+        let w = preset(spec).unwrap();
+        assert!(!validation.contains(&w.key()), "{spec} is a validation conv");
+        let best = db.best(&w, &h200()).unwrap().unwrap();
+        assert!(!best.is_fallback(), "{spec}");
+        views += usize::from(tessel::schedule::text::print(&best.record.trace).contains("im2col("));
+    }
+    assert!(views > 0, "no best record takes the GEMM view");
+}
+
 #[test]
 fn training_records_are_read_whole_or_since_a_record() {
     let mut db = Database::open_in_memory().unwrap();
