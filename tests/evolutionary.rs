@@ -481,6 +481,65 @@ fn one_tiling_takes_at_most_its_share_of_a_batch() {
     );
 }
 
+/// A toy cost model: fewer kernels score higher (the branches that copy no operand by a
+/// kernel of its own), then more threads per block.
+struct PreferOneKernel;
+
+impl Scorer for PreferOneKernel {
+    fn name(&self) -> &str {
+        "prefer-one-kernel"
+    }
+    fn score(&self, candidates: &[&Lowered]) -> Vec<f64> {
+        candidates
+            .iter()
+            .map(|l| threads(l) / 1e4 - l.kernels.len() as f64)
+            .collect()
+    }
+}
+
+/// A trace's branch of the sketches as its printed form shows it: whether it splits a
+/// reduction, and the decision of every coin (a categorical between 0 and 1).
+fn branch(t: &Trace) -> (bool, Vec<String>) {
+    let text = tessel::schedule::text::print(t);
+    let coins = text
+        .lines()
+        .filter(|l| l.contains("sample_categorical(candidates=[0, 1]"))
+        .map(|l| l.rsplit("decision=").next().unwrap_or("").to_string())
+        .collect();
+    (text.contains("rfactor("), coins)
+}
+
+/// A scorer that prefers one branch (no copies by kernels of their own) fills half a
+/// batch with it; the branch
+/// cap leaves the rest of the batch to the best of the other branches.
+#[test]
+fn one_branch_takes_at_most_its_share_of_a_batch() {
+    let largest_share = |share: f64| {
+        let (mut space, target) = cuda();
+        space.search.branch_share = share;
+        space.search.eps_greedy = 0.0;
+        space.gemm_view_windowed = 0.5;
+        let space = small(space, 64, 2);
+        let p = program("conv2d_nchw:n=2,c=11,h=15,w=15,k=9,r=5,s=5,stride=2,pad=2");
+        let mut evo = EvolutionarySearch::new(space, target, p, 5);
+        evo.set_scorer(Some(Arc::new(PreferOneKernel)));
+        let c = evo.propose(16, &mut |_| false).candidates;
+        assert_eq!(c.len(), 16, "the cap must not leave the batch short");
+        let mut count = std::collections::HashMap::new();
+        for x in &c {
+            *count.entry(branch(&x.trace)).or_insert(0usize) += 1;
+        }
+        count.into_values().max().unwrap_or(0)
+    };
+    let uncapped = largest_share(1.0);
+    let capped = largest_share(0.25);
+    assert!(capped <= 4, "{capped} candidates of one branch in a batch of 16");
+    assert!(
+        uncapped > capped,
+        "without the cap: {uncapped}, with it: {capped}"
+    );
+}
+
 /// A trace of `p` as recorded before a decision existed: the first sample of the plain
 /// sketch in which `at` finds the decision's line (among the printed trace's lines) with
 /// the value 0, less that line, that still replays and passes the checks.

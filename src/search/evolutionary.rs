@@ -48,7 +48,7 @@ use super::space::{SearchParams, SearchSpace};
 use crate::cost_model::Scorer;
 use crate::ir::Program;
 use crate::lower::{lower, Lowered};
-use crate::schedule::{replay, Decision, Schedule, Trace};
+use crate::schedule::{replay, Decision, InstKind, Operand, Schedule, Trace};
 use rand::distributions::{Distribution, WeightedIndex};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -773,8 +773,9 @@ impl EvolutionarySearch {
     // ----- the batch --------------------------------------------------------------------
 
     /// The batch: the best-scored candidates of the round not yet seen, no tiling taking
-    /// more than its `tiling_share` of them, and an `eps_greedy` share of fresh samples;
-    /// a batch the cap would leave short is filled by score without it.
+    /// more than its `tiling_share` of them and no branch more than its `branch_share`,
+    /// and an `eps_greedy` share of fresh samples; a batch the caps would leave short is
+    /// filled by score without them.
     fn pick_batch(
         &mut self,
         round: &Round,
@@ -784,6 +785,7 @@ impl EvolutionarySearch {
     ) -> Vec<usize> {
         let n_random = ((n as f64) * self.params.eps_greedy).round() as usize;
         let per_tiling = ((n as f64) * self.params.tiling_share).ceil().max(1.0) as usize;
+        let per_branch = ((n as f64) * self.params.branch_share).ceil().max(1.0) as usize;
         let mut by_score: Vec<usize> = (0..round.entries.len()).collect();
         by_score.sort_by(|a, b| {
             let s = |i: &usize| round.entries[*i].score.unwrap_or(0.0);
@@ -794,6 +796,7 @@ impl EvolutionarySearch {
             .collect();
         let mut picks = Vec::new();
         let mut of_tiling: HashMap<TilingKey, usize> = HashMap::new();
+        let mut of_branch: HashMap<Vec<i64>, usize> = HashMap::new();
         let mut take = |from: &[usize], count: usize, capped: bool, picks: &mut Vec<usize>| {
             let goal = picks.len() + count;
             for i in from {
@@ -805,7 +808,11 @@ impl EvolutionarySearch {
                     continue;
                 }
                 let tiling = tiling_key(&e.member);
-                if capped && of_tiling.get(&tiling).copied().unwrap_or(0) >= per_tiling {
+                let branch = branch_key(&e.member.trace);
+                if capped
+                    && (of_tiling.get(&tiling).copied().unwrap_or(0) >= per_tiling
+                        || of_branch.get(&branch).copied().unwrap_or(0) >= per_branch)
+                {
                     continue;
                 }
                 self.seen.insert(e.member.hash.clone());
@@ -814,6 +821,7 @@ impl EvolutionarySearch {
                     continue;
                 }
                 *of_tiling.entry(tiling).or_insert(0) += 1;
+                *of_branch.entry(branch).or_insert(0) += 1;
                 picks.push(*i);
             }
         };
@@ -840,6 +848,26 @@ fn tiling_key(m: &Member) -> TilingKey {
         })
         .collect();
     (m.structure, tiles)
+}
+
+/// What makes two candidates one branch of the sketches for
+/// [`EvolutionarySearch::pick_batch`]: the choices at the trace's coins (categorical
+/// samples between 0 and 1: the GEMM view, channels-last data, padding and transposing
+/// kernels, ...), in order, and whether it splits a reduction (`rfactor`: split-K).
+fn branch_key(trace: &Trace) -> Vec<i64> {
+    let coin = Operand::List(vec![Operand::Int(0), Operand::Int(1)]);
+    let split = trace.insts.iter().any(|i| i.kind == InstKind::Rfactor);
+    std::iter::once(i64::from(split))
+        .chain(trace.insts.iter().filter_map(|inst| match &inst.decision {
+            Some(Decision::Categorical(v))
+                if inst.kind == InstKind::SampleCategorical
+                    && inst.attr("candidates") == Some(&coin) =>
+            {
+                Some(*v as i64)
+            }
+            _ => None,
+        }))
+        .collect()
 }
 
 /// Whether two traces have the same instructions and rvs, their decisions aside.

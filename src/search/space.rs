@@ -249,6 +249,12 @@ pub struct SearchParams {
     /// the batch: the rest goes to the next tilings by score, so that a small budget is
     /// not spent on the variants of one tiling that the model scores alike.
     pub tiling_share: f64,
+    /// The most of a batch's best-scored picks that may take one branch of the sketches
+    /// (the same choices at every coin of the trace: the GEMM view, operands copied by
+    /// kernels of their own, ...; split-K or not), as a share of the batch: the rest goes
+    /// to the best-scored candidates of the other branches, so that a model trained on
+    /// one branch's records does not spend the whole budget there.
+    pub branch_share: f64,
     /// Samples (or mutants) that may be tried per wanted one before the search stops
     /// looking: what keeps a small space from spinning on duplicates.
     pub max_attempts_per_candidate: usize,
@@ -415,6 +421,7 @@ struct SearchFile {
     mutation_probability: f64,
     eps_greedy: f64,
     tiling_share: f64,
+    branch_share: f64,
     max_attempts_per_candidate: usize,
 }
 
@@ -1183,6 +1190,7 @@ fn search_params(
     let mutation_probability = share("search.mutation_probability", f.mutation_probability)?;
     let eps_greedy = share("search.eps_greedy", f.eps_greedy)?;
     let tiling_share = share("search.tiling_share", f.tiling_share)?;
+    let branch_share = share("search.branch_share", f.branch_share)?;
     if f.max_attempts_per_candidate < 1 {
         return Err(invalid(
             "search.max_attempts_per_candidate",
@@ -1198,6 +1206,7 @@ fn search_params(
         mutation_probability,
         eps_greedy,
         tiling_share,
+        branch_share,
         max_attempts_per_candidate: f.max_attempts_per_candidate,
     })
 }
