@@ -497,16 +497,15 @@ impl Scorer for PreferOneKernel {
     }
 }
 
-/// A trace's branch of the sketches as its printed form shows it: whether it splits a
-/// reduction, and the decision of every coin (a categorical between 0 and 1).
-fn branch(t: &Trace) -> (bool, Vec<String>) {
-    let text = tessel::schedule::text::print(t);
-    let coins = text
-        .lines()
-        .filter(|l| l.contains("sample_categorical(candidates=[0, 1]"))
-        .map(|l| l.rsplit("decision=").next().unwrap_or("").to_string())
-        .collect();
-    (text.contains("rfactor("), coins)
+/// A candidate's branch of the sketches: whether its printed trace rewrites the conv as
+/// its GEMM or splits a reduction, and how many kernels it launches.
+fn branch(c: &tessel::search::Candidate) -> (bool, bool, usize) {
+    let text = tessel::schedule::text::print(&c.trace);
+    (
+        text.contains("im2col("),
+        text.contains("rfactor("),
+        c.verified.lowered.kernels.len(),
+    )
 }
 
 /// A scorer that prefers one branch (no copies by kernels of their own) fills half a
@@ -527,7 +526,7 @@ fn one_branch_takes_at_most_its_share_of_a_batch() {
         assert_eq!(c.len(), 16, "the cap must not leave the batch short");
         let mut count = std::collections::HashMap::new();
         for x in &c {
-            *count.entry(branch(&x.trace)).or_insert(0usize) += 1;
+            *count.entry(branch(x)).or_insert(0usize) += 1;
         }
         count.into_values().max().unwrap_or(0)
     };

@@ -48,7 +48,7 @@ use super::space::{SearchParams, SearchSpace};
 use crate::cost_model::Scorer;
 use crate::ir::Program;
 use crate::lower::{lower, Lowered};
-use crate::schedule::{replay, Decision, InstKind, Operand, Schedule, Trace};
+use crate::schedule::{replay, Decision, InstKind, Schedule, Trace};
 use rand::distributions::{Distribution, WeightedIndex};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -796,7 +796,7 @@ impl EvolutionarySearch {
             .collect();
         let mut picks = Vec::new();
         let mut of_tiling: HashMap<TilingKey, usize> = HashMap::new();
-        let mut of_branch: HashMap<Vec<i64>, usize> = HashMap::new();
+        let mut of_branch: HashMap<[usize; 3], usize> = HashMap::new();
         let mut take = |from: &[usize], count: usize, capped: bool, picks: &mut Vec<usize>| {
             let goal = picks.len() + count;
             for i in from {
@@ -808,7 +808,7 @@ impl EvolutionarySearch {
                     continue;
                 }
                 let tiling = tiling_key(&e.member);
-                let branch = branch_key(&e.member.trace);
+                let branch = branch_key(&e.member);
                 if capped
                     && (of_tiling.get(&tiling).copied().unwrap_or(0) >= per_tiling
                         || of_branch.get(&branch).copied().unwrap_or(0) >= per_branch)
@@ -851,23 +851,18 @@ fn tiling_key(m: &Member) -> TilingKey {
 }
 
 /// What makes two candidates one branch of the sketches for
-/// [`EvolutionarySearch::pick_batch`]: the choices at the trace's coins (categorical
-/// samples between 0 and 1: the GEMM view, channels-last data, padding and transposing
-/// kernels, ...), in order, and whether it splits a reduction (`rfactor`: split-K).
-fn branch_key(trace: &Trace) -> Vec<i64> {
-    let coin = Operand::List(vec![Operand::Int(0), Operand::Int(1)]);
-    let split = trace.insts.iter().any(|i| i.kind == InstKind::Rfactor);
-    std::iter::once(i64::from(split))
-        .chain(trace.insts.iter().filter_map(|inst| match &inst.decision {
-            Some(Decision::Categorical(v))
-                if inst.kind == InstKind::SampleCategorical
-                    && inst.attr("candidates") == Some(&coin) =>
-            {
-                Some(*v as i64)
-            }
-            _ => None,
-        }))
-        .collect()
+/// [`EvolutionarySearch::pick_batch`]: whether the trace rewrites a convolution as its
+/// GEMM (`im2col`) and splits a reduction (`rfactor`: split-K), and how many kernels the
+/// program launches (operands padded, transposed or stored channels last by kernels of
+/// their own add theirs). Variants of one branch that differ in how a copy is scheduled
+/// (a tiled transpose or a direct one) or tiled stay one branch.
+fn branch_key(m: &Member) -> [usize; 3] {
+    let has = |kind: InstKind| usize::from(m.trace.insts.iter().any(|i| i.kind == kind));
+    [
+        has(InstKind::Im2col),
+        has(InstKind::Rfactor),
+        m.lowered.kernels.len(),
+    ]
 }
 
 /// Whether two traces have the same instructions and rvs, their decisions aside.

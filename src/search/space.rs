@@ -250,10 +250,10 @@ pub struct SearchParams {
     /// not spent on the variants of one tiling that the model scores alike.
     pub tiling_share: f64,
     /// The most of a batch's best-scored picks that may take one branch of the sketches
-    /// (the same choices at every coin of the trace: the GEMM view, operands copied by
-    /// kernels of their own, ...; split-K or not), as a share of the batch: the rest goes
-    /// to the best-scored candidates of the other branches, so that a model trained on
-    /// one branch's records does not spend the whole budget there.
+    /// (a conv as its GEMM or not, split-K or not, and as many kernels: operands copied
+    /// by kernels of their own or not), as a share of the batch: the rest goes to the
+    /// best-scored candidates of the other branches, so that a model trained on one
+    /// branch's records does not spend the whole budget there.
     pub branch_share: f64,
     /// Samples (or mutants) that may be tried per wanted one before the search stops
     /// looking: what keeps a small space from spinning on duplicates.
