@@ -20,8 +20,10 @@
 //!    rounds, then the other mutants of its wave), so each distinct one is replayed,
 //!    lowered and checked once.
 //! 3. **Batch**: the best-scored candidates of the round not yet proposed or measured, at
-//!    most a `tiling_share` of them of one tiling (a sketch and its tile decisions), plus
-//!    an `eps_greedy` share of fresh samples; only these get source code.
+//!    most a `tiling_share` of them of one tiling (a sketch and its tile decisions) and a
+//!    `branch_share` of one branch (a conv as its GEMM or not, split-K or not, and as
+//!    many kernels), plus an `eps_greedy` share of fresh samples; only these get source
+//!    code.
 //!
 //! The score is the cost model's ([`SearchStrategy::set_scorer`]); without a model a
 //! candidate scores the normalized throughput of its closest measured ancestor (fresh
