@@ -825,7 +825,10 @@ fn the_shipped_windowed_conv_records_answer_their_workloads_some_as_a_gemm() {
     let mut views = 0;
     for spec in &windowed {
         let w = preset(spec).unwrap();
-        assert!(!validation.contains(&w.key()), "{spec} is a validation conv");
+        assert!(
+            !validation.contains(&w.key()),
+            "{spec} is a validation conv"
+        );
         let best = db.best(&w, &h200()).unwrap().unwrap();
         assert!(!best.is_fallback(), "{spec}");
         views += usize::from(tessel::schedule::text::print(&best.record.trace).contains("im2col("));

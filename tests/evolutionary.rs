@@ -532,7 +532,10 @@ fn one_branch_takes_at_most_its_share_of_a_batch() {
     };
     let uncapped = largest_share(1.0);
     let capped = largest_share(0.25);
-    assert!(capped <= 4, "{capped} candidates of one branch in a batch of 16");
+    assert!(
+        capped <= 4,
+        "{capped} candidates of one branch in a batch of 16"
+    );
     assert!(
         uncapped > capped,
         "without the cap: {uncapped}, with it: {capped}"
