@@ -454,26 +454,45 @@ fn tiles(t: &Trace) -> Vec<Vec<i64>> {
 #[test]
 fn one_tiling_takes_at_most_its_share_of_a_batch() {
     let largest_share = |share: f64| {
-        let (mut space, target) = cuda();
-        space.search.tiling_share = share;
-        space.search.eps_greedy = 0.0;
-        let space = small(space, 64, 2);
-        let p = program("matmul:128x128x128");
-        let mut evo = EvolutionarySearch::new(space, target, p, 5);
-        evo.set_scorer(Some(Arc::new(PreferThreads)));
-        let c = evo.propose(16, &mut |_| false).candidates;
-        assert_eq!(c.len(), 16, "the cap must not leave the batch short");
-        let mut count = std::collections::HashMap::new();
-        for x in &c {
-            *count.entry(tiles(&x.trace)).or_insert(0usize) += 1;
-        }
-        count.into_values().max().unwrap_or(0)
+        largest_group(
+            "matmul:128x128x128",
+            Arc::new(PreferThreads),
+            |space| space.search.tiling_share = share,
+            |c| tiles(&c.trace),
+        )
     };
-    let uncapped = largest_share(1.0);
-    let capped = largest_share(0.125);
+    assert_capped(largest_share(1.0), largest_share(0.125), 2, "tiling");
+}
+
+/// The most candidates one group (by `key`) has in a batch of 16 that `scorer` ranks on
+/// `spec`, in the CUDA space as `edit` changes it, with no fresh samples; the caps must
+/// not leave the batch short.
+fn largest_group<K: std::hash::Hash + Eq>(
+    spec: &str,
+    scorer: Arc<dyn Scorer>,
+    edit: impl Fn(&mut SearchSpace),
+    key: impl Fn(&tessel::search::Candidate) -> K,
+) -> usize {
+    let (mut space, target) = cuda();
+    space.search.eps_greedy = 0.0;
+    edit(&mut space);
+    let space = small(space, 64, 2);
+    let mut evo = EvolutionarySearch::new(space, target, program(spec), 5);
+    evo.set_scorer(Some(scorer));
+    let c = evo.propose(16, &mut |_| false).candidates;
+    assert_eq!(c.len(), 16, "the cap must not leave the batch short");
+    let mut count = std::collections::HashMap::new();
+    for x in &c {
+        *count.entry(key(x)).or_insert(0usize) += 1;
+    }
+    count.into_values().max().unwrap_or(0)
+}
+
+/// A cap held a group to `most` of a batch of 16, which without it had more.
+fn assert_capped(uncapped: usize, capped: usize, most: usize, group: &str) {
     assert!(
-        capped <= 2,
-        "{capped} candidates of one tiling in a batch of 16"
+        capped <= most,
+        "{capped} candidates of one {group} in a batch of 16"
     );
     assert!(
         uncapped > capped,
@@ -514,32 +533,17 @@ fn branch(c: &tessel::search::Candidate) -> (bool, bool, usize) {
 #[test]
 fn one_branch_takes_at_most_its_share_of_a_batch() {
     let largest_share = |share: f64| {
-        let (mut space, target) = cuda();
-        space.search.branch_share = share;
-        space.search.eps_greedy = 0.0;
-        space.gemm_view_windowed = 0.5;
-        let space = small(space, 64, 2);
-        let p = program("conv2d_nchw:n=2,c=11,h=15,w=15,k=9,r=5,s=5,stride=2,pad=2");
-        let mut evo = EvolutionarySearch::new(space, target, p, 5);
-        evo.set_scorer(Some(Arc::new(PreferOneKernel)));
-        let c = evo.propose(16, &mut |_| false).candidates;
-        assert_eq!(c.len(), 16, "the cap must not leave the batch short");
-        let mut count = std::collections::HashMap::new();
-        for x in &c {
-            *count.entry(branch(x)).or_insert(0usize) += 1;
-        }
-        count.into_values().max().unwrap_or(0)
+        largest_group(
+            "conv2d_nchw:n=2,c=11,h=15,w=15,k=9,r=5,s=5,stride=2,pad=2",
+            Arc::new(PreferOneKernel),
+            |space| {
+                space.search.branch_share = share;
+                space.gemm_view_windowed = 0.5;
+            },
+            branch,
+        )
     };
-    let uncapped = largest_share(1.0);
-    let capped = largest_share(0.25);
-    assert!(
-        capped <= 4,
-        "{capped} candidates of one branch in a batch of 16"
-    );
-    assert!(
-        uncapped > capped,
-        "without the cap: {uncapped}, with it: {capped}"
-    );
+    assert_capped(largest_share(1.0), largest_share(0.25), 4, "branch");
 }
 
 /// A trace of `p` as recorded before a decision existed: the first sample of the plain
