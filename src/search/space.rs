@@ -1367,6 +1367,13 @@ mod tests {
             e.to_string(),
             "f.toml: key `search.eps_greedy`: 1.5 is not in [0, 1]"
         );
+        assert_eq!(c.search.branch_share, 0.5);
+        let bad_branch = CUDA_DEFAULT.replace("branch_share = 0.5", "branch_share = -0.5");
+        let e = SearchSpace::parse(&bad_branch, "f.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.toml: key `search.branch_share`: -0.5 is not in [0, 1]"
+        );
         let no_pop = CPU_DEFAULT.replace("population = 512", "population = 0");
         let e = SearchSpace::parse(&no_pop, "f.toml").unwrap_err();
         assert!(e.to_string().contains("search.population"), "{e}");
