@@ -3,11 +3,14 @@
 //! share of mutants each mutator gets accepted. No device is needed: nothing is measured.
 //!
 //! ```text
-//! cargo bench --bench search_round [-- [--db DB [--arch ARCH]] [--cuda-only] [--batch N] [WORKLOAD ...]]
+//! cargo bench --bench search_round [-- [--db DB [--arch ARCH]] [--cuda-only] [--batch N]
+//!     [--branch-share S] [WORKLOAD ...]]
 //! ```
 //!
 //! Each round proposes `--batch` candidates (64, the tuner's default; a network tune's
-//! rounds are 16), which sets its population (`SearchParams::population_for`).
+//! rounds are 16), which sets its population (`SearchParams::population_for`), and says
+//! how they spread over the sketches' branches (`tessel::search::Branch`); `--branch-share`
+//! sets the CUDA space's `search.branch_share` (1 lifts the cap).
 //!
 //! Without `--db` the search has no cost model (it scores by measured ancestry, here all
 //! alike). With `--db` the CUDA rounds are ranked by the model stored in that database for
@@ -24,7 +27,9 @@ use std::time::Instant;
 mod common;
 use common::cuda_scorer;
 use tessel::database::canonical_program;
-use tessel::search::{EvolutionarySearch, RoundTimes, SearchSpace, SearchStrategy, TargetLimits};
+use tessel::search::{
+    Branch, EvolutionarySearch, RoundTimes, SearchSpace, SearchStrategy, TargetLimits,
+};
 use tessel::target::cuda::CudaLimits;
 
 const DEFAULT_WORKLOADS: &[&str] = &[
@@ -45,6 +50,7 @@ struct Args {
     arch: Option<String>,
     cuda_only: bool,
     batch: Option<usize>,
+    branch_share: Option<f64>,
     workloads: Vec<String>,
 }
 
@@ -57,6 +63,7 @@ fn args() -> Args {
             "--arch" => out.arch = it.next(),
             "--cuda-only" => out.cuda_only = true,
             "--batch" => out.batch = it.next().and_then(|n| n.parse().ok()),
+            "--branch-share" => out.branch_share = it.next().and_then(|n| n.parse().ok()),
             // `--bench` and the like, from cargo.
             _ if a.starts_with("--") => {}
             _ => out.workloads.push(a),
@@ -94,6 +101,10 @@ fn main() {
             if args.cuda_only && !space.is_gpu() {
                 continue;
             }
+            let mut space = space;
+            if let (true, Some(share)) = (space.is_gpu(), args.branch_share) {
+                space.search.branch_share = share;
+            }
             let gpu = space.is_gpu();
             let name = if gpu { "cuda" } else { "cpu" };
             let mut search = EvolutionarySearch::new(space, target, program.clone(), 1);
@@ -121,6 +132,7 @@ fn main() {
                     p.duplicates,
                     p.exhausted
                 );
+                println!("    branches: {}", branches(&p.candidates));
                 println!("    {}", search.last_times());
                 all.add(search.last_times());
             }
@@ -140,6 +152,22 @@ fn main() {
             println!("{spec} {name} mutants accepted: {}", shares.join(", "));
         }
     }
+}
+
+/// How many of `candidates` each branch of the sketches has, the largest first.
+fn branches(candidates: &[tessel::search::Candidate]) -> String {
+    let mut count = std::collections::BTreeMap::new();
+    for c in candidates {
+        *count
+            .entry(Branch::of(&c.trace, &c.verified.lowered))
+            .or_insert(0usize) += 1;
+    }
+    let mut rows: Vec<(Branch, usize)> = count.into_iter().collect();
+    rows.sort_by_key(|r| std::cmp::Reverse(r.1));
+    rows.iter()
+        .map(|(b, n)| format!("{n} {b}"))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// User plus system CPU time of this process so far, in seconds.

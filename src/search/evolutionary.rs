@@ -798,7 +798,7 @@ impl EvolutionarySearch {
             .collect();
         let mut picks = Vec::new();
         let mut of_tiling: HashMap<TilingKey, usize> = HashMap::new();
-        let mut of_branch: HashMap<[usize; 3], usize> = HashMap::new();
+        let mut of_branch: HashMap<Branch, usize> = HashMap::new();
         let mut take = |from: &[usize], count: usize, capped: bool, picks: &mut Vec<usize>| {
             let goal = picks.len() + count;
             for i in from {
@@ -810,7 +810,7 @@ impl EvolutionarySearch {
                     continue;
                 }
                 let tiling = tiling_key(&e.member);
-                let branch = branch_key(&e.member);
+                let branch = Branch::of(&e.member.trace, &e.member.lowered);
                 if capped
                     && (of_tiling.get(&tiling).copied().unwrap_or(0) >= per_tiling
                         || of_branch.get(&branch).copied().unwrap_or(0) >= per_branch)
@@ -852,19 +852,36 @@ fn tiling_key(m: &Member) -> TilingKey {
     (m.structure, tiles)
 }
 
-/// What makes two candidates one branch of the sketches for
-/// [`EvolutionarySearch::pick_batch`]: whether the trace rewrites a convolution as its
-/// GEMM (`im2col`) and splits a reduction (`rfactor`: split-K), and how many kernels the
-/// program launches (operands padded, transposed or stored channels last by kernels of
-/// their own add theirs). Variants of one branch that differ in how a copy is scheduled
-/// (a tiled transpose or a direct one) or tiled stay one branch.
-fn branch_key(m: &Member) -> [usize; 3] {
-    let has = |kind: InstKind| usize::from(m.trace.insts.iter().any(|i| i.kind == kind));
-    [
-        has(InstKind::Im2col),
-        has(InstKind::Rfactor),
-        m.lowered.kernels.len(),
-    ]
+/// A branch of the sketches, what makes candidates one for
+/// [`EvolutionarySearch::pick_batch`]'s `branch_share`: whether the trace rewrites a
+/// convolution as its GEMM (`im2col`) and splits a reduction (`rfactor`: split-K), and how
+/// many kernels the program launches (operands padded, transposed or stored channels last
+/// by kernels of their own add theirs). Variants that differ in how a copy is scheduled
+/// (a tiled transpose or a direct one) or tiled are one branch.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Branch {
+    pub gemm_view: bool,
+    pub split_k: bool,
+    pub kernels: usize,
+}
+
+impl Branch {
+    pub fn of(trace: &Trace, lowered: &Lowered) -> Branch {
+        let has = |kind: InstKind| trace.insts.iter().any(|i| i.kind == kind);
+        Branch {
+            gemm_view: has(InstKind::Im2col),
+            split_k: has(InstKind::Rfactor),
+            kernels: lowered.kernels.len(),
+        }
+    }
+}
+
+impl std::fmt::Display for Branch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let view = if self.gemm_view { "view" } else { "loops" };
+        let split = if self.split_k { " split-K" } else { "" };
+        write!(f, "{view}{split}, {} kernels", self.kernels)
+    }
 }
 
 /// Whether two traces have the same instructions and rvs, their decisions aside.

@@ -14,7 +14,7 @@ pub mod sample;
 pub mod sketch;
 pub mod space;
 
-pub use evolutionary::EvolutionarySearch;
+pub use evolutionary::{Branch, EvolutionarySearch};
 pub use mutator::MutatorKind;
 pub use postproc::{RejectKind, Rejection, TargetLimits, Verified};
 pub use random::{ir_hash, Candidate, MeasuredResult, Proposal, RandomSearch, SearchStrategy};
