@@ -7,7 +7,8 @@
 # it copies by kernels of their own (`scope="global"`), and the tune's own records
 # grouped as the conv's loops or its GEMM view, each with or without such copies
 # (`+tk`): how many, how many ran, the fastest. Then cuDNN (benches/cudnn_conv.py) for
-# each conv in the same call.
+# each conv in the same call. Other workloads (GEMMs) are run against cublasLt in the same
+# process (`tessel run --compare`); their records are all "loops".
 #
 #   benches/conv_view_ab.sh OUT SPACE_A [SPACE_B] -- CONV...
 #   e.g. sed 's/^gemm_view_windowed = 0.5/gemm_view_windowed = 0.0/' search_spaces/cuda.toml >/tmp/off.toml
@@ -33,7 +34,9 @@ for w in "$@"; do
       --seed 11 --db "$db" --retrain focused 2>/dev/null | grep -E "^stopped" | tr '\n' ' ')
     "$bin" best "$w" --target cuda --db "$db" --emit trace >"$sched" 2>/dev/null
     cp "$sched" "$out/best/$(echo "$w" | tr -c 'A-Za-z0-9_=,\n' '_')-$(basename "$sp" .toml).sched"
-    r=$("$bin" run "$w" --schedule "$sched" --target cuda 2>&1 | grep -E "^(speed|check)" | tr '\n' ' ')
+    # A GEMM's best against cublasLt in the same process; a conv's cuDNN runs below.
+    case $w in conv2d*) cmp= ;; *) cmp=--compare ;; esac
+    r=$("$bin" run "$w" --schedule "$sched" --target cuda $cmp 2>&1 | grep -E "^(speed|check|peer)" | tr '\n' ' ')
     echo "$w | $(basename "$sp") | $t | view $(grep -c 'im2col(' "$sched") tk $(grep -c 'scope="global")' "$sched") | $r"
     python3 - "$db" "$last" <<'PY'
 import sqlite3, sys
@@ -54,6 +57,7 @@ PY
   done
 done
 for w in "$@"; do
+  [[ $w == conv2d* ]] || continue
   # shellcheck disable=SC2046
   python3 "$(dirname "$0")/cudnn_conv.py" $(python3 -c "
 import sys

@@ -7,7 +7,11 @@
 # Run from the repository root on the GPU machine, $OUT set (as `run` sets it); writes
 # $OUT/ab.tgz.
 #
-#   benches/shipped_set_ab.sh SET_A SPACE_A SET_B SPACE_B -- CONV...
+# GEMMs run too (against cublasLt, `tessel run --compare`): the cap on GEMMs, untimed so
+# far, is `1 nocap 1 cap -- $(python3 benches/set_workloads.py benches/validation.toml gemm
+# --count 6)` (about 40 s a tune).
+#
+#   benches/shipped_set_ab.sh SET_A SPACE_A SET_B SPACE_B -- WORKLOAD...
 #   e.g. benches/shipped_set_ab.sh 0 cap 1 cap -- conv2d_nchw:n=7,c=501,...
 set -u
 sa=$1 pa=$2 sb=$3 pb=$4; shift 5
