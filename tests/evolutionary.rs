@@ -516,20 +516,9 @@ impl Scorer for PreferOneKernel {
     }
 }
 
-/// A candidate's branch of the sketches: whether its printed trace rewrites the conv as
-/// its GEMM or splits a reduction, and how many kernels it launches.
-fn branch(c: &tessel::search::Candidate) -> (bool, bool, usize) {
-    let text = tessel::schedule::text::print(&c.trace);
-    (
-        text.contains("im2col("),
-        text.contains("rfactor("),
-        c.verified.lowered.kernels.len(),
-    )
-}
-
 /// A scorer that prefers one branch (no copies by kernels of their own) fills half a
-/// batch with it; the branch
-/// cap leaves the rest of the batch to the best of the other branches.
+/// batch with it; the branch cap leaves the rest of the batch to the best of the other
+/// branches.
 #[test]
 fn one_branch_takes_at_most_its_share_of_a_batch() {
     let largest_share = |share: f64| {
@@ -540,7 +529,7 @@ fn one_branch_takes_at_most_its_share_of_a_batch() {
                 space.search.branch_share = share;
                 space.gemm_view_windowed = 0.5;
             },
-            branch,
+            |c| tessel::search::Branch::of(&c.trace, &c.verified.lowered),
         )
     };
     assert_capped(largest_share(1.0), largest_share(0.25), 4, "branch");

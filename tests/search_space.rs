@@ -38,11 +38,16 @@ struct Tally {
     failures: BTreeMap<String, usize>,
 }
 
-fn explore(spec: &str, space: &SearchSpace, target: &TargetLimits, seed: u64) -> Tally {
-    let split_k_only = space.split_k.as_ref().is_some_and(|k| k.probability == 1.0);
+/// The canonical program of a workload preset.
+fn program(spec: &str) -> tessel::ir::Program {
     let w = tessel::workload::from_cli(spec, |_| Err(std::io::Error::other("no files")))
         .expect("workload");
-    let program = canonical_program(&w).expect("canonical program");
+    canonical_program(&w).expect("canonical program")
+}
+
+fn explore(spec: &str, space: &SearchSpace, target: &TargetLimits, seed: u64) -> Tally {
+    let split_k_only = space.split_k.as_ref().is_some_and(|k| k.probability == 1.0);
+    let program = program(spec);
     let mut search = RandomSearch::new(space.clone(), target.clone(), program.clone(), seed);
     let mut t = Tally {
         sampled: 0,
@@ -222,9 +227,7 @@ fn implicit_gemm_samples(rows: f64, specs: &[&str]) {
     }
     let target = TargetLimits::Cuda(CudaLimits::sm90_default());
     for (i, spec) in specs.iter().enumerate() {
-        let w = tessel::workload::from_cli(spec, |_| Err(std::io::Error::other("no files")))
-            .expect("workload");
-        let program = canonical_program(&w).expect("canonical program");
+        let program = program(spec);
         let mut search = RandomSearch::new(
             space.clone(),
             target.clone(),
@@ -314,8 +317,7 @@ fn a_program_allocating_more_global_bytes_than_the_limit_is_rejected_before_comp
     use tessel::search::postproc::{verify, RejectKind, Rejection};
     assert!(SearchSpace::cuda_default().max_workspace_bytes.is_some());
     let spec = "conv2d_nchw:n=2,c=13,h=21,w=21,k=37,r=5,s=5,stride=1,pad=2";
-    let w = tessel::workload::from_cli(spec, |_| Err(std::io::Error::other("no files"))).unwrap();
-    let program = canonical_program(&w).unwrap();
+    let program = program(spec);
     let mut space = SearchSpace::cuda_default();
     space.gemm_view_windowed = 1.0;
     space.max_workspace_bytes = None;
@@ -450,12 +452,9 @@ fn no_operand_is_copied_by_two_kernels_of_their_own() {
             1.0,
         ),
     ] {
-        let w =
-            tessel::workload::from_cli(spec, |_| Err(std::io::Error::other("no files"))).unwrap();
         let mut space = SearchSpace::cuda_default();
         space.gemm_view_windowed = view;
-        let program = canonical_program(&w).unwrap();
-        let mut search = RandomSearch::new(space, target.clone(), program, 5);
+        let mut search = RandomSearch::new(space, target.clone(), program(spec), 5);
         for _ in 0..120 {
             let Ok(sch) = search.sample() else { continue };
             let (names, twice) = copies(sch.program());

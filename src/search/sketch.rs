@@ -1091,9 +1091,8 @@ fn transpose_kernels(
             .enumerate()
             .filter(|(_, buf)| reused(p, mb, **buf))
             .filter(|(_, buf)| {
-                !p.writers(**buf).iter().any(|w| {
-                    let name = &p.block(*w).name;
-                    staged.iter().any(|s| &s.name == name) || pad_kernels.contains(name)
+                !written_by(p, **buf, |name| {
+                    staged.iter().any(|s| s.name == name) || pad_kernels.iter().any(|k| k == name)
                 })
             })
             .filter_map(|(i, buf)| reduction_first(p, mb, *buf).map(|perm| (i as i64, perm)))
@@ -1103,6 +1102,12 @@ fn transpose_kernels(
         return Ok(Vec::new());
     }
     staging::permuted_copies(sch, main, &perms)
+}
+
+/// Whether `buf` is written by a block whose name `kernel` accepts (a copy run as a
+/// kernel of its own): such an operand is not copied by another kernel again.
+fn written_by(p: &Program, buf: BufferId, kernel: impl Fn(&str) -> bool) -> bool {
+    p.writers(buf).iter().any(|w| kernel(&p.block(*w).name))
 }
 
 /// The vector lengths offered to the fetch of a reduction-major operand: a transposed

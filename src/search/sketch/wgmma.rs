@@ -364,11 +364,7 @@ fn transpose_kernels(
             .iter()
             .map(|r| {
                 bufs.get(*r as usize).map_or(0, |(b, _)| {
-                    let copied = p
-                        .writers(*b)
-                        .iter()
-                        .any(|w| kernels.contains(&p.block(*w).name));
-                    if copied {
+                    if super::written_by(p, *b, |name| kernels.iter().any(|k| k == name)) {
                         0
                     } else {
                         p.buffer(*b).shape.len()
