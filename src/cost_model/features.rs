@@ -34,6 +34,8 @@
 //! bytes per block x blocks), arithmetic intensity; then the main kernel's register
 //! pressure (words loaded per unrolled body, the estimate with them per thread and per
 //! block, the copies of stores in unrolled bodies, the main store's loads per copy).
+//! Since v4 a store under `blockIdx < c` or `blockIdx >= c` guards (stages fused into one
+//! launch, each on a range of its blocks) counts over those blocks, not the whole grid.
 //!
 //! # Aggregation to a fixed length
 //!
@@ -83,7 +85,7 @@ use crate::lower::{Kernel, Lowered};
 use stores::{Access, KernelCounts, Ops, Store, Walker};
 
 /// The version of the feature set; models store the version they were trained on.
-pub const FEATURE_SET_VERSION: u32 = 3;
+pub const FEATURE_SET_VERSION: u32 = 4;
 
 /// Registers per thread that a kernel needs besides its local arrays (indices, pointers,
 /// loop counters): a rough constant of the estimate.
@@ -443,17 +445,17 @@ fn register_cap(k: &Kernel, warps_threads: f64, dev: &DeviceSpec) -> f64 {
     cap.clamp(8.0, 255.0)
 }
 
-/// Distinct bytes a thread block touches in one scope, over the launch (x blocks).
-fn traffic(stores: &[Store], l: &Lowered, scope: Scope) -> f64 {
+/// Distinct bytes a thread block touches in one scope, over the launch (x the blocks
+/// that execute the store).
+fn traffic(stores: &[Store], scope: Scope) -> f64 {
     stores
         .iter()
         .map(|s| {
-            let blocks: f64 = l.kernels[s.kernel].grid.iter().map(|g| *g as f64).product();
             accesses(s)
                 .filter(|a| a.scope == scope)
                 .map(|a| a.block.elements * a.bytes_per_elem)
                 .sum::<f64>()
-                * blocks
+                * s.blocks
         })
         .sum()
 }
@@ -470,8 +472,8 @@ fn program_features(l: &Lowered, dev: &DeviceSpec, m: &Measured, out: &mut Vec<f
         .get(main_kernel)
         .map(|k| kernel_shape(l, k, &counts, dev));
     let flops: f64 = m.stores.iter().map(|s| s.ops.flops()).sum();
-    let global = traffic(&m.stores, l, Scope::Global);
-    let shared = traffic(&m.stores, l, Scope::Shared);
+    let global = traffic(&m.stores, Scope::Global);
+    let shared = traffic(&m.stores, Scope::Shared);
     let get = |f: fn(&KernelShape) -> f64| shape.as_ref().map_or(0.0, f);
     out.extend([
         log1p2(l.kernels.len() as f64),

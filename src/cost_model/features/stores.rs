@@ -4,7 +4,8 @@
 //!
 //! Counts are totals over the whole launch: per-thread trip counts (the product of the
 //! enclosing loop extents) times the active threads of a block (the block size, narrowed
-//! by `threadIdx < c` guards) times the blocks. On the CPU a kernel is one block of one
+//! by `threadIdx < c` guards) times the active blocks (the grid, narrowed by `blockIdx < c`
+//! and `blockIdx >= c` guards: stages fused into one launch). On the CPU a kernel is one block of one
 //! thread and parallel loops are ordinary trip counts; their iterations play the part of
 //! threads for the per-thread footprints.
 
@@ -139,6 +140,9 @@ pub(super) struct Store {
     pub loops: LoopNest,
     /// Active threads of a block at the store (1 on the CPU).
     pub threads: f64,
+    /// Blocks of the launch that execute the store: the grid, narrowed by `blockIdx < c`
+    /// and `blockIdx >= c` guards (stages fused into one launch run on ranges of blocks).
+    pub blocks: f64,
     pub write: Access,
     pub reads: Vec<Access>,
 }
@@ -369,8 +373,8 @@ impl<'a> Walker<'a> {
         }
     }
 
-    /// An `if`: its operations count for every store under it, and `threadIdx < c`
-    /// narrows the active threads.
+    /// An `if`: its operations count for every store under it, `threadIdx < c` narrows
+    /// the active threads and `blockIdx < c` or `blockIdx >= c` the active blocks.
     fn guarded(&mut self, cond: &Expr, then: &[KStmt]) {
         let mut narrowed = Vec::new();
         self.narrow(cond, &mut narrowed);
@@ -393,14 +397,18 @@ impl<'a> Walker<'a> {
                 self.narrow(a, saved);
                 self.narrow(b, saved);
             }
-            Expr::Bin(BinOp::Lt, a, b) => {
-                if let (Expr::Var(v), Some(c)) = (&**a, b.as_int()) {
-                    if let Some(Role::Thread(_)) = self.role.get(v.index()) {
-                        let old = self.ext[v.index()];
-                        saved.push((*v, old));
-                        self.ext[v.index()] = c.clamp(1, old);
-                    }
-                }
+            Expr::Bin(op @ (BinOp::Lt | BinOp::Ge), a, b) => {
+                let (Expr::Var(v), Some(c)) = (&**a, b.as_int()) else {
+                    return;
+                };
+                let old = self.ext[v.index()];
+                let narrowed = match (op, self.role.get(v.index())) {
+                    (BinOp::Lt, Some(Role::Thread(_) | Role::Block)) => c,
+                    (BinOp::Ge, Some(Role::Block)) => old - c,
+                    _ => return,
+                };
+                saved.push((*v, old));
+                self.ext[v.index()] = narrowed.clamp(1, old);
             }
             _ => {}
         }
@@ -423,8 +431,21 @@ impl<'a> Walker<'a> {
             .product()
     }
 
+    /// The blocks of the launch active at the current point: the grid, each dimension
+    /// bound to a `blockIdx` variable narrowed as its guards narrow it.
     fn blocks(&self) -> f64 {
-        self.k.grid.iter().map(|g| *g as f64).product()
+        let grid: f64 = self.k.grid.iter().map(|g| *g as f64).product();
+        self.k
+            .thread_vars
+            .iter()
+            .filter_map(|(v, t)| match t {
+                ThreadTag::BlockIdx(d) => {
+                    let e = *self.ext.get(v.index())? as f64;
+                    Some(e / self.k.grid[dim(*d)].max(1) as f64)
+                }
+                _ => None,
+            })
+            .fold(grid, |acc, share| acc * share)
     }
 
     /// The index in the stack of the outermost loop of the unrolled body around the
@@ -479,7 +500,8 @@ impl<'a> Walker<'a> {
         }
         let loops = self.loop_nest();
         let threads = self.threads();
-        let launch = loops.trips * threads * self.blocks();
+        let blocks = self.blocks();
+        let launch = loops.trips * threads * blocks;
         let ops = ops.plus(self.guard_ops).scaled(launch);
         self.counts.vthreads = self.counts.vthreads.max(loops.vthread);
         self.counts.parallel = self.counts.parallel.max(loops.parallel);
@@ -496,6 +518,7 @@ impl<'a> Walker<'a> {
             ops,
             loops,
             threads,
+            blocks,
             write,
             reads,
         });

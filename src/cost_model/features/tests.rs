@@ -155,3 +155,48 @@ fn cpu_matmul_runs_its_tiles_on_parallel_cores() {
     assert_eq!(main.loops.unrolled_body, 64.0);
     assert_eq!(super::live_load_words(main), 4.0 + 16.0);
 }
+
+#[test]
+fn stores_of_stages_fused_into_one_launch_count_over_their_blocks_only() {
+    // An NT GEMM whose operands kernels of their own transpose, both copies in one
+    // launch, each on a range of its blocks (`blockIdx.x < c` / `>= c`): each copy writes
+    // its [k, n] buffer once over its own blocks, and the launch's blocks are the sum of
+    // the two ranges. (Counted over the whole grid, a copy on a few of the launch's
+    // blocks counted many times over.)
+    use crate::search::{RandomSearch, SearchSpace, SearchStrategy, TargetLimits};
+    use crate::target::cuda::CudaLimits;
+    let w = preset("matmul:256x256x128,layout=nt").expect("a preset");
+    let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+    let mut search = RandomSearch::new(SearchSpace::cuda_default(), target, w.to_program(), 3);
+    let dev = DeviceSpec::cuda("sm_90a");
+    let mut fused = 0;
+    for c in search.propose(96, &mut |_| false).candidates {
+        let l = &c.verified.lowered;
+        let m = measure(l, &dev);
+        let main = m.main().expect("stores").kernel;
+        let copies: Vec<&Store> = m
+            .stores
+            .iter()
+            .filter(|s| s.kernel != main && s.write.scope == Scope::Global)
+            .collect();
+        if copies.len() != 2 || copies[0].kernel != copies[1].kernel {
+            continue;
+        }
+        let grid: f64 = l.kernels[copies[0].kernel]
+            .grid
+            .iter()
+            .map(|g| *g as f64)
+            .product();
+        for s in &copies {
+            assert_eq!(
+                s.write.block.elements * s.blocks,
+                256.0 * 128.0,
+                "{}",
+                c.trace
+            );
+        }
+        assert_eq!(copies[0].blocks + copies[1].blocks, grid, "{}", c.trace);
+        fused += 1;
+    }
+    assert!(fused > 0, "no sample copies both operands in one launch");
+}
