@@ -2,10 +2,10 @@
 //! for each workload of the set (its `*.best.jsonl` names them), held out, a model trained
 //! (a) on the records of every workload not in the set and (b) on those of every workload
 //! but the held-out one ranks the held-out workload's records of the set's device (none of
-//! its records, of any device, trained on). Prints top-1, top-5 and
-//! pairwise accuracy of each, and the branch (a conv's GEMM view or its loops, with or
-//! without operands copied by kernels of their own: `+tk`) of the 20 records each ranks
-//! first beside the 20 fastest. No device is needed.
+//! its records, of any device, trained on). Prints top-1, top-5 and pairwise accuracy of
+//! each, and the branch (a conv's GEMM view or its loops, with or without operands copied
+//! by kernels of their own: `+tk`) of the 20 records each ranks first beside the 20
+//! fastest; then each arm's means over the set. No device is needed.
 //!
 //! ```text
 //! cargo bench --bench record_set_rank -- DB SET.best.jsonl
@@ -73,6 +73,9 @@ fn main() {
         .collect();
     let shipped_only = train(&set.subset(&without_set));
     println!("trained without the set on {} records", without_set.len());
+    // Per arm, the sums of top-1, top-5 and pairwise over the held-out workloads.
+    let mut sums = [[0.0f64; 3]; 2];
+    let mut ranked = 0;
     for key in &held {
         // The held-out workload's records of the set's device, ranked; none of its
         // records (of any device) trained on.
@@ -102,12 +105,19 @@ fn main() {
                 .collect::<Vec<_>>(),
         );
         println!("  fastest {TOP}: {}", branches(&test, &fastest, &branch));
-        for (label, model) in [
+        ranked += 1;
+        for (arm, (label, model)) in [
             ("without the set", &shipped_only),
             ("with its others", &with_others),
-        ] {
+        ]
+        .into_iter()
+        .enumerate()
+        {
             let scores = model.predict(&test.features);
             let m = Metrics::of(&scores, &test.latency).expect("ok records");
+            for (sum, x) in sums[arm].iter_mut().zip([m.top1, m.top5, m.pairwise]) {
+                *sum += x;
+            }
             let first = top_by(&test, &scores);
             println!(
                 "  {label}: top-1 {:.3} top-5 {:.3} pairwise {:.3}; first {TOP}: {}",
@@ -117,6 +127,15 @@ fn main() {
                 branches(&test, &first, &branch)
             );
         }
+    }
+    let n = f64::from(ranked).max(1.0);
+    for (label, [top1, top5, pairwise]) in ["without the set", "with its others"].iter().zip(sums) {
+        println!(
+            "mean over {ranked} held out, {label}: top-1 {:.3} top-5 {:.3} pairwise {:.3}",
+            top1 / n,
+            top5 / n,
+            pairwise / n
+        );
     }
 }
 
