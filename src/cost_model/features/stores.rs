@@ -5,9 +5,9 @@
 //! Counts are totals over the whole launch: per-thread trip counts (the product of the
 //! enclosing loop extents) times the active threads of a block (the block size, narrowed
 //! by `threadIdx < c` guards) times the active blocks (the grid, narrowed by `blockIdx < c`
-//! and `blockIdx >= c` guards: stages fused into one launch). On the CPU a kernel is one block of one
-//! thread and parallel loops are ordinary trip counts; their iterations play the part of
-//! threads for the per-thread footprints.
+//! and `blockIdx >= c` guards: stages fused into one launch). On the CPU a kernel is one
+//! block of one thread and parallel loops are ordinary trip counts; their iterations play
+//! the part of threads for the per-thread footprints.
 
 use super::access::{bank_ways, footprint, linear_terms, stride, Footprint};
 use crate::ir::interval::Interval;
@@ -401,10 +401,13 @@ impl<'a> Walker<'a> {
                 let (Expr::Var(v), Some(c)) = (&**a, b.as_int()) else {
                     return;
                 };
-                let old = self.ext[v.index()];
-                let narrowed = match (op, self.role.get(v.index())) {
-                    (BinOp::Lt, Some(Role::Thread(_) | Role::Block)) => c,
-                    (BinOp::Ge, Some(Role::Block)) => old - c,
+                let (Some(role), Some(&old)) = (self.role.get(v.index()), self.ext.get(v.index()))
+                else {
+                    return;
+                };
+                let narrowed = match (op, role) {
+                    (BinOp::Lt, Role::Thread(_) | Role::Block) => c,
+                    (BinOp::Ge, Role::Block) => old - c,
                     _ => return,
                 };
                 saved.push((*v, old));
