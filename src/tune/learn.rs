@@ -309,28 +309,43 @@ impl Learner {
                 });
                 l.make_current(m);
             }
-            Ok(None) => {
-                let have = db.count_ok_records(target.kind, &target.arch)?;
-                if have >= l.policy.min_records {
-                    notes.push(format!(
-                        "no stored cost model for {what}: training one on {have} records in \
-                         the background, proposing without one until it is ready"
-                    ));
-                    l.train(db)?;
-                } else {
-                    notes.push(format!(
-                        "no cost model for {what} ({have} records, {} needed for one to \
-                         keep): proposing without one (a search that ranks gets a model of \
-                         this run's own records once it has measured {})",
-                        l.policy.min_records, l.policy.run_records
-                    ));
-                }
-            }
-            Err(e) => notes.push(format!(
-                "the cost model for {what} cannot be loaded ({e}): proposing without one"
-            )),
+            Ok(None) => l.train_first(db, &format!("no cost model for {what}"), notes)?,
+            // A model of an older feature set (every database after a feature-set bump),
+            // another target or corrupt bytes: trained anew, as if none were stored; the
+            // first model of the run replaces it.
+            Err(e) => l.train_first(
+                db,
+                &format!("the stored cost model for {what} is not used ({e})"),
+                notes,
+            )?,
         }
         Ok(l)
+    }
+
+    /// Starts training the run's first model on the database's records when it holds
+    /// enough of them, saying why (`reason`) and what the run proposes meanwhile.
+    fn train_first(
+        &mut self,
+        db: &Database,
+        reason: &str,
+        notes: &mut Vec<String>,
+    ) -> Result<(), TuneError> {
+        let have = db.count_ok_records(self.target.kind, &self.target.arch)?;
+        if have >= self.policy.min_records {
+            notes.push(format!(
+                "{reason}: training one on {have} records in the background, proposing \
+                 without one until it is ready"
+            ));
+            self.train(db)
+        } else {
+            notes.push(format!(
+                "{reason} ({have} records, {} needed for one to keep): proposing without \
+                 one (a search that ranks gets a model of this run's own records once it \
+                 has measured {})",
+                self.policy.min_records, self.policy.run_records
+            ));
+            Ok(())
+        }
     }
 
     /// How many models became current so far (0: none yet).
@@ -733,6 +748,37 @@ mod tests {
             .load_model(target().kind, &target().arch)
             .unwrap()
             .is_some());
+    }
+
+    #[test]
+    fn a_stored_model_of_an_older_feature_set_is_trained_anew_and_replaced() {
+        // The database holds only a model stored under the previous feature set.
+        let t = target();
+        let mut old = db_with_a_model()
+            .load_model(t.kind, &t.arch)
+            .unwrap()
+            .unwrap();
+        old.feature_set_version = FEATURE_SET_VERSION - 1;
+        let mut db = fixture_db();
+        db.save_model(t.kind, &t.arch, &old).unwrap();
+        let policy = ModelPolicy {
+            min_records: 1,
+            ..ModelPolicy::default()
+        };
+        let mut notes = Vec::new();
+        let source: Arc<dyn ModelSource> = Arc::new(StoredModels::default());
+        let l = Learner::start(Some(source), policy, &db, &t, &[], &mut notes).unwrap();
+        assert_eq!(l.generation(), 0, "the old model is not used");
+        assert!(
+            notes[0].contains("is not used") && notes[0].contains("training one on"),
+            "{notes:?}"
+        );
+        let used = l
+            .finish(&mut db, &mut notes)
+            .expect("a model of this feature set");
+        assert!(!used.loaded && used.trained_this_run == 1, "{used:?}");
+        let stored = db.load_model(t.kind, &t.arch).unwrap().unwrap();
+        assert_eq!(stored.feature_set_version, FEATURE_SET_VERSION);
     }
 
     #[test]
