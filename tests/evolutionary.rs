@@ -155,6 +155,10 @@ fn mutators_keep_cuda_traces_valid() {
         &target,
         &[TileSize, Unroll, VectorLength],
     );
+    // Extents with few divisors are padded to a multiple drawn among several (97 to 112
+    // or 128): the padding mutator draws another, and the loop's tiles are fitted to the
+    // new extent.
+    check_mutators("matmul:97x61x53", &space, &target, &[TileSize, Padding]);
     // 16-bit operands: the tensor-core sketch beside the plain one; its warp and mma
     // tiles, reduction steps and pipeline depth are decisions the mutators change.
     check_mutators(
@@ -346,6 +350,52 @@ fn split_k_is_a_decision_in_the_printed_trace() {
         .position(|l| l.contains("rfactor("))
         .expect("rfactor");
     assert!(rfactor_line > site.inst, "{text}");
+}
+
+/// A padding mutant of an odd GEMM pads a loop to another multiple, so to another extent:
+/// its tile decisions are fitted to it, the inner levels (a thread's outputs, the block's
+/// threads) kept wherever they divide the new extent, not sampled afresh.
+#[test]
+fn a_padding_mutant_keeps_the_inner_tiles_that_divide_its_new_extent() {
+    let (space, target) = cuda();
+    let space = small(space, 8, 1);
+    let p = program("matmul:m=1556,n=3953,k=2198");
+    let parents = samples(&space, &target, &p, 3);
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let (mut refitted, mut replayed) = (0, 0);
+    for parent in &parents {
+        for _ in 0..8 {
+            let Some(mutant) = mutate_kind(parent, MutatorKind::Padding, &mut rng) else {
+                break;
+            };
+            let Ok(sch) = replay_mutant(&mutant, &p, 0) else {
+                continue;
+            };
+            replayed += 1;
+            let fitted = sch.trace();
+            assert_eq!(fitted.insts.len(), parent.insts.len());
+            for (i, inst) in parent.insts.iter().enumerate() {
+                if inst.kind != tessel::schedule::InstKind::SamplePerfectTile {
+                    continue;
+                }
+                let (Some(Decision::Tile(t)), Some(Decision::Tile(u))) =
+                    (&inst.decision, &fitted.insts[i].decision)
+                else {
+                    panic!("instruction {i}: tile decisions on both sides");
+                };
+                let extent: i64 = u.iter().product();
+                let inner: i64 = t[1..].iter().product();
+                if extent != t.iter().product::<i64>() && extent % inner == 0 {
+                    assert_eq!(u[1..], t[1..], "instruction {i}: {t:?} fitted to {u:?}");
+                    refitted += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        replayed > 0 && refitted > 0,
+        "{replayed} mutants, {refitted} refitted"
+    );
 }
 
 /// With imperfect tiles a prime GEMM has a large space: every call proposes new candidates,

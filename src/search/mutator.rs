@@ -13,22 +13,28 @@
 //!   the count changes within that sketch.
 //! * **Pipeline stages** (the `sample_categorical` read by a `software_pipeline_stage`
 //!   annotation): another stage count of the shared fetch's software pipeline.
+//! * **Padding multiple** (a `sample_categorical` read by `pad_einsum`): another multiple
+//!   the loop is padded to, so another padded extent and share of wasted work (an odd
+//!   GEMM whose sampled multiple wastes 13% of its FLOPs has neighbours that waste 3%).
 //!
 //! * **Sketch choice** (a `sample_categorical` no later instruction reads: a branch of the
 //!   sketch rule, such as the way an NCHW conv's stage is stored): the other candidate.
 //!   The trace's instructions after it are the old branch's (a replay would repeat them),
 //!   so the caller grows such a mutant again from the sketch, with the trace's decisions
 //!   as hints (`crate::search::sketch::regrow`). Other categoricals no mutator names (a
-//!   padding multiple, a channel tile) stay as sampled, as before.
+//!   channel tile) stay as sampled, as before.
 //! * **Compute location** (`sample_compute_location`): another of the loops a sketch rule
 //!   offered for a stage (the CPU's accumulator write-back at one of two tile levels, the
 //!   register-tile sketch's packed panel per column tile or per reduction block). The
 //!   stage's loops change with it; replay matches the trace's `get_loops` of it innermost
 //!   first.
 //!
-//! A new split-K count changes the extent of the loop whose tile sizes are decided after
-//! it, so those decisions no longer fit: [`replay_mutant`] drops a decision that replay
-//! refuses and samples it afresh, which keeps the mutant in the split-K sketch.
+//! A new split-K count or padding multiple changes the extent of a loop whose tile sizes
+//! are decided after it, so those decisions no longer fit: [`replay_mutant`] fits them to
+//! the new extent as a transfer does (`schedule::replay_fitted`: the inner levels, a
+//! thread's registers and the block's threads, kept where they divide it), and drops a
+//! decision that still does not replay and samples it afresh; the mutant stays in its
+//! sketch.
 //!
 //! A mutant is only a trace: the caller replays and verifies it and counts, per
 //! [`MutatorKind`], how many were tried and how many were accepted ([`MutatorStats`]).
@@ -37,7 +43,7 @@ use super::sketch::AUTO_UNROLL_KEY;
 use crate::ir::pipeline::STAGE_KEY;
 use crate::ir::Program;
 use crate::schedule::{
-    replay, Decision, InstKind, Operand, ReplayError, Schedule, ScheduleError, Trace,
+    replay, replay_fitted, Decision, InstKind, Operand, ReplayError, Schedule, ScheduleError, Trace,
 };
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -50,17 +56,19 @@ pub enum MutatorKind {
     VectorLength,
     SplitK,
     PipelineStages,
+    Padding,
     ComputeLocation,
     SketchChoice,
 }
 
 impl MutatorKind {
-    pub const ALL: [MutatorKind; 7] = [
+    pub const ALL: [MutatorKind; 8] = [
         MutatorKind::TileSize,
         MutatorKind::Unroll,
         MutatorKind::VectorLength,
         MutatorKind::SplitK,
         MutatorKind::PipelineStages,
+        MutatorKind::Padding,
         MutatorKind::ComputeLocation,
         MutatorKind::SketchChoice,
     ];
@@ -73,6 +81,7 @@ impl MutatorKind {
             MutatorKind::VectorLength => "vector_length",
             MutatorKind::SplitK => "split_k",
             MutatorKind::PipelineStages => "pipeline_stages",
+            MutatorKind::Padding => "padding",
             MutatorKind::ComputeLocation => "compute_location",
             MutatorKind::SketchChoice => "sketch_choice",
         }
@@ -180,27 +189,32 @@ fn mutate_at(
     Some(trace.with_decision(site.inst, decision))
 }
 
-/// Replays a mutant on `program`. A decision that replay refuses as invalid (the tile
-/// sizes of a loop whose extent the mutation changed) is dropped and sampled afresh from
-/// `seed`; any other error is the mutant's.
+/// Replays a mutant on `program`. Where replay refuses a decision as invalid (the tile
+/// sizes of a loop whose extent the mutation changed), the tile decisions are fitted to
+/// the new extents ([`replay_fitted`]); a decision still refused is dropped and sampled
+/// afresh from `seed`; any other error is the mutant's.
 pub fn replay_mutant(trace: &Trace, program: &Program, seed: u64) -> Result<Schedule, ReplayError> {
-    let mut trace = std::borrow::Cow::Borrowed(trace);
+    match replay(trace, program.clone(), seed) {
+        Err(e) if refuses_a_decision(&e, trace) => {}
+        done => return done,
+    }
+    let mut trace = trace.clone();
     loop {
-        match replay(&trace, program.clone(), seed) {
-            Ok(sch) => return Ok(sch),
-            Err(e)
-                if matches!(e.source, ScheduleError::InvalidDecision { .. })
-                    && trace
-                        .insts
-                        .get(e.index)
-                        .is_some_and(|i| i.decision.is_some()) =>
-            {
-                // Each retry removes one decision: at most as many retries as decisions.
-                trace.to_mut().insts[e.index].decision = None;
-            }
-            Err(e) => return Err(e),
+        match replay_fitted(&trace, program.clone(), seed) {
+            // Each retry removes one decision: at most as many retries as decisions.
+            Err(e) if refuses_a_decision(&e, &trace) => trace.insts[e.index].decision = None,
+            done => return done,
         }
     }
+}
+
+/// Whether `e` is replay refusing the decision of an instruction of `trace` that has one.
+fn refuses_a_decision(e: &ReplayError, trace: &Trace) -> bool {
+    matches!(e.source, ScheduleError::InvalidDecision { .. })
+        && trace
+            .insts
+            .get(e.index)
+            .is_some_and(|i| i.decision.is_some())
 }
 
 /// Every move of one prime factor between two levels of `tiles`: (from, prime, to), the
@@ -294,6 +308,10 @@ fn categorical_use(trace: &Trace, inst: usize) -> Option<MutatorKind> {
                     && matches!(use_.attr("key"), Some(Operand::Str(k)) if k == STAGE_KEY) =>
             {
                 return Some(MutatorKind::PipelineStages);
+            }
+            InstKind::PadEinsum if matches!(use_.attr("padding"), Some(Operand::List(items)) if items.iter().any(uses_rv)) =>
+            {
+                return Some(MutatorKind::Padding);
             }
             InstKind::Split => {
                 let Some(Operand::List(factors)) = use_.attr("factors") else {
