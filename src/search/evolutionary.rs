@@ -332,7 +332,12 @@ impl EvolutionarySearch {
             },
             Source::Fresh { kind, seed } => {
                 let sampled = timed(&mut work.sample, || {
-                    sketch::sample_afresh(&self.space, &self.program, kind, seed, None)
+                    sketch::sample_afresh(&self.space, &self.program, kind, seed, None).map(|s| {
+                        match self.space.tight_padding {
+                            true => super::padding::tighten(s, &self.program),
+                            false => s,
+                        }
+                    })
                 });
                 match sampled {
                     Some(sch) => sch,

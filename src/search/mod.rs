@@ -7,6 +7,7 @@
 
 pub mod evolutionary;
 pub mod mutator;
+pub mod padding;
 pub mod postproc;
 pub mod random;
 pub mod round_times;

@@ -152,7 +152,10 @@ impl RandomSearch {
         self.draws += 1;
         let mut sch = Schedule::new(self.program.clone(), seed);
         sketch::apply(&self.space, &mut sch, splitmix(seed))?;
-        Ok(sch)
+        Ok(match self.space.tight_padding {
+            true => super::padding::tighten(sch, &self.program),
+            false => sch,
+        })
     }
 }
 

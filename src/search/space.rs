@@ -64,6 +64,9 @@ pub struct SearchSpace {
     /// Whether a convolution's batch and channel axes are padded too
     /// (`tiling.pad_convolutions`; its window axes never are).
     pub pad_convolutions: bool,
+    /// Whether a sample's padding multiples are lowered to the smallest its tiles need
+    /// (`tiling.tight_padding`, `crate::search::padding`).
+    pub tight_padding: bool,
     /// The probability that a sample fuses the spatial axes that the same inputs read (a
     /// conv's n, p, q) into one before tiling (`tiling.implicit_gemm`; 0: never).
     pub implicit_gemm: f64,
@@ -487,6 +490,8 @@ struct Tiling {
     pad_multiples: Vec<i64>,
     #[serde(default)]
     pad_convolutions: bool,
+    #[serde(default)]
+    tight_padding: bool,
     #[serde(default)]
     implicit_gemm: f64,
     #[serde(default)]
@@ -1102,6 +1107,7 @@ impl SearchSpace {
             max_waste: f.tiling.max_waste,
             pad_multiples: f.tiling.pad_multiples,
             pad_convolutions: f.tiling.pad_convolutions,
+            tight_padding: f.tiling.tight_padding,
             implicit_gemm: f.tiling.implicit_gemm,
             implicit_gemm_rows: f.tiling.implicit_gemm_rows,
             gemm_view: f.tiling.gemm_view,
