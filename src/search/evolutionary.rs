@@ -42,6 +42,7 @@
 //! phase ([`RoundTimes`]; `cargo bench --bench search_round` prints it).
 
 use super::mutator::{self, MutatorKind, MutatorStats, Site};
+use super::padding;
 use super::postproc::{self, TargetLimits, Verified};
 use super::random::{ir_hash, splitmix, Candidate, MeasuredResult, Proposal, SearchStrategy};
 use super::round_times::{timed, RoundTimes, Work};
@@ -332,12 +333,8 @@ impl EvolutionarySearch {
             },
             Source::Fresh { kind, seed } => {
                 let sampled = timed(&mut work.sample, || {
-                    sketch::sample_afresh(&self.space, &self.program, kind, seed, None).map(|s| {
-                        match self.space.tight_padding {
-                            true => super::padding::tighten(s, &self.program),
-                            false => s,
-                        }
-                    })
+                    sketch::sample_afresh(&self.space, &self.program, kind, seed, None)
+                        .map(|s| padding::tighten_if_asked(&self.space, s, &self.program))
                 });
                 match sampled {
                     Some(sch) => sch,

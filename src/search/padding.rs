@@ -9,8 +9,17 @@
 //! reduction steps, changes); the padding mutator still proposes the other multiples.
 
 use super::mutator::{sites, MutatorKind};
+use super::space::SearchSpace;
 use crate::ir::Program;
 use crate::schedule::{replay_fitted, Decision, Operand, Schedule, Trace};
+
+/// `sch` [`tighten`]ed where `space` says `tiling.tight_padding`, else as it is.
+pub fn tighten_if_asked(space: &SearchSpace, sch: Schedule, program: &Program) -> Schedule {
+    match space.tight_padding {
+        true => tighten(sch, program),
+        false => sch,
+    }
+}
 
 /// `sch` with each padding multiple lowered to the smallest one that keeps its tiles'
 /// inner levels (`sch` itself where none is lower); `program` is the one `sch` was sampled

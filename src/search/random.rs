@@ -152,10 +152,11 @@ impl RandomSearch {
         self.draws += 1;
         let mut sch = Schedule::new(self.program.clone(), seed);
         sketch::apply(&self.space, &mut sch, splitmix(seed))?;
-        Ok(match self.space.tight_padding {
-            true => super::padding::tighten(sch, &self.program),
-            false => sch,
-        })
+        Ok(super::padding::tighten_if_asked(
+            &self.space,
+            sch,
+            &self.program,
+        ))
     }
 }
 
