@@ -51,11 +51,17 @@ fn tighter_at(trace: &Trace, inst: usize, program: &Program) -> Option<Schedule>
         _ => None,
     };
     let now = multiple(current)?;
+    // Where the axis's extent is known, only multiples that shrink it are tried, each
+    // padded extent once.
+    let extent = padded_axis_extent(trace, inst, program);
+    let padded = |m: i64| extent.map_or(m, |e| (e + m - 1) / m * m);
+    let shrinks = |m: i64| extent.is_none() || padded(m) < padded(now);
     let mut lower: Vec<(i64, usize)> = (0..candidates.len())
         .filter_map(|i| multiple(i).map(|m| (m, i)))
-        .filter(|&(m, _)| m < now)
+        .filter(|&(m, _)| m < now && shrinks(m))
         .collect();
     lower.sort_unstable();
+    lower.dedup_by_key(|(m, _)| padded(*m));
     lower.into_iter().find_map(|(_, i)| {
         let sch = replay_fitted(
             &trace.with_decision(inst, Decision::Categorical(i)),
@@ -65,6 +71,31 @@ fn tighter_at(trace: &Trace, inst: usize, program: &Program) -> Option<Schedule>
         .ok()?;
         shrinks_keeping_inner_tiles(trace, sch.trace()).then_some(sch)
     })
+}
+
+/// The extent, in `program`, of the iteration variable that the padding multiple sampled
+/// at `inst` pads: the `pad_einsum` reading it names a block got by name, and the
+/// multiple's place in its list is the variable's. `None` where the trace does not say.
+fn padded_axis_extent(trace: &Trace, inst: usize, program: &Program) -> Option<i64> {
+    let rv = *trace.insts[inst].outputs.first()?;
+    let (pad, axis) = trace.insts[inst + 1..].iter().find_map(|i| {
+        let Some(Operand::List(items)) = i.attr("padding") else {
+            return None;
+        };
+        let axis = items.iter().position(|o| *o == Operand::Rv(rv))?;
+        Some((i, axis))
+    })?;
+    let Some(Operand::Rv(block)) = pad.inputs.first() else {
+        return None;
+    };
+    let get = trace.insts.iter().find(|i| i.outputs.contains(block))?;
+    let Some(Operand::Str(name)) = get.attr("name") else {
+        return None;
+    };
+    let [b] = program.find_block(name)[..] else {
+        return None;
+    };
+    Some(program.block(b).iter_vars.get(axis)?.extent)
 }
 
 /// Whether every tile decision of `after` has the inner levels it had in `before`, and at
