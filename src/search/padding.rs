@@ -201,4 +201,16 @@ mod tests {
         }
         assert!(shrank > 0, "no draw padded less");
     }
+
+    #[test]
+    fn each_padding_multiple_is_read_as_the_extent_of_its_axis() {
+        let p = program("matmul:m=1556,n=3953,k=2198");
+        let (trace, _) = tightened("matmul:m=1556,n=3953,k=2198", 1).remove(0);
+        let extents: Vec<Option<i64>> = sites(&trace)
+            .into_iter()
+            .filter(|s| s.kind == MutatorKind::Padding)
+            .map(|s| padded_axis_extent(&trace, s.inst, &p))
+            .collect();
+        assert_eq!(extents, vec![Some(1556), Some(3953), Some(2198)]);
+    }
 }
