@@ -43,7 +43,7 @@ use super::sketch::AUTO_UNROLL_KEY;
 use crate::ir::pipeline::STAGE_KEY;
 use crate::ir::Program;
 use crate::schedule::{
-    replay, replay_fitted, Decision, InstKind, Operand, ReplayError, Schedule, ScheduleError, Trace,
+    replay_fitted, Decision, InstKind, Operand, ReplayError, Schedule, ScheduleError, Trace,
 };
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -189,15 +189,11 @@ fn mutate_at(
     Some(trace.with_decision(site.inst, decision))
 }
 
-/// Replays a mutant on `program`. Where replay refuses a decision as invalid (the tile
-/// sizes of a loop whose extent the mutation changed), the tile decisions are fitted to
-/// the new extents ([`replay_fitted`]); a decision still refused is dropped and sampled
+/// Replays a mutant on `program` with its tile decisions fitted to the loops' extents
+/// ([`replay_fitted`]: a decision that fits is kept as it is, so a mutant whose extents did
+/// not change replays as its trace says); a decision still refused is dropped and sampled
 /// afresh from `seed`; any other error is the mutant's.
 pub fn replay_mutant(trace: &Trace, program: &Program, seed: u64) -> Result<Schedule, ReplayError> {
-    match replay(trace, program.clone(), seed) {
-        Err(e) if refuses_a_decision(&e, trace) => {}
-        done => return done,
-    }
     let mut trace = trace.clone();
     loop {
         match replay_fitted(&trace, program.clone(), seed) {

@@ -9,6 +9,7 @@
 //! reduction steps, changes); the padding mutator still proposes the other multiples.
 
 use super::mutator::{sites, MutatorKind};
+use super::sketch::padded_extent;
 use super::space::SearchSpace;
 use crate::ir::Program;
 use crate::schedule::{replay_fitted, Decision, Operand, Schedule, Trace};
@@ -54,7 +55,7 @@ fn tighter_at(trace: &Trace, inst: usize, program: &Program) -> Option<Schedule>
     // Where the axis's extent is known, only multiples that shrink it are tried, each
     // padded extent once.
     let extent = padded_axis_extent(trace, inst, program);
-    let padded = |m: i64| extent.map_or(m, |e| (e + m - 1) / m * m);
+    let padded = |m: i64| extent.map_or(m, |e| padded_extent(e, m));
     let shrinks = |m: i64| extent.is_none() || padded(m) < padded(now);
     let mut lower: Vec<(i64, usize)> = (0..candidates.len())
         .filter_map(|i| multiple(i).map(|m| (m, i)))

@@ -1266,7 +1266,8 @@ fn add_multiples(multiples: &[i64], max_waste: f64, extent: i64, out: &mut Vec<(
     }
 }
 
-fn padded_extent(extent: i64, multiple: i64) -> i64 {
+/// `extent` rounded up to a multiple of `multiple`.
+pub(crate) fn padded_extent(extent: i64, multiple: i64) -> i64 {
     (extent + multiple - 1) / multiple * multiple
 }
 
