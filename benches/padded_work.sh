@@ -2,7 +2,8 @@
 # What tight padding (`tiling.tight_padding`) does to the samples of GEMMs, without a
 # device: N draws of each GEMM by `tessel sample` with the embedded space's option off
 # and on (seed 5), the padded work of each draw over the GEMM's (from its `pad_einsum`
-# multiples), its mean, median and 90th percentile, and the command's wall time.
+# multiples), its mean, median and 90th percentile, and the command's wall time. Uses
+# ./target/release/tessel (cargo build --release) or $TESSEL_BIN.
 #
 #   benches/padded_work.sh [N] -- matmul:m=M,n=N,k=K...
 #   e.g. benches/padded_work.sh 500 -- matmul:m=1556,n=3953,k=2198 matmul:m=1009,n=523,k=311
@@ -15,9 +16,9 @@ tight=$(mktemp --suffix .toml)
 sed 's/^tight_padding = false/tight_padding = true/' search_spaces/cuda.toml >"$tight"
 for w in "$@"; do
   for space in search_spaces/cuda.toml "$tight"; do
-    start=$(date +%s.%N)
+    start=$(date +%s%N)
     "$bin" sample "$w" --target cuda -n "$n" --seed 5 --json --space "$space" >/tmp/padded_work.json
-    wall=$(echo "$(date +%s.%N) - $start" | bc)
+    wall=$(( $(date +%s%N) - start ))
     side=$([[ $space == "$tight" ]] && echo on || echo off)
     python3 - "$w" /tmp/padded_work.json "$side" "$wall" <<'PY'
 import json, re, statistics, sys
@@ -41,7 +42,7 @@ for c in json.load(open(path)):
 ratios.sort()
 print(f"{spec} tight padding {side}: {len(ratios)} samples, padded work / work: mean "
       f"{statistics.mean(ratios):.3f}, median {statistics.median(ratios):.3f}, p90 "
-      f"{ratios[int(0.9 * len(ratios))]:.3f}; {float(wall):.2f} s")
+      f"{ratios[int(0.9 * len(ratios))]:.3f}; {int(wall) / 1e9:.2f} s")
 PY
   done
 done

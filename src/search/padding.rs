@@ -108,10 +108,14 @@ fn shrinks_keeping_inner_tiles(before: &Trace, after: &Trace) -> bool {
     let mut shrank = false;
     for (b, a) in before.insts.iter().zip(&after.insts) {
         if let (Some(Decision::Tile(t)), Some(Decision::Tile(u))) = (&b.decision, &a.decision) {
-            if t.len() != u.len() || t[1..] != u[1..] || u[0] > t[0] {
+            let (Some((t0, t_inner)), Some((u0, u_inner))) = (t.split_first(), u.split_first())
+            else {
+                return false;
+            };
+            if t_inner != u_inner || u0 > t0 {
                 return false;
             }
-            shrank |= u[0] < t[0];
+            shrank |= u0 < t0;
         }
     }
     shrank
