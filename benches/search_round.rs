@@ -4,13 +4,15 @@
 //!
 //! ```text
 //! cargo bench --bench search_round [-- [--db DB [--arch ARCH]] [--cuda-only] [--batch N]
-//!     [--branch-share S] [WORKLOAD ...]]
+//!     [--branch-share S] [--block-share S] [WORKLOAD ...]]
 //! ```
 //!
 //! Each round proposes `--batch` candidates (64, the tuner's default; a network tune's
 //! rounds are 16), which sets its population (`SearchParams::population_for`), and says
-//! how they spread over the sketches' branches (`tessel::search::Branch`); `--branch-share`
-//! sets the CUDA space's `search.branch_share` (1 lifts the cap).
+//! how they spread over the sketches' branches (`tessel::search::Branch`) and over block
+//! shapes (`tessel::search::BlockShape`: how many, the most of one); `--branch-share` and
+//! `--block-share` set the CUDA space's `search.branch_share` and `search.block_share`
+//! (1 lifts a cap).
 //!
 //! Without `--db` the search has no cost model (it scores by measured ancestry, here all
 //! alike). With `--db` the CUDA rounds are ranked by the model stored in that database for
@@ -28,7 +30,7 @@ mod common;
 use common::cuda_scorer;
 use tessel::database::canonical_program;
 use tessel::search::{
-    Branch, EvolutionarySearch, RoundTimes, SearchSpace, SearchStrategy, TargetLimits,
+    BlockShape, Branch, EvolutionarySearch, RoundTimes, SearchSpace, SearchStrategy, TargetLimits,
 };
 use tessel::target::cuda::CudaLimits;
 
@@ -51,6 +53,7 @@ struct Args {
     cuda_only: bool,
     batch: Option<usize>,
     branch_share: Option<f64>,
+    block_share: Option<f64>,
     workloads: Vec<String>,
 }
 
@@ -64,6 +67,7 @@ fn args() -> Args {
             "--cuda-only" => out.cuda_only = true,
             "--batch" => out.batch = it.next().and_then(|n| n.parse().ok()),
             "--branch-share" => out.branch_share = it.next().and_then(|n| n.parse().ok()),
+            "--block-share" => out.block_share = it.next().and_then(|n| n.parse().ok()),
             // `--bench` and the like, from cargo.
             _ if a.starts_with("--") => {}
             _ => out.workloads.push(a),
@@ -105,6 +109,9 @@ fn main() {
             if let (true, Some(share)) = (space.is_gpu(), args.branch_share) {
                 space.search.branch_share = share;
             }
+            if let (true, Some(share)) = (space.is_gpu(), args.block_share) {
+                space.search.block_share = share;
+            }
             let gpu = space.is_gpu();
             let name = if gpu { "cuda" } else { "cpu" };
             let mut search = EvolutionarySearch::new(space, target, program.clone(), 1);
@@ -133,6 +140,7 @@ fn main() {
                     p.exhausted
                 );
                 println!("    branches: {}", branches(&p.candidates));
+                println!("    block shapes: {}", block_shapes(&p.candidates));
                 println!("    {}", search.last_times());
                 all.add(search.last_times());
             }
@@ -168,6 +176,25 @@ fn branches(candidates: &[tessel::search::Candidate]) -> String {
         .map(|(b, n)| format!("{n} {b}"))
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// How many block shapes `candidates` take and the three largest groups, as
+/// `count x threads/outputs`.
+fn block_shapes(candidates: &[tessel::search::Candidate]) -> String {
+    let mut count = std::collections::HashMap::new();
+    for c in candidates {
+        *count
+            .entry(BlockShape::of(&c.verified.lowered))
+            .or_insert(0usize) += 1;
+    }
+    let mut rows: Vec<(BlockShape, usize)> = count.into_iter().collect();
+    rows.sort_by_key(|(s, n)| (std::cmp::Reverse(*n), s.threads, s.outputs));
+    let top: Vec<String> = rows
+        .iter()
+        .take(3)
+        .map(|(s, n)| format!("{n} x {}/{}", s.threads, s.outputs))
+        .collect();
+    format!("{} shapes; largest {}", rows.len(), top.join(", "))
 }
 
 /// User plus system CPU time of this process so far, in seconds.

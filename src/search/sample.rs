@@ -7,7 +7,6 @@ use super::postproc::TargetLimits;
 use super::random::{Candidate, RandomSearch, SearchStrategy};
 use super::space::SearchSpace;
 use crate::ir::{Expr, IterKind, LoopKind, Node, Program, ThreadTag};
-use crate::schedule::{replay, Trace};
 use serde::Serialize;
 
 /// One candidate of the space, as `tessel sample` shows it.
@@ -58,18 +57,12 @@ pub fn sample(
             first_rejection: proposal.rejected.first().map(|(_, r)| r.to_string()),
         });
     }
-    Ok(proposal
-        .candidates
-        .iter()
-        .map(|c| summarise(program, c))
-        .collect())
+    Ok(proposal.candidates.iter().map(summarise).collect())
 }
 
-fn summarise(program: &Program, c: &Candidate) -> SampleSummary {
+fn summarise(c: &Candidate) -> SampleSummary {
     let lowered = &c.verified.lowered;
-    let threads_per_block = main_kernel(lowered)
-        .map(|k| k.threads())
-        .or_else(|| lowered.kernels.iter().map(|k| k.threads()).max());
+    let shape = BlockShape::of(lowered);
     let shared_bytes = lowered
         .kernels
         .iter()
@@ -77,10 +70,34 @@ fn summarise(program: &Program, c: &Candidate) -> SampleSummary {
         .max();
     SampleSummary {
         trace: crate::schedule::text::print(&c.trace),
-        threads_per_block: threads_per_block.unwrap_or(1),
-        outputs_per_block: outputs_per_block_of(program, &c.trace).unwrap_or(0),
+        threads_per_block: shape.threads,
+        outputs_per_block: shape.outputs,
         shared_bytes: shared_bytes.unwrap_or(0),
         pipeline_stages: pipeline_stages(&lowered.program),
+    }
+}
+
+/// The thread block of a candidate's main computation: its threads and the output
+/// elements it computes (the figures of [`SampleSummary`]). The evolutionary search caps
+/// how much of a batch one block shape may take (`search.block_share`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct BlockShape {
+    /// Threads of the kernel that computes the main reduction (where none can be told,
+    /// of the candidate's largest kernel; 1 on the CPU).
+    pub threads: i64,
+    /// Output elements of the main reduction one block computes ([`outputs_per_block`]).
+    pub outputs: i64,
+}
+
+impl BlockShape {
+    pub fn of(lowered: &crate::lower::Lowered) -> BlockShape {
+        let threads = main_kernel(lowered)
+            .map(|k| k.threads())
+            .or_else(|| lowered.kernels.iter().map(|k| k.threads()).max());
+        BlockShape {
+            threads: threads.unwrap_or(1),
+            outputs: outputs_per_block(&lowered.program),
+        }
     }
 }
 
@@ -107,13 +124,6 @@ fn main_kernel(lowered: &crate::lower::Lowered) -> Option<&crate::lower::Kernel>
         k.body.iter().for_each(|s| s.accesses(&mut acc));
         acc.writes.contains(&written)
     })
-}
-
-/// Replays `trace` on `program` and measures its main block's tile: see
-/// [`outputs_per_block`]. `None` when the trace does not replay.
-fn outputs_per_block_of(program: &Program, trace: &Trace) -> Option<i64> {
-    let sch = replay(trace, program.clone(), 0).ok()?;
-    Some(outputs_per_block(sch.program()))
 }
 
 /// Output elements one thread block (CPU: one parallel task) computes for the main
@@ -245,6 +255,32 @@ mod tests {
         }
         let again = sample(&space, &target, &p, 8, 5).unwrap();
         assert_eq!(out, again);
+    }
+
+    /// The block shape the search reads from a candidate's lowered program is the one of
+    /// its scheduled program (lowering keeps the loops the count walks).
+    #[test]
+    fn the_block_shape_of_the_lowered_program_is_the_scheduled_ones() {
+        let space = SearchSpace::cuda_default();
+        let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+        for spec in [
+            "matmul:1009x523x311",
+            "conv2d_nchw:n=2,c=11,h=15,w=15,k=9,r=3,s=3,stride=2,pad=1",
+        ] {
+            let p = program(spec);
+            let mut search = RandomSearch::new(space.clone(), target.clone(), p.clone(), 7);
+            let proposal = search.propose(12, &mut |_| false);
+            assert!(!proposal.candidates.is_empty(), "{spec}");
+            for c in &proposal.candidates {
+                let sch = crate::schedule::replay(&c.trace, p.clone(), 0).unwrap();
+                let shape = BlockShape::of(&c.verified.lowered);
+                assert_eq!(shape.outputs, outputs_per_block(sch.program()), "{spec}");
+                assert!(
+                    shape.outputs > 1 && shape.threads >= 32,
+                    "{spec}: {shape:?}"
+                );
+            }
+        }
     }
 
     #[test]
