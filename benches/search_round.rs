@@ -4,15 +4,14 @@
 //!
 //! ```text
 //! cargo bench --bench search_round [-- [--db DB [--arch ARCH]] [--cuda-only] [--batch N]
-//!     [--branch-share S] [--block-share S] [WORKLOAD ...]]
+//!     [--branch-share S] [WORKLOAD ...]]
 //! ```
 //!
 //! Each round proposes `--batch` candidates (64, the tuner's default; a network tune's
 //! rounds are 16), which sets its population (`SearchParams::population_for`), and says
 //! how they spread over the sketches' branches (`tessel::search::Branch`) and over block
-//! shapes (`tessel::search::BlockShape`: how many, the most of one); `--branch-share` and
-//! `--block-share` set the CUDA space's `search.branch_share` and `search.block_share`
-//! (1 lifts a cap).
+//! shapes (`tessel::search::BlockShape`: how many, the largest groups); `--branch-share`
+//! sets the CUDA space's `search.branch_share` (1 lifts the cap).
 //!
 //! Without `--db` the search has no cost model (it scores by measured ancestry, here all
 //! alike). With `--db` the CUDA rounds are ranked by the model stored in that database for
@@ -53,7 +52,6 @@ struct Args {
     cuda_only: bool,
     batch: Option<usize>,
     branch_share: Option<f64>,
-    block_share: Option<f64>,
     workloads: Vec<String>,
 }
 
@@ -67,7 +65,6 @@ fn args() -> Args {
             "--cuda-only" => out.cuda_only = true,
             "--batch" => out.batch = it.next().and_then(|n| n.parse().ok()),
             "--branch-share" => out.branch_share = it.next().and_then(|n| n.parse().ok()),
-            "--block-share" => out.block_share = it.next().and_then(|n| n.parse().ok()),
             // `--bench` and the like, from cargo.
             _ if a.starts_with("--") => {}
             _ => out.workloads.push(a),
@@ -108,9 +105,6 @@ fn main() {
             let mut space = space;
             if let (true, Some(share)) = (space.is_gpu(), args.branch_share) {
                 space.search.branch_share = share;
-            }
-            if let (true, Some(share)) = (space.is_gpu(), args.block_share) {
-                space.search.block_share = share;
             }
             let gpu = space.is_gpu();
             let name = if gpu { "cuda" } else { "cpu" };

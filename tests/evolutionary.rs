@@ -514,22 +514,6 @@ fn one_tiling_takes_at_most_its_share_of_a_batch() {
     assert_capped(largest_share(1.0), largest_share(0.125), 2, "tiling");
 }
 
-/// A scorer that ranks by threads per block scores the tilings of one block shape alike
-/// (threads and outputs the same, the thread tiles and steps different); the block cap
-/// leaves the rest of the batch to other shapes.
-#[test]
-fn one_block_shape_takes_at_most_its_share_of_a_batch() {
-    let largest_share = |share: f64| {
-        largest_group(
-            "matmul:256x256x128",
-            Arc::new(PreferThreads),
-            |space| space.search.block_share = share,
-            |c| tessel::search::BlockShape::of(&c.verified.lowered),
-        )
-    };
-    assert_capped(largest_share(1.0), largest_share(0.125), 2, "block shape");
-}
-
 /// The most candidates one group (by `key`) has in a batch of 16 that `scorer` ranks on
 /// `spec`, in the CUDA space as `edit` changes it, with no fresh samples; the caps must
 /// not leave the batch short.

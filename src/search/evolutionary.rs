@@ -22,9 +22,8 @@
 //! 3. **Batch**: the best-scored candidates of the round not yet proposed or measured, at
 //!    most a `tiling_share` of them of one tiling (a sketch and its tile decisions) and a
 //!    `branch_share` of one branch (a conv as its GEMM or not, split-K or not, and as
-//!    many kernels) and a `block_share` of one block shape (threads and outputs of the
-//!    main kernel's block), plus an `eps_greedy` share of fresh samples; only these get
-//!    source code.
+//!    many kernels), plus an `eps_greedy` share of fresh samples; only these get source
+//!    code.
 //!
 //! The score is the cost model's ([`SearchStrategy::set_scorer`]); without a model a
 //! candidate scores the normalized throughput of its closest measured ancestor (fresh
@@ -47,7 +46,6 @@ use super::padding;
 use super::postproc::{self, TargetLimits, Verified};
 use super::random::{ir_hash, splitmix, Candidate, MeasuredResult, Proposal, SearchStrategy};
 use super::round_times::{timed, RoundTimes, Work};
-use super::sample::BlockShape;
 use super::sketch::{self, SketchKind};
 use super::space::{SearchParams, SearchSpace};
 use crate::cost_model::Scorer;
@@ -779,9 +777,9 @@ impl EvolutionarySearch {
     // ----- the batch --------------------------------------------------------------------
 
     /// The batch: the best-scored candidates of the round not yet seen, no tiling taking
-    /// more than its `tiling_share` of them, no branch more than its `branch_share` and
-    /// no block shape more than its `block_share`, and an `eps_greedy` share of fresh
-    /// samples; a batch the caps would leave short is filled by score without them.
+    /// more than its `tiling_share` of them and no branch more than its `branch_share`,
+    /// and an `eps_greedy` share of fresh samples; a batch the caps would leave short is
+    /// filled by score without them.
     fn pick_batch(
         &mut self,
         round: &Round,
@@ -792,7 +790,6 @@ impl EvolutionarySearch {
         let n_random = ((n as f64) * self.params.eps_greedy).round() as usize;
         let per_tiling = ((n as f64) * self.params.tiling_share).ceil().max(1.0) as usize;
         let per_branch = ((n as f64) * self.params.branch_share).ceil().max(1.0) as usize;
-        let per_shape = ((n as f64) * self.params.block_share).ceil().max(1.0) as usize;
         let mut by_score: Vec<usize> = (0..round.entries.len()).collect();
         by_score.sort_by(|a, b| {
             let s = |i: &usize| round.entries[*i].score.unwrap_or(0.0);
@@ -804,7 +801,6 @@ impl EvolutionarySearch {
         let mut picks = Vec::new();
         let mut of_tiling: HashMap<TilingKey, usize> = HashMap::new();
         let mut of_branch: HashMap<Branch, usize> = HashMap::new();
-        let mut of_shape: HashMap<BlockShape, usize> = HashMap::new();
         let mut take = |from: &[usize], count: usize, capped: bool, picks: &mut Vec<usize>| {
             let goal = picks.len() + count;
             for i in from {
@@ -817,11 +813,9 @@ impl EvolutionarySearch {
                 }
                 let tiling = tiling_key(&e.member);
                 let branch = Branch::of(&e.member.trace, &e.member.lowered);
-                let shape = BlockShape::of(&e.member.lowered);
                 if capped
                     && (of_tiling.get(&tiling).copied().unwrap_or(0) >= per_tiling
-                        || of_branch.get(&branch).copied().unwrap_or(0) >= per_branch
-                        || of_shape.get(&shape).copied().unwrap_or(0) >= per_shape)
+                        || of_branch.get(&branch).copied().unwrap_or(0) >= per_branch)
                 {
                     continue;
                 }
@@ -832,7 +826,6 @@ impl EvolutionarySearch {
                 }
                 *of_tiling.entry(tiling).or_insert(0) += 1;
                 *of_branch.entry(branch).or_insert(0) += 1;
-                *of_shape.entry(shape).or_insert(0) += 1;
                 picks.push(*i);
             }
         };

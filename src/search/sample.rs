@@ -78,8 +78,8 @@ fn summarise(c: &Candidate) -> SampleSummary {
 }
 
 /// The thread block of a candidate's main computation: its threads and the output
-/// elements it computes (the figures of [`SampleSummary`]). The evolutionary search caps
-/// how much of a batch one block shape may take (`search.block_share`).
+/// elements it computes (the figures of [`SampleSummary`]; `cargo bench --bench
+/// search_round` counts a batch's shapes with it).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 pub struct BlockShape {
     /// Threads of the kernel that computes the main reduction (where none can be told,

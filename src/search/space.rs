@@ -258,11 +258,6 @@ pub struct SearchParams {
     /// best-scored candidates of the other branches, so that a model trained on one
     /// branch's records does not spend the whole budget there.
     pub branch_share: f64,
-    /// The most of a batch's best-scored picks that may share one block shape (the
-    /// threads of the main kernel's block and the outputs it computes), as a share of the
-    /// batch: the rest goes to the best of the other shapes, so that a model that ranks
-    /// one shape first does not keep the others from being measured.
-    pub block_share: f64,
     /// Samples (or mutants) that may be tried per wanted one before the search stops
     /// looking: what keeps a small space from spinning on duplicates.
     pub max_attempts_per_candidate: usize,
@@ -430,7 +425,6 @@ struct SearchFile {
     eps_greedy: f64,
     tiling_share: f64,
     branch_share: f64,
-    block_share: f64,
     max_attempts_per_candidate: usize,
 }
 
@@ -1203,7 +1197,6 @@ fn search_params(
     let eps_greedy = share("search.eps_greedy", f.eps_greedy)?;
     let tiling_share = share("search.tiling_share", f.tiling_share)?;
     let branch_share = share("search.branch_share", f.branch_share)?;
-    let block_share = share("search.block_share", f.block_share)?;
     if f.max_attempts_per_candidate < 1 {
         return Err(invalid(
             "search.max_attempts_per_candidate",
@@ -1220,7 +1213,6 @@ fn search_params(
         eps_greedy,
         tiling_share,
         branch_share,
-        block_share,
         max_attempts_per_candidate: f.max_attempts_per_candidate,
     })
 }
