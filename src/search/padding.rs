@@ -186,7 +186,10 @@ mod tests {
         use crate::search::{RandomSearch, TargetLimits};
         let p = program("matmul:m=1556,n=3953,k=2198");
         let off = SearchSpace::cuda_default();
-        assert!(!off.tight_padding, "off in the embedded space: level in tuning");
+        assert!(
+            !off.tight_padding,
+            "off in the embedded space: level in tuning"
+        );
         let on = SearchSpace {
             tight_padding: true,
             ..off.clone()
