@@ -583,17 +583,22 @@ pub fn apply_sketch(
             .map_err(at("tiling"))?
     };
     let mut joint = joint_spatial_tiles(space, &spatial_axes, n_s, seed).into_iter();
+    let last_spatial = kinds.iter().rposition(|k| *k == IterKind::Spatial);
     // tiles[axis][level-of-that-kind] and the sampled factors.
     let mut s_tiles: Vec<(Vec<LoopRv>, Vec<ExprRv>)> = Vec::new();
     let mut r_tiles: Vec<(Vec<LoopRv>, Vec<ExprRv>)> = Vec::new();
-    for (lp, kind) in loops.iter().zip(&kinds) {
+    for (i, (lp, kind)) in loops.iter().zip(&kinds).enumerate() {
         let n = if *kind == IterKind::Spatial { n_s } else { n_r };
+        let max = match Some(i) == last_spatial {
+            true => space.max_innermost_fastest,
+            false => space.max_innermost_factor,
+        };
         let hint = if *kind == IterKind::Spatial {
             joint.next().flatten()
         } else {
             None
         };
-        let factors = sample_tiles(space, sch, *lp, n, hint)?;
+        let factors = sample_tiles(space, sch, *lp, n, max, hint)?;
         let args: Vec<Option<IntArg>> = factors.iter().map(|f| Some(IntArg::Rv(*f))).collect();
         let tiles = sch.split(*lp, &args).map_err(at("split"))?;
         if *kind == IterKind::Spatial {
@@ -1588,8 +1593,12 @@ fn joint_spatial_tiles(
         for _ in 0..JOINT_TRIES {
             let draw: Option<Vec<Vec<i64>>> = axes
                 .iter()
-                .map(|(e, digits)| {
-                    let max = space.max_innermost_factor;
+                .enumerate()
+                .map(|(i, (e, digits))| {
+                    let max = match i + 1 == axes.len() {
+                        true => space.max_innermost_fastest,
+                        false => space.max_innermost_factor,
+                    };
                     if let Some(d) = digits {
                         return aligned_tile(&mut rng, d, n_s, max);
                     }
@@ -1727,16 +1736,18 @@ fn location(
     }
 }
 
-/// Samples `n` tile sizes of `lp` (with `hint`, checks and uses those): `sample_tile` when
-/// the extent is padded ([`pads`]), `sample_perfect_tile` otherwise.
+/// Samples `n` tile sizes of `lp`, the innermost at most `max` (with `hint`, checks and
+/// uses those): `sample_tile` when the extent is padded ([`pads`]), `sample_perfect_tile`
+/// otherwise.
 fn sample_tiles(
     space: &SearchSpace,
     sch: &mut Schedule,
     lp: LoopRv,
     n: usize,
+    max: i64,
     hint: Option<Vec<i64>>,
 ) -> Result<Vec<ExprRv>, SketchError> {
-    let (n, max) = (n as i64, space.max_innermost_factor);
+    let n = n as i64;
     let extent = {
         let id = sch.loop_id(lp).map_err(at("tiling"))?;
         sch.program().lp(id).extent
@@ -2048,6 +2059,52 @@ mod tests {
             .unwrap_or_else(|e| panic!("{kind:?} seed {seed}: {e}"));
         let trace = crate::schedule::text::print(sch.trace());
         (sch, trace)
+    }
+
+    /// `tiling.max_innermost_fastest` bounds the innermost tile of the last spatial axis
+    /// (the one whose threads are adjacent in `threadIdx.x`) and of no other; by default it
+    /// is `max_innermost_factor` and sampling is as before.
+    #[test]
+    fn the_fastest_axis_innermost_tile_keeps_within_its_own_bound() {
+        let p = crate::workload::preset("matmul:1024x1024x1024")
+            .unwrap()
+            .to_program();
+        let innermost = |space: &SearchSpace| -> Vec<(i64, i64)> {
+            (0..32)
+                .map(|seed| {
+                    let mut sch = Schedule::new(p.clone(), seed);
+                    apply_sketch(space, &mut sch, seed, SketchKind::Plain).unwrap();
+                    let tiles: Vec<Vec<i64>> = sch
+                        .trace()
+                        .insts
+                        .iter()
+                        .filter_map(|i| match &i.decision {
+                            Some(crate::schedule::Decision::Tile(t)) if t.len() == 5 => {
+                                Some(t.clone())
+                            }
+                            _ => None,
+                        })
+                        .collect();
+                    assert_eq!(tiles.len(), 2, "seed {seed}");
+                    (tiles[0][4], tiles[1][4])
+                })
+                .collect()
+        };
+        let default = SearchSpace::cuda_default();
+        assert_eq!(default.max_innermost_fastest, default.max_innermost_factor);
+        let before = innermost(&default);
+        assert!(before.iter().any(|(_, n)| *n > 4), "{before:?}");
+        let text = super::super::space::CUDA_DEFAULT
+            .replace("max_innermost_fastest = 16", "max_innermost_fastest = 4");
+        let capped = SearchSpace::parse(&text, "t.toml").unwrap();
+        assert_eq!(capped.max_innermost_fastest, 4);
+        let after = innermost(&capped);
+        assert!(after.iter().all(|(_, n)| *n <= 4), "{after:?}");
+        assert!(after.iter().any(|(m, _)| *m > 4), "{after:?}");
+        let bad = super::super::space::CUDA_DEFAULT
+            .replace("max_innermost_fastest = 16", "max_innermost_fastest = 0");
+        let e = SearchSpace::parse(&bad, "t.toml").unwrap_err().to_string();
+        assert!(e.contains("tiling.max_innermost_fastest"), "{e}");
     }
 
     #[test]

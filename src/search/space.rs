@@ -54,6 +54,10 @@ pub struct SearchSpace {
     /// What the first `bindings.len()` S levels are bound to.
     pub bindings: Vec<Binding>,
     pub max_innermost_factor: i64,
+    /// The largest innermost factor of the last spatial axis, the one whose threads are
+    /// adjacent in `threadIdx.x` (`tiling.max_innermost_fastest`; at most
+    /// `max_innermost_factor`, which it defaults to).
+    pub max_innermost_fastest: i64,
     /// The share of a tiled loop's padded iterations that may fall outside its extent
     /// (`tiling.max_waste`; 0: only tile sizes that divide the extent).
     pub max_waste: f64,
@@ -485,6 +489,8 @@ struct Tiling {
     spatial_bind: Vec<String>,
     max_innermost_factor: i64,
     #[serde(default)]
+    max_innermost_fastest: Option<i64>,
+    #[serde(default)]
     max_waste: f64,
     #[serde(default)]
     pad_multiples: Vec<i64>,
@@ -765,6 +771,12 @@ impl SearchSpace {
             return Err(invalid(
                 "tiling.max_innermost_factor",
                 "must be at least 1".into(),
+            ));
+        }
+        if let Some(m) = f.tiling.max_innermost_fastest.filter(|m| *m < 1) {
+            return Err(invalid(
+                "tiling.max_innermost_fastest",
+                format!("{m} is not at least 1"),
             ));
         }
         check_padding(
@@ -1104,6 +1116,11 @@ impl SearchSpace {
             levels,
             bindings,
             max_innermost_factor: f.tiling.max_innermost_factor,
+            max_innermost_fastest: f
+                .tiling
+                .max_innermost_fastest
+                .unwrap_or(f.tiling.max_innermost_factor)
+                .min(f.tiling.max_innermost_factor),
             max_waste: f.tiling.max_waste,
             pad_multiples: f.tiling.pad_multiples,
             pad_convolutions: f.tiling.pad_convolutions,
