@@ -589,10 +589,7 @@ pub fn apply_sketch(
     let mut r_tiles: Vec<(Vec<LoopRv>, Vec<ExprRv>)> = Vec::new();
     for (i, (lp, kind)) in loops.iter().zip(&kinds).enumerate() {
         let n = if *kind == IterKind::Spatial { n_s } else { n_r };
-        let max = match Some(i) == last_spatial {
-            true => space.max_innermost_fastest,
-            false => space.max_innermost_factor,
-        };
+        let max = space.max_innermost(Some(i) == last_spatial);
         let hint = if *kind == IterKind::Spatial {
             joint.next().flatten()
         } else {
@@ -1595,10 +1592,7 @@ fn joint_spatial_tiles(
                 .iter()
                 .enumerate()
                 .map(|(i, (e, digits))| {
-                    let max = match i + 1 == axes.len() {
-                        true => space.max_innermost_fastest,
-                        false => space.max_innermost_factor,
-                    };
+                    let max = space.max_innermost(i + 1 == axes.len());
                     if let Some(d) = digits {
                         return aligned_tile(&mut rng, d, n_s, max);
                     }

@@ -1180,6 +1180,16 @@ impl SearchSpace {
         self
     }
 
+    /// The largest innermost tile factor of a tiled axis: `max_innermost_fastest` for the
+    /// last spatial one (its threads adjacent in `threadIdx.x`), `max_innermost_factor`
+    /// for the others.
+    pub fn max_innermost(&self, last_spatial_axis: bool) -> i64 {
+        match last_spatial_axis {
+            true => self.max_innermost_fastest,
+            false => self.max_innermost_factor,
+        }
+    }
+
     /// Whether this space binds GPU threads.
     pub fn is_gpu(&self) -> bool {
         self.bindings
