@@ -6,7 +6,8 @@
 # (`tessel run`), whether the best took the GEMM view (`im2col(`) and how many operands
 # it copies by kernels of their own (`scope="global"`), and the tune's own records
 # grouped as the conv's loops or its GEMM view, each with or without such copies
-# (`+tk`): how many, how many ran, the fastest. Then cuDNN (benches/cudnn_conv.py) for
+# (`+tk`) and with or without a split reduction (`+sk`, split-K): how many, how many
+# ran, the fastest. Then cuDNN (benches/cudnn_conv.py) for
 # each conv in the same call. Other workloads (GEMMs) are run against cublasLt in the same
 # process (`tessel run --compare`); their records are all "loops".
 #
@@ -29,7 +30,7 @@ last=$(python3 -c "import sqlite3, sys; print(sqlite3.connect(sys.argv[1]).execu
 db=/tmp/tessel-conv-ab.sqlite sched=/tmp/tessel-conv-ab.sched
 for w in "$@"; do
   for sp in "${spaces[@]}"; do
-    cp "$base" "$db"
+    fresh_db "$base" "$db"
     t=$("$bin" tune "$w" --target cuda --space "$sp" --trials 300 --time-limit 60 --batch 64 \
       --seed "${TESSEL_SEED:-11}" --db "$db" --retrain focused 2>/dev/null | grep -E "^stopped" | tr '\n' ' ')
     "$bin" best "$w" --target cuda --db "$db" --emit trace >"$sched" 2>/dev/null
@@ -44,7 +45,8 @@ rows = sqlite3.connect(sys.argv[1]).execute(
     "select trace_json, status, median_secs from records where id > ?", (int(sys.argv[2]),))
 groups = {}
 for trace, status, secs in rows:
-    key = ("view" if "im2col" in trace else "loops") + ("+tk" if '"global"' in trace else "")
+    key = ("view" if "im2col" in trace else "loops") + ("+tk" if '"global"' in trace else "") \
+        + ("+sk" if '"rfactor"' in trace else "")
     g = groups.setdefault(key, [0, 0, None])
     g[0] += 1
     if status == "ok":

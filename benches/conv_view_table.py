@@ -3,7 +3,9 @@
 each space's best against cublasLt (`tessel run --compare` in the same process), B / A
 in throughput, and for each side the best's time by `tessel run` over the fastest time the
 tune itself recorded (a value far from 1 is a best whose time did not hold when run
-again). Then the geomean of B / A.
+again; nan where the log lacks the tune's records line). Then the geomean of B / A. The
+sides are named by the log's space column: a space file's name, or "other" and "this" in
+the log of benches/binary_ab.sh.
 
     python3 benches/conv_view_table.py LOG SPACE_A SPACE_B
     e.g. python3 benches/conv_view_table.py /tmp/ab.log cuda.toml tight.toml
@@ -29,7 +31,8 @@ def main():
         mm, n, k = map(int, m.group(1, 2, 3))
         tflops, peer = float(m[6]), float(m[7])
         rerun_us = 2 * mm * n * k / tflops / 1e6
-        recorded = [float(x) for x in re.findall(r"best ([\d.]+) us", lines[i + 1])]
+        following = lines[i + 1] if i + 1 < len(lines) else ""
+        recorded = [float(x) for x in re.findall(r"best ([\d.]+) us", following)]
         held = rerun_us / min(recorded) if recorded else float("nan")
         rows.setdefault(f"{mm}x{n}x{k}{m[4]}", {})[m[5]] = (tflops / peer, tflops, held)
     ratios = []

@@ -40,7 +40,7 @@ fi
 read -ra seeds <<<"${TESSEL_SEEDS:-11}"
 one() { # gpu workload space seed binary
   local db=/tmp/tessel-ab-$1.sqlite sched=/tmp/tessel-ab-$1.sched t r bin=$5
-  cp "$base" "$db"
+  fresh_db "$base" "$db"
   t=$(CUDA_VISIBLE_DEVICES=$1 "$bin" tune "$2" --target cuda --space "$3" --trials "$trials" \
     --time-limit 60 --batch 64 --seed "$4" --db "$db" --retrain focused 2>/dev/null |
     grep -E "^(stopped|time)" | tr '\n' ' ')

@@ -6,6 +6,12 @@
 # unless DB exists, imports every shipped record set (database/*.all.jsonl.gz) into it
 # and trains the cost model on all of them (featurizing every record once, so that copies
 # of DB reuse the cached features); the logs go to OUT/import.txt and OUT/train.txt.
+#
+#   fresh_db BASE DB
+#
+# makes DB a copy of BASE, removing first the write-ahead log and shared-memory index a
+# tune into DB left if it was killed: SQLite would replay a stale DB-wal onto the copy and
+# the next tune would fail with "database disk image is malformed".
 shipped_db() {
   local bin=$1 db=$2 out=$3 f
   [[ -e $db ]] && return 0
@@ -13,4 +19,9 @@ shipped_db() {
     "$bin" db import "$f" --db "$db" >>"$out/import.txt" 2>&1
   done
   "$bin" model train --db "$db" --target cuda >"$out/train.txt" 2>&1
+}
+
+fresh_db() {
+  rm -f "$2" "$2-wal" "$2-shm"
+  cp "$1" "$2"
 }

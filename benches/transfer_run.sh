@@ -23,7 +23,7 @@ mapfile -t workloads < <(python3 "$(dirname "$0")/set_workloads.py" "$set" \
   "${TESSEL_KIND:-gemm}" --first "$first" --count "$count")
 for w in "${workloads[@]}"; do
   db=$(mktemp -u /tmp/tessel-transfer-XXXXXX.sqlite)
-  cp "$base" "$db"
+  fresh_db "$base" "$db"
   TESSEL_DB=$db bash benches/gpu_suite.sh "$out" 60 "$trials" "$w"
   rm -f "$db"
 done

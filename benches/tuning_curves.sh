@@ -29,7 +29,7 @@ for w in "$@"; do
     "$bin" run "$w" --schedule "$out/$tag.shipped.sched" --target cuda >"$out/$tag.shipped.run.txt" 2>&1
   for s in $strategies; do
     db=/tmp/curves-$tag-$s.sqlite
-    cp "$base" "$db"
+    fresh_db "$base" "$db"
     python3 - "$db" "$key" <<'PY'
 import sqlite3, sys
 c = sqlite3.connect(sys.argv[1])

@@ -29,7 +29,7 @@ for ((g = 0; g < gpus; g++)); do
   mine=()
   for i in "${!workloads[@]}"; do (( i % gpus == g )) && mine+=("${workloads[$i]}"); done
   (( ${#mine[@]} )) || continue
-  cp "$base" "/tmp/tessel-validation-$g.sqlite"
+  fresh_db "$base" "/tmp/tessel-validation-$g.sqlite"
   CUDA_VISIBLE_DEVICES=$g TESSEL_DB=/tmp/tessel-validation-$g.sqlite TESSEL_NO_EXPORT=1 \
     TESSEL_BATCH=${TESSEL_BATCH:-64} bash benches/gpu_suite.sh "$out/g$g" "$secs" "$trials" \
     "${mine[@]}" >"$out/g$g.log" 2>&1 &
