@@ -233,12 +233,14 @@ pub enum Provenance {
     Local,
     /// Merged from a file: the run times are the file's claim, not measured here.
     Imported(ImportSource),
-    /// Imported, then re-measured here by `tessel db verify`: run times, median and status
-    /// are the local measurement.
+    /// Measured here again: an imported record by `tessel db verify`, or one of a tune's
+    /// fastest by `tessel tune --confirm` ([`Verifier::confirm`](crate::verify::Verifier::confirm)).
+    /// Run times, median and status are the latest measurement here.
     Verified {
-        /// The file it came from (none for a record stored before provenance was kept).
+        /// The file it came from (none for a record the tune measured here first, or one
+        /// stored before provenance was kept).
         source: Option<ImportSource>,
-        /// The median the file claimed.
+        /// The median it had before: the file's claim, or the tune's first timing.
         claimed_median_secs: Option<f64>,
     },
     /// Stored before schema version 3, which did not record where records came from.
@@ -283,14 +285,18 @@ impl fmt::Display for Provenance {
                 source,
                 claimed_median_secs,
             } => {
-                write!(f, "measured here by `tessel db verify`")?;
-                if let Some(s) = source {
-                    write!(f, "; imported from {s}")?;
+                match source {
+                    Some(s) => write!(f, "measured here by `tessel db verify`; imported from {s}")?,
+                    None => write!(
+                        f,
+                        "measured here again (`tessel db verify`, `tessel tune --confirm`)"
+                    )?,
                 }
-                if let Some(c) = claimed_median_secs {
-                    write!(f, ", which claimed a median of {c:.3e} s")?;
+                match (source, claimed_median_secs) {
+                    (Some(_), Some(c)) => write!(f, ", which claimed a median of {c:.3e} s"),
+                    (None, Some(c)) => write!(f, "; first timed at a median of {c:.3e} s"),
+                    (_, None) => Ok(()),
                 }
-                Ok(())
             }
             Provenance::Unknown => write!(
                 f,

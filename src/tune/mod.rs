@@ -22,7 +22,9 @@
 //! this target and the best traces of other workloads ([`warm_start`]). The loop stops
 //! on the first of: the trial budget, the time limit, `patience` rounds without
 //! improvement, too many consecutive failures, or an exhausted space, and returns a
-//! [`TuneReport`] saying why, with every round's counts and stage times.
+//! [`TuneReport`] saying why, with every round's counts and stage times. With
+//! [`Tuner::with_confirm`] the fastest records are then timed again in a fresh worker
+//! ([`Verifier::confirm`]) and the best is taken from the database after that.
 
 pub mod devices;
 pub mod learn;
@@ -42,7 +44,8 @@ pub use learn::{LearnedModel, ModelPolicy, ModelSource, TrainingData};
 pub use model_source::StoredModels;
 pub use network::{NetworkReport, NetworkRound, TaskOutcome};
 pub use report::{
-    Best, ModelUse, MutatorUse, RoundReport, RoundStats, StageSeconds, StopReason, TuneReport,
+    Best, Confirmed, ModelUse, MutatorUse, RoundReport, RoundStats, StageSeconds, StopReason,
+    TuneReport,
 };
 pub use target::{target_key, TuneTarget};
 
@@ -50,6 +53,7 @@ use crate::database::{self, Database};
 use crate::measure::worker::{MeasureError, Measurer};
 use crate::measure::TimingConfig;
 use crate::search::{SearchSpace, StrategyKind};
+use crate::verify::{Verifier, VerifyError};
 use crate::workload::Workload;
 use learn::Learner;
 use session::RoundPlan;
@@ -74,6 +78,8 @@ pub enum TuneError {
     Space(#[from] crate::search::SpaceError),
     #[error("the workload has no design space: {0}")]
     Sketch(#[from] crate::search::SketchError),
+    #[error("timing the fastest again: {0}")]
+    Confirm(#[from] VerifyError),
 }
 
 /// Candidates measured per round unless the caller says otherwise (MetaSchedule's 64).
@@ -142,6 +148,7 @@ pub struct Tuner<'a> {
     notify: Option<Notify<'a>>,
     task_policy: crate::network::Policy,
     workers: Vec<Measurer>,
+    confirm: usize,
 }
 
 impl<'a> Tuner<'a> {
@@ -172,8 +179,17 @@ impl<'a> Tuner<'a> {
             notify: None,
             task_policy: crate::network::Policy::Gradient,
             workers: Vec::new(),
+            confirm: 0,
         }
     }
+    /// After the search, time the workload's `k` fastest records again in a fresh
+    /// worker, keeping the second timing ([`Verifier::confirm`]); 0 (the default) does
+    /// not. The re-measurements are not trials.
+    pub fn with_confirm(mut self, k: usize) -> Self {
+        self.confirm = k;
+        self
+    }
+
     /// Candidates to measure in all (rejections do not count).
     pub fn with_trials(mut self, n: usize) -> Self {
         self.trials = n;
@@ -340,8 +356,48 @@ impl<'a> Tuner<'a> {
         report.model = learner.finish(db, &mut notes);
         report.closing = closing.elapsed();
         self.say(&mut report, &mut notes);
+        let confirming = Instant::now();
+        self.confirm_best(db, w, &mut measurer, &mut report)?;
+        report.confirming = confirming.elapsed();
         report.elapsed = start.elapsed();
         Ok(report)
+    }
+
+    /// Times the `confirm` fastest records again ([`Verifier::confirm`], after the
+    /// training so that it does not share the CPU) and takes the best from the
+    /// database again: one whose time held.
+    fn confirm_best(
+        &self,
+        db: &mut Database,
+        w: &Workload,
+        measurer: &mut Measurer,
+        report: &mut TuneReport,
+    ) -> Result<(), TuneError> {
+        if self.confirm == 0 {
+            return Ok(());
+        }
+        let checked = Verifier::new(db, self.target.clone())
+            .with_top(self.confirm)
+            .with_measurer(measurer.clone())
+            .with_timing(self.timing.clone())
+            .with_seed(self.seed.unwrap_or(0))
+            .confirm(w)?;
+        let before = report.best.take();
+        report.best = best_in_db(db, w, &report.target)?.map(|mut best| {
+            best.this_run = checked.iter().any(|c| c.claim.trace == best.trace)
+                || before
+                    .as_ref()
+                    .is_some_and(|b| b.this_run && b.trace == best.trace);
+            best
+        });
+        report.confirmed = checked
+            .into_iter()
+            .map(|c| Confirmed {
+                first_seconds: c.claimed_secs(),
+                again_seconds: c.measured,
+            })
+            .collect();
+        Ok(())
     }
 
     /// The measurer given, else the first worker given, else the worker of this
@@ -473,6 +529,8 @@ fn empty_report(key: &database::TargetKey, strategy: &str, w: &Workload) -> Tune
         compile_seconds: 0.0,
         round_stats: Vec::new(),
         mutators: Vec::new(),
+        confirmed: Vec::new(),
+        confirming: Duration::ZERO,
         notes: Vec::new(),
     }
 }

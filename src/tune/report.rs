@@ -201,6 +201,30 @@ pub struct TuneReport {
     /// Per mutator of the strategy, the mutants it made over the run and how many replayed
     /// and passed the postprocessors (empty for a strategy that does not mutate).
     pub mutators: Vec<MutatorUse>,
+    /// The fastest records timed again in a worker of their own after the search
+    /// ([`Tuner::with_confirm`](super::Tuner::with_confirm)), in the order re-measured.
+    pub confirmed: Vec<Confirmed>,
+    /// Seconds spent timing them again.
+    pub confirming: Duration,
+}
+
+/// A record the tune timed again after its search.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Confirmed {
+    /// Its median when first timed.
+    pub first_seconds: f64,
+    /// Its median timed again, or why it failed then.
+    pub again_seconds: Result<f64, String>,
+}
+
+impl Confirmed {
+    /// Timed again over first timed: above 1 the first timing was lucky.
+    pub fn ratio(&self) -> Option<f64> {
+        self.again_seconds
+            .as_ref()
+            .ok()
+            .map(|a| a / self.first_seconds)
+    }
 }
 
 /// One mutator's use over a run.
@@ -281,6 +305,8 @@ impl TuneReport {
             "best_trace": self.best.as_ref().map(|b| text::print(&b.trace)),
             "rounds": self.round_stats,
             "mutators": self.mutators,
+            "confirmed": self.confirmed,
+            "confirming_seconds": self.confirming.as_secs_f64(),
             "notes": self.notes,
         })
     }
