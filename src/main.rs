@@ -1109,7 +1109,7 @@ struct TuneArgs {
     /// fastest) and keep the second timing, the first staying as the record's claimed
     /// median: the fastest of hundreds of single timings is the one most likely to have
     /// been timed lucky, and the best then reported is one whose time held. Not trials.
-    /// 0 does not. Single workloads only (not --network).
+    /// 0 does not. With --network, each task's K fastest.
     #[arg(long, value_name = "K", default_value_t = 3)]
     confirm: usize,
     /// A search-space file instead of the embedded search_spaces/<target>.toml.
@@ -1207,7 +1207,7 @@ fn run_tune(args: TuneArgs) -> Result<()> {
                     bar.set_message(format!("{speed}  {best}  failures: {fails}"));
                 }
             });
-        tuner = configure_tuner(tuner, &args, strategy, space.as_ref()).with_confirm(args.confirm);
+        tuner = configure_tuner(tuner, &args, strategy, space.as_ref());
         let report = tuner.tune(&w);
         bar.finish_and_clear();
         let report = report?;
@@ -1276,7 +1276,7 @@ fn configure_tuner<'a>(
     if let Some(sp) = space {
         tuner = tuner.with_space(sp.clone());
     }
-    tuner
+    tuner.with_confirm(args.confirm)
 }
 
 /// The summary of one workload's tuning run on stdout.
@@ -1664,6 +1664,26 @@ fn tune_network(args: &TuneArgs, file: &std::path::Path) -> Result<()> {
         .map(|t| t.report.trials.to_string())
         .collect();
     println!("trials    per task this run: {}", per_task.join(" "));
+    let confirmed: Vec<&tessel::tune::Confirmed> = report
+        .tasks
+        .iter()
+        .flat_map(|t| &t.report.confirmed)
+        .collect();
+    if !confirmed.is_empty() {
+        let slower = confirmed
+            .iter()
+            .filter(|c| c.ratio().is_none_or(|r| r > 1.05))
+            .count();
+        let secs: f64 = report
+            .tasks
+            .iter()
+            .map(|t| t.report.confirming.as_secs_f64())
+            .sum();
+        println!(
+            "confirmed {} fastest records timed again in fresh workers ({secs:.1} s): {slower} more than 5% slower or failed",
+            confirmed.len()
+        );
+    }
     let specs: Vec<tessel::report::TaskSpec> = tasks
         .iter()
         .map(|t| tessel::report::TaskSpec {

@@ -7,9 +7,9 @@ use std::time::Duration;
 use tessel::database::{Database, Filter};
 use tessel::measure::worker::Measurer;
 use tessel::measure::TimingConfig;
-use tessel::network::Network;
+use tessel::network::{Network, Task};
 use tessel::search::StrategyKind;
-use tessel::tune::{TuneTarget, Tuner};
+use tessel::tune::{TaskOutcome, TuneTarget, Tuner};
 
 const TINY: &str = r#"name = "tiny"
 [[task]]
@@ -62,6 +62,19 @@ fn quick() -> TimingConfig {
     }
 }
 
+/// Every candidate `t` measured or rejected is in the database, once.
+fn assert_records_are_the_trials(db: &Database, t: &TaskOutcome, task: &Task) {
+    let stored = db
+        .records(&Filter {
+            workload: Some(task.workload.key()),
+            target: None,
+            best_only: false,
+        })
+        .unwrap();
+    let rejected = t.report.rejected.values().sum::<usize>();
+    assert_eq!(stored.len(), t.report.trials + rejected, "{}", t.label);
+}
+
 fn tuner(db: &mut Database, trials: usize) -> Tuner<'_> {
     Tuner::new(TuneTarget::cpu())
         .with_measurer(
@@ -98,15 +111,7 @@ fn the_scheduler_warms_up_every_task_then_spends_the_network_budget() {
     assert_eq!(per_task, 10);
     let mut sum = 0.0;
     for (t, task) in report.tasks.iter().zip(&net.tasks) {
-        let stored = db
-            .records(&Filter {
-                workload: Some(task.workload.key()),
-                target: None,
-                best_only: false,
-            })
-            .unwrap();
-        let rejected = t.report.rejected.values().sum::<usize>();
-        assert_eq!(stored.len(), t.report.trials + rejected, "{}", t.label);
+        assert_records_are_the_trials(&db, t, task);
         sum += f64::from(task.weight) * t.report.best.as_ref().unwrap().median_seconds;
     }
     let est = report.estimated_seconds().unwrap();
@@ -183,15 +188,7 @@ fn rounds_in_flight_fill_one_database(setup: impl for<'a> FnOnce(Tuner<'a>) -> T
     warm.sort();
     assert_eq!(warm, [0, 1, 2], "{:?}", report.rounds);
     for (t, task) in report.tasks.iter().zip(&net.tasks) {
-        let stored = db
-            .records(&Filter {
-                workload: Some(task.workload.key()),
-                target: None,
-                best_only: false,
-            })
-            .unwrap();
-        let rejected = t.report.rejected.values().sum::<usize>();
-        assert_eq!(stored.len(), t.report.trials + rejected, "{}", t.label);
+        assert_records_are_the_trials(&db, t, task);
         assert!(t.report.best.is_some(), "{}", t.label);
     }
     assert!(report.estimated_seconds().is_some());
@@ -322,4 +319,29 @@ fn a_best_found_during_the_run_seeds_the_other_tasks_it_fits() {
         seeds[2], 0,
         "a GEMM's trace does not replay on a conv: {seeds:?}"
     );
+}
+
+#[test]
+fn a_network_tune_times_each_tasks_fastest_again_and_reports_the_bests_after() {
+    let net = Network::parse(TINY, "tiny.toml").unwrap();
+    let mut db = Database::open_in_memory().unwrap();
+    let report = tuner(&mut db, 6)
+        .with_confirm(1)
+        .tune_network(&net.tasks, |_, _| {})
+        .unwrap();
+    for (t, task) in report.tasks.iter().zip(&net.tasks) {
+        assert!(!t.report.confirmed.is_empty(), "{}", t.label);
+        for c in &t.report.confirmed {
+            assert!(c.first_seconds > 0.0 && c.ratio().is_some(), "{c:?}");
+        }
+        // Timed again, not new records; the task's best is the database's after it.
+        assert_records_are_the_trials(&db, t, task);
+        let best = db.best(&task.workload, &t.report.target).unwrap().unwrap();
+        assert_eq!(
+            t.report.best.as_ref().unwrap().median_seconds,
+            best.record.median_secs.unwrap(),
+            "{}",
+            t.label
+        );
+    }
 }

@@ -356,15 +356,13 @@ impl<'a> Tuner<'a> {
         report.model = learner.finish(db, &mut notes);
         report.closing = closing.elapsed();
         self.say(&mut report, &mut notes);
-        let confirming = Instant::now();
         self.confirm_best(db, w, &mut measurer, &mut report)?;
-        report.confirming = confirming.elapsed();
         report.elapsed = start.elapsed();
         Ok(report)
     }
 
-    /// Times the `confirm` fastest records again ([`Verifier::confirm`], after the
-    /// training so that it does not share the CPU) and takes the best from the
+    /// Times the `confirm` fastest records of `w` again ([`Verifier::confirm`], after
+    /// the training so that it does not share the CPU) and takes the best from the
     /// database again: one whose time held.
     fn confirm_best(
         &self,
@@ -376,6 +374,7 @@ impl<'a> Tuner<'a> {
         if self.confirm == 0 {
             return Ok(());
         }
+        let start = Instant::now();
         let checked = Verifier::new(db, self.target.clone())
             .with_top(self.confirm)
             .with_measurer(measurer.clone())
@@ -397,6 +396,7 @@ impl<'a> Tuner<'a> {
                 again_seconds: c.measured,
             })
             .collect();
+        report.confirming = start.elapsed();
         Ok(())
     }
 

@@ -258,23 +258,21 @@ impl Tuner<'_> {
         let model = learner.finish(db, &mut notes);
         let mut sessions = sessions;
         self.say_network(&mut sessions, &mut notes);
-        let outcomes = sessions
-            .into_iter()
-            .zip(tasks)
-            .zip(closed)
-            .map(|((s, t), closed)| {
-                let mut report = s.report;
-                report.model = model.clone();
-                report.stop = closed.unwrap_or(stop);
-                TaskOutcome {
-                    label: t.label(),
-                    workload_key: t.workload.key(),
-                    weight: t.weight,
-                    report,
-                    closed,
-                }
-            })
-            .collect();
+        let mut measurer = self.measurer()?;
+        let mut outcomes = Vec::with_capacity(tasks.len());
+        for ((s, t), closed) in sessions.into_iter().zip(tasks).zip(closed) {
+            let mut report = s.report;
+            report.model = model.clone();
+            report.stop = closed.unwrap_or(stop);
+            self.confirm_best(db, &t.workload, &mut measurer, &mut report)?;
+            outcomes.push(TaskOutcome {
+                label: t.label(),
+                workload_key: t.workload.key(),
+                weight: t.weight,
+                report,
+                closed,
+            });
+        }
         Ok(NetworkReport {
             stop,
             tasks: outcomes,
