@@ -182,6 +182,7 @@ impl<'a> Tuner<'a> {
             confirm: 0,
         }
     }
+
     /// After the search, time the workload's `k` fastest records again in a fresh
     /// worker, keeping the second timing ([`Verifier::confirm`]); 0 (the default) does
     /// not. The re-measurements are not trials.
