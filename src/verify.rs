@@ -170,7 +170,7 @@ impl<'a> Verifier<'a> {
     /// Verifies the workloads whose keys are `only` (all of them when `None`).
     pub fn verify(&mut self, only: Option<&[String]>) -> Result<VerifyReport, VerifyError> {
         let key = self.target_key()?;
-        let device = self.device();
+        let device = self.target.device();
         let mut measurer = self.measurer()?;
         let mut report = VerifyReport {
             target: key.clone(),
@@ -199,7 +199,7 @@ impl<'a> Verifier<'a> {
     /// median (`Provenance::Verified`). Returns every record re-measured, in order.
     pub fn confirm(&mut self, w: &workload::Workload) -> Result<Vec<Checked>, VerifyError> {
         let key = self.target_key()?;
-        let device = self.device();
+        let device = self.target.device();
         let mut measurer = self.measurer()?;
         // The records' traces name the canonical program's buffers; so must the job.
         let canonical = parse_stored(&w.key(), &w.canonical_text())?;
@@ -244,13 +244,6 @@ impl<'a> Verifier<'a> {
         self.target
             .key()
             .map_err(|e| VerifyError::Target(e.to_string()))
-    }
-
-    fn device(&self) -> Device {
-        match &self.target {
-            TuneTarget::Cpu => Device::Cpu,
-            TuneTarget::Cuda { arch, .. } => Device::Cuda { arch: arch.clone() },
-        }
     }
 
     fn measurer(&self) -> Result<Measurer, VerifyError> {

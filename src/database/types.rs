@@ -284,20 +284,23 @@ impl fmt::Display for Provenance {
             Provenance::Verified {
                 source,
                 claimed_median_secs,
-            } => {
-                match source {
-                    Some(s) => write!(f, "measured here by `tessel db verify`; imported from {s}")?,
-                    None => write!(
-                        f,
-                        "measured here again (`tessel db verify`, `tessel tune --confirm`)"
-                    )?,
+            } => match (source, claimed_median_secs) {
+                (Some(s), claimed) => {
+                    write!(f, "measured here by `tessel db verify`; imported from {s}")?;
+                    match claimed {
+                        Some(c) => write!(f, ", which claimed a median of {c:.3e} s"),
+                        None => Ok(()),
+                    }
                 }
-                match (source, claimed_median_secs) {
-                    (Some(_), Some(c)) => write!(f, ", which claimed a median of {c:.3e} s"),
-                    (None, Some(c)) => write!(f, "; first timed at a median of {c:.3e} s"),
-                    (_, None) => Ok(()),
+                (None, claimed) => {
+                    let how = "`tessel db verify`, `tessel tune --confirm`";
+                    write!(f, "measured here again ({how})")?;
+                    match claimed {
+                        Some(c) => write!(f, "; first timed at a median of {c:.3e} s"),
+                        None => Ok(()),
+                    }
                 }
-            }
+            },
             Provenance::Unknown => write!(
                 f,
                 "unknown (stored before tessel kept provenance; `tessel db verify` re-measures it)"
