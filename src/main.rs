@@ -1104,8 +1104,8 @@ struct TuneArgs {
     /// Stop after this many rounds without improvement.
     #[arg(long)]
     patience: Option<usize>,
-    /// After the search, time the workload's K fastest records again in a fresh
-    /// measurement worker (again for those a slower second timing lets into the K
+    /// After the search, time the workload's K fastest records again, each in a fresh
+    /// measurement worker of its own (again for those a slower second timing lets into the K
     /// fastest) and keep the second timing, the first staying as the record's claimed
     /// median: the fastest of hundreds of single timings is the one most likely to have
     /// been timed lucky, and the best then reported is one whose time held. Not trials.

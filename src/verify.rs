@@ -192,8 +192,11 @@ impl<'a> Verifier<'a> {
     }
 
     /// Re-measures the fastest records of workload `w` on exactly this target that were
-    /// timed here once (by a tune; `Provenance::Local`), in one fresh worker per pass,
-    /// until the `k` fastest records measured here have all been timed twice or
+    /// timed here once (by a tune; `Provenance::Local`), each in a fresh worker of its own
+    /// (as `tessel run` or a user's process runs one kernel: on some GPUs a kernel's cold
+    /// time depends on the process, and the second of several candidates in one worker
+    /// has been seen to keep a time that fresh processes did not reproduce), until the
+    /// `k` fastest records measured here have all been timed twice or
     /// [`CONFIRM_PASSES`] passes are done (a record that turns out slower lets the next
     /// one into the `k` fastest). Each keeps its new timing, the first as its claimed
     /// median (`Provenance::Verified`). Returns every record re-measured, in order.
@@ -215,7 +218,15 @@ impl<'a> Verifier<'a> {
             if once.is_empty() {
                 break;
             }
-            checked.extend(self.remeasure(&canonical, once, &key, &device, &mut measurer)?);
+            for record in once {
+                checked.extend(self.remeasure(
+                    &canonical,
+                    vec![record],
+                    &key,
+                    &device,
+                    &mut measurer,
+                )?);
+            }
         }
         Ok(checked)
     }

@@ -23,8 +23,8 @@
 //! on the first of: the trial budget, the time limit, `patience` rounds without
 //! improvement, too many consecutive failures, or an exhausted space, and returns a
 //! [`TuneReport`] saying why, with every round's counts and stage times. With
-//! [`Tuner::with_confirm`] the fastest records are then timed again in a fresh worker
-//! ([`Verifier::confirm`]) and the best is taken from the database after that.
+//! [`Tuner::with_confirm`] the fastest records are then timed again, each in a fresh
+//! worker ([`Verifier::confirm`]) and the best is taken from the database after that.
 
 pub mod devices;
 pub mod learn;
