@@ -83,6 +83,7 @@
 mod cpu;
 mod cross_thread;
 mod lane_reduction;
+mod row_fusion;
 mod staging;
 mod tensor_core;
 mod wgmma;

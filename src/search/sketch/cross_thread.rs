@@ -28,8 +28,9 @@
 //! softmax's maximum) in one kernel, a block's rows at a time, where each was a kernel
 //! streaming the input of its own.
 
+use super::row_fusion::{self, Fusion};
 use super::{at, attempt, loop_kinds, SketchError};
-use crate::ir::{BlockId, BufferKind, Expr, IterKind, Program};
+use crate::ir::{Expr, IterKind, Program};
 use crate::schedule::{AnnArg, LoopRv, Schedule, Target};
 use crate::search::space::SearchSpace;
 
@@ -307,94 +308,23 @@ fn spread_partials(
     Ok(())
 }
 
-/// What the fused form of a workload computes in its one kernel: the last stage (`sink`),
-/// the main reduction it reads by rows, and the reductions before the main one that are
-/// read the same way (`rows`); the others before it (`apart`) keep kernels of their own.
-#[derive(Debug)]
-pub(super) struct Fusion {
-    sink: String,
-    rows: Vec<String>,
-    apart: Vec<String>,
-}
-
-/// Whether `block` writes a buffer of the rows of `sink`: an intermediate of one axis
-/// fewer than the sink's output, of the extents of its leading axes, read by every reader
-/// at the reader's leading iteration variables.
-fn by_rows(p: &Program, block: BlockId, sink: BlockId) -> bool {
-    let buf = p.block(block).body.buffer;
-    let sink_vars = &p.block(sink).iter_vars;
-    let rank = p.buffer(buf).shape.len();
-    if rank + 1 != sink_vars.len() || p.buffer(buf).kind != BufferKind::Intermediate {
-        return false;
-    }
-    let extents_match = p
-        .buffer(buf)
-        .shape
-        .iter()
-        .zip(sink_vars)
-        .all(|(e, iv)| *e == iv.extent && iv.kind == IterKind::Spatial);
-    let reads: Vec<(BlockId, Vec<Expr>)> = p
-        .blocks_in_order()
-        .into_iter()
-        .flat_map(|b| {
-            p.block_reads(b)
-                .into_iter()
-                .filter(|(r, _)| *r == buf)
-                .map(move |(_, idx)| (b, idx))
-        })
-        .collect();
-    extents_match
-        && !reads.is_empty()
-        && reads.iter().all(|(reader, idx)| {
-            let vars = &p.block(*reader).iter_vars;
-            idx.len() == rank
-                && idx
-                    .iter()
-                    .zip(vars)
-                    .all(|(e, iv)| matches!(e, Expr::Var(v) if *v == iv.var))
-        })
-}
-
-/// The fused form's plan for `p`, where the space fuses (`fuse_consumer`), the rule
-/// applies to the main reduction, the one stage after it is spatial, reads it by rows and
-/// writes an output of at least two axes; `None` otherwise.
+/// The fused form's plan for `p` ([`row_fusion::plan`]), where the space fuses
+/// (`fuse_consumer`) and the rule applies to the main reduction; the row reductions before
+/// it are fused where the rule applies to them with the same lane counts.
 fn fusible(space: &SearchSpace, p: &Program) -> Result<Option<Fusion>, SketchError> {
     if !space.cross_thread.as_ref().is_some_and(|c| c.fuse_consumer) {
         return Ok(None);
     }
     let st = super::stages(p)?;
-    let find = |name: &str| p.find_block(name).first().copied();
-    let (Some(main), [sink_name]) = (find(&st.main), &st.epilogues[..]) else {
+    let Some(main) = p.find_block(&st.main).first().copied() else {
         return Ok(None);
     };
-    let Some(sink) = find(sink_name) else {
-        return Ok(None);
-    };
-    let sink_blk = p.block(sink);
-    if !applies(space, p, main)
-        || p.buffer(sink_blk.body.buffer).kind != BufferKind::Output
-        || sink_blk.iter_vars.len() < 2
-        || sink_blk
-            .iter_vars
-            .iter()
-            .any(|iv| iv.kind != IterKind::Spatial)
-        || !by_rows(p, main, sink)
-    {
-        return Ok(None);
-    }
     let lanes = lane_counts(space, p, main);
-    let (rows, apart) = st.reductions.iter().cloned().partition(|name| {
-        find(name).is_some_and(|r| {
-            applies(space, p, r)
-                && by_rows(p, r, sink)
-                && lanes.iter().all(|l| lane_counts(space, p, r).contains(l))
-        })
-    });
-    Ok(Some(Fusion {
-        sink: sink_name.clone(),
-        rows,
-        apart,
-    }))
+    row_fusion::plan(
+        p,
+        |b| applies(space, p, b),
+        |r| lanes.iter().all(|l| lane_counts(space, p, r).contains(l)),
+    )
 }
 
 /// The fused form: one kernel a block of `rows` of the sink's rows at a time, with the
@@ -752,18 +682,7 @@ fn kept_stage(
     {
         return Ok(None);
     }
-    let candidate = {
-        let p = sch.program();
-        let Some(sink) = p.find_block(sink).first().copied() else {
-            return Ok(None);
-        };
-        let shape = &p.buffer(p.block(sink).body.buffer).shape;
-        st.padding.iter().find_map(|name| {
-            let b = *p.find_block(name).first()?;
-            let buf = p.block(b).body.buffer;
-            (p.buffer(buf).shape == *shape && p.readers(buf).len() >= 2).then(|| name.clone())
-        })
-    };
+    let candidate = row_fusion::kept_candidate(sch.program(), st, sink);
     match candidate {
         Some(name) if super::coin(sch, KEEP)? => Ok(Some(name)),
         _ => Ok(None),
