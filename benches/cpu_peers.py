@@ -11,7 +11,8 @@ MEDIAN_SECONDS`.
   conv2d_nchw:n=..,c=..,h=..,w=..,k=..,r=..,s=..,stride=1,pad=P, or
   dense_bias_relu:m=M,n=N,k=K, dense_bias_gelu:m=M,n=N,k=K (GELU's tanh form, as
   benches/dense_bias_gelu_128x3072x768.tw), or softmax:ROWSxCOLS (over each row, as
-  benches/softmax_*.tw)
+  benches/softmax_*.tw), softmax:HxRxC (a batch of
+  heads), layer_norm:RxC, rms_norm:RxC (as benches/layer_norm_*.tw, rms_norm_*.tw)
 
 GEMMs: numpy's matmul (OpenBLAS sgemm). Dense layers: the same, then the bias and relu
 in place, and PyTorch's `linear` (its sgemm). Convs: PyTorch's conv2d (oneDNN) when torch
@@ -129,14 +130,15 @@ elif kind == "dense_bias_gelu":
         )
         print(f"peer torch-{torch.__version__}-linear-gelu {timed(f):.9f}")
 elif kind == "softmax":
-    rows, cols = (int(v) for v in args.split("x"))
-    x = rng.standard_normal((rows, cols), dtype=np.float32)
+    # `softmax:RxC` or `softmax:HxRxC` (a batch of heads): over the last axis.
+    shape = tuple(int(v) for v in args.split("x"))
+    x = rng.standard_normal(shape, dtype=np.float32)
     y = np.empty_like(x)
 
     def softmax():
-        np.subtract(x, x.max(axis=1, keepdims=True), out=y)
+        np.subtract(x, x.max(axis=-1, keepdims=True), out=y)
         np.exp(y, out=y)
-        np.divide(y, y.sum(axis=1, keepdims=True), out=y)
+        np.divide(y, y.sum(axis=-1, keepdims=True), out=y)
 
     print(f"peer numpy {timed(softmax):.9f}")
     try:
@@ -145,9 +147,26 @@ elif kind == "softmax":
         torch.set_num_threads(int(threads))
         tx = torch.from_numpy(x)
         with torch.no_grad():
-            f = lambda: torch.softmax(tx, dim=1)  # noqa: E731
+            f = lambda: torch.softmax(tx, dim=-1)  # noqa: E731
             print(f"peer torch-{torch.__version__}-softmax {timed(f):.9f}")
     except ImportError:
         print("peer torch unavailable (no PyTorch on this machine)")
+elif kind in ("layer_norm", "rms_norm"):
+    # `layer_norm:RxC` (eps 1e-5, a weight and a bias a column, as
+    # benches/layer_norm_*.tw) or `rms_norm:RxC` (eps 1e-6, a weight a column, as
+    # benches/rms_norm_*.tw): PyTorch's over each row.
+    rows, cols = (int(v) for v in args.split("x"))
+    import torch
+
+    torch.set_num_threads(int(threads))
+    tx = torch.from_numpy(rng.standard_normal((rows, cols), dtype=np.float32))
+    tg = torch.from_numpy(rng.standard_normal(cols, dtype=np.float32))
+    tb = torch.from_numpy(rng.standard_normal(cols, dtype=np.float32))
+    with torch.no_grad():
+        if kind == "layer_norm":
+            f = lambda: torch.nn.functional.layer_norm(tx, (cols,), tg, tb, 1e-5)  # noqa: E731
+        else:
+            f = lambda: torch.nn.functional.rms_norm(tx, (cols,), tg, 1e-6)  # noqa: E731
+        print(f"peer torch-{torch.__version__}-{kind.replace('_', '-')} {timed(f):.9f}")
 else:
     sys.exit(f"cpu_peers.py: no peer for {spec}")

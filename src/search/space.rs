@@ -357,7 +357,12 @@ pub struct CrossThread {
 /// that input's contiguous axis, has a sketch that reads the axis a vector at a time into
 /// vector accumulators, a register tile of `rows` rows of the largest input by
 /// `reused_rows` of the others, and sums each accumulator's lanes at the end.
-/// `probability` is how often `sketch::apply` (random search) takes that sketch.
+/// `probability` is how often `sketch::apply` (random search) takes that sketch. With
+/// `fuse_consumer`, a workload whose one stage after the reduction reads it by rows (a
+/// softmax's output, a row's normalisation) may have the reduction, the row reductions
+/// before it and that stage in one parallel loop over rows (a coin of the trace); with
+/// `keep_stage` too, a second coin may keep a stage that several of them read (a
+/// softmax's exponentials), computed once a row into a local buffer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LaneReduction {
     pub probability: f64,
@@ -365,6 +370,8 @@ pub struct LaneReduction {
     pub min_reduction: i64,
     pub rows: Vec<i64>,
     pub reused_rows: Vec<i64>,
+    pub fuse_consumer: bool,
+    pub keep_stage: bool,
 }
 
 #[derive(Deserialize)]
@@ -375,6 +382,10 @@ struct LaneReductionFile {
     min_reduction: i64,
     rows: Vec<i64>,
     reused_rows: Vec<i64>,
+    #[serde(default)]
+    fuse_consumer: bool,
+    #[serde(default)]
+    keep_stage: bool,
 }
 
 #[derive(Deserialize)]
@@ -957,6 +968,8 @@ impl SearchSpace {
                     min_reduction: l.min_reduction,
                     rows: l.rows,
                     reused_rows: l.reused_rows,
+                    fuse_consumer: l.fuse_consumer,
+                    keep_stage: l.keep_stage,
                 })
             }
             None => None,

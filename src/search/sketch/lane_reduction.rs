@@ -28,9 +28,10 @@
 //! the partial results are computed at the parallel loop, the reduction outermost, the
 //! tile's rows unrolled and the lanes vectorized.
 
+use super::row_fusion::{self, Fusion};
 use super::{at, attempt, fuse, loop_kinds, SketchError, AUTO_UNROLL_KEY};
 use crate::ir::{Expr, IterKind, Program};
-use crate::schedule::{AnnArg, IntArg, LoopRv, Schedule, Target};
+use crate::schedule::{AnnArg, BlockRv, IntArg, LoopRv, Schedule, Target};
 use crate::search::space::SearchSpace;
 
 const RULE: &str = "lane reduction";
@@ -65,8 +66,15 @@ pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId
             >= rule.min_reduction.max(space.vector_lanes)
 }
 
-/// Builds one sample of the sketch (see the module's documentation).
+/// Builds one sample of the sketch (see the module's documentation): where the workload's
+/// last stage reads the reduction by rows and the space fuses, at a coin's choice the
+/// fused form ([`fused`]).
 pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), SketchError> {
+    if let Some(plan) = fusible(space, sch.program())? {
+        if super::coin(sch, FUSED)? {
+            return fused(space, sch, &plan);
+        }
+    }
     super::reduction_sketch(space, sch, across_lanes)
 }
 
@@ -175,17 +183,8 @@ pub(super) fn across_lanes(
         let ndim = p.block(id).body.indices.len() as i64;
         (space.vector_lanes, ndim, largest_input_positions(p, id))
     };
-    // 1. The last reduction axis split by the vector width (a last part shorter than a
-    //    vector adds zeros past the end: `rfactor` of an imperfect split); its inner part
-    //    factored to the partial results' last axis, which are kept in a local buffer.
-    let last_r =
-        super::last_reduction_loop(sch, main)?.ok_or(SketchError::LaneReductionNotApplicable)?;
-    let k = sch
-        .split(last_r, &[None, Some(IntArg::Lit(lanes))])
-        .map_err(at(RULE))?;
-    let rf = sch.rfactor(k[1], ndim).map_err(at(RULE))?;
-    let local = sch.cache_write(rf, 0, "local").map_err(at(RULE))?;
-    sch.compute_inline(local).map_err(at(RULE))?;
+    // 1. The partial results, one a lane, in a local buffer.
+    let rf = factor_lanes(sch, main, lanes, ndim)?;
     // 2. The sum of the lanes accumulates locally; the epilogues go into its write-back.
     let write_back = sch.cache_write(main, 0, "local").map_err(at(RULE))?;
     let mut leftovers = Vec::new();
@@ -254,6 +253,148 @@ pub(super) fn across_lanes(
     // 4. The partial results at the parallel loop: the reduction outermost, the tile's
     //    rows unrolled, the lanes vectorized.
     sch.compute_at(rf, parallel).map_err(at(RULE))?;
+    vectorize_partials(space, sch, rf, ndim)?;
+    Ok(leftovers)
+}
+
+const FUSED: &str = "lane reduction fused with its consumer";
+const KEEP: &str = "lane reduction's stage kept a row at a time";
+
+/// The fused form's plan for `p` ([`row_fusion::plan`]), where the space fuses
+/// (`fuse_consumer`) and the rule applies to the main reduction and to each row reduction
+/// fused with it.
+fn fusible(space: &SearchSpace, p: &Program) -> Result<Option<Fusion>, SketchError> {
+    if !space
+        .lane_reduction
+        .as_ref()
+        .is_some_and(|l| l.fuse_consumer)
+    {
+        return Ok(None);
+    }
+    row_fusion::plan(p, |b| applies(space, p, b), |_| true)
+}
+
+/// The fused form: one parallel loop over the sink's rows, each row's reductions computed
+/// in it across the lanes, then the row's output a vector at a time:
+///
+/// ```text
+/// parallel for row:
+///   M_rf[l] = max over ko X[row, ko * lanes + l]; M = max over l M_rf[l]   (each row
+///   E[j] = exp(X[row, j] - M)          (a kept stage, a row, at a coin)      reduction
+///   S_rf[l] = sum over ko E[ko * lanes + l]; S = sum over l S_rf[l]       before the main)
+///   for jo, l (vectorized): Y[row, jo * lanes + l] = E[..] / S
+/// ```
+///
+/// where each was a parallel pass over the whole input of its own. The reductions' partial
+/// results, their sums and the kept stage are local buffers of a row (the lowering
+/// compacts them). At a coin where the space has `keep_stage`, a stage of the sink's shape
+/// that two or more passes read (a softmax's exponentials) is kept and computed once a
+/// row, where inlined it is computed again by each pass. Reductions before the main one
+/// that are not read by rows keep nests of their own.
+fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), SketchError> {
+    let st = super::stages(sch.program())?;
+    let keep = space.lane_reduction.as_ref().is_some_and(|l| l.keep_stage);
+    let kept = match row_fusion::kept_candidate(sch.program(), &st, &plan.sink) {
+        Some(name) if keep && super::coin(sch, KEEP)? => Some(name),
+        _ => None,
+    };
+    super::inline_padding(sch, &st, kept.as_deref())?;
+    let lanes = space.vector_lanes;
+    // 1. Every fused reduction's partial results across the lanes (factored before any
+    //    is placed), its value in a local buffer its readers read.
+    let mut reductions = Vec::new();
+    for name in std::iter::once(&st.main).chain(plan.rows.iter().rev()) {
+        let block = sch.get_block(name).map_err(at(FUSED))?;
+        let ndim = {
+            let id = sch.block_id(block).map_err(at(FUSED))?;
+            sch.program().block(id).body.indices.len() as i64
+        };
+        let rf = factor_lanes(sch, block, lanes, ndim)?;
+        let local = sch.cache_write(block, 0, "local").map_err(at(FUSED))?;
+        sch.compute_inline(local).map_err(at(FUSED))?;
+        reductions.push((block, rf, ndim));
+    }
+    let kept_block = match &kept {
+        Some(name) => {
+            let block = sch.get_block(name).map_err(at(KEEP))?;
+            let local = sch.cache_write(block, 0, "local").map_err(at(KEEP))?;
+            sch.compute_inline(local).map_err(at(KEEP))?;
+            Some(block)
+        }
+        None => None,
+    };
+    // 2. The sink: its leading axes one parallel loop over rows, a row a vector at a time.
+    let sink = sch.get_block(&plan.sink).map_err(at(FUSED))?;
+    let loops = sch.get_loops(sink).map_err(at(FUSED))?;
+    let Some((col, leading)) = loops.split_last() else {
+        return Err(SketchError::LaneReductionNotApplicable);
+    };
+    let row = fuse(sch, leading)?;
+    sch.parallel(row).map_err(at(FUSED))?;
+    vector_steps(sch, *col, lanes)?;
+    // 3. Placed in the row loop, each before its readers: the main reduction, the kept
+    //    stage it reads, then the row reductions, last first.
+    for (i, (block, rf, ndim)) in reductions.iter().enumerate() {
+        sch.compute_at(*block, row).map_err(at(FUSED))?;
+        let loops = sch.get_loops(*block).map_err(at(FUSED))?;
+        if let Some(lane_sum) = loops.last().filter(|_| loops.len() > 1) {
+            sch.unroll(*lane_sum).map_err(at(FUSED))?;
+        }
+        sch.compute_at(*rf, row).map_err(at(FUSED))?;
+        vectorize_partials(space, sch, *rf, *ndim)?;
+        if let (0, Some(kept)) = (i, kept_block) {
+            sch.compute_at(kept, row).map_err(at(KEEP))?;
+            let loops = sch.get_loops(kept).map_err(at(KEEP))?;
+            if let Some(last) = loops.last().filter(|_| loops.len() > 1) {
+                vector_steps(sch, *last, lanes)?;
+            }
+        }
+    }
+    for name in &plan.apart {
+        super::standalone(space, sch, name)?;
+    }
+    Ok(())
+}
+
+/// Splits `lp` by the vector width and vectorizes the inner part (a last step shorter than
+/// a vector is guarded by the lowering).
+fn vector_steps(sch: &mut Schedule, lp: LoopRv, lanes: i64) -> Result<(), SketchError> {
+    let parts = sch
+        .split(lp, &[None, Some(IntArg::Lit(lanes))])
+        .map_err(at(FUSED))?;
+    sch.vectorize(parts[1]).map_err(at(FUSED))
+}
+
+/// Splits `block`'s last reduction axis by the vector width `lanes` (a last part shorter
+/// than a vector adds zeros past the end: `rfactor` of an imperfect split) and factors its
+/// inner part to the last axis of the partial results (after the `ndim` axes of `block`'s
+/// output), which are kept in a local buffer: returns the rf block.
+fn factor_lanes(
+    sch: &mut Schedule,
+    block: BlockRv,
+    lanes: i64,
+    ndim: i64,
+) -> Result<BlockRv, SketchError> {
+    let last_r =
+        super::last_reduction_loop(sch, block)?.ok_or(SketchError::LaneReductionNotApplicable)?;
+    let k = sch
+        .split(last_r, &[None, Some(IntArg::Lit(lanes))])
+        .map_err(at(RULE))?;
+    let rf = sch.rfactor(k[1], ndim).map_err(at(RULE))?;
+    let local = sch.cache_write(rf, 0, "local").map_err(at(RULE))?;
+    sch.compute_inline(local).map_err(at(RULE))?;
+    Ok(rf)
+}
+
+/// The loops of the rf block `rf` (of an output of `ndim` axes) below the loop it is
+/// computed at: the reduction outermost (auto-unrolled, a decision; its init taken out),
+/// the other spatial loops (a tile's rows) unrolled, the lanes vectorized.
+fn vectorize_partials(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    rf: BlockRv,
+    ndim: i64,
+) -> Result<(), SketchError> {
     let rf_loops = sch.get_loops(rf).map_err(at(RULE))?;
     let inner = &rf_loops[1..];
     let lane_loop = super::cross_thread::factored_loop(sch, rf, inner, ndim as usize)?;
@@ -288,7 +429,7 @@ pub(super) fn across_lanes(
         sch.decompose_reduction(rf, *first)
             .map_err(at("decompose_reduction"))?;
     }
-    Ok(leftovers)
+    Ok(())
 }
 
 /// The distinct `values`, ascending (the rule's counts ascend: the order they are offered
@@ -395,6 +536,66 @@ mod tests {
             (1..8).contains(&maxima_across_lanes),
             "{maxima_across_lanes} of 8"
         );
+    }
+
+    /// Samples of the sketch for the workload `text` in `space`, each lowered and checked
+    /// against the reference: their C sources.
+    fn checked_sources(space: &SearchSpace, text: &str, count: u64) -> Vec<String> {
+        let p = crate::workload::parse(text).unwrap().to_program();
+        (0..count)
+            .map(|seed| {
+                let mut sch = Schedule::new(p.clone(), seed);
+                apply_sketch(space, &mut sch, seed, SketchKind::LaneReduction)
+                    .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cpu)
+                    .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                let err = crate::interp::check_lowered(&p, &lowered, seed)
+                    .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+                assert!(err < 1e-4, "seed {seed}: relative error {err}");
+                crate::codegen::cpu::generate(&lowered).unwrap().code
+            })
+            .collect()
+    }
+
+    /// A softmax (rows of 509: the last vector step guarded), a batched attention softmax,
+    /// a layer norm and an RMS norm: at a coin's choice the reductions and the output in
+    /// one parallel loop over rows; a softmax's exponentials, at a second coin, kept in a
+    /// row's local buffer and computed once (one vector `exp` in the code, where the
+    /// inlined form computes them in the sum and again in the output). Every sample
+    /// computes the reference. Without `fuse_consumer` none is fused.
+    #[test]
+    fn rows_are_reduced_and_normalised_in_one_parallel_loop_at_a_coins_choice() {
+        let mut space = SearchSpace::cpu_default().with_vector_unit(16, 32);
+        let rule = space.lane_reduction.as_mut().unwrap();
+        rule.fuse_consumer = true;
+        rule.keep_stage = true;
+        let attention = "workload attention_softmax\ninput X: f32[3, 5, 200]\n\
+                         M[h, i] = max_reduce(X[h, i, k], k: 200)\n\
+                         E[h, i, j] = exp(X[h, i, j] - M[h, i])\n\
+                         S[h, i] = sum(E[h, i, k], k: 200)\nY[h, i, j] = E[h, i, j] / S[h, i]\n";
+        let layer_norm = "workload layer_norm\ninput X: f32[6, 300]\ninput G: f32[300]\n\
+                          input B: f32[300]\nS1[i] = sum(X[i, k], k: 300)\nMU[i] = S1[i] / 300.0\n\
+                          S2[i] = sum((X[i, k] - MU[i]) * (X[i, k] - MU[i]), k: 300)\n\
+                          Y[i, j] = (X[i, j] - MU[i]) / sqrt(S2[i] / 300.0 + 0.00001) * G[j] + B[j]\n";
+        let rms_norm = "workload rms_norm\ninput X: f32[7, 256]\ninput G: f32[256]\n\
+                        S[i] = sum(X[i, k] * X[i, k], k: 256)\n\
+                        Y[i, j] = X[i, j] / sqrt(S[i] / 256.0 + 0.000001) * G[j]\n";
+        let softmax = super::super::tests::softmax(6, 509);
+        let one_loop = |src: &String| src.matches("#pragma omp parallel for").count() == 1;
+        for text in [softmax.as_str(), attention, layer_norm, rms_norm] {
+            let sources = checked_sources(&space, text, 16);
+            let fused = sources.iter().filter(|s| one_loop(s)).count();
+            assert!((1..16).contains(&fused), "{fused} of 16 fused: {text}");
+        }
+        let sources = checked_sources(&space, &softmax, 16);
+        let kept: Vec<&String> = sources.iter().filter(|s| s.contains("E_local[")).collect();
+        assert!(!kept.is_empty(), "no sample keeps the exponentials");
+        for src in kept {
+            assert!(one_loop(src), "{src}");
+            assert_eq!(src.matches("tessel_vexp(").count(), 1, "{src}");
+        }
+        space.lane_reduction.as_mut().unwrap().fuse_consumer = false;
+        assert!(!checked_sources(&space, &softmax, 8).iter().any(one_loop));
     }
 
     /// Offered on the CPU only, where the largest input is read at most `max_reuse` times
