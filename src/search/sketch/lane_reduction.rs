@@ -462,19 +462,7 @@ mod tests {
                 .contains(&SketchKind::LaneReduction),
             "{spec}"
         );
-        (0..8)
-            .map(|seed| {
-                let mut sch = Schedule::new(p.clone(), seed);
-                apply_sketch(&space, &mut sch, seed, SketchKind::LaneReduction)
-                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
-                let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cpu)
-                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
-                let err = crate::interp::check_lowered(&p, &lowered, seed)
-                    .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}"));
-                assert!(err < 1e-4, "{spec} seed {seed}: relative error {err}");
-                crate::codegen::cpu::generate(&lowered).unwrap().code
-            })
-            .collect()
+        checked_sources(&space, &p, 8)
     }
 
     /// A GEMV of a weight stored by rows on AVX-512 and AVX2 vector units: the weight is
@@ -538,10 +526,9 @@ mod tests {
         );
     }
 
-    /// Samples of the sketch for the workload `text` in `space`, each lowered and checked
-    /// against the reference: their C sources.
-    fn checked_sources(space: &SearchSpace, text: &str, count: u64) -> Vec<String> {
-        let p = crate::workload::parse(text).unwrap().to_program();
+    /// `count` samples of the sketch for `p` in `space`, each lowered and checked against
+    /// the reference: their C sources.
+    fn checked_sources(space: &SearchSpace, p: &crate::ir::Program, count: u64) -> Vec<String> {
         (0..count)
             .map(|seed| {
                 let mut sch = Schedule::new(p.clone(), seed);
@@ -549,7 +536,7 @@ mod tests {
                     .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                 let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cpu)
                     .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
-                let err = crate::interp::check_lowered(&p, &lowered, seed)
+                let err = crate::interp::check_lowered(p, &lowered, seed)
                     .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                 assert!(err < 1e-4, "seed {seed}: relative error {err}");
                 crate::codegen::cpu::generate(&lowered).unwrap().code
@@ -581,13 +568,14 @@ mod tests {
                         S[i] = sum(X[i, k] * X[i, k], k: 256)\n\
                         Y[i, j] = X[i, j] / sqrt(S[i] / 256.0 + 0.000001) * G[j]\n";
         let softmax = super::super::tests::softmax(6, 509);
+        let parse = |text: &str| crate::workload::parse(text).unwrap().to_program();
         let one_loop = |src: &String| src.matches("#pragma omp parallel for").count() == 1;
         for text in [softmax.as_str(), attention, layer_norm, rms_norm] {
-            let sources = checked_sources(&space, text, 16);
+            let sources = checked_sources(&space, &parse(text), 16);
             let fused = sources.iter().filter(|s| one_loop(s)).count();
             assert!((1..16).contains(&fused), "{fused} of 16 fused: {text}");
         }
-        let sources = checked_sources(&space, &softmax, 16);
+        let sources = checked_sources(&space, &parse(&softmax), 16);
         let kept: Vec<&String> = sources.iter().filter(|s| s.contains("E_local[")).collect();
         assert!(!kept.is_empty(), "no sample keeps the exponentials");
         for src in kept {
@@ -595,7 +583,9 @@ mod tests {
             assert_eq!(src.matches("tessel_vexp(").count(), 1, "{src}");
         }
         space.lane_reduction.as_mut().unwrap().fuse_consumer = false;
-        assert!(!checked_sources(&space, &softmax, 8).iter().any(one_loop));
+        assert!(!checked_sources(&space, &parse(&softmax), 8)
+            .iter()
+            .any(one_loop));
     }
 
     /// Offered on the CPU only, where the largest input is read at most `max_reuse` times
