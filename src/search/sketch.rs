@@ -1980,6 +1980,29 @@ fn last_reduction_loop(
         .map(|i| loops[i]))
 }
 
+/// Splits `block`'s last reduction axis into parts of `inner` steps and factors the inner
+/// part into partial results (axis `factor_axis` of the rf block's output), written to a
+/// buffer of `scope` that replaces the rf block's global one: returns the rf block, which
+/// `block` (now the sum of the partial results) reads. What the reduction rules share
+/// (cross-thread: a lane count into shared memory; lane reduction: the vector width into
+/// a local buffer); `missing` is the error where `block` reduces nothing.
+fn factor_last_reduction(
+    sch: &mut Schedule,
+    block: BlockRv,
+    inner: IntArg,
+    factor_axis: i64,
+    scope: &str,
+    rule: &'static str,
+    missing: SketchError,
+) -> Result<BlockRv, SketchError> {
+    let last_r = last_reduction_loop(sch, block)?.ok_or(missing)?;
+    let k = sch.split(last_r, &[None, Some(inner)]).map_err(at(rule))?;
+    let rf = sch.rfactor(k[1], factor_axis).map_err(at(rule))?;
+    let cache = sch.cache_write(rf, 0, scope).map_err(at(rule))?;
+    sch.compute_inline(cache).map_err(at(rule))?;
+    Ok(rf)
+}
+
 fn standalone(space: &SearchSpace, sch: &mut Schedule, name: &str) -> Result<(), SketchError> {
     let b = sch.get_block(name).map_err(at("epilogue"))?;
     // A reduction a rule of its own applies to (a softmax's row maximum over a long row)

@@ -238,15 +238,15 @@ fn factor_lanes(
     block: crate::schedule::BlockRv,
     lanes: crate::schedule::ExprRv,
 ) -> Result<crate::schedule::BlockRv, SketchError> {
-    let last_r =
-        super::last_reduction_loop(sch, block)?.ok_or(SketchError::CrossThreadNotApplicable)?;
-    let k = sch
-        .split(last_r, &[None, Some(crate::schedule::IntArg::Rv(lanes))])
-        .map_err(at(RULE))?;
-    let rf = sch.rfactor(k[1], 0).map_err(at(RULE))?;
-    let shared = sch.cache_write(rf, 0, "shared").map_err(at(RULE))?;
-    sch.compute_inline(shared).map_err(at(RULE))?;
-    Ok(rf)
+    super::factor_last_reduction(
+        sch,
+        block,
+        crate::schedule::IntArg::Rv(lanes),
+        0,
+        "shared",
+        RULE,
+        SketchError::CrossThreadNotApplicable,
+    )
 }
 
 /// Computes the rf block `rf` at the block's loop `block_loop`: its rows on threadIdx.y,

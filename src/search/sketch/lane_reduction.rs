@@ -334,26 +334,41 @@ fn fused(space: &SearchSpace, sch: &mut Schedule, plan: &Fusion) -> Result<(), S
     vector_steps(sch, *col, lanes)?;
     // 3. Placed in the row loop, each before its readers: the main reduction, the kept
     //    stage it reads, then the row reductions, last first.
-    for (i, (block, rf, ndim)) in reductions.iter().enumerate() {
-        sch.compute_at(*block, row).map_err(at(FUSED))?;
-        let loops = sch.get_loops(*block).map_err(at(FUSED))?;
-        if let Some(lane_sum) = loops.last().filter(|_| loops.len() > 1) {
-            sch.unroll(*lane_sum).map_err(at(FUSED))?;
+    let (main_reduction, rows_before) = reductions
+        .split_first()
+        .ok_or(SketchError::LaneReductionNotApplicable)?;
+    place_in_row(space, sch, *main_reduction, row)?;
+    if let Some(kept) = kept_block {
+        sch.compute_at(kept, row).map_err(at(KEEP))?;
+        let loops = sch.get_loops(kept).map_err(at(KEEP))?;
+        if let Some(last) = loops.last().filter(|_| loops.len() > 1) {
+            vector_steps(sch, *last, lanes)?;
         }
-        sch.compute_at(*rf, row).map_err(at(FUSED))?;
-        vectorize_partials(space, sch, *rf, *ndim)?;
-        if let (0, Some(kept)) = (i, kept_block) {
-            sch.compute_at(kept, row).map_err(at(KEEP))?;
-            let loops = sch.get_loops(kept).map_err(at(KEEP))?;
-            if let Some(last) = loops.last().filter(|_| loops.len() > 1) {
-                vector_steps(sch, *last, lanes)?;
-            }
-        }
+    }
+    for reduction in rows_before {
+        place_in_row(space, sch, *reduction, row)?;
     }
     for name in &plan.apart {
         super::standalone(space, sch, name)?;
     }
     Ok(())
+}
+
+/// Computes a fused reduction (its block, its rf block, its output's axes) at the row loop
+/// `row`: the sum of its lanes unrolled, its partial results vectorized below it.
+fn place_in_row(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    (block, rf, ndim): (BlockRv, BlockRv, i64),
+    row: LoopRv,
+) -> Result<(), SketchError> {
+    sch.compute_at(block, row).map_err(at(FUSED))?;
+    let loops = sch.get_loops(block).map_err(at(FUSED))?;
+    if let Some(lane_sum) = loops.last().filter(|_| loops.len() > 1) {
+        sch.unroll(*lane_sum).map_err(at(FUSED))?;
+    }
+    sch.compute_at(rf, row).map_err(at(FUSED))?;
+    vectorize_partials(space, sch, rf, ndim)
 }
 
 /// Splits `lp` by the vector width and vectorizes the inner part (a last step shorter than
@@ -375,15 +390,15 @@ fn factor_lanes(
     lanes: i64,
     ndim: i64,
 ) -> Result<BlockRv, SketchError> {
-    let last_r =
-        super::last_reduction_loop(sch, block)?.ok_or(SketchError::LaneReductionNotApplicable)?;
-    let k = sch
-        .split(last_r, &[None, Some(IntArg::Lit(lanes))])
-        .map_err(at(RULE))?;
-    let rf = sch.rfactor(k[1], ndim).map_err(at(RULE))?;
-    let local = sch.cache_write(rf, 0, "local").map_err(at(RULE))?;
-    sch.compute_inline(local).map_err(at(RULE))?;
-    Ok(rf)
+    super::factor_last_reduction(
+        sch,
+        block,
+        IntArg::Lit(lanes),
+        ndim,
+        "local",
+        RULE,
+        SketchError::LaneReductionNotApplicable,
+    )
 }
 
 /// The loops of the rf block `rf` (of an output of `ndim` axes) below the loop it is
