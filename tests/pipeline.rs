@@ -315,3 +315,154 @@ fn the_stage_count_is_a_mutable_decision_of_the_cuda_space() {
         text::print(sch.trace())
     );
 }
+
+/// A GEMM of 64 x 64 blocks (64 threads, 4 x 4 outputs a thread in two by two virtual
+/// threads) whose A (and with `b_rows`, B: an NT GEMM) is stored by rows of the
+/// reduction and transposed by its fetch into a reduction-major shared tile, one vector of
+/// 4 along the reduction a thread at a time, pipelined over 3 stages; `staged` stages
+/// those fetches in registers.
+fn transposing_gemm(b_rows: bool, staged: bool) -> String {
+    let fetch = |blk: &str, index: usize, transpose: bool| {
+        let mut lines = vec![
+            format!("{blk} = cache_read(b0, read_index={index}, scope=\"shared\")"),
+            format!("compute_at({blk}, k0)"),
+        ];
+        if transpose {
+            lines.push(format!(
+                "transform_layout({blk}, buffer_index=0, permutation=[1, 0])"
+            ));
+            lines.push(format!(
+                "storage_align({blk}, buffer_index=0, axis=0, factor=32, offset=4)"
+            ));
+        }
+        lines.extend([
+            format!("_, _, _, _, {blk}_0, {blk}_1 = get_loops({blk})"),
+            format!("{blk}_f = fuse({blk}_0, {blk}_1)"),
+            format!("_, {blk}_t, {blk}_v = split({blk}_f, factors=[None, 64, 4])"),
+            format!("bind({blk}_t, thread=\"threadIdx.x\")"),
+            format!("vectorize({blk}_v)"),
+        ]);
+        lines.join("\n")
+    };
+    format!(
+        "b0 = get_block(\"C\")
+b1 = cache_write(b0, write_index=0, scope=\"local\")
+i, j, k = get_loops(b0)
+i0, i1, i2, i3 = split(i, factors=[None, 2, 8, 4])
+j0, j1, j2, j3 = split(j, factors=[None, 2, 8, 4])
+k0, k1 = split(k, factors=[None, 8])
+reorder(i0, j0, i1, j1, i2, j2, k0, k1, i3, j3)
+bx = fuse(i0, j0)
+bind(bx, thread=\"blockIdx.x\")
+vx = fuse(i1, j1)
+bind(vx, thread=\"vthread.x\")
+tx = fuse(i2, j2)
+bind(tx, thread=\"threadIdx.x\")
+reverse_compute_at(b1, tx)
+{}
+{}
+annotate(k0, key=\"software_pipeline_stage\", value=[0, 0, 2])
+{}b2 = decompose_reduction(b0, k0)
+",
+        fetch("ba", 0, true),
+        fetch("bb", 1, b_rows),
+        if staged {
+            "annotate(k0, key=\"software_pipeline_register_fetch\", value=1)\n"
+        } else {
+            ""
+        }
+    )
+}
+
+#[test]
+fn transposing_fetches_staged_in_registers_compute_the_reference_with_gpu_semantics() {
+    // Whole tiles; partial tiles in m and n with a partial last reduction step (guarded
+    // fetches, each guard uniform over a vector of 4 along k); an NT GEMM, both operands
+    // transposed.
+    for (spec, b_rows) in [
+        ("matmul:128x64x64", false),
+        ("matmul:100x72x36", false),
+        ("matmul:m=72,n=100,k=44,layout=nt", true),
+    ] {
+        let sch = schedule(&transposing_gemm(b_rows, true), spec)
+            .unwrap_or_else(|e| panic!("{spec}: {e}"));
+        let l = lower(sch.program(), Backend::Cuda).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        let all = statements(&l);
+        // No transposing copy is left to cp.async element by element; the other operand
+        // of an NN GEMM is still copied by 16-byte cp.async.
+        assert!(
+            !all.iter()
+                .any(|s| matches!(s, KStmt::CpAsync { lanes: 1, .. })),
+            "{spec}: a 4-byte cp.async is left"
+        );
+        assert_eq!(
+            all.iter()
+                .any(|s| matches!(s, KStmt::CpAsync { lanes: 4, .. })),
+            !b_rows,
+            "{spec}: 16-byte cp.async"
+        );
+        let staged = l.kernels[0]
+            .allocs
+            .iter()
+            .find(|a| l.program.buffer(a.buffer).name.ends_with("_staged"))
+            .unwrap_or_else(|| panic!("{spec}: no staging array"));
+        // A's 64 x 8 tile over 64 threads is 8 elements a thread, and so is B's.
+        assert_eq!(staged.size, if b_rows { 16 } else { 8 }, "{spec}");
+        let err = check_lowered(&reference(spec), &l, 5).unwrap_or_else(|e| panic!("{spec}: {e}"));
+        assert!(err < tessel::interp::TOLERANCE, "{spec}: error {err}");
+        // Without the annotation the same schedule copies those elements by cp.async.
+        let plain = schedule(&transposing_gemm(b_rows, false), spec).unwrap();
+        let plain = lower(plain.program(), Backend::Cuda).unwrap();
+        assert!(statements(&plain)
+            .iter()
+            .any(|s| matches!(s, KStmt::CpAsync { lanes: 1, .. })));
+    }
+}
+
+#[test]
+fn a_staged_fetch_without_its_barrier_or_in_the_wrong_place_is_caught() {
+    let spec = "matmul:128x64x64";
+    for stages in [2, 3] {
+        let sched = transposing_gemm(false, true)
+            .replace("value=[0, 0, 2]", &format!("value=[0, 0, {}]", stages - 1));
+        let l = lower(schedule(&sched, spec).unwrap().program(), Backend::Cuda).unwrap();
+        check_lowered(&reference(spec), &l, 5).expect("the pipeline computes the reference");
+        // Without the loop's barrier, a thread's staged stores of iteration k land in the
+        // copy other threads may still read for iteration k - 1.
+        let mut unsynced = l.clone();
+        for k in &mut unsynced.kernels {
+            remove_loop_barriers(&mut k.body);
+        }
+        let e = check_lowered(&reference(spec), &unsynced, 5)
+            .expect_err("staged stores without the barrier must be caught");
+        assert!(
+            matches!(e, GpuCheckError::Kernel(GpuInterpError::SharedRace { .. })),
+            "{stages} stages: {e}"
+        );
+        // Stored before the loads of their iteration, the registers hold the vectors of
+        // the iteration before: wrong values.
+        let mut early = l.clone();
+        for k in &mut early.kernels {
+            land_before_fetch(&mut k.body);
+        }
+        assert!(
+            check_lowered(&reference(spec), &early, 5).is_err(),
+            "{stages} stages: staged stores before their loads must be caught"
+        );
+    }
+}
+
+/// Moves the last statement of every pipelined loop (its staged stores) to just after
+/// the loop's barrier, before the fetch.
+fn land_before_fetch(body: &mut [KStmt]) {
+    for s in body {
+        if let KStmt::For { body, .. } = s {
+            if body.iter().any(|c| matches!(c, KStmt::WaitGroup(_))) {
+                let last = body.pop().unwrap();
+                let at = body.iter().position(|c| matches!(c, KStmt::Sync)).unwrap() + 1;
+                body.insert(at, last);
+            }
+            land_before_fetch(body);
+        }
+    }
+}

@@ -21,6 +21,13 @@ use thiserror::Error;
 /// The annotation key: one stage per statement of the loop body.
 pub const STAGE_KEY: &str = "software_pipeline_stage";
 
+/// The annotation key (an integer, 1 for on) that stages a pipeline's transposing fetches
+/// in registers: each vector a fetch reads along the global rows and stores scattered
+/// across the shared tile's rows (a reduction-major tile of an operand stored by rows) is
+/// loaded into registers before the iteration computes and stored after it, instead of
+/// being copied element by element with 4-byte `cp.async` (`lower::pipeline`).
+pub const REGISTER_FETCH_KEY: &str = "software_pipeline_register_fetch";
+
 /// The most stages a pipeline may have (the copies of every fetched buffer).
 pub const MAX_STAGES: i64 = 8;
 
@@ -63,6 +70,8 @@ pub struct Plan {
     pub fetch_blocks: BTreeSet<BlockId>,
     /// The shared buffers the fetches fill (each gets `stages` copies).
     pub buffers: BTreeSet<BufferId>,
+    /// Whether transposing vector fetches are staged in registers ([`REGISTER_FETCH_KEY`]).
+    pub register_fetch: bool,
 }
 
 /// The pipeline of loop `l`: `None` when it has no stage annotation or all its stages
@@ -201,9 +210,12 @@ pub fn plan(p: &Program, l: LoopId) -> Result<Option<Plan>, PipelineError> {
             )));
         }
     }
+    let register_fetch =
+        matches!(lp.annotations.get(REGISTER_FETCH_KEY), Some(AnnValue::Int(v)) if *v != 0);
     Ok(Some(Plan {
         stages: count,
         fetch_blocks,
         buffers,
+        register_fetch,
     }))
 }

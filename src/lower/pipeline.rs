@@ -14,6 +14,18 @@
 //!    (`select(c, load, 0)`), becomes a [`KStmt::CpAsync`] (the padding its `valid`
 //!    operand); other fetch stores (a transposed store of one element) stay ordinary
 //!    stores into the multi-buffer, issued at the same stage.
+//!    With [`Plan::register_fetch`] (`software_pipeline_register_fetch`), a transposing
+//!    vector fetch (a vectorized loop that copies a global float2/float4 to elements
+//!    scattered over a reduction-major tile's rows) is staged in registers instead: its
+//!    vector is loaded into a slot of a thread-local staging array where the fetch is
+//!    issued, and the slot's lanes are stored into the tile after the iteration's compute,
+//!    under the same loops and guards (the loops around it unrolled, so the slot is a
+//!    constant and the array stays in registers). The load's latency is then hidden by
+//!    the compute, as CUTLASS's SIMT kernels hide theirs, and a vector costs one load and
+//!    `lanes` shared stores instead of `lanes` 4-byte copies. The stores go into the copy
+//!    that iteration `k - 1` read, which every thread finished before this iteration's
+//!    barrier; the next iteration's barrier makes them visible. At most
+//!    [`MAX_STAGED_ELEMENTS`] a thread are staged; beyond, the fetch stays asynchronous.
 //! 3. **Prologue, body.** The fetches of iterations `0 .. S-2` are issued before the loop,
 //!    each committed as a group; iteration `k` then waits until at most `S - 2` groups
 //!    are in flight (its own fetch has landed for this thread), synchronizes the block
@@ -34,12 +46,12 @@
 //!    barrier after the loop keeps a later overwrite of the buffers (the next iteration
 //!    of an enclosing loop) behind every thread's last reads.
 
-use super::kernel::{ForKind, KStmt, Kernel, Mma, MmaOp};
+use super::kernel::{Alloc, ForKind, KStmt, Kernel, Mma, MmaOp};
 use super::{LowerError, Result};
 use crate::ir::interval::Interval;
 use crate::ir::pipeline::Plan;
 use crate::ir::simplify::simplify;
-use crate::ir::{BinOp, BufferId, DType, Expr, Program, Scope, VarId};
+use crate::ir::{BinOp, Buffer, BufferId, BufferKind, DType, Expr, Program, Scope, VarId};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A loop of the kernel to pipeline: its variable and its plan.
@@ -49,12 +61,15 @@ pub(super) struct Pipelined {
     pub plan: Plan,
 }
 
+/// The most elements a thread stages in registers for one pipelined loop.
+pub(crate) const MAX_STAGED_ELEMENTS: i64 = 64;
+
 /// Bytes every stage copy of a buffer is aligned to (the widest `cp.async`).
 const STAGE_ALIGN_BYTES: i64 = 16;
 
 /// Pipelines the loops `loops` of kernel `k`.
 pub(super) fn apply(
-    p: &Program,
+    p: &mut Program,
     k: &mut Kernel,
     loops: &[Pipelined],
     ranges: &BTreeMap<VarId, i64>,
@@ -81,19 +96,52 @@ pub(super) fn apply(
             stage_size.insert(*buf, size);
         }
     }
+    // 2. A staging array for each loop whose transposing fetches go through registers.
+    let staging: BTreeMap<VarId, BufferId> = loops
+        .iter()
+        .filter(|l| l.plan.register_fetch)
+        .map(|l| {
+            let name = format!("{}_staged", p.var_name(l.var));
+            let buffer = p.new_buffer(Buffer {
+                name,
+                shape: vec![MAX_STAGED_ELEMENTS],
+                dtype: DType::F32,
+                scope: Scope::Local,
+                kind: BufferKind::Intermediate,
+                align: Vec::new(),
+                swizzle: false,
+            });
+            (l.var, buffer)
+        })
+        .collect();
+    let p: &Program = p;
     let cx = Cx {
         p,
         ranges,
         stage_size: &stage_size,
         asynchronous,
+        staging: &staging,
     };
-    let mut found = BTreeSet::new();
+    // The loops found, with the staging elements each used.
+    let mut found = BTreeMap::new();
     k.body = cx.rewrite(std::mem::take(&mut k.body), loops, &mut found)?;
-    if let Some(l) = loops.iter().find(|l| !found.contains(&l.var)) {
+    if let Some(l) = loops.iter().find(|l| !found.contains_key(&l.var)) {
         return Err(LowerError::Pipeline {
             name: p.var_name(l.var).into(),
             reason: "the loop is not part of the kernel".into(),
         });
+    }
+    for (var, buffer) in &staging {
+        let used = found.get(var).copied().unwrap_or(0);
+        if used > 0 {
+            k.allocs.push(Alloc {
+                buffer: *buffer,
+                scope: Scope::Local,
+                size: used,
+                at: None,
+                swizzle_row: None,
+            });
+        }
     }
     Ok(())
 }
@@ -104,6 +152,8 @@ struct Cx<'a> {
     stage_size: &'a BTreeMap<BufferId, i64>,
     /// The outermost loops of nests that run asynchronously (`wgmma`).
     asynchronous: &'a [VarId],
+    /// The staging array of each loop whose transposing fetches go through registers.
+    staging: &'a BTreeMap<VarId, BufferId>,
 }
 
 impl Cx<'_> {
@@ -118,7 +168,7 @@ impl Cx<'_> {
         &self,
         body: Vec<KStmt>,
         loops: &[Pipelined],
-        found: &mut BTreeSet<VarId>,
+        found: &mut BTreeMap<VarId, i64>,
     ) -> Result<Vec<KStmt>> {
         let mut out = Vec::with_capacity(body.len());
         for s in body {
@@ -132,8 +182,11 @@ impl Cx<'_> {
                     let body = self.rewrite(body, loops, found)?;
                     match loops.iter().find(|l| l.var == var) {
                         Some(l) => {
-                            found.insert(var);
-                            out.extend(self.pipeline(var, extent, kind, body, &l.plan)?);
+                            let (stmts, staged) =
+                                self.pipeline(var, extent, kind, body, &l.plan)?;
+                            let used = found.entry(var).or_insert(0);
+                            *used = (*used).max(staged);
+                            out.extend(stmts);
                         }
                         None => out.push(KStmt::For {
                             var,
@@ -153,7 +206,8 @@ impl Cx<'_> {
         Ok(out)
     }
 
-    /// The prologue and the pipelined loop of loop `var`.
+    /// The prologue and the pipelined loop of loop `var`, and the elements of its staging
+    /// array used (0 where nothing is staged in registers).
     fn pipeline(
         &self,
         var: VarId,
@@ -161,7 +215,7 @@ impl Cx<'_> {
         kind: ForKind,
         body: Vec<KStmt>,
         plan: &Plan,
-    ) -> Result<Vec<KStmt>> {
+    ) -> Result<(Vec<KStmt>, i64)> {
         let name = self.p.var_name(var).to_string();
         let stages = plan.stages;
         // 1. Fetch statements, then compute statements (comments go with the statement
@@ -194,7 +248,12 @@ impl Cx<'_> {
                 reason: "the loop body has no fetch or no compute statement".into(),
             });
         }
-        // 2. Asynchronous copies where the fetch is a plain copy.
+        // 2. Transposing vector fetches staged in registers (where the plan says so and
+        //    they fit), then asynchronous copies where the fetch is a plain copy.
+        let (fetch, land, staged) = match self.staging.get(&var) {
+            Some(&regs) => self.stage_in_registers(fetch, regs),
+            None => (fetch, Vec::new(), 0),
+        };
         let fetch = self.asyncify(fetch);
         // Asynchronous compute (`wgmma`) leaves one group in flight while the next stage
         // computes, so the fetch runs one iteration less ahead (see the module doc).
@@ -205,6 +264,7 @@ impl Cx<'_> {
         let mut out = Vec::new();
         for j in 0..distance {
             out.extend(self.fetch_at(&fetch, var, &Expr::Int(j), stages));
+            out.extend(self.fetch_at(&land, var, &Expr::Int(j), stages));
             out.push(KStmt::CommitGroup);
         }
         // 4. The loop: wait for this iteration's group, synchronize, issue the fetch of
@@ -212,9 +272,10 @@ impl Cx<'_> {
         //    Asynchronous compute goes before the fetch.
         let ahead = Expr::add(Expr::Var(var), Expr::Int(distance));
         let mut inner = vec![KStmt::WaitGroup(distance - 1), KStmt::Sync];
+        let ahead_exists = Expr::lt(Expr::Var(var), Expr::Int(extent - distance));
         let issue = [
             KStmt::If {
-                cond: Expr::lt(Expr::Var(var), Expr::Int(extent - distance)),
+                cond: ahead_exists.clone(),
                 then: self.fetch_at(&fetch, var, &ahead, stages),
             },
             KStmt::CommitGroup,
@@ -225,6 +286,13 @@ impl Cx<'_> {
         let stage = stage_offset(&Expr::Var(var), stages);
         let compute = compute.into_iter().map(|s| self.offset_reads(s, &stage));
         inner.extend(fold_constant_guards(compute.collect()));
+        // The staged vectors land in the copy iteration `k - 1` read.
+        if !land.is_empty() {
+            inner.push(KStmt::If {
+                cond: ahead_exists,
+                then: self.fetch_at(&land, var, &ahead, stages),
+            });
+        }
         if asynchronous {
             inner.extend(issue);
             inner.push(KStmt::Mma(Mma {
@@ -239,7 +307,148 @@ impl Cx<'_> {
             body: inner,
         });
         out.push(KStmt::Sync);
-        Ok(out)
+        Ok((out, staged))
+    }
+
+    /// Splits the fetch statements of a loop that stages its transposing vector fetches in
+    /// registers (`regs`, see the module doc): every such copy is loaded into its slot of
+    /// `regs` in the first list and stored from it in the second, under the same loops
+    /// (unrolled in both) and guards; every other statement stays in the first list only.
+    /// With the elements used, or the fetch unchanged (0) where the copies would need more
+    /// than [`MAX_STAGED_ELEMENTS`] or there are none.
+    fn stage_in_registers(
+        &self,
+        fetch: Vec<KStmt>,
+        regs: BufferId,
+    ) -> (Vec<KStmt>, Vec<KStmt>, i64) {
+        let mut next = 0;
+        let (issue, land) = self.split_staged(fetch.clone(), regs, &mut Vec::new(), &mut next);
+        if next == 0 || next > MAX_STAGED_ELEMENTS {
+            return (fetch, Vec::new(), 0);
+        }
+        (issue, land, next)
+    }
+
+    /// [`Self::stage_in_registers`] on `body`, inside the fetch loops `outer` (variable,
+    /// extent), the staging array's next free element `next`.
+    fn split_staged(
+        &self,
+        body: Vec<KStmt>,
+        regs: BufferId,
+        outer: &mut Vec<(VarId, i64)>,
+        next: &mut i64,
+    ) -> (Vec<KStmt>, Vec<KStmt>) {
+        let (mut issue, mut land) = (Vec::new(), Vec::new());
+        for s in body {
+            match s {
+                KStmt::For {
+                    var,
+                    extent,
+                    kind: ForKind::Vectorized,
+                    body,
+                } if self.transposing_copy(&body, var, extent) => {
+                    // Its vectors: one a combination of the fetch loops around it,
+                    // row-major, after (and aligned like) the vectors of the copies
+                    // before it.
+                    let base = (*next + extent - 1) / extent * extent;
+                    let slot = outer.iter().fold(Expr::Int(0), |acc, (v, e)| {
+                        Expr::add(Expr::mul(acc, Expr::Int(*e)), Expr::Var(*v))
+                    });
+                    let slots: i64 = outer.iter().map(|(_, e)| e).product();
+                    *next = base + slots * extent;
+                    let at = self.simp(&Expr::add(
+                        Expr::add(Expr::Int(base), Expr::mul(slot, Expr::Int(extent))),
+                        Expr::Var(var),
+                    ));
+                    let to_regs = |s: KStmt| match s {
+                        KStmt::Store { value, .. } => KStmt::Store {
+                            buffer: regs,
+                            indices: vec![at.clone()],
+                            value,
+                        },
+                        other => other,
+                    };
+                    let from_regs = |s: KStmt| match s {
+                        KStmt::Store {
+                            buffer, indices, ..
+                        } => KStmt::Store {
+                            buffer,
+                            indices,
+                            value: Expr::Load(regs, vec![at.clone()]),
+                        },
+                        other => other,
+                    };
+                    let vector = |body: Vec<KStmt>| KStmt::For {
+                        var,
+                        extent,
+                        kind: ForKind::Vectorized,
+                        body,
+                    };
+                    issue.push(vector(
+                        body.iter()
+                            .cloned()
+                            .map(|c| map_stmt(c, &to_regs))
+                            .collect(),
+                    ));
+                    land.push(vector(
+                        body.into_iter().map(|c| map_stmt(c, &from_regs)).collect(),
+                    ));
+                }
+                KStmt::For {
+                    var,
+                    extent,
+                    kind,
+                    body,
+                } => {
+                    outer.push((var, extent));
+                    let (i, l) = self.split_staged(body, regs, outer, next);
+                    outer.pop();
+                    // Loops around a staged copy are unrolled: its slot is then a constant.
+                    let kind = if l.is_empty() {
+                        kind
+                    } else {
+                        ForKind::Unrolled
+                    };
+                    issue.push(KStmt::For {
+                        var,
+                        extent,
+                        kind,
+                        body: i,
+                    });
+                    if !l.is_empty() {
+                        land.push(KStmt::For {
+                            var,
+                            extent,
+                            kind,
+                            body: l,
+                        });
+                    }
+                }
+                KStmt::If { cond, then } => {
+                    let (i, l) = self.split_staged(then, regs, outer, next);
+                    issue.push(KStmt::If {
+                        cond: cond.clone(),
+                        then: i,
+                    });
+                    if !l.is_empty() {
+                        land.push(KStmt::If { cond, then: l });
+                    }
+                }
+                other => issue.push(other),
+            }
+        }
+        (issue, land)
+    }
+
+    /// Whether a vectorized fetch loop copies one f32 vector of global memory to scattered
+    /// elements of a fetched buffer (a transposing fetch).
+    fn transposing_copy(&self, body: &[KStmt], lane: VarId, lanes: i64) -> bool {
+        super::vector_copy::vector_copy(self.p, body, lane, lanes, self.ranges).is_ok_and(|c| {
+            c.scatter
+                && self.stage_size.contains_key(&c.dst)
+                && self.p.buffer(c.src).scope == Scope::Global
+                && self.p.buffer(c.src).dtype == DType::F32
+        })
     }
 
     /// The fetch statements for iteration `j`: `var` is `j` and the fetched buffers are
