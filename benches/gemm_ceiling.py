@@ -62,13 +62,14 @@ def transpose_kernel(blk, name, run=64, channels=32, threads=128):
 
 def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512, transpose_a=True,
              transpose_b=None, interleave_i=False, interleave_j=False, local=False,
-             kernels=(False, False)):
+             kernels=(False, False), registers=False):
     """mi, nj: factors of i and j, [blocks, vthreads, warps, lanes, serial, inner];
     kk: factors of the reduction, [outer (pipelined), middle, inner]. transpose_a=False
     keeps A's shared tile as it is in memory (rows of the reduction: 16-byte copies, and
     a thread reads its rows' inner reduction steps as vectors); None means A is stored
     reduction-major already (layout t). transpose_b likewise for B, whose rows are of the
-    reduction in layout t (None: stored reduction-major, layout n)."""
+    reduction in layout t (None: stored reduction-major, layout n). registers: the
+    pipeline stages its transposing fetches in registers (`software_pipeline_register_fetch`)."""
     threads = mi[2] * mi[3] * nj[2] * nj[3]
     # Operands transposed once by kernels of their own (the sketch's `transpose_kernels`
     # decision): a global copy stored reduction first, then read as stored.
@@ -114,6 +115,8 @@ def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512, transpose_a=Tru
     ]
     if stages > 1:
         lines.append(f'annotate(r0_0, key="software_pipeline_stage", value=[0, 0, {stages - 1}])')
+        if registers:
+            lines.append('annotate(r0_0, key="software_pipeline_register_fetch", value=1)')
     for loop in ["i0_4", "i1_4", "r0_2", "i0_5", "i1_5"]:
         lines.append(f'annotate({loop}, key="pragma_auto_unroll_max_step", value={unroll})')
     if local:
@@ -160,8 +163,9 @@ def layout_variants(n, layout):
     on the two best tilings of the NN ceiling. Each operand whose rows are of the
     reduction (A in n, B in t) is transposed into shared memory as the sketch does (T),
     kept as stored (S; with the lanes interleaved, I), or transposed once by a kernel of
-    its own and read as stored after (K, the sketch's `transpose_kernels`); "_vl" variants
-    read each step's operands into registers by vector loads."""
+    its own and read as stored after (K, the sketch's `transpose_kernels`), or transposed
+    by the fetch through registers (R: T with `software_pipeline_register_fetch`); "_vl"
+    variants read each step's operands into registers by vector loads."""
     a_rows = layout[0] == "n"
     b_rows = layout[1] == "t"
     tilings = {
@@ -173,6 +177,7 @@ def layout_variants(n, layout):
         "S": dict(t=False),
         "I": dict(t=False, i=True),
         "K": dict(t=None, k=True),
+        "R": dict(t=True, r=True),
     }
     out = {}
     for tname, (mi, nj, stages) in tilings.items():
@@ -181,12 +186,16 @@ def layout_variants(n, layout):
                 for fb in (forms if b_rows else ["-"]):
                     if "K" in (fa, fb) and ({fa, fb} - {"K", "-"} or kname != "k32i16"):
                         continue
+                    # Staging in registers is the pipeline's, for every transposing fetch.
+                    if "R" in (fa, fb) and {fa, fb} & {"T", "K"}:
+                        continue
                     a = forms.get(fa, dict(t=None))
                     b = forms.get(fb, dict(t=None))
                     args = dict(mi=mi, nj=nj, kk=kk, stages=stages,
                                 transpose_a=a["t"], transpose_b=b["t"],
                                 interleave_i=a.get("i", False), interleave_j=b.get("i", False),
-                                kernels=(a.get("k", False), b.get("k", False)))
+                                kernels=(a.get("k", False), b.get("k", False)),
+                                registers=a.get("r", False) or b.get("r", False))
                     name = f"{layout}_{fa}{fb}_{tname}_{kname}_s{stages}"
                     out[name] = args
                     if {fa, fb} <= {"T", "-"}:

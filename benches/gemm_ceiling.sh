@@ -11,6 +11,7 @@
 #                 GEMMs of that layout, each operand whose rows are of the reduction
 #                 transposed into shared memory (T, as the sketch does), kept as stored (S,
 #                 I), or transposed by a kernel of its own (K)
+#   ONLY=REGEX    time only the variants whose file name matches the extended regex
 #   KERNELS=1 benches/gemm_ceiling.sh OUT [N...]
 #                 NN GEMMs with A transposed by a kernel of its own, around the best tiling
 #
@@ -25,6 +26,11 @@ mkdir -p "$out"
 layout=${LAYOUT:-}
 # shellcheck disable=SC2086
 python3 "$(dirname "$0")/gemm_ceiling.py" ${layout:+--layout $layout} ${KERNELS:+--kernels} "$out" $sizes
+if [ -n "${ONLY:-}" ]; then
+  for f in "$out"/*.sched; do
+    basename "$f" | grep -Eq -- "$ONLY" || rm -f "$f"
+  done
+fi
 for f in "$out"/*.sched; do
   name=$(basename "$f" .sched)
   n=${name%%_*}
