@@ -466,3 +466,54 @@ fn land_before_fetch(body: &mut [KStmt]) {
         }
     }
 }
+
+#[test]
+fn sampled_pipelines_that_stage_in_registers_compute_the_reference_with_gpu_semantics() {
+    // With `pipeline.register_fetch`, the coin of a GEMM whose A the fetch transposes by
+    // vectors (k = 48: whole vectors of 4) stages those vectors in registers where it
+    // comes up 1; without the key no sample has the coin.
+    let spec = "matmul:64x64x48";
+    let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+    let w = workload::preset(spec).unwrap();
+    let program = tessel::database::canonical_program(&w).unwrap();
+    let mut space = SearchSpace::cuda_default();
+    let coin =
+        |sch: &Schedule| text::print(sch.trace()).contains("software_pipeline_register_fetch");
+    let mut plain = RandomSearch::new(space.clone(), target.clone(), program.clone(), 21);
+    assert!(
+        (0..100)
+            .filter_map(|_| plain.sample().ok())
+            .all(|s| !coin(&s)),
+        "a coin without pipeline.register_fetch"
+    );
+    space.pipeline.as_mut().unwrap().register_fetch = true;
+    let mut search = RandomSearch::new(space.clone(), target.clone(), program.clone(), 21);
+    let (mut tossed, mut staged) = (0, 0);
+    for _ in 0..600 {
+        if staged == 3 {
+            break;
+        }
+        let Ok(sch) = search.sample() else { continue };
+        tossed += usize::from(coin(&sch));
+        let Ok(v) = tessel::search::postproc::verify(sch.program(), &space, &target) else {
+            continue;
+        };
+        let has_staging = v.lowered.kernels.iter().any(|k| {
+            k.allocs
+                .iter()
+                .any(|a| v.lowered.program.buffer(a.buffer).name.ends_with("_staged"))
+        });
+        if !has_staging {
+            continue;
+        }
+        staged += 1;
+        let err = check_lowered(&program, &v.lowered, 3)
+            .unwrap_or_else(|e| panic!("{spec}: {e}\n{}", text::print(sch.trace())));
+        assert!(err < tessel::interp::TOLERANCE, "{spec}: error {err}");
+    }
+    assert!(
+        tossed > staged,
+        "{spec}: the coin came up 1 every time ({tossed} tosses)"
+    );
+    assert_eq!(staged, 3, "{spec}: too few samples staged in registers");
+}

@@ -659,6 +659,9 @@ pub fn apply_sketch(
     //    transposed by kernels of their own first).
     let fetch_at = levels[first_r].last().copied();
     let mut transposed_copies = Vec::new();
+    // Whether some fetch may transpose an operand by vectors (the pipeline may stage
+    // those in registers).
+    let mut transposing = false;
     if let (Some(scope), Some(fetch_at)) = (&space.cache_read, fetch_at) {
         let n_reads = {
             let p = sch.program();
@@ -696,6 +699,7 @@ pub fn apply_sketch(
             } else {
                 space.fetch_vector_lengths.clone()
             };
+            transposing |= transposed && lengths.iter().any(|l| *l > 1);
             let probs = vec![1.0 / lengths.len() as f64; lengths.len()];
             let vec = sch
                 .sample_categorical(&lengths, &probs, None)
@@ -726,7 +730,7 @@ pub fn apply_sketch(
     }
     // 7b. Software pipelining of the shared fetch.
     if let (Some(_), Some(rule), Some(fetch_at)) = (&space.cache_read, &space.pipeline, fetch_at) {
-        pipeline::pipeline(rule, sch, fetch_at)?;
+        pipeline::pipeline(rule, sch, fetch_at, transposing)?;
     }
     // 8. Vectorize (CPU) the innermost loop and the write-back's, where they can be: in
     //    a degenerate nest (extents of 1 in a tiny workload) the last loop may not be

@@ -279,11 +279,14 @@ impl SearchParams {
 
 /// The software-pipelining rule (`[pipeline]`): the stage counts the sketch offers (a
 /// decision of the trace; 1 is the single-buffered fetch), those whose copies of one
-/// iteration's fetched tiles would exceed `max_shared_bytes` left out.
+/// iteration's fetched tiles would exceed `max_shared_bytes` left out; with
+/// `register_fetch`, a coin of the trace stages a pipeline's transposing vector fetches in
+/// registers (`software_pipeline_register_fetch`) where the sketch has one.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PipelineRule {
     pub stages: Vec<i64>,
     pub max_shared_bytes: i64,
+    pub register_fetch: bool,
 }
 
 /// The split-K rule (`[split_k]`): a workload whose output has at most
@@ -574,6 +577,8 @@ struct Unroll {
 struct PipelineFile {
     stages: Vec<i64>,
     max_shared_bytes: i64,
+    #[serde(default)]
+    register_fetch: bool,
 }
 
 #[derive(Deserialize)]
@@ -995,6 +1000,7 @@ impl SearchSpace {
                 Some(PipelineRule {
                     stages: p.stages,
                     max_shared_bytes: p.max_shared_bytes,
+                    register_fetch: p.register_fetch,
                 })
             }
             None => None,

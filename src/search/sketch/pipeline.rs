@@ -7,20 +7,27 @@
 //! fetches are stage 0, the compute statements stage `S - 1`. A count of 1 annotates all
 //! statements with stage 0, the plain loop, so that every decision replays to the same
 //! trace shape and a mutator can change it. Spaces whose stages are only `[1]` (or absent)
-//! add nothing to the trace.
+//! add nothing to the trace. With `pipeline.register_fetch`, where some fetch transposes
+//! an operand by vectors, a coin of the trace (`sample_categorical` over 0 and 1) sets
+//! `software_pipeline_register_fetch` on the loop: those vectors are then loaded into
+//! registers before the iteration computes and stored into the shared tile after it,
+//! instead of being copied by 4-byte `cp.async` (`lower::pipeline`).
 
 use super::{at, SketchError};
-use crate::ir::pipeline::STAGE_KEY;
+use crate::ir::pipeline::{REGISTER_FETCH_KEY, STAGE_KEY};
 use crate::ir::{Node, Scope};
 use crate::schedule::{AnnArg, IntArg, LoopRv, Schedule, Target};
 use crate::search::space::PipelineRule;
 
 /// Annotates `fetch_at` with a sampled pipeline depth when its body is shared fetches
-/// followed by compute; leaves the schedule as it is otherwise.
+/// followed by compute, and where `transposing` (some fetch transposes an operand by
+/// vectors) with the sampled choice of staging those fetches in registers; leaves the
+/// schedule as it is otherwise.
 pub(super) fn pipeline(
     rule: &PipelineRule,
     sch: &mut Schedule,
     fetch_at: LoopRv,
+    transposing: bool,
 ) -> Result<(), SketchError> {
     let Some(n_fetch) = fetches(sch, fetch_at)? else {
         return Ok(());
@@ -58,6 +65,17 @@ pub(super) fn pipeline(
         .collect();
     sch.annotate(Target::Loop(fetch_at), STAGE_KEY, AnnArg::List(value))
         .map_err(at("pipeline"))?;
+    if rule.register_fetch && transposing {
+        let staged = sch
+            .sample_categorical(&[0, 1], &[0.5, 0.5], None)
+            .map_err(at("pipeline"))?;
+        sch.annotate(
+            Target::Loop(fetch_at),
+            REGISTER_FETCH_KEY,
+            AnnArg::Rv(staged),
+        )
+        .map_err(at("pipeline"))?;
+    }
     Ok(())
 }
 

@@ -311,7 +311,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     load(sch, a_fr, g.a_k_major, true)?;
     load(sch, b_fr, g.b_n_major, false)?;
     if let Some(p) = &space.pipeline {
-        super::pipeline::pipeline(p, sch, kp[0])?;
+        super::pipeline::pipeline(p, sch, kp[0], false)?;
     }
     // 7. The instructions.
     let init = sch

@@ -307,7 +307,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         sch.storage_swizzle(sh, 0).map_err(at("storage_swizzle"))?;
     }
     if let Some(p) = &space.pipeline {
-        super::pipeline::pipeline(p, sch, k0)?;
+        super::pipeline::pipeline(p, sch, k0, false)?;
     }
     // 6. The instructions.
     let init = sch
