@@ -26,23 +26,24 @@ const TF32: &str = "\
 __device__ __forceinline__ float tessel_tf32(float x) { return __uint_as_float(__float_as_uint(x) & 0xffffe000u); }
 ";
 
-/// The grid dependency control of a kernel between others (sm_90 and later; compiled out
-/// before): one with a successor lets it be scheduled at once (each block's trigger, at
-/// its start; the successor still waits), one with a predecessor waits until that one
-/// has completed and its writes are visible, before anything else. Launched with
-/// programmatic stream serialization (`Launch::waits_for_previous`), the next kernel's
-/// blocks are then resident when the previous one ends, instead of being launched after.
-fn grid_dependency(out: &mut String, waits: bool, triggers: bool) {
-    if !waits && !triggers {
+/// The grid dependency control of a kernel after another (sm_90 and later; compiled out
+/// before): it waits until the kernel before it has completed and its writes are
+/// visible, before anything else. Launched with programmatic stream serialization
+/// (`Launch::waits_for_previous`), its blocks are scheduled as the blocks before it exit,
+/// without the launch's gap. No kernel triggers its successor early
+/// (`griddepcontrol.launch_dependents`): a successor scheduled while the kernel before it
+/// still runs has its blocks placed among that one's, two to a multiprocessor where it
+/// would have one, and on one H200 (2026-11-30, benches/probe/register_fetch/no_pdl.sh)
+/// an early trigger ran a 1024^3 GEMM with its A transposed by a kernel of its own in 190
+/// us where without it the two kernels took 103 us, made a two-kernel best's time vary
+/// from run to run (94-119 us, 93 us without), and ran an f16 conv's staging and conv in
+/// 11.2 us where without it they took 8.8 us (ordinary launches: 104.5, 94.2, 10.2 us).
+fn grid_dependency(out: &mut String, waits: bool) {
+    if !waits {
         return;
     }
     out.push_str("#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900\n");
-    if waits {
-        out.push_str("  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n");
-    }
-    if triggers {
-        out.push_str("  asm volatile(\"griddepcontrol.launch_dependents;\" ::: \"memory\");\n");
-    }
+    out.push_str("  asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n");
     out.push_str("#endif\n");
 }
 
@@ -61,14 +62,8 @@ fn launch_bounds(k: &Kernel) -> String {
     }
 }
 
-/// One kernel's function; `waits`: a kernel runs before it, `triggers`: one after it.
-fn kernel(
-    l: &Lowered,
-    k: &Kernel,
-    waits: bool,
-    triggers: bool,
-    out: &mut String,
-) -> Result<Launch> {
+/// One kernel's function; `waits`: a kernel runs before it.
+fn kernel(l: &Lowered, k: &Kernel, waits: bool, out: &mut String) -> Result<Launch> {
     let p = &l.program;
     let params: Vec<String> = k
         .params
@@ -147,7 +142,7 @@ fn kernel(
             }
         }
     }
-    grid_dependency(out, waits, triggers);
+    grid_dependency(out, waits);
     let mut pr = Printer::new(p, k, Dialect::Cuda);
     pr.stmts(&k.body, 1, &|_, _, _| {});
     out.push_str(&pr.out);
@@ -243,9 +238,8 @@ pub fn generate(l: &Lowered) -> Result<Source> {
         code.push_str(super::cuda_mma::MMA);
     }
     let mut kernels = Vec::new();
-    let last = l.kernels.len().saturating_sub(1);
     for (i, k) in l.kernels.iter().enumerate() {
-        kernels.push(kernel(l, k, i > 0, i < last, &mut code)?);
+        kernels.push(kernel(l, k, i > 0, &mut code)?);
     }
     Ok(Source {
         code,

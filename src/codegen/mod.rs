@@ -38,9 +38,10 @@ pub struct Launch {
     pub params: Vec<String>,
     /// The kernel waits at its start for the kernel launched before it
     /// (`griddepcontrol.wait`, on sm_90 and later), so it may be launched with programmatic
-    /// stream serialization: its blocks are scheduled while the one before it ends, not
-    /// after (CUDA's programmatic dependent launch). Without that attribute it is an
-    /// ordinary launch.
+    /// stream serialization: its blocks are scheduled as the blocks before it exit, without
+    /// the gap of a launch after it (CUDA's programmatic dependent launch; no kernel
+    /// triggers its successor earlier, see `cuda::grid_dependency`). Without that attribute
+    /// it is an ordinary launch.
     #[serde(default)]
     pub waits_for_previous: bool,
 }

@@ -683,9 +683,10 @@ impl CudaRunner {
     }
 
     /// Launches `func` with programmatic stream serialization (CUDA's programmatic
-    /// dependent launch, sm_90 and later): its blocks may be scheduled while the kernel
-    /// before it on the stream still runs; the generated kernel waits for that one's
-    /// completion and writes itself (`griddepcontrol.wait`, see `codegen/cuda.rs`).
+    /// dependent launch, sm_90 and later): its blocks are scheduled as the blocks of the
+    /// kernel before it on the stream exit (none triggers earlier); the generated kernel
+    /// waits for that one's completion and writes itself (`griddepcontrol.wait`, see
+    /// `codegen/cuda.rs`).
     ///
     /// # Safety
     /// `ptrs` are the kernel's parameters, one device pointer each, in its order, alive
