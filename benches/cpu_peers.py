@@ -8,7 +8,7 @@ MEDIAN_SECONDS`.
 
   cpu_peers.py WORKLOAD THREADS
   WORKLOAD: matmul:MxNxK or matmul:m=M,n=N,k=K[,layout=nn|nt|tn|tt], or
-  conv2d_nchw:n=..,c=..,h=..,w=..,k=..,r=..,s=..,stride=1,pad=P, or
+  conv2d_nchw:n=..,c=..,h=..,w=..,k=..,r=..,s=..,stride=1,pad=P, conv2d_nhwc:(the same), or
   dense_bias_relu:m=M,n=N,k=K, dense_bias_gelu:m=M,n=N,k=K (GELU's tanh form, as
   benches/dense_bias_gelu_128x3072x768.tw), or softmax:ROWSxCOLS (over each row, as
   benches/softmax_*.tw), softmax:HxRxC (a batch of
@@ -16,7 +16,7 @@ MEDIAN_SECONDS`.
 
 GEMMs: numpy's matmul (OpenBLAS sgemm). Dense layers: the same, then the bias and relu
 in place, and PyTorch's `linear` (its sgemm). Convs: PyTorch's conv2d (oneDNN) when torch
-imports, and numpy im2col + OpenBLAS sgemm. `dense_bias_gelu`: PyTorch's `linear` then
+imports (an NHWC conv on channels-last tensors), and numpy im2col + OpenBLAS sgemm. `dense_bias_gelu`: PyTorch's `linear` then
 `gelu(approximate="tanh")`. Softmax: PyTorch's `softmax` and numpy's (max, exp, sum,
 divide, in place where it can). THREADS sets OPENBLAS_NUM_THREADS,
 OMP_NUM_THREADS and torch.set_num_threads before the libraries load.
@@ -61,10 +61,11 @@ if kind == "matmul":
     a, b = (a if layout[0] == "n" else a.T), (b if layout[1] == "n" else b.T)
     c = np.empty((m, n), dtype=np.float32)
     print(f"peer numpy-openblas {timed(lambda: np.matmul(a, b, out=c)):.9f}")
-elif kind == "conv2d_nchw":
+elif kind in ("conv2d_nchw", "conv2d_nhwc"):
     p = {kv.split("=")[0]: int(kv.split("=")[1]) for kv in args.split(",")}
     n, c, h, w, k, r, s = (p[x] for x in "nchwkrs")
     stride, pad = p.get("stride", 1), p.get("pad", 0)
+    nhwc = kind == "conv2d_nhwc"
     x = rng.standard_normal((n, c, h, w), dtype=np.float32)
     wt = rng.standard_normal((k, c, r, s), dtype=np.float32)
     oh, ow = (h + 2 * pad - r) // stride + 1, (w + 2 * pad - s) // stride + 1
@@ -73,6 +74,11 @@ elif kind == "conv2d_nchw":
 
         torch.set_num_threads(int(threads))
         tx, tw = torch.from_numpy(x), torch.from_numpy(wt)
+        if nhwc:
+            # Data and weights stored channels last, as the NHWC workload stores them;
+            # oneDNN then computes and returns channels last.
+            tx = tx.contiguous(memory_format=torch.channels_last)
+            tw = tw.contiguous(memory_format=torch.channels_last)
         with torch.no_grad():
             f = lambda: torch.nn.functional.conv2d(tx, tw, stride=stride, padding=pad)  # noqa: E731
             print(f"peer torch-{torch.__version__}-onednn {timed(f):.9f}")
@@ -86,6 +92,18 @@ elif kind == "conv2d_nchw":
             xp, (n, c, r, s, oh, ow), (sn, sc, sh, sw, sh * stride, sw * stride)
         ).reshape(n, c * r * s, oh * ow)
         return np.matmul(wt.reshape(k, c * r * s), cols)
+
+    if nhwc:
+        x_nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+        w_rsck = np.ascontiguousarray(wt.transpose(2, 3, 1, 0)).reshape(r * s * c, k)
+
+        def im2col_gemm():  # noqa: F811
+            xp = np.pad(x_nhwc, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
+            sn, sh, sw, sc = xp.strides
+            cols = np.lib.stride_tricks.as_strided(
+                xp, (n, oh, ow, r, s, c), (sn, sh * stride, sw * stride, sh, sw, sc)
+            ).reshape(n * oh * ow, r * s * c)
+            return np.matmul(cols, w_rsck)
 
     print(f"peer numpy-im2col-openblas {timed(im2col_gemm):.9f}")
 elif kind == "dense_bias_relu":

@@ -25,7 +25,8 @@
 //!    `lanes` shared stores instead of `lanes` 4-byte copies. The stores go into the copy
 //!    that iteration `k - 1` read, which every thread finished before this iteration's
 //!    barrier; the next iteration's barrier makes them visible. At most
-//!    [`MAX_STAGED_ELEMENTS`] a thread are staged; beyond, the fetch stays asynchronous.
+//!    [`MAX_STAGED_ELEMENTS`] a thread are staged; beyond, and where the compute is
+//!    asynchronous (below), the fetch stays as it is.
 //! 3. **Prologue, body.** The fetches of iterations `0 .. S-2` are issued before the loop,
 //!    each committed as a group; iteration `k` then waits until at most `S - 2` groups
 //!    are in flight (its own fetch has landed for this thread), synchronizes the block
@@ -248,16 +249,17 @@ impl Cx<'_> {
                 reason: "the loop body has no fetch or no compute statement".into(),
             });
         }
-        // 2. Transposing vector fetches staged in registers (where the plan says so and
-        //    they fit), then asynchronous copies where the fetch is a plain copy.
-        let (fetch, land, staged) = match self.staging.get(&var) {
-            Some(&regs) => self.stage_in_registers(fetch, regs),
-            None => (fetch, Vec::new(), 0),
-        };
-        let fetch = self.asyncify(fetch);
         // Asynchronous compute (`wgmma`) leaves one group in flight while the next stage
         // computes, so the fetch runs one iteration less ahead (see the module doc).
         let asynchronous = runs_any(&compute, self.asynchronous);
+        // 2. Transposing vector fetches staged in registers (where the plan says so, they
+        //    fit and the compute is synchronous), then asynchronous copies where the fetch
+        //    is a plain copy.
+        let (fetch, land, staged) = match self.staging.get(&var) {
+            Some(&regs) if !asynchronous => self.stage_in_registers(fetch, regs),
+            _ => (fetch, Vec::new(), 0),
+        };
+        let fetch = self.asyncify(fetch);
         let in_flight = i64::from(asynchronous && stages >= 4);
         let distance = stages - 1 - in_flight;
         // 3. Prologue: the fetches of iterations 0 .. distance - 1, one group each.
