@@ -85,25 +85,25 @@ elif kind in ("conv2d_nchw", "conv2d_nhwc"):
     except ImportError:
         print("peer torch unavailable (no PyTorch on this machine)")
 
-    def im2col_gemm():
-        xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
-        sn, sc, sh, sw = xp.strides
-        cols = np.lib.stride_tricks.as_strided(
-            xp, (n, c, r, s, oh, ow), (sn, sc, sh, sw, sh * stride, sw * stride)
-        ).reshape(n, c * r * s, oh * ow)
-        return np.matmul(wt.reshape(k, c * r * s), cols)
-
     if nhwc:
         x_nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1))
         w_rsck = np.ascontiguousarray(wt.transpose(2, 3, 1, 0)).reshape(r * s * c, k)
 
-        def im2col_gemm():  # noqa: F811
+        def im2col_gemm():
             xp = np.pad(x_nhwc, ((0, 0), (pad, pad), (pad, pad), (0, 0)))
             sn, sh, sw, sc = xp.strides
             cols = np.lib.stride_tricks.as_strided(
                 xp, (n, oh, ow, r, s, c), (sn, sh * stride, sw * stride, sh, sw, sc)
             ).reshape(n * oh * ow, r * s * c)
             return np.matmul(cols, w_rsck)
+    else:
+        def im2col_gemm():
+            xp = np.pad(x, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+            sn, sc, sh, sw = xp.strides
+            cols = np.lib.stride_tricks.as_strided(
+                xp, (n, c, r, s, oh, ow), (sn, sc, sh, sw, sh * stride, sw * stride)
+            ).reshape(n, c * r * s, oh * ow)
+            return np.matmul(wt.reshape(k, c * r * s), cols)
 
     print(f"peer numpy-im2col-openblas {timed(im2col_gemm):.9f}")
 elif kind == "dense_bias_relu":

@@ -177,12 +177,18 @@ fn a_pipeline_that_waits_on_the_wrong_group_is_caught() {
 
 /// Removes the barriers of every loop that waits for a `cp.async` group.
 fn remove_loop_barriers(body: &mut [KStmt]) {
+    for_each_pipelined_loop(body, &mut |body| body.retain(|c| !matches!(c, KStmt::Sync)));
+}
+
+/// Applies `f` to the body of every loop that waits for a `cp.async` group (a pipelined
+/// loop), then looks inside it.
+fn for_each_pipelined_loop(body: &mut [KStmt], f: &mut dyn FnMut(&mut Vec<KStmt>)) {
     for s in body {
         if let KStmt::For { body, .. } = s {
             if body.iter().any(|c| matches!(c, KStmt::WaitGroup(_))) {
-                body.retain(|c| !matches!(c, KStmt::Sync));
+                f(body);
             }
-            remove_loop_barriers(body);
+            for_each_pipelined_loop(body, f);
         }
     }
 }
@@ -455,16 +461,11 @@ fn a_staged_fetch_without_its_barrier_or_in_the_wrong_place_is_caught() {
 /// Moves the last statement of every pipelined loop (its staged stores) to just after
 /// the loop's barrier, before the fetch.
 fn land_before_fetch(body: &mut [KStmt]) {
-    for s in body {
-        if let KStmt::For { body, .. } = s {
-            if body.iter().any(|c| matches!(c, KStmt::WaitGroup(_))) {
-                let last = body.pop().unwrap();
-                let at = body.iter().position(|c| matches!(c, KStmt::Sync)).unwrap() + 1;
-                body.insert(at, last);
-            }
-            land_before_fetch(body);
-        }
-    }
+    for_each_pipelined_loop(body, &mut |body| {
+        let last = body.pop().unwrap();
+        let at = body.iter().position(|c| matches!(c, KStmt::Sync)).unwrap() + 1;
+        body.insert(at, last);
+    });
 }
 
 #[test]

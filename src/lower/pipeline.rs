@@ -445,12 +445,21 @@ impl Cx<'_> {
     /// Whether a vectorized fetch loop copies one f32 vector of global memory to scattered
     /// elements of a fetched buffer (a transposing fetch).
     fn transposing_copy(&self, body: &[KStmt], lane: VarId, lanes: i64) -> bool {
-        super::vector_copy::vector_copy(self.p, body, lane, lanes, self.ranges).is_ok_and(|c| {
-            c.scatter
-                && self.stage_size.contains_key(&c.dst)
-                && self.p.buffer(c.src).scope == Scope::Global
-                && self.p.buffer(c.src).dtype == DType::F32
-        })
+        self.fetch_vector(body, lane, lanes)
+            .is_some_and(|c| c.scatter && self.p.buffer(c.src).dtype == DType::F32)
+    }
+
+    /// The vector copy a vectorized fetch loop performs from global memory into a fetched
+    /// buffer, contiguous or scattered.
+    fn fetch_vector<'b>(
+        &self,
+        body: &'b [KStmt],
+        lane: VarId,
+        lanes: i64,
+    ) -> Option<super::vector_copy::VectorCopy<'b>> {
+        let copy = super::vector_copy::vector_copy(self.p, body, lane, lanes, self.ranges).ok()?;
+        (self.stage_size.contains_key(&copy.dst) && self.p.buffer(copy.src).scope == Scope::Global)
+            .then_some(copy)
     }
 
     /// The fetch statements for iteration `j`: `var` is `j` and the fetched buffers are
@@ -609,11 +618,8 @@ impl Cx<'_> {
     /// zero-filled under a guard uniform over the vector). A scattered store (a transposed
     /// fetch) cannot be one copy: its lanes are copied one by one.
     fn vector_copy(&self, body: &[KStmt], lane: VarId, lanes: i64) -> Option<KStmt> {
-        let copy = super::vector_copy::vector_copy(self.p, body, lane, lanes, self.ranges).ok()?;
-        if copy.scatter
-            || !self.stage_size.contains_key(&copy.dst)
-            || self.p.buffer(copy.src).scope != Scope::Global
-        {
+        let copy = self.fetch_vector(body, lane, lanes)?;
+        if copy.scatter {
             return None;
         }
         let at0 = |e: &Expr| super::vector_copy::at_lane(e, lane, 0, self.ranges);
