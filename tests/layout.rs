@@ -178,3 +178,60 @@ fn an_accumulator_with_two_axes_fused_is_indexed_by_the_fused_loop() {
         tessel::measure::cuda::compile(&src, "sm_90a").unwrap_or_else(|f| panic!("NVRTC: {f}"));
     }
 }
+
+/// Operands stored reduction first by kernels of their own, as the plain sketch samples
+/// them, run as the GPU runs them: a padding kernel (`unaligned_pad_kernels`) that stores
+/// its operand transposed itself, and a transposing copy whose run of the reduction (k =
+/// 1063, padded to 1072 = 16 x 67: no divisor between 32 and 64) is tiled by 64 with its
+/// last tile masked (`staging::run_tile`).
+#[test]
+fn operands_transposed_by_their_padding_kernels_or_by_imperfect_tiles_run_as_the_gpu_runs_them() {
+    use tessel::search::sketch::apply_sketch;
+    use tessel::search::{SearchSpace, SketchKind};
+    let space = SearchSpace::cuda_default();
+    let mut seen = [false; 2];
+    for (spec, kind) in [
+        ("matmul:m=40,n=53,k=37,layout=nn", 0),
+        ("matmul:m=24,n=20,k=1063,layout=nt", 1),
+    ] {
+        let reference = workload::preset(spec).unwrap().to_program();
+        for seed in 0..64 {
+            let mut sch = Schedule::new(reference.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::Plain).unwrap();
+            let trace = text::print(sch.trace());
+            let tiled = trace.contains("cache_write(") && trace.contains("scope=\"shared\")");
+            let wanted = match kind {
+                // A padding block whose layout the sample changed, through shared memory.
+                0 => {
+                    tiled
+                        && trace
+                            .lines()
+                            .filter(|l| l.contains("get_block(\"") && l.contains("_pad\")"))
+                            .filter_map(|l| l.split(" = ").next())
+                            .any(|b| trace.contains(&format!("transform_layout({b},")))
+                }
+                // A copy of k padded to 1072 whose run is split by 64.
+                _ => {
+                    tiled
+                        && trace.contains("scope=\"global\")")
+                        && trace.contains("factors=[None, 64])")
+                        && sch
+                            .program()
+                            .buffers
+                            .iter()
+                            .any(|b| b.shape.contains(&1072))
+                }
+            };
+            if !wanted {
+                continue;
+            }
+            let lowered = lower(sch.program(), Backend::Cuda).unwrap();
+            let err = tessel::interp::check_lowered(&reference, &lowered, seed)
+                .unwrap_or_else(|e| panic!("{spec} seed {seed}: {e}\n{trace}"));
+            assert!(err < tessel::interp::TOLERANCE, "{spec} seed {seed}: {err}");
+            seen[kind] = true;
+            break;
+        }
+    }
+    assert_eq!(seen, [true, true]);
+}

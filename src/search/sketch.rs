@@ -496,9 +496,11 @@ pub fn apply_sketch(
     // 1b. Padding an einsum to multiples: the new stages are padding and an epilogue.
     //     Zero-filled copies of operands whose rows are no whole 16-byte vectors may run
     //     as kernels of their own (a decision), so that the fetch reads whole vectors.
+    //     They are scheduled once the fetches are placed (step 7): one the fetch would
+    //     transpose may be stored transposed as well, by the same kernel.
     let padded = pad(space, sch, &st.main, kind)?;
     let padding_kernels = match padded {
-        Some(_) if space.is_gpu() => unaligned_pad_kernels(space, sch, &st)?,
+        Some(_) if space.is_gpu() => unaligned_pad_copies(sch, &st)?,
         _ => Vec::new(),
     };
     let st = stages(sch.program())?;
@@ -711,6 +713,12 @@ pub fn apply_sketch(
             let tag = thread_tag(space);
             sch.bind(parts[1], &tag).map_err(at("cooperative fetch"))?;
             sch.vectorize(parts[2]).map_err(at("cooperative fetch"))?;
+        }
+    }
+    // The padding kernels no transposing copy took (step 1b).
+    for name in &padding_kernels {
+        if !transposed_copies.iter().any(|c| &c.name == name) {
+            standalone(space, sch, name)?;
         }
     }
     if space.inline_padding && space.cache_read.is_some() {
@@ -1072,11 +1080,12 @@ fn channels_last_data(
 /// one ([`staging`]), and the fetch then copies the new buffer as it is stored, 16-byte
 /// vectors where its rows allow, with no transposing 4-byte copies. An operand a stage of
 /// `staged` writes (an NCHW conv's data stored channels last) is stored as it is to be
-/// read already; one a padding kernel of `pad_kernels` writes is not copied a second
-/// time (its padding inlined into a transposing copy does both in one pass, a sample
-/// that did not run it as a kernel: on the H200, 2026-11-30, a strided conv's GEMM view
-/// ran 18-22 TFLOP/s with the two copies, 29.5 with the one). Returns the copies, to be
-/// scheduled once the padding they read is inlined into them.
+/// read already. One a padding kernel of `pad_kernels` writes is not copied a second
+/// time: that kernel stores it transposed (one pass, as a transposing copy with the
+/// padding inlined is: on the H200, 2026-11-30, a strided conv's GEMM view ran 18-22
+/// TFLOP/s with two copies, 29.5 with one), so that an NN GEMM of odd K and N gets both
+/// A transposed and B's rows whole vectors. Returns the copies (padding kernels among
+/// them), to be scheduled once the padding they read is inlined into them.
 fn transpose_kernels(
     space: &SearchSpace,
     sch: &mut Schedule,
@@ -1088,7 +1097,9 @@ fn transpose_kernels(
     if !(space.is_gpu() && space.reduction_major && space.transpose_kernels) {
         return Ok(Vec::new());
     }
-    let perms: Vec<(i64, Vec<usize>)> = {
+    // Each operand: its read, the order to store it in, and the padding kernel that
+    // writes it (if one does).
+    let perms: Vec<(i64, Vec<usize>, Option<String>)> = {
         let p = sch.program();
         let mb = sch.block_id(main).map_err(at("transpose kernels"))?;
         let read_bufs: Vec<BufferId> = p.block_reads(mb).iter().map(|(b, _)| *b).collect();
@@ -1097,18 +1108,30 @@ fn transpose_kernels(
             .take(reads)
             .enumerate()
             .filter(|(_, buf)| reused(p, mb, **buf))
-            .filter(|(_, buf)| {
-                !written_by(p, **buf, |name| {
-                    staged.iter().any(|s| s.name == name) || pad_kernels.iter().any(|k| k == name)
-                })
+            .filter(|(_, buf)| !written_by(p, **buf, |name| staged.iter().any(|s| s.name == name)))
+            .filter_map(|(i, buf)| {
+                let perm = reduction_first(p, mb, *buf)?;
+                let writer = p
+                    .writers(*buf)
+                    .iter()
+                    .map(|w| p.block(*w).name.clone())
+                    .find(|name| pad_kernels.contains(name));
+                Some((i as i64, perm, writer))
             })
-            .filter_map(|(i, buf)| reduction_first(p, mb, *buf).map(|perm| (i as i64, perm)))
             .collect()
     };
     if perms.is_empty() || !coin(sch, "transpose kernels")? {
         return Ok(Vec::new());
     }
-    staging::permuted_copies(sch, main, &perms)
+    let (own, copied): (Vec<_>, Vec<_>) = perms.into_iter().partition(|(_, _, w)| w.is_some());
+    let copied: Vec<(i64, Vec<usize>)> = copied.into_iter().map(|(i, perm, _)| (i, perm)).collect();
+    let mut stages = staging::permuted_copies(sch, main, &copied)?;
+    for (_, perm, writer) in own {
+        let name = writer.expect("partitioned by its writer");
+        let b = sch.get_block(&name).map_err(at("transpose kernels"))?;
+        stages.push(staging::store_permuted(sch, b, &perm)?);
+    }
+    Ok(stages)
 }
 
 /// Whether `buf` is written by a block whose name `kernel` accepts (a copy run as a
@@ -1896,6 +1919,17 @@ fn unaligned_pad_kernels(
     sch: &mut Schedule,
     before: &Stages,
 ) -> Result<Vec<String>, SketchError> {
+    let kernels = unaligned_pad_copies(sch, before)?;
+    for name in &kernels {
+        standalone(space, sch, name)?;
+    }
+    Ok(kernels)
+}
+
+/// The decision of [`unaligned_pad_kernels`] alone: the padding stages that run as
+/// kernels of their own, left unscheduled (the plain and split-K sketches schedule them
+/// once they know whether they store their operand transposed, [`transpose_kernels`]).
+fn unaligned_pad_copies(sch: &mut Schedule, before: &Stages) -> Result<Vec<String>, SketchError> {
     let made = stages(sch.program())?.padding;
     let unaligned: Vec<String> = {
         let p = sch.program();
@@ -1921,9 +1955,6 @@ fn unaligned_pad_kernels(
     }
     if !coin(sch, "unaligned padding")? {
         return Ok(Vec::new());
-    }
-    for name in &unaligned {
-        standalone(space, sch, name)?;
     }
     Ok(unaligned)
 }
@@ -2282,21 +2313,33 @@ mod tests {
         // An NT GEMM reads both operands along the reduction (A[m, k], B[n, k]); k = 37
         // pads them. Either the fetch transposes them (4-byte copies into a padded,
         // reduction-major shared tile) or, a decision, kernels of their own store them
-        // reduction first (the padding inlined into them) and the fetch copies those as
-        // stored. Both compute the reference and lower; the trace records the choice.
+        // reduction first (copies with the padding inlined into them, or the padding
+        // kernels themselves) and the fetch copies those as stored. All compute the
+        // reference and lower; the trace records the choice.
         // (The split-K sketch's partial GEMMs read k through the split: not transposed.)
         let space = SearchSpace::cuda_default();
         assert!(space.transpose_kernels);
         let p = crate::workload::preset("matmul:m=72,n=53,k=37,layout=nt")
             .unwrap()
             .to_program();
-        let mut seen = [false; 2];
+        // Where the padding runs as kernels of their own (`unaligned_pad_kernels`), those
+        // kernels store the operands reduction first instead of copies.
+        let mut seen = [false; 3];
         for seed in 0..16 {
             let (sch, trace) = checked_sample(&space, &p, seed, SketchKind::Plain);
             let copies = trace.matches("scope=\"global\")").count();
-            let own = copies > 0;
-            assert!(copies == 0 || copies == 2, "seed {seed}:\n{trace}");
-            seen[usize::from(own)] = true;
+            let padding_stored = trace
+                .lines()
+                .filter(|l| l.contains("get_block(\"") && l.contains("_pad\")"))
+                .filter_map(|l| l.split(" = ").next())
+                .filter(|b| trace.contains(&format!("transform_layout({b},")))
+                .count();
+            let own = copies + padding_stored > 0;
+            assert!(
+                [0, 2].contains(&(copies + padding_stored)) && copies * padding_stored == 0,
+                "seed {seed}:\n{trace}"
+            );
+            seen[usize::from(copies > 0) + 2 * usize::from(padding_stored > 0)] = true;
             let Ok(lowered) = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
             else {
                 continue;
@@ -2320,7 +2363,7 @@ mod tests {
             let again = crate::schedule::replay(sch.trace(), p.clone(), seed).unwrap();
             assert_eq!(again.program(), sch.program(), "seed {seed}");
         }
-        assert_eq!(seen, [true, true], "plain sketch");
+        assert_eq!(seen, [true, true, true], "plain sketch");
         // A TN GEMM reads both operands stored reduction first, and a GEMV of a weight
         // stored [n, k] reads each of its elements once: no decision, no copies (the
         // GEMV's fetch still stores its weight reduction-major).

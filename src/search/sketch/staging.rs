@@ -243,11 +243,32 @@ fn direct(space: &SearchSpace, sch: &mut Schedule, stage: &Staged) -> Result<(),
     super::standalone(space, sch, &stage.name)
 }
 
+/// A tile of `budget` elements at most along a run axis of `extent`: the whole axis where
+/// it fits, else its largest divisor within the budget where that is more than half of
+/// it, else the multiple of a 32-byte sector's 8 elements, from half the budget up to
+/// it, that takes the fewest tiles and of those pads the axis least, its extra
+/// iterations masked (an imperfect split). A padded GEMM operand's 1712 rows (16 x 107) are tiled by 64 in 27
+/// tiles, 16 rows masked, rather than by 16 in 107: a tile of 16 reads half a 128-byte
+/// line a row and gives each block a sixteenth as much to copy.
+fn run_tile(extent: i64, budget: i64) -> i64 {
+    if extent <= budget {
+        return extent;
+    }
+    let divisor = (1..=budget).rev().find(|t| extent % t == 0).unwrap_or(1);
+    if 2 * divisor > budget || budget < 16 {
+        return divisor;
+    }
+    let tiles = |t: i64| (extent + t - 1) / t;
+    (budget / 2..=budget)
+        .filter(|t| t % 8 == 0)
+        .min_by_key(|t| (tiles(*t), tiles(*t) * t))
+        .unwrap_or(divisor)
+}
+
 /// The stage as a tiled transpose through shared memory. Its loops run in the input's
 /// axis order: the axes before the channel (`n`, `k`) stay outside the tile; the input's
-/// axes after the channel (the run: `h, w` or `r, s`) are tiled innermost first by the
-/// largest divisors that keep the tile's run within [`RUN`]; the channels by a sampled
-/// count.
+/// axes after the channel (the run: `h, w` or `r, s`) are tiled innermost first within
+/// [`RUN`] elements in all ([`run_tile`]); the channels by a sampled count.
 fn transpose(sch: &mut Schedule, stage: &Staged) -> Result<(), SketchError> {
     let err = at("staging");
     let b = sch.get_block(&stage.name).map_err(&err)?;
@@ -268,7 +289,7 @@ fn transpose(sch: &mut Schedule, stage: &Staged) -> Result<(), SketchError> {
     let mut budget = RUN;
     for l in loops[ch + 1..].iter().rev() {
         let e = extent(sch, *l)?;
-        let t = (1..=budget.min(e)).rev().find(|t| e % t == 0).unwrap_or(1);
+        let t = run_tile(e, budget);
         budget /= t;
         let parts = sch.split(*l, &[None, Some(IntArg::Lit(t))]).map_err(&err)?;
         run_out.insert(0, parts[0]);
@@ -284,7 +305,7 @@ fn transpose(sch: &mut Schedule, stage: &Staged) -> Result<(), SketchError> {
         counts.push(c);
     }
     if counts.is_empty() {
-        counts.push((1..=RUN).rev().find(|t| c % t == 0).unwrap_or(1));
+        counts.push(run_tile(c, RUN));
     }
     let probs = vec![1.0 / counts.len() as f64; counts.len()];
     let count = sch
@@ -334,4 +355,26 @@ fn transpose(sch: &mut Schedule, stage: &Staged) -> Result<(), SketchError> {
         sch.unroll(parts[0]).map_err(&err)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::run_tile;
+
+    #[test]
+    fn a_run_without_a_good_divisor_is_tiled_by_whole_sectors_padding_least() {
+        // Whole where it fits; a divisor above half the budget as before.
+        assert_eq!(run_tile(56, 64), 56);
+        assert_eq!(run_tile(9, 64), 9);
+        assert_eq!(run_tile(1024, 64), 64);
+        assert_eq!(run_tile(800, 64), 50);
+        // 1712 = 16 x 107: 64 in 27 tiles (16 masked) rather than 16 in 107.
+        assert_eq!(run_tile(1712, 64), 64);
+        // 73 (prime): two tiles at least; 40 pads it least (to 80).
+        assert_eq!(run_tile(73, 64), 40);
+        assert_eq!(run_tile(103, 64), 56);
+        // A budget too small for whole sectors keeps to divisors.
+        assert_eq!(run_tile(73, 8), 1);
+        assert_eq!(run_tile(12, 8), 6);
+    }
 }
