@@ -5,9 +5,9 @@
 # $TESSEL_CONFIRM (3) records timed again in fresh workers) with one or two
 # search-space files, one after the other on the GPU; per tune the best's check and speed
 # (`tessel run`), whether the best took the GEMM view (`im2col(`) and how many operands
-# it copies by kernels of their own (`scope="global"`), and the tune's own records
-# grouped as the conv's loops or its GEMM view, each with or without such copies
-# (`+tk`) and with or without a split reduction (`+sk`, split-K): how many, how many
+# it copies by kernels of their own (`scope="global"`) or stores transposed by the
+# padding kernels that write them (`pt`), and the tune's own records grouped as the
+# conv's loops or its GEMM view, each with or without such copies (`+tk`) and with or without a split reduction (`+sk`, split-K): how many, how many
 # ran, the fastest. Then cuDNN (benches/cudnn_conv.py) for
 # each conv in the same call. Other workloads (GEMMs) are run against cublasLt in the same
 # process (`tessel run --compare`); their records are all "loops".
@@ -39,14 +39,25 @@ for w in "$@"; do
     # A GEMM's best against cublasLt in the same process; a conv's cuDNN runs below.
     case $w in conv2d*) cmp= ;; *) cmp=--compare ;; esac
     r=$("$bin" run "$w" --schedule "$sched" --target cuda $cmp 2>&1 | grep -E "^(speed|check|peer)" | tr '\n' ' ')
-    echo "$w | $(basename "$sp") | $t | view $(grep -c 'im2col(' "$sched") tk $(grep -c 'scope="global")' "$sched") | $r"
+    # Operands stored reduction first by kernels of their own: copies, or padding kernels
+    # that store their operand transposed (pt).
+    pt=$(awk -F' = ' '/get_block\(".*_pad"\)/ {pad[$1] = 1} /^transform_layout\(/ {split($0, a, "[(,]"); if (a[2] in pad) n++} END {print n + 0}' "$sched")
+    echo "$w | $(basename "$sp") | $t | view $(grep -c 'im2col(' "$sched") tk $(grep -c 'scope="global")' "$sched") pt $pt | $r"
     python3 - "$db" "$last" <<'PY'
-import sqlite3, sys
+import json, sqlite3, sys
 rows = sqlite3.connect(sys.argv[1]).execute(
     "select trace_json, status, median_secs from records where id > ?", (int(sys.argv[2]),))
 groups = {}
+def pad_transposed(trace):
+    """Whether a padding kernel of the trace stores its operand transposed."""
+    insts = json.loads(trace)["insts"]
+    pads = {o for i in insts if i["kind"] == "get_block"
+            and str(i["attrs"].get("name", "")).endswith("_pad") for o in i["outputs"]}
+    return any(i["kind"] == "transform_layout" and i["inputs"][:1]
+               and i["inputs"][0].get("rv") in pads for i in insts)
 for trace, status, secs in rows:
-    key = ("view" if "im2col" in trace else "loops") + ("+tk" if '"global"' in trace else "") \
+    key = ("view" if "im2col" in trace else "loops") \
+        + ("+tk" if '"global"' in trace or pad_transposed(trace) else "") \
         + ("+sk" if '"rfactor"' in trace else "")
     g = groups.setdefault(key, [0, 0, None])
     g[0] += 1

@@ -30,7 +30,12 @@ fn main() -> Result<()> {
     let program = tessel::database::canonical_program(&w)?;
     let mut trace = text::parse(&std::fs::read_to_string(sched).context("reading the schedule")?)?;
     std::fs::create_dir_all(out)?;
-    let space = SearchSpace::cuda_default();
+    // Every way the sketch has, padding kernels that store their operand transposed
+    // included (off in the shipped space).
+    let space = SearchSpace {
+        transpose_padding_kernels: true,
+        ..SearchSpace::cuda_default()
+    };
     let kinds = [SketchKind::Plain, SketchKind::SplitK];
     for set in sets {
         let (rv, d) = set.split_once('=').context("vN=D")?;

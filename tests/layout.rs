@@ -181,18 +181,23 @@ fn an_accumulator_with_two_axes_fused_is_indexed_by_the_fused_loop() {
 
 /// Operands stored reduction first by kernels of their own, as the plain sketch samples
 /// them, run as the GPU runs them: a padding kernel (`unaligned_pad_kernels`) that stores
-/// its operand transposed itself, and a transposing copy whose run of the reduction (k =
+/// its operand transposed itself (`cache_read.transpose_padding_kernels`), and a transposing copy whose run of the reduction (k =
 /// 1063, padded to 1072 = 16 x 67: no divisor between 32 and 64) is tiled by 64 with its
-/// last tile masked (`staging::run_tile`).
+/// last tile masked (`staging::run_tile`), as are a conv's 67 channels stored last (by
+/// 40, where the largest divisor is 1).
 #[test]
 fn operands_transposed_by_their_padding_kernels_or_by_imperfect_tiles_run_as_the_gpu_runs_them() {
     use tessel::search::sketch::apply_sketch;
     use tessel::search::{SearchSpace, SketchKind};
-    let space = SearchSpace::cuda_default();
-    let mut seen = [false; 2];
+    let space = SearchSpace {
+        transpose_padding_kernels: true,
+        ..SearchSpace::cuda_default()
+    };
+    let mut seen = [false; 3];
     for (spec, kind) in [
         ("matmul:m=40,n=53,k=37,layout=nn", 0),
         ("matmul:m=24,n=20,k=1063,layout=nt", 1),
+        ("conv2d_nchw:n=1,c=67,h=7,w=7,k=8,r=3,s=3,stride=2,pad=1", 2),
     ] {
         let reference = workload::preset(spec).unwrap().to_program();
         for seed in 0..64 {
@@ -209,6 +214,13 @@ fn operands_transposed_by_their_padding_kernels_or_by_imperfect_tiles_run_as_the
                             .filter(|l| l.contains("get_block(\"") && l.contains("_pad\")"))
                             .filter_map(|l| l.split(" = ").next())
                             .any(|b| trace.contains(&format!("transform_layout({b},")))
+                }
+                // The conv's data stored channels last through shared memory, its 67
+                // channels (prime) in tiles of 40, the second masked past 67.
+                2 => {
+                    tiled
+                        && trace.contains("permutation=[0, 2, 3, 1]")
+                        && trace.contains("candidates=[40]")
                 }
                 // A copy of k padded to 1072 whose run is split by 64.
                 _ => {
@@ -233,5 +245,5 @@ fn operands_transposed_by_their_padding_kernels_or_by_imperfect_tiles_run_as_the
             break;
         }
     }
-    assert_eq!(seen, [true, true]);
+    assert_eq!(seen, [true, true, true]);
 }

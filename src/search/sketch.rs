@@ -496,11 +496,15 @@ pub fn apply_sketch(
     // 1b. Padding an einsum to multiples: the new stages are padding and an epilogue.
     //     Zero-filled copies of operands whose rows are no whole 16-byte vectors may run
     //     as kernels of their own (a decision), so that the fetch reads whole vectors.
-    //     They are scheduled once the fetches are placed (step 7): one the fetch would
-    //     transpose may be stored transposed as well, by the same kernel.
+    //     With `cache_read.transpose_padding_kernels` they are scheduled once the
+    //     fetches are placed (step 7): one the fetch would transpose may be stored
+    //     transposed as well, by the same kernel.
     let padded = pad(space, sch, &st.main, kind)?;
     let padding_kernels = match padded {
-        Some(_) if space.is_gpu() => unaligned_pad_copies(sch, &st)?,
+        Some(_) if space.is_gpu() && space.transpose_padding_kernels => {
+            unaligned_pad_copies(sch, &st)?
+        }
+        Some(_) if space.is_gpu() => unaligned_pad_kernels(space, sch, &st)?,
         _ => Vec::new(),
     };
     let st = stages(sch.program())?;
@@ -715,10 +719,12 @@ pub fn apply_sketch(
             sch.vectorize(parts[2]).map_err(at("cooperative fetch"))?;
         }
     }
-    // The padding kernels no transposing copy took (step 1b).
-    for name in &padding_kernels {
-        if !transposed_copies.iter().any(|c| &c.name == name) {
-            standalone(space, sch, name)?;
+    // The padding kernels of step 1b left to this step that no transposing copy took.
+    if space.transpose_padding_kernels {
+        for name in &padding_kernels {
+            if !transposed_copies.iter().any(|c| &c.name == name) {
+                standalone(space, sch, name)?;
+            }
         }
     }
     if space.inline_padding && space.cache_read.is_some() {
@@ -1081,11 +1087,12 @@ fn channels_last_data(
 /// vectors where its rows allow, with no transposing 4-byte copies. An operand a stage of
 /// `staged` writes (an NCHW conv's data stored channels last) is stored as it is to be
 /// read already. One a padding kernel of `pad_kernels` writes is not copied a second
-/// time: that kernel stores it transposed (one pass, as a transposing copy with the
-/// padding inlined is: on the H200, 2026-11-30, a strided conv's GEMM view ran 18-22
-/// TFLOP/s with two copies, 29.5 with one), so that an NN GEMM of odd K and N gets both
-/// A transposed and B's rows whole vectors. Returns the copies (padding kernels among
-/// them), to be scheduled once the padding they read is inlined into them.
+/// time (two passes: on the H200, 2026-11-30, a strided conv's GEMM view ran 18-22
+/// TFLOP/s with two copies, 29.5 with one); with `cache_read.transpose_padding_kernels`
+/// that kernel, not yet scheduled, stores it transposed itself, so that an NN GEMM of
+/// odd K and N gets both A transposed and B's rows whole vectors. Returns the copies
+/// (padding kernels among them), to be scheduled once the padding they read is inlined
+/// into them.
 fn transpose_kernels(
     space: &SearchSpace,
     sch: &mut Schedule,
@@ -1116,6 +1123,9 @@ fn transpose_kernels(
                     .iter()
                     .map(|w| p.block(*w).name.clone())
                     .find(|name| pad_kernels.contains(name));
+                if writer.is_some() && !space.transpose_padding_kernels {
+                    return None;
+                }
                 Some((i as i64, perm, writer))
             })
             .collect()
@@ -2323,10 +2333,16 @@ mod tests {
             .unwrap()
             .to_program();
         // Where the padding runs as kernels of their own (`unaligned_pad_kernels`), those
-        // kernels store the operands reduction first instead of copies.
+        // kernels store the operands reduction first instead of copies
+        // (`cache_read.transpose_padding_kernels`; off: the fetch transposes them).
+        let padding_too = SearchSpace {
+            transpose_padding_kernels: true,
+            ..space.clone()
+        };
         let mut seen = [false; 3];
-        for seed in 0..16 {
-            let (sch, trace) = checked_sample(&space, &p, seed, SketchKind::Plain);
+        for seed in 0..32 {
+            let sampled_in = if seed < 16 { &space } else { &padding_too };
+            let (sch, trace) = checked_sample(sampled_in, &p, seed, SketchKind::Plain);
             let copies = trace.matches("scope=\"global\")").count();
             let padding_stored = trace
                 .lines()
@@ -2339,6 +2355,7 @@ mod tests {
                 [0, 2].contains(&(copies + padding_stored)) && copies * padding_stored == 0,
                 "seed {seed}:\n{trace}"
             );
+            assert!(seed >= 16 || padding_stored == 0, "seed {seed}:\n{trace}");
             seen[usize::from(copies > 0) + 2 * usize::from(padding_stored > 0)] = true;
             let Ok(lowered) = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
             else {

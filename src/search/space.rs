@@ -109,6 +109,11 @@ pub struct SearchSpace {
     /// its own (a decision of the trace), after which the fetch copies it as stored
     /// (`cache_read.transpose_kernels`, CUDA only).
     pub transpose_kernels: bool,
+    /// Where a padding kernel of its own writes such an operand (`unaligned_pad_kernels`
+    /// in `sketch.rs`), that kernel may store it transposed instead, under the same
+    /// decision (`cache_read.transpose_padding_kernels`, CUDA only); without it the
+    /// operand is left to the fetch to transpose.
+    pub transpose_padding_kernels: bool,
     /// A convolution whose data are read with the channel before the pixels (NCHW) and
     /// through a window or a stride may have them stored channels last once, by a kernel
     /// of its own (a decision of the trace), so that the fetch reads runs of channels
@@ -553,6 +558,8 @@ struct CacheRead {
     vector_transposed: bool,
     #[serde(default)]
     transpose_kernels: bool,
+    #[serde(default)]
+    transpose_padding_kernels: bool,
     #[serde(default)]
     channels_last_kernels: bool,
 }
@@ -1158,6 +1165,7 @@ impl SearchSpace {
             reduction_major: f.cache_read.reduction_major,
             vector_transposed: f.cache_read.vector_transposed,
             transpose_kernels: f.cache_read.transpose_kernels,
+            transpose_padding_kernels: f.cache_read.transpose_padding_kernels,
             channels_last_kernels: f.cache_read.channels_last_kernels,
             cache_write: f.cache_write.enabled.then_some(f.cache_write.scope),
             write_back_levels,
