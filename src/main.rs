@@ -139,6 +139,28 @@ enum ModelCommand {
         #[arg(long, default_value = "sm_90a")]
         arch: String,
     },
+    /// What the stored cost model predicts for schedules of one workload: a score per
+    /// schedule (higher predicted faster; a ranker's scale, comparable within the
+    /// workload only), best first. To see how the search's filter ranks schedules one
+    /// measured.
+    Score {
+        /// A preset or a workload file.
+        workload: String,
+        /// The trace files (`.sched`, or a record's JSON trace) to score.
+        #[arg(long, num_args = 1.., required = true)]
+        schedule: Vec<PathBuf>,
+        /// The record database holding the model (default: $TESSEL_DB, else the
+        /// platform's data directory).
+        #[arg(long)]
+        db: Option<PathBuf>,
+        /// The model of this target kind.
+        #[arg(long, value_enum, default_value = "cuda")]
+        target: TargetArg,
+        /// The model's arch (default: the database's only one), whose limits the
+        /// features use.
+        #[arg(long)]
+        arch: Option<String>,
+    },
     /// Train the cost model on every record of a target kind and arch (failures included)
     /// and store it in the database.
     Train {
@@ -882,7 +904,22 @@ fn run(cli: Cli) -> Result<()> {
     Ok(())
 }
 
-/// `tessel model ...`: features here; train and eval in `tessel::model_cmd`.
+/// The backend a target lowers for and the device its features describe: a CUDA
+/// architecture's limits, or this host's cores.
+fn feature_device(target: TargetArg, arch: &str) -> (Backend, tessel::cost_model::DeviceSpec) {
+    match target {
+        TargetArg::Cuda => (Backend::Cuda, tessel::cost_model::DeviceSpec::cuda(arch)),
+        TargetArg::Cpu => {
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            (
+                Backend::Cpu,
+                tessel::cost_model::DeviceSpec::cpu(i64::try_from(cores).unwrap_or(1)),
+            )
+        }
+    }
+}
+
+/// `tessel model ...`: features and scores here; train and eval in `tessel::model_cmd`.
 fn model_command(command: ModelCommand) -> Result<()> {
     use tessel::cost_model::ModelKind;
     use tessel::model_cmd;
@@ -905,19 +942,38 @@ fn model_command(command: ModelCommand) -> Result<()> {
         } => {
             let w = load_workload(&workload)?;
             let sch = load_schedule(&w, &schedule)?;
-            let (backend, dev) = match target {
-                TargetArg::Cuda => (Backend::Cuda, tessel::cost_model::DeviceSpec::cuda(&arch)),
-                TargetArg::Cpu => {
-                    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-                    (
-                        Backend::Cpu,
-                        tessel::cost_model::DeviceSpec::cpu(i64::try_from(cores).unwrap_or(1)),
-                    )
-                }
-            };
+            let (backend, dev) = feature_device(target, &arch);
             let lowered = lower(sch.program(), backend)?;
             for (name, value) in tessel::cost_model::features::feature_table(&lowered, &dev) {
                 println!("{name} {value}");
+            }
+        }
+        ModelCommand::Score {
+            workload,
+            schedule,
+            db,
+            target,
+            arch,
+        } => {
+            let w = load_workload(&workload)?;
+            let db = open_db(db)?;
+            let arch = model_cmd::resolve_arch(&db, kind_of(target), arch.as_deref())?;
+            let (backend, dev) = feature_device(target, &arch);
+            let features = schedule
+                .iter()
+                .map(|path| {
+                    let sch = load_schedule(&w, path)?;
+                    let lowered = lower(sch.program(), backend)
+                        .with_context(|| format!("lowering {}", path.display()))?;
+                    Ok(tessel::cost_model::features::featurize(&lowered, &dev))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let (arch, scores) = model_cmd::score(&db, kind_of(target), Some(&arch), &features)?;
+            let mut ranked: Vec<(f64, &PathBuf)> = scores.into_iter().zip(&schedule).collect();
+            ranked.sort_by(|a, b| b.0.total_cmp(&a.0));
+            println!("model of {arch} in {}", db.path().display());
+            for (score, path) in ranked {
+                println!("{score:>10.4}  {}", path.display());
             }
         }
         ModelCommand::Train {

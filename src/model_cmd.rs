@@ -24,6 +24,13 @@ pub enum ModelCmdError {
     /// The database holds no record of that kind (and arch).
     #[error("{db}: no {what} records to train on")]
     NoRecords { db: String, what: String },
+    /// No model stored for that kind and arch.
+    #[error("{db}: no {kind} model for {arch}: train one with `tessel model train`")]
+    NoModel {
+        db: String,
+        kind: &'static str,
+        arch: String,
+    },
     /// Records of several archs and none chosen.
     #[error("{db}: records of several {kind} archs ({archs}): choose one with --arch")]
     SeveralArchs {
@@ -31,6 +38,28 @@ pub enum ModelCmdError {
         kind: &'static str,
         archs: String,
     },
+}
+
+/// What the model the database stores for `kind` (and `arch`, default the database's
+/// only one) predicts for candidates, given as their feature vectors: one score each,
+/// higher predicted faster, on the model's own scale (a ranker's: compare scores of one
+/// workload only). Returns the arch with the scores.
+pub fn score(
+    db: &Database,
+    kind: TargetKind,
+    arch: Option<&str>,
+    features: &[Vec<f32>],
+) -> Result<(String, Vec<f64>), ModelCmdError> {
+    let arch = resolve_arch(db, kind, arch)?;
+    let stored = db
+        .load_model(kind, &arch)?
+        .ok_or_else(|| ModelCmdError::NoModel {
+            db: db.path().display().to_string(),
+            kind: kind.name(),
+            arch: arch.clone(),
+        })?;
+    let model = Model::from_stored(&stored, kind, &arch)?;
+    Ok((arch, model.predict(features)))
 }
 
 /// A featurized set of records and what it cost.

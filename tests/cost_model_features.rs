@@ -213,3 +213,83 @@ fn tensor_core_instructions_count_as_their_work() {
     );
     assert!(t.values().all(|v| v.is_finite()));
 }
+
+#[test]
+fn cli_scores_schedules_with_the_stored_model_best_first() {
+    // A database with CPU records of one GEMM and no model (any the tune stored removed):
+    // scoring is refused with what to do; once a model is trained, each schedule gets
+    // one score, best first.
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("records.sqlite");
+    let naive = dir.path().join("naive.sched");
+    std::fs::write(&naive, "").unwrap();
+    let spec = "matmul:128x128x128";
+    let tessel = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_tessel"))
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .output()
+            .expect("run tessel")
+    };
+    let db_arg = db.to_str().unwrap();
+    let tune = tessel(&[
+        "tune", spec, "--target", "cpu", "--trials", "12", "--db", db_arg, "--seed", "1",
+    ]);
+    assert!(
+        tune.status.success(),
+        "{}",
+        String::from_utf8_lossy(&tune.stderr)
+    );
+    rusqlite::Connection::open(&db)
+        .unwrap()
+        .execute("DELETE FROM models", [])
+        .unwrap();
+    let score = || {
+        tessel(&[
+            "model",
+            "score",
+            spec,
+            "--target",
+            "cpu",
+            "--db",
+            db_arg,
+            "--schedule",
+            "examples/schedules/cpu_matmul.sched",
+            naive.to_str().unwrap(),
+        ])
+    };
+    let refused = score();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("no cpu model") && stderr.contains("tessel model train"),
+        "{stderr}"
+    );
+    let train = tessel(&["model", "train", "--target", "cpu", "--db", db_arg]);
+    assert!(
+        train.status.success(),
+        "{}",
+        String::from_utf8_lossy(&train.stderr)
+    );
+    let out = score();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{stdout}");
+    assert!(lines[0].starts_with("model of "), "{stdout}");
+    let scores: Vec<f64> = lines[1..]
+        .iter()
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        scores[0] >= scores[1] && scores.iter().all(|s| s.is_finite()),
+        "{stdout}"
+    );
+    for name in ["cpu_matmul.sched", "naive.sched"] {
+        assert!(stdout.contains(name), "{stdout}");
+    }
+}
