@@ -168,25 +168,15 @@ fn cli_prints_one_line_per_feature() {
         ("cuda", "mlc_blocking_shared", "matmul:256x256x256"),
         ("cpu", "cpu_matmul", "matmul:128x128x128"),
     ] {
-        let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
-            .args([
-                "model",
-                "features",
-                spec,
-                "--schedule",
-                &format!("examples/schedules/{schedule}.sched"),
-                "--target",
-                target,
-            ])
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("run tessel");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8(out.stdout).unwrap();
+        let stdout = succeeded(tessel(&[
+            "model",
+            "features",
+            spec,
+            "--schedule",
+            &format!("examples/schedules/{schedule}.sched"),
+            "--target",
+            target,
+        ]));
         let lines: Vec<&str> = stdout.lines().collect();
         assert_eq!(lines.len(), FEATURE_NAMES.len(), "{target}");
         for (line, name) in lines.iter().zip(FEATURE_NAMES) {
@@ -224,22 +214,10 @@ fn cli_scores_schedules_with_the_stored_model_best_first() {
     let naive = dir.path().join("naive.sched");
     std::fs::write(&naive, "").unwrap();
     let spec = "matmul:128x128x128";
-    let tessel = |args: &[&str]| {
-        Command::new(env!("CARGO_BIN_EXE_tessel"))
-            .args(args)
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .output()
-            .expect("run tessel")
-    };
     let db_arg = db.to_str().unwrap();
-    let tune = tessel(&[
+    succeeded(tessel(&[
         "tune", spec, "--target", "cpu", "--trials", "12", "--db", db_arg, "--seed", "1",
-    ]);
-    assert!(
-        tune.status.success(),
-        "{}",
-        String::from_utf8_lossy(&tune.stderr)
-    );
+    ]));
     rusqlite::Connection::open(&db)
         .unwrap()
         .execute("DELETE FROM models", [])
@@ -265,19 +243,10 @@ fn cli_scores_schedules_with_the_stored_model_best_first() {
         stderr.contains("no cpu model") && stderr.contains("tessel model train"),
         "{stderr}"
     );
-    let train = tessel(&["model", "train", "--target", "cpu", "--db", db_arg]);
-    assert!(
-        train.status.success(),
-        "{}",
-        String::from_utf8_lossy(&train.stderr)
-    );
-    let out = score();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let stdout = String::from_utf8(out.stdout).unwrap();
+    succeeded(tessel(&[
+        "model", "train", "--target", "cpu", "--db", db_arg,
+    ]));
+    let stdout = succeeded(score());
     let lines: Vec<&str> = stdout.lines().collect();
     assert_eq!(lines.len(), 3, "{stdout}");
     assert!(lines[0].starts_with("model of "), "{stdout}");
@@ -292,4 +261,23 @@ fn cli_scores_schedules_with_the_stored_model_best_first() {
     for name in ["cpu_matmul.sched", "naive.sched"] {
         assert!(stdout.contains(name), "{stdout}");
     }
+}
+
+/// `tessel ARGS` run from the repository root.
+fn tessel(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_tessel"))
+        .args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("run tessel")
+}
+
+/// The standard output of a run that must have succeeded.
+fn succeeded(out: std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
