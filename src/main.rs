@@ -141,8 +141,8 @@ enum ModelCommand {
     },
     /// What the stored cost model predicts for schedules of one workload: a score per
     /// schedule (higher predicted faster; a ranker's scale, comparable within the
-    /// workload only), best first. To see how the search's filter ranks schedules one
-    /// measured.
+    /// workload only), best first: how the search's filter would rank schedules you
+    /// have measured or written.
     Score {
         /// A preset or a workload file.
         workload: String,
