@@ -1133,11 +1133,15 @@ fn transpose_kernels(
     if perms.is_empty() || !coin(sch, "transpose kernels")? {
         return Ok(Vec::new());
     }
-    let (own, copied): (Vec<_>, Vec<_>) = perms.into_iter().partition(|(_, _, w)| w.is_some());
-    let copied: Vec<(i64, Vec<usize>)> = copied.into_iter().map(|(i, perm, _)| (i, perm)).collect();
+    let (mut copied, mut own) = (Vec::new(), Vec::new());
+    for (read, perm, writer) in perms {
+        match writer {
+            Some(name) => own.push((name, perm)),
+            None => copied.push((read, perm)),
+        }
+    }
     let mut stages = staging::permuted_copies(sch, main, &copied)?;
-    for (_, perm, writer) in own {
-        let name = writer.expect("partitioned by its writer");
+    for (name, perm) in own {
         let b = sch.get_block(&name).map_err(at("transpose kernels"))?;
         stages.push(staging::store_permuted(sch, b, &perm)?);
     }

@@ -247,9 +247,9 @@ fn direct(space: &SearchSpace, sch: &mut Schedule, stage: &Staged) -> Result<(),
 /// it fits, else its largest divisor within the budget where that is more than half of
 /// it, else the multiple of a 32-byte sector's 8 elements, from half the budget up to
 /// it, that takes the fewest tiles and of those pads the axis least, its extra
-/// iterations masked (an imperfect split). A padded GEMM operand's 1712 rows (16 x 107) are tiled by 64 in 27
-/// tiles, 16 rows masked, rather than by 16 in 107: a tile of 16 reads half a 128-byte
-/// line a row and gives each block a sixteenth as much to copy.
+/// iterations masked (an imperfect split). A padded GEMM operand's 1712 rows (16 x 107)
+/// are tiled by 64 in 27 tiles, 16 rows masked, rather than by 16 in 107: a tile of 16
+/// reads half a 128-byte line a row and gives each block a quarter as much to copy.
 fn run_tile(extent: i64, budget: i64) -> i64 {
     if extent <= budget {
         return extent;
