@@ -4,14 +4,16 @@
 //!
 //! ```text
 //! cargo bench --bench search_round [-- [--db DB [--arch ARCH]] [--cuda-only] [--batch N]
-//!     [--branch-share S] [WORKLOAD ...]]
+//!     [--branch-share S] [--thread-tile-share S] [WORKLOAD ...]]
 //! ```
 //!
 //! Each round proposes `--batch` candidates (64, the tuner's default; a network tune's
 //! rounds are 16), which sets its population (`SearchParams::population_for`), and says
 //! how they spread over the sketches' branches (`tessel::search::Branch`) and over block
-//! shapes (`tessel::search::BlockShape`: how many, the largest groups); `--branch-share`
-//! sets the CUDA space's `search.branch_share` (1 lifts the cap).
+//! shapes (`tessel::search::BlockShape`: how many, the largest groups) and classes of
+//! outputs per thread (`tessel::search::TileClass`); `--branch-share` sets the CUDA
+//! space's `search.branch_share` (1 lifts the cap), `--thread-tile-share` its
+//! `search.thread_tile_share` (0 is off).
 //!
 //! Without `--db` the search has no cost model (it scores by measured ancestry, here all
 //! alike). With `--db` the CUDA rounds are ranked by the model stored in that database for
@@ -30,6 +32,7 @@ use common::cuda_scorer;
 use tessel::database::canonical_program;
 use tessel::search::{
     BlockShape, Branch, EvolutionarySearch, RoundTimes, SearchSpace, SearchStrategy, TargetLimits,
+    TileClass,
 };
 use tessel::target::cuda::CudaLimits;
 
@@ -52,6 +55,7 @@ struct Args {
     cuda_only: bool,
     batch: Option<usize>,
     branch_share: Option<f64>,
+    thread_tile_share: Option<f64>,
     workloads: Vec<String>,
 }
 
@@ -65,6 +69,7 @@ fn args() -> Args {
             "--cuda-only" => out.cuda_only = true,
             "--batch" => out.batch = it.next().and_then(|n| n.parse().ok()),
             "--branch-share" => out.branch_share = it.next().and_then(|n| n.parse().ok()),
+            "--thread-tile-share" => out.thread_tile_share = it.next().and_then(|n| n.parse().ok()),
             // `--bench` and the like, from cargo.
             _ if a.starts_with("--") => {}
             _ => out.workloads.push(a),
@@ -106,6 +111,9 @@ fn main() {
             if let (true, Some(share)) = (space.is_gpu(), args.branch_share) {
                 space.search.branch_share = share;
             }
+            if let (true, Some(share)) = (space.is_gpu(), args.thread_tile_share) {
+                space.search.thread_tile_share = share;
+            }
             let gpu = space.is_gpu();
             let name = if gpu { "cuda" } else { "cpu" };
             let mut search = EvolutionarySearch::new(space, target, program.clone(), 1);
@@ -135,6 +143,7 @@ fn main() {
                 );
                 println!("    branches: {}", branches(&p.candidates));
                 println!("    block shapes: {}", block_shapes(&p.candidates));
+                println!("    outputs a thread: {}", tile_classes(&p.candidates));
                 println!("    {}", search.last_times());
                 all.add(search.last_times());
             }
@@ -189,6 +198,21 @@ fn block_shapes(candidates: &[tessel::search::Candidate]) -> String {
         .map(|(s, n)| format!("{n} x {}/{}", s.threads, s.outputs))
         .collect();
     format!("{} shapes; largest {}", rows.len(), top.join(", "))
+}
+
+/// How many of `candidates` each class of outputs per thread has.
+fn tile_classes(candidates: &[tessel::search::Candidate]) -> String {
+    TileClass::ALL
+        .iter()
+        .map(|class| {
+            let n = candidates
+                .iter()
+                .filter(|c| TileClass::of(&c.verified.lowered) == *class)
+                .count();
+            format!("{n} {class:?}")
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// User plus system CPU time of this process so far, in seconds.

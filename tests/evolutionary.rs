@@ -17,8 +17,8 @@ use tessel::search::mutator::{mutate_kind, replay_mutant, sites};
 use tessel::search::postproc::{check, verify};
 use tessel::search::sketch::{apply_sketch, sketches};
 use tessel::search::{
-    EvolutionarySearch, MeasuredResult, MutatorKind, RandomSearch, SearchSpace, SearchStrategy,
-    SketchKind, TargetLimits,
+    BlockShape, EvolutionarySearch, MeasuredResult, MutatorKind, RandomSearch, SearchSpace,
+    SearchStrategy, SketchKind, TargetLimits, TileClass,
 };
 use tessel::target::cuda::CudaLimits;
 
@@ -514,15 +514,13 @@ fn one_tiling_takes_at_most_its_share_of_a_batch() {
     assert_capped(largest_share(1.0), largest_share(0.125), 2, "tiling");
 }
 
-/// The most candidates one group (by `key`) has in a batch of 16 that `scorer` ranks on
-/// `spec`, in the CUDA space as `edit` changes it, with no fresh samples; the caps must
-/// not leave the batch short.
-fn largest_group<K: std::hash::Hash + Eq>(
+/// A batch of 16 that `scorer` ranks on `spec`, in the CUDA space as `edit` changes it,
+/// with no fresh samples; the caps and floors must not leave the batch short.
+fn batch(
     spec: &str,
     scorer: Arc<dyn Scorer>,
     edit: impl Fn(&mut SearchSpace),
-    key: impl Fn(&tessel::search::Candidate) -> K,
-) -> usize {
+) -> Vec<tessel::search::Candidate> {
     let (mut space, target) = cuda();
     space.search.eps_greedy = 0.0;
     edit(&mut space);
@@ -531,8 +529,18 @@ fn largest_group<K: std::hash::Hash + Eq>(
     evo.set_scorer(Some(scorer));
     let c = evo.propose(16, &mut |_| false).candidates;
     assert_eq!(c.len(), 16, "the cap must not leave the batch short");
+    c
+}
+
+/// The most candidates one group (by `key`) has in [`batch`].
+fn largest_group<K: std::hash::Hash + Eq>(
+    spec: &str,
+    scorer: Arc<dyn Scorer>,
+    edit: impl Fn(&mut SearchSpace),
+    key: impl Fn(&tessel::search::Candidate) -> K,
+) -> usize {
     let mut count = std::collections::HashMap::new();
-    for x in &c {
+    for x in &batch(spec, scorer, edit) {
         *count.entry(key(x)).or_insert(0usize) += 1;
     }
     count.into_values().max().unwrap_or(0)
@@ -583,6 +591,45 @@ fn one_branch_takes_at_most_its_share_of_a_batch() {
         )
     };
     assert_capped(largest_share(1.0), largest_share(0.25), 4, "branch");
+}
+
+/// A toy cost model that ranks the fewest outputs per thread first (as the model trained
+/// on the shipped records ranks the large register tiles last).
+struct PreferSmallTiles;
+
+impl Scorer for PreferSmallTiles {
+    fn name(&self) -> &str {
+        "prefer-small-tiles"
+    }
+    fn score(&self, candidates: &[&Lowered]) -> Vec<f64> {
+        candidates
+            .iter()
+            .map(|l| {
+                let shape = BlockShape::of(l);
+                -(shape.outputs as f64) / shape.threads.max(1) as f64
+            })
+            .collect()
+    }
+}
+
+/// A scorer that ranks large register tiles last leaves them out of a batch; the floor
+/// gives each class of outputs per thread its `thread_tile_share` of the batch.
+#[test]
+fn each_class_of_outputs_per_thread_gets_its_share_of_a_batch() {
+    let of_class = |share: f64, class: TileClass| {
+        batch("matmul:512x512x512", Arc::new(PreferSmallTiles), |space| {
+            space.search.thread_tile_share = share
+        })
+        .iter()
+        .filter(|c| TileClass::of(&c.verified.lowered) == class)
+        .count()
+    };
+    assert!(of_class(0.0, TileClass::Large) < 2);
+    for class in TileClass::ALL {
+        // ceil(16 x 0.125) = 2 of each class.
+        let n = of_class(0.125, class);
+        assert!(n >= 2, "{n} candidates of {class:?} in a batch of 16");
+    }
 }
 
 /// A trace of `p` as recorded before a decision existed: the first sample of the plain

@@ -19,11 +19,12 @@
 //!    mutant is first looked up by its decisions (the replay memo of earlier waves and
 //!    rounds, then the other mutants of its wave), so each distinct one is replayed,
 //!    lowered and checked once.
-//! 3. **Batch**: the best-scored candidates of the round not yet proposed or measured, at
-//!    most a `tiling_share` of them of one tiling (a sketch and its tile decisions) and a
-//!    `branch_share` of one branch (a conv as its GEMM or not, split-K or not, and as
-//!    many kernels), plus an `eps_greedy` share of fresh samples; only these get source
-//!    code.
+//! 3. **Batch**: the best-scored candidates of the round not yet proposed or measured,
+//!    first a `thread_tile_share` of the batch from each class of outputs per thread
+//!    ([`TileClass`]), at most a `tiling_share` of them of one tiling (a sketch and its
+//!    tile decisions) and a `branch_share` of one branch (a conv as its GEMM or not,
+//!    split-K or not, and as many kernels), plus an `eps_greedy` share of fresh samples;
+//!    only these get source code.
 //!
 //! The score is the cost model's ([`SearchStrategy::set_scorer`]); without a model a
 //! candidate scores the normalized throughput of its closest measured ancestor (fresh
@@ -46,6 +47,7 @@ use super::padding;
 use super::postproc::{self, TargetLimits, Verified};
 use super::random::{ir_hash, splitmix, Candidate, MeasuredResult, Proposal, SearchStrategy};
 use super::round_times::{timed, RoundTimes, Work};
+use super::sample::BlockShape;
 use super::sketch::{self, SketchKind};
 use super::space::{SearchParams, SearchSpace};
 use crate::cost_model::Scorer;
@@ -776,10 +778,11 @@ impl EvolutionarySearch {
 
     // ----- the batch --------------------------------------------------------------------
 
-    /// The batch: the best-scored candidates of the round not yet seen, no tiling taking
-    /// more than its `tiling_share` of them and no branch more than its `branch_share`,
-    /// and an `eps_greedy` share of fresh samples; a batch the caps would leave short is
-    /// filled by score without them.
+    /// The batch: the best-scored candidates of the round not yet seen, first a
+    /// `thread_tile_share` of the batch from each class of outputs per thread, then the
+    /// rest by score, no tiling taking more than its `tiling_share` of them and no branch
+    /// more than its `branch_share`, and an `eps_greedy` share of fresh samples; a batch
+    /// the caps would leave short is filled by score without them.
     fn pick_batch(
         &mut self,
         round: &Round,
@@ -790,6 +793,7 @@ impl EvolutionarySearch {
         let n_random = ((n as f64) * self.params.eps_greedy).round() as usize;
         let per_tiling = ((n as f64) * self.params.tiling_share).ceil().max(1.0) as usize;
         let per_branch = ((n as f64) * self.params.branch_share).ceil().max(1.0) as usize;
+        let per_class = ((n as f64) * self.params.thread_tile_share).ceil() as usize;
         let mut by_score: Vec<usize> = (0..round.entries.len()).collect();
         by_score.sort_by(|a, b| {
             let s = |i: &usize| round.entries[*i].score.unwrap_or(0.0);
@@ -829,11 +833,57 @@ impl EvolutionarySearch {
                 picks.push(*i);
             }
         };
-        take(&by_score, n - n_random.min(n), true, &mut picks);
+        let best = n - n_random.min(n);
+        if per_class > 0 {
+            let classes: Vec<TileClass> = round
+                .entries
+                .par_iter()
+                .map(|e| TileClass::of(&e.member.lowered))
+                .collect();
+            for class in TileClass::ALL {
+                let of_class: Vec<usize> = by_score
+                    .iter()
+                    .copied()
+                    .filter(|i| classes[*i] == class)
+                    .collect();
+                take(
+                    &of_class,
+                    per_class.min(best - picks.len()),
+                    true,
+                    &mut picks,
+                );
+            }
+        }
+        take(&by_score, best - picks.len(), true, &mut picks);
         take(&fresh, n_random.min(n), false, &mut picks);
         let short = n - picks.len();
         take(&by_score, short, false, &mut picks);
         picks
+    }
+}
+
+/// A candidate's class of outputs per thread of its main computation (output elements
+/// of a block over its threads, [`BlockShape`]), by which
+/// [`EvolutionarySearch::pick_batch`] gives each class its `thread_tile_share`: small
+/// register tiles (at most 16), medium (17 to 64) and large (more than 64, cuBLAS's
+/// 128 x 128 blocks of 16 x 8 a thread).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum TileClass {
+    Small,
+    Medium,
+    Large,
+}
+
+impl TileClass {
+    pub const ALL: [TileClass; 3] = [TileClass::Small, TileClass::Medium, TileClass::Large];
+
+    pub fn of(lowered: &Lowered) -> TileClass {
+        let shape = BlockShape::of(lowered);
+        match shape.outputs / shape.threads.max(1) {
+            ..=16 => TileClass::Small,
+            17..=64 => TileClass::Medium,
+            _ => TileClass::Large,
+        }
     }
 }
 

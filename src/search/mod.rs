@@ -15,7 +15,7 @@ pub mod sample;
 pub mod sketch;
 pub mod space;
 
-pub use evolutionary::{Branch, EvolutionarySearch};
+pub use evolutionary::{Branch, EvolutionarySearch, TileClass};
 pub use mutator::MutatorKind;
 pub use postproc::{RejectKind, Rejection, TargetLimits, Verified};
 pub use random::{ir_hash, Candidate, MeasuredResult, Proposal, RandomSearch, SearchStrategy};

@@ -267,6 +267,12 @@ pub struct SearchParams {
     /// best-scored candidates of the other branches, so that a model trained on one
     /// branch's records does not spend the whole budget there.
     pub branch_share: f64,
+    /// The least of a batch's best-scored picks given to each class of outputs per thread
+    /// (at most 16, 17 to 64, more than 64: [`super::evolutionary::TileClass`]) the round
+    /// has candidates of, as a share of the batch: the register tile sets a kernel's
+    /// occupancy and reuse, where a model trained on other workloads' records extrapolates
+    /// worst, so each class gets measured and teaches the retrained model (0: off).
+    pub thread_tile_share: f64,
     /// Samples (or mutants) that may be tried per wanted one before the search stops
     /// looking: what keeps a small space from spinning on duplicates.
     pub max_attempts_per_candidate: usize,
@@ -448,6 +454,7 @@ struct SearchFile {
     eps_greedy: f64,
     tiling_share: f64,
     branch_share: f64,
+    thread_tile_share: f64,
     max_attempts_per_candidate: usize,
 }
 
@@ -1251,6 +1258,7 @@ fn search_params(
     let eps_greedy = share("search.eps_greedy", f.eps_greedy)?;
     let tiling_share = share("search.tiling_share", f.tiling_share)?;
     let branch_share = share("search.branch_share", f.branch_share)?;
+    let thread_tile_share = share("search.thread_tile_share", f.thread_tile_share)?;
     if f.max_attempts_per_candidate < 1 {
         return Err(invalid(
             "search.max_attempts_per_candidate",
@@ -1267,6 +1275,7 @@ fn search_params(
         eps_greedy,
         tiling_share,
         branch_share,
+        thread_tile_share,
         max_attempts_per_candidate: f.max_attempts_per_candidate,
     })
 }
