@@ -500,14 +500,18 @@ fn tiles(t: &Trace) -> Vec<Vec<i64>> {
 }
 
 /// A scorer that ranks by block size scores every unroll and stage variant of a tiling
-/// alike; the batch's cap keeps one tiling from filling it.
+/// alike; the batch's cap keeps one tiling from filling it. (The floor for each class of
+/// outputs per thread is off here: it spreads the batch over tilings too.)
 #[test]
 fn one_tiling_takes_at_most_its_share_of_a_batch() {
     let largest_share = |share: f64| {
         largest_group(
             "matmul:128x128x128",
             Arc::new(PreferThreads),
-            |space| space.search.tiling_share = share,
+            |space| {
+                space.search.tiling_share = share;
+                space.search.thread_tile_share = 0.0;
+            },
             |c| tiles(&c.trace),
         )
     };
@@ -576,7 +580,7 @@ impl Scorer for PreferOneKernel {
 
 /// A scorer that prefers one branch (no copies by kernels of their own) fills half a
 /// batch with it; the branch cap leaves the rest of the batch to the best of the other
-/// branches.
+/// branches (the floor for each class of outputs per thread off, as above).
 #[test]
 fn one_branch_takes_at_most_its_share_of_a_batch() {
     let largest_share = |share: f64| {
@@ -585,6 +589,7 @@ fn one_branch_takes_at_most_its_share_of_a_batch() {
             Arc::new(PreferOneKernel),
             |space| {
                 space.search.branch_share = share;
+                space.search.thread_tile_share = 0.0;
                 space.gemm_view_windowed = 0.5;
             },
             |c| tessel::search::Branch::of(&c.trace, &c.verified.lowered),
