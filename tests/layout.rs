@@ -247,3 +247,91 @@ fn operands_transposed_by_their_padding_kernels_or_by_imperfect_tiles_run_as_the
     }
     assert_eq!(seen, [true, true, true]);
 }
+
+/// A GEMM's A block packed for the CPU micro-kernel as GotoBLAS packs it: cached at the
+/// reduction block, its rows split by the row tile (4) and the rows within a tile moved
+/// last, `[row tile][k][row in tile]`.
+const PACKED_A: &str = r#"b0 = get_block("C")
+b1 = cache_write(b0, write_index=0, scope="local")
+i, j, k = get_loops(b0)
+i0, i1, i2 = split(i, factors=[2, 4, 4])
+j0, j1 = split(j, factors=[3, 8])
+k0, k1 = split(k, factors=[2, 8])
+reorder(i0, j0, k0, i1, k1, i2, j1)
+f = fuse(i0, j0)
+parallel(f)
+reverse_compute_at(b1, f)
+b2 = cache_read(b0, read_index=0, scope="local")
+compute_at(b2, k0)
+split_layout(b2, buffer_index=0, axis=0, factor=4)
+transform_layout(b2, buffer_index=0, permutation=[0, 2, 1])
+vectorize(j1)
+b3 = decompose_reduction(b0, k0)
+"#;
+
+#[test]
+fn a_row_split_packed_operand_computes_the_reference_on_the_cpu() {
+    let spec = "matmul:m=32,n=24,k=16";
+    let w = workload::preset(spec).unwrap();
+    let reference = w.to_program();
+    let t = text::parse(PACKED_A).unwrap_or_else(|e| panic!("{e}"));
+    let sch = replay(&t, w.to_program(), 0).unwrap_or_else(|e| panic!("{e}"));
+    let a_local = sch
+        .program()
+        .buffers
+        .iter()
+        .find(|b| b.name == "A_local")
+        .unwrap();
+    assert_eq!(a_local.shape, vec![8, 16, 4], "[row tile][k][row in tile]");
+    let err = tessel::interp::check(&reference, sch.program(), 3).unwrap();
+    assert!(err < tessel::interp::TOLERANCE, "relative error {err}");
+    let lowered = lower(sch.program(), Backend::Cpu).unwrap();
+    let err = tessel::interp::check_lowered(&reference, &lowered, 4).unwrap();
+    assert!(err < tessel::interp::TOLERANCE, "relative error {err}");
+    // The micro-kernel reads the packed block at a run of 4 a k step, with no division
+    // left in its index: the block of one parallel iteration is 4 tiles x 8 k x 4 rows.
+    let src = tessel::codegen::cpu::generate(&lowered).unwrap().code;
+    let kernel = src
+        .lines()
+        .find(|l| l.contains("A_local[") && l.contains("C_local"))
+        .unwrap_or_else(|| panic!("{src}"));
+    assert!(
+        !kernel.contains("floordiv") && !kernel.contains(" / 4"),
+        "{kernel}"
+    );
+    assert!(
+        kernel.contains("(i_1 * 32)") && kernel.contains("(k_1 * 4)"),
+        "{kernel}"
+    );
+}
+
+#[test]
+fn a_split_that_does_not_divide_is_refused_naming_the_axis() {
+    let w = workload::preset("matmul:m=30,n=24,k=16").unwrap();
+    let mut sch = Schedule::new(w.to_program(), 0);
+    let b0 = sch.get_block("C").unwrap();
+    let print = |s: &Schedule| tessel::ir::printer::print_program(s.program());
+    let e = sch
+        .split_layout(b0, 0, 0, 4.into())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("C is a parameter"), "{e}");
+    let b2 = sch.cache_read(b0, 0, "local").unwrap();
+    let before = print(&sch);
+    let e = sch
+        .split_layout(b2, 0, 0, 4.into())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("4 does not divide axis 0 of A_local (extent 30)"),
+        "{e}"
+    );
+    let e = sch
+        .split_layout(b2, 0, 2, 2.into())
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("A_local has 2 axes, not an axis 2"), "{e}");
+    assert_eq!(print(&sch), before);
+    sch.split_layout(b2, 0, 0, 5.into()).unwrap();
+    assert_ne!(print(&sch), before);
+}

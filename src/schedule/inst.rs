@@ -36,6 +36,7 @@ pub enum InstKind {
     PadEinsum,
     Im2col,
     TransformLayout,
+    SplitLayout,
     StorageAlign,
     StorageSwizzle,
     Tensorize,
@@ -66,7 +67,7 @@ pub struct Signature {
 }
 
 impl InstKind {
-    pub const ALL: [InstKind; 31] = [
+    pub const ALL: [InstKind; 32] = [
         InstKind::GetBlock,
         InstKind::GetLoops,
         InstKind::GetConsumers,
@@ -91,6 +92,7 @@ impl InstKind {
         InstKind::PadEinsum,
         InstKind::Im2col,
         InstKind::TransformLayout,
+        InstKind::SplitLayout,
         InstKind::StorageAlign,
         InstKind::StorageSwizzle,
         InstKind::Tensorize,
@@ -151,6 +153,12 @@ impl InstKind {
                 "transform_layout",
                 Some(&["block"]),
                 &["buffer_index", "permutation"],
+                None,
+            ),
+            SplitLayout => (
+                "split_layout",
+                Some(&["block"]),
+                &["buffer_index", "axis", "factor"],
                 None,
             ),
             StorageAlign => (

@@ -6,9 +6,14 @@
 //! words, and an implicit-GEMM conv's accumulator with its `p, q` axes as one, indexed by
 //! the fused loop itself, so that a tile of that loop is a range of it, whatever rows it
 //! crosses.
+//!
+//! `split_layout`: one axis of an allocated buffer stored as two, `[extent / f, f]` (TVM's
+//! index map `i -> (i // f, i % f)`); with a permutation after it, the CPU register-tile
+//! sketch packs a GEMM's A block as GotoBLAS does, `[row tile][k][row in tile]`, so that
+//! the micro-kernel reads the MR scalars of a k step from one run of memory.
 
 use super::error::{Result, ScheduleError};
-use crate::ir::{BlockId, BufferId, Expr, Program};
+use crate::ir::{BinOp, BlockId, BufferId, Expr, Program};
 
 /// Stores the buffer block `b` writes (`buffer_index` 0) in a new layout: new axis `i` is
 /// the old axes `layout[i]` (each old axis exactly once), fused row-major when there are
@@ -43,18 +48,7 @@ pub fn transform_layout(
             ),
         });
     }
-    if !p.allocs.contains(&buf) {
-        return Err(ScheduleError::InvalidArgument {
-            what: "transform_layout",
-            reason: format!("{name} is a parameter; only allocated buffers can be transformed"),
-        });
-    }
-    if !p.buffer(buf).align.is_empty() {
-        return Err(ScheduleError::InvalidArgument {
-            what: "transform_layout",
-            reason: format!("{name} is already aligned (transform its layout first)"),
-        });
-    }
+    transformable(p, buf, "transform_layout")?;
     let old_shape = p.buffer(buf).shape.clone();
     let shape = groups
         .iter()
@@ -67,6 +61,77 @@ pub fn transform_layout(
         if let Some(init) = &mut blk.init {
             rewrite_accesses(init, buf, &relayout);
         }
+    }
+    Ok(())
+}
+
+/// Stores the buffer block `b` writes (`buffer_index` 0) with its axis `axis` as two,
+/// `[extent / factor, factor]`: index `i` becomes `(i // factor, i % factor)` in every
+/// load and store. `factor` must divide the axis's extent; only allocated buffers not
+/// yet aligned can be split.
+pub fn split_layout(
+    p: &mut Program,
+    b: BlockId,
+    buffer_index: i64,
+    axis: i64,
+    factor: i64,
+) -> Result<()> {
+    let buf = super::util::written_buffer(p, b, buffer_index)?;
+    transformable(p, buf, "split_layout")?;
+    let name = p.buffer(buf).name.clone();
+    let shape = p.buffer(buf).shape.clone();
+    let Some(d) = usize::try_from(axis).ok().filter(|d| *d < shape.len()) else {
+        return Err(ScheduleError::InvalidArgument {
+            what: "split_layout axis",
+            reason: format!("{name} has {} axes, not an axis {axis}", shape.len()),
+        });
+    };
+    if factor < 1 || shape[d] % factor != 0 {
+        return Err(ScheduleError::InvalidArgument {
+            what: "split_layout factor",
+            reason: format!(
+                "{factor} does not divide axis {axis} of {name} (extent {})",
+                shape[d]
+            ),
+        });
+    }
+    let mut new_shape = shape.clone();
+    new_shape.splice(d..=d, [shape[d] / factor, factor]);
+    p.buffer_mut(buf).shape = new_shape;
+    let relayout = |mut idx: Vec<Expr>| {
+        let i = idx[d].clone();
+        idx.splice(
+            d..=d,
+            [
+                Expr::bin(BinOp::FloorDiv, i.clone(), Expr::Int(factor)),
+                Expr::bin(BinOp::FloorMod, i, Expr::Int(factor)),
+            ],
+        );
+        idx
+    };
+    for blk in p.blocks.iter_mut() {
+        rewrite_accesses(&mut blk.body, buf, &relayout);
+        if let Some(init) = &mut blk.init {
+            rewrite_accesses(init, buf, &relayout);
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a layout change (`what`) of a parameter or of a buffer already aligned.
+fn transformable(p: &Program, buf: BufferId, what: &'static str) -> Result<()> {
+    let name = &p.buffer(buf).name;
+    if !p.allocs.contains(&buf) {
+        return Err(ScheduleError::InvalidArgument {
+            what,
+            reason: format!("{name} is a parameter; only allocated buffers can be transformed"),
+        });
+    }
+    if !p.buffer(buf).align.is_empty() {
+        return Err(ScheduleError::InvalidArgument {
+            what,
+            reason: format!("{name} is already aligned (transform its layout first)"),
+        });
     }
     Ok(())
 }

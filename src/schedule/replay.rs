@@ -371,6 +371,17 @@ impl Replayer {
                     .storage_swizzle(b, Self::int(inst, "buffer_index")?)?;
                 vec![]
             }
+            SplitLayout => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                let factor = self.int_arg(Self::attr(inst, "factor")?)?;
+                self.sch.split_layout(
+                    b,
+                    Self::int(inst, "buffer_index")?,
+                    Self::int(inst, "axis")?,
+                    factor,
+                )?;
+                vec![]
+            }
             StorageAlign => {
                 let b = self.block(Self::input(inst, 0)?)?;
                 self.sch.storage_align(

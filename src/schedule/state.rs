@@ -630,6 +630,35 @@ impl Schedule {
         Ok(())
     }
 
+    /// `split_layout(block, buffer_index, axis, factor)`: axis `axis` of the buffer the
+    /// block writes stored as two, `[extent / factor, factor]` (a sampled factor keeps the
+    /// split with the tile it follows when a mutation changes it).
+    pub fn split_layout(
+        &mut self,
+        block: BlockRv,
+        buffer_index: i64,
+        axis: i64,
+        factor: IntArg,
+    ) -> Result<()> {
+        let b = self.block_id(block)?;
+        let f = self.int(&factor)?;
+        self.transact("split_layout", |p| {
+            layout::split_layout(p, b, buffer_index, axis, f)
+        })?;
+        self.record(
+            InstKind::SplitLayout,
+            vec![Operand::Rv(block.0)],
+            vec![
+                ("buffer_index", Operand::Int(buffer_index)),
+                ("axis", Operand::Int(axis)),
+                ("factor", Self::int_operand(&factor)),
+            ],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
     /// `transform_layout(block, buffer_index, permutation)`: the buffer the block writes is
     /// stored with its axes permuted (new axis `i` is old axis `permutation[i]`) and, where
     /// an entry is a group of old axes, those fused row-major into one new axis. Printed

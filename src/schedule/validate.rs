@@ -542,6 +542,8 @@ fn check_attr_shape(
             matches!(o, Operand::Int(_) | Operand::Float(_))
         }),
         ("probs", _) => bad("a list of numbers"),
+        ("factor", Operand::Int(_) | Operand::Rv(_) | Operand::Product(_)) => Ok(()),
+        ("factor", _) => bad("an integer, an rv or a product"),
         ("max_waste", Operand::Float(w)) if (0.0..1.0).contains(w) => Ok(()),
         ("max_waste", _) => bad("a number in [0, 1)"),
         (_, Operand::Int(_)) => Ok(()),
