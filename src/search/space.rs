@@ -217,6 +217,10 @@ pub struct RegisterTile {
     /// the same bound. Empty: only the vector axis, to one vector, where it must be.
     pub pad_multiples: Vec<i64>,
     pub max_waste: f64,
+    /// Most elements of the row operand's block (a GEMM's A: M1 * MR rows x Kc) packed
+    /// `[row tile][k][row in tile]` at each K0 iteration, a coin of the trace where it
+    /// fits; 0: never packed (the micro-kernel reads the operand as stored).
+    pub max_row_panel_elements: i64,
 }
 
 /// A loop of the register-tile sketch the packed panel may be copied at.
@@ -475,6 +479,8 @@ struct RegisterTileFile {
     pad_multiples: Vec<i64>,
     #[serde(default)]
     max_waste: f64,
+    #[serde(default)]
+    max_row_panel_elements: i64,
 }
 
 #[derive(Deserialize)]
@@ -1119,6 +1125,7 @@ impl SearchSpace {
                     min_panel_depth: r.min_panel_depth.max(1),
                     pad_multiples: r.pad_multiples,
                     max_waste: r.max_waste,
+                    max_row_panel_elements: r.max_row_panel_elements.max(0),
                     panel_at: if panel_at.is_empty() {
                         vec![PanelAt::ColumnTile]
                     } else {

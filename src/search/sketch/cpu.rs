@@ -48,7 +48,10 @@
 //!    operand once per call instead, into a global buffer by a stage of its own before
 //!    the main nest (`cache_read` to `global`, a tiled transpose: `transpose_pack`),
 //!    which the micro-kernel reads directly: a conv's per-block panels copied its
-//!    weights once per parallel block.
+//!    weights once per parallel block. The other operand's block (a GEMM's A: the M1 * MR
+//!    rows of a parallel iteration x Kc) may be packed at each K0 iteration too,
+//!    `[row tile][k][row in tile]` (`split_layout` by MR, `transform_layout`), as
+//!    GotoBLAS packs its A block: a coin where it holds at most `max_row_panel_elements`.
 //! 6. The micro-kernel: the MR loop unrolled, the NR loop vectorized (the C back end
 //!    prints it as vector code with FMAs, the accumulators then held in registers across
 //!    the Kc loop); the panel copy, the write-back and the accumulator's initialisation
@@ -230,6 +233,10 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     }
     // 3. Tiling.
     let axes = axes(sch, main, v_var)?;
+    let row_read = match axes.row {
+        Some(row) if rule.max_row_panel_elements > 0 => row_read(sch, main, row, v_var)?,
+        _ => None,
+    };
     let extent = |sch: &Schedule, l: LoopRv| -> Result<i64, SketchError> {
         let id = sch.loop_id(l).map_err(at("tiling"))?;
         Ok(sch.program().lp(id).extent)
@@ -280,15 +287,15 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         .sample_perfect_tile(v_tiles, 3, v_max, draw.as_ref().map(|d| d.vector.clone()))
         .map_err(at("sample_perfect_tile"))?;
     let v = split_by(sch, v_tiles, &v_f)?;
-    let u = match axes.row {
+    let (u, mr) = match axes.row {
         Some(r) => {
             let max = draw.as_ref().map_or(rule.max_rows, |d| d.max_rows);
             let f = sch
                 .sample_perfect_tile(r, 3, max, draw.as_ref().map(|d| d.row.clone()))
                 .map_err(at("sample_perfect_tile"))?;
-            Some(split_by(sch, r, &f)?)
+            (Some(split_by(sch, r, &f)?), Some(f[2]))
         }
-        None => None,
+        None => (None, None),
     };
     let (k_outer, k_inner) = split_in_two(
         sch,
@@ -351,6 +358,20 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
             sch.compute_at(panel, location).map_err(at("compute_at"))?;
             vector_axis_last(sch, main, panel, v_var)?;
             vectorize_innermost(sch, panel)?;
+        }
+    }
+    // 5c. The row operand's block (a GEMM's A), packed at each K0 iteration as GotoBLAS
+    //     packs its A block, `[row tile][k][row in tile]`, so that the micro-kernel reads
+    //     the MR scalars of a k step from one run of memory rather than from MR rows a
+    //     row of the operand apart; a coin of the trace where the block (M1 * MR rows x
+    //     the Kc loops) holds at most `max_row_panel_elements`.
+    if let (Some((read, dim)), Some(u), Some(k0), Some(mr)) = (row_read, &u, k_outer.last(), mr) {
+        let mut elements = extent(sch, u[1])? * extent(sch, u[2])?;
+        for l in &k_inner {
+            elements *= extent(sch, *l)?;
+        }
+        if elements <= rule.max_row_panel_elements && super::coin(sch, "row panel")? {
+            pack_rows(sch, main, read, dim, *k0, mr)?;
         }
     }
     // 5b. The zero-filled copies inlined into the packing copy of the operand they pad,
@@ -428,6 +449,68 @@ fn inline_leftover_producers(
         }
     }
     Ok(())
+}
+
+/// The read of `main` (its index among the block's reads) that the row loop `row` indexes
+/// as the whole index of one dimension, and no other, and that the vector axis `v` does
+/// not index (a GEMM's A, a conv's weights where its output channels are the row axis);
+/// with that dimension.
+fn row_read(
+    sch: &Schedule,
+    main: BlockRv,
+    row: LoopRv,
+    v: crate::ir::VarId,
+) -> Result<Option<(i64, usize)>, SketchError> {
+    let p = sch.program();
+    let b = sch.block_id(main).map_err(at("row panel"))?;
+    let blk = p.block(b);
+    let var = p.lp(sch.loop_id(row).map_err(at("row panel"))?).var;
+    let Some(r) = super::bound_iter_var(blk, var).map(|iv| iv.var) else {
+        return Ok(None);
+    };
+    for (i, (buf, idx)) in p.block_reads(b).iter().enumerate() {
+        if *buf == blk.body.buffer || idx.iter().any(|e| e.uses_var(v)) {
+            continue;
+        }
+        let dims: Vec<usize> = (0..idx.len()).filter(|d| idx[*d].uses_var(r)).collect();
+        if let [d] = dims[..] {
+            if idx[d] == Expr::Var(r) {
+                return Ok(Some((i as i64, d)));
+            }
+        }
+    }
+    Ok(None)
+}
+
+/// Packs the operand read `read` of `main` at the loop `k0` into a local block whose
+/// dimension `dim` (the row axis's) is split by the row tile `mr` (`split_layout`, the
+/// sampled factor itself, so that a mutated tile keeps its layout) and the rows within a
+/// tile stored last (`transform_layout`): `[row tile][other dimensions][row in tile]`.
+fn pack_rows(
+    sch: &mut Schedule,
+    main: BlockRv,
+    read: i64,
+    dim: usize,
+    k0: LoopRv,
+    mr: crate::schedule::ExprRv,
+) -> Result<(), SketchError> {
+    let panel = sch
+        .cache_read(main, read, "local")
+        .map_err(at("cache_read"))?;
+    sch.compute_at(panel, k0).map_err(at("compute_at"))?;
+    let d = dim as i64;
+    sch.split_layout(panel, 0, d, IntArg::Rv(mr))
+        .map_err(at("row panel"))?;
+    let rank = {
+        let p = sch.program();
+        let pb = sch.block_id(panel).map_err(at("row panel"))?;
+        p.buffer(p.block(pb).body.buffer).shape.len() as i64
+    };
+    let mut perm = vec![d];
+    perm.extend((0..rank).filter(|a| *a != d && *a != d + 1));
+    perm.push(d + 1);
+    sch.transform_layout(panel, 0, &crate::schedule::layout::singletons(&perm))
+        .map_err(at("row panel"))
 }
 
 /// Whether the operand read `read` of `main` is packed once per call (`PanelAt::Call`),
@@ -988,6 +1071,43 @@ mod tests {
             3,
         );
         check_samples("matmul:40x20x8", &avx512, 3);
+    }
+
+    #[test]
+    fn a_gemms_row_operand_may_be_packed_by_row_tiles() {
+        // With `max_row_panel_elements`, the A block of a parallel iteration (`A_local`,
+        // or `A_pad_local` where A is padded) packed `[row tile][k][row in tile]` in some
+        // samples (a coin), and those
+        // samples compute the reference (`check_samples`), padded or not, NN or TN.
+        let a_block = |sch: &Schedule| {
+            sch.program()
+                .buffers
+                .iter()
+                .find(|b| b.name.starts_with('A') && b.name.ends_with("_local"))
+                .map(|b| b.shape.clone())
+        };
+        let mut space = SearchSpace::cpu_default();
+        space.register_tile.as_mut().unwrap().max_row_panel_elements = 65536;
+        for spec in [
+            "matmul:64x64x32",
+            "matmul:37x29x11",
+            "matmul:m=48,n=32,k=16,layout=tn",
+        ] {
+            let samples = check_samples(spec, &space, 12);
+            let packed: Vec<&Schedule> = samples.iter().filter(|s| a_block(s).is_some()).collect();
+            assert!(!packed.is_empty(), "{spec}: no sample packs A");
+            for sch in packed {
+                let shape = a_block(sch).unwrap();
+                let trace = crate::schedule::text::print(sch.trace());
+                assert_eq!(shape.len(), 3, "{spec}: {shape:?}\n{trace}");
+                assert!(trace.contains("split_layout("), "{spec}: {trace}");
+            }
+        }
+        // 0 (the shipped space) turns it off.
+        let off = SearchSpace::cpu_default();
+        for sch in check_samples("matmul:64x64x32", &off, 8) {
+            assert_eq!(a_block(&sch), None);
+        }
     }
 
     #[test]
