@@ -51,7 +51,9 @@
 //!    weights once per parallel block. The other operand's block (a GEMM's A: the M1 * MR
 //!    rows of a parallel iteration x Kc) may be packed at each K0 iteration too,
 //!    `[row tile][k][row in tile]` (`split_layout` by MR, `transform_layout`), as
-//!    GotoBLAS packs its A block: a coin where it holds at most `max_row_panel_elements`.
+//!    GotoBLAS packs its A block: a coin where it holds at most `max_row_panel_elements`;
+//!    or (`row_panel_per_call`) the whole operand packed so once per call by a stage of
+//!    its own before the main nest.
 //! 6. The micro-kernel: the MR loop unrolled, the NR loop vectorized (the C back end
 //!    prints it as vector code with FMAs, the accumulators then held in registers across
 //!    the Kc loop); the panel copy, the write-back and the accumulator's initialisation
@@ -234,7 +236,9 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     // 3. Tiling.
     let axes = axes(sch, main, v_var)?;
     let row_read = match axes.row {
-        Some(row) if rule.max_row_panel_elements > 0 => row_read(sch, main, row, v_var)?,
+        Some(row) if rule.max_row_panel_elements > 0 || rule.row_panel_per_call => {
+            row_read(sch, main, row, v_var)?
+        }
         _ => None,
     };
     let extent = |sch: &Schedule, l: LoopRv| -> Result<i64, SketchError> {
@@ -365,13 +369,29 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     //     the MR scalars of a k step from one run of memory rather than from MR rows a
     //     row of the operand apart; a coin of the trace where the block (M1 * MR rows x
     //     the Kc loops) holds at most `max_row_panel_elements`.
-    if let (Some((read, dim)), Some(u), Some(k0), Some(mr)) = (row_read, &u, k_outer.last(), mr) {
+    //     Or, `row_panel_per_call`, the whole operand packed so once per call by a stage
+    //     of its own before the main nest; a second coin where both are offered.
+    if let (Some((read, dim)), Some(u), Some(mr)) = (row_read, &u, mr) {
         let mut elements = extent(sch, u[1])? * extent(sch, u[2])?;
         for l in &k_inner {
             elements *= extent(sch, *l)?;
         }
-        if elements <= rule.max_row_panel_elements && super::coin(sch, "row panel")? {
-            pack_rows(sch, main, read, dim, *k0, mr)?;
+        let block = k_outer
+            .last()
+            .copied()
+            .filter(|_| elements <= rule.max_row_panel_elements);
+        let places: Vec<Option<LoopRv>> = block
+            .map(Some)
+            .into_iter()
+            .chain(rule.row_panel_per_call.then_some(None))
+            .collect();
+        if !places.is_empty() && super::coin(sch, "row panel")? {
+            let place = match places[..] {
+                [one] => one,
+                _ if super::coin(sch, "row panel per call")? => None,
+                _ => block,
+            };
+            pack_rows(sch, main, read, dim, place, mr)?;
         }
     }
     // 5b. The zero-filled copies inlined into the packing copy of the operand they pad,
@@ -482,22 +502,33 @@ fn row_read(
     Ok(None)
 }
 
-/// Packs the operand read `read` of `main` at the loop `k0` into a local block whose
-/// dimension `dim` (the row axis's) is split by the row tile `mr` (`split_layout`, the
-/// sampled factor itself, so that a mutated tile keeps its layout) and the rows within a
-/// tile stored last (`transform_layout`): `[row tile][other dimensions][row in tile]`.
+/// Packs the operand read `read` of `main` at the loop `k0` into a local block, or with
+/// no loop once per call into a global buffer by a stage of its own (its outer loop
+/// parallel), whose dimension `dim` (the row axis's) is split by the row tile `mr`
+/// (`split_layout`, the sampled factor itself, so that a mutated tile keeps its layout)
+/// and the rows within a tile stored last (`transform_layout`): `[row tile][other
+/// dimensions][row in tile]`.
 fn pack_rows(
     sch: &mut Schedule,
     main: BlockRv,
     read: i64,
     dim: usize,
-    k0: LoopRv,
+    k0: Option<LoopRv>,
     mr: crate::schedule::ExprRv,
 ) -> Result<(), SketchError> {
+    let scope = if k0.is_some() { "local" } else { "global" };
     let panel = sch
-        .cache_read(main, read, "local")
+        .cache_read(main, read, scope)
         .map_err(at("cache_read"))?;
-    sch.compute_at(panel, k0).map_err(at("compute_at"))?;
+    match k0 {
+        Some(k0) => sch.compute_at(panel, k0).map_err(at("compute_at"))?,
+        None => {
+            let loops = sch.get_loops(panel).map_err(at("row panel"))?;
+            if let Some(first) = loops.first() {
+                sch.parallel(*first).map_err(at("row panel"))?;
+            }
+        }
+    }
     let d = dim as i64;
     sch.split_layout(panel, 0, d, IntArg::Rv(mr))
         .map_err(at("row panel"))?;
@@ -1107,6 +1138,31 @@ mod tests {
         let off = SearchSpace::cpu_default();
         for sch in check_samples("matmul:64x64x32", &off, 8) {
             assert_eq!(a_block(&sch), None);
+        }
+        // Once per call: the whole of A packed so into a global buffer by a stage of its
+        // own, parallel over row tiles.
+        let mut per_call = SearchSpace::cpu_default();
+        per_call.register_tile.as_mut().unwrap().row_panel_per_call = true;
+        for spec in ["matmul:64x64x32", "matmul:37x29x11"] {
+            let packed: Vec<Vec<i64>> = check_samples(spec, &per_call, 12)
+                .iter()
+                .filter_map(|sch| {
+                    sch.program()
+                        .buffers
+                        .iter()
+                        .find(|b| b.name.starts_with('A') && b.name.ends_with("_global"))
+                        .map(|b| b.shape.clone())
+                })
+                .collect();
+            assert!(!packed.is_empty(), "{spec}: no sample packs A per call");
+            for shape in packed {
+                // [M / MR][K][MR], K padded to 16 on 37 x 29 x 11 where it is.
+                assert_eq!(shape.len(), 3, "{spec}: {shape:?}");
+                assert!(
+                    shape[0] * shape[2] >= 37 && shape[1] >= 11,
+                    "{spec}: {shape:?}"
+                );
+            }
         }
     }
 
