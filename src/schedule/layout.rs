@@ -56,12 +56,7 @@ pub fn transform_layout(
         .collect();
     let relayout = |idx: Vec<Expr>| relaid(&idx, &groups, &old_shape);
     p.buffer_mut(buf).shape = shape;
-    for blk in p.blocks.iter_mut() {
-        rewrite_accesses(&mut blk.body, buf, &relayout);
-        if let Some(init) = &mut blk.init {
-            rewrite_accesses(init, buf, &relayout);
-        }
-    }
+    relayout_everywhere(p, buf, &relayout);
     Ok(())
 }
 
@@ -109,12 +104,7 @@ pub fn split_layout(
         );
         idx
     };
-    for blk in p.blocks.iter_mut() {
-        rewrite_accesses(&mut blk.body, buf, &relayout);
-        if let Some(init) = &mut blk.init {
-            rewrite_accesses(init, buf, &relayout);
-        }
-    }
+    relayout_everywhere(p, buf, &relayout);
     Ok(())
 }
 
@@ -148,6 +138,17 @@ fn relaid(idx: &[Expr], groups: &[Vec<usize>], shape: &[i64]) -> Vec<Expr> {
         .iter()
         .map(|g| Expr::row_major(g.iter().map(|&x| (idx[x].clone(), shape[x]))))
         .collect()
+}
+
+/// Every load and store of `buf`, in every block's body and initialisation, indexed in
+/// the new layout `relayout` makes of its indices.
+fn relayout_everywhere(p: &mut Program, buf: BufferId, relayout: &impl Fn(Vec<Expr>) -> Vec<Expr>) {
+    for blk in p.blocks.iter_mut() {
+        rewrite_accesses(&mut blk.body, buf, relayout);
+        if let Some(init) = &mut blk.init {
+            rewrite_accesses(init, buf, relayout);
+        }
+    }
 }
 
 fn rewrite_accesses(
