@@ -272,6 +272,59 @@ fn implicit_gemm_samples(rows: f64, specs: &[&str]) {
     }
 }
 
+/// `tiling.warp_tile_share` at 1: every sample of a GEMM whose axes 64 divides draws the
+/// warp-tile structure (blocks of 64-256 threads, at least 8 along the columns, each
+/// thread 4 x 4 pieces, one per virtual thread, at least two), and computes the reference.
+#[test]
+fn warp_tile_samples_compute_the_reference_in_pieces_of_four_by_four() {
+    let mut space = SearchSpace::cuda_default();
+    space.warp_tile_share = 1.0;
+    let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+    for (i, spec) in ["matmul:128x128x32", "matmul:m=128,n=192,k=40,layout=nt"]
+        .iter()
+        .enumerate()
+    {
+        let program = program(spec);
+        let mut search =
+            RandomSearch::new(space.clone(), target.clone(), program.clone(), 7 + i as u64);
+        let (mut passed, mut sampled) = (0, 0);
+        while passed < 8 && sampled < 200 {
+            sampled += 1;
+            let Ok(sch) = search.sample() else { continue };
+            let Ok(v) = tessel::search::postproc::verify(sch.program(), &space, &target) else {
+                continue;
+            };
+            let trace = tessel::schedule::text::print(sch.trace());
+            // The spatial axes' tiles: [block, vthread, threadIdx, serial, innermost].
+            let tiles: Vec<Vec<i64>> = trace
+                .lines()
+                .filter(|l| l.contains("sample_perfect_tile(") && l.contains("n=5"))
+                .map(|l| {
+                    let d = &l[l.find("decision=[").unwrap() + 10..l.rfind(']').unwrap()];
+                    d.split(", ").map(|x| x.parse().unwrap()).collect()
+                })
+                .collect();
+            assert_eq!(tiles.len(), 2, "{spec}\n{trace}");
+            let threads = tiles[0][2] * tiles[1][2];
+            let vthreads = tiles[0][1] * tiles[1][1];
+            assert!(
+                tiles
+                    .iter()
+                    .all(|t| t[3] == 1 && t[4] == 4 && [1, 2, 4].contains(&t[1]))
+                    && [64, 128, 256].contains(&threads)
+                    && tiles[1][2] >= 8
+                    && vthreads >= 2,
+                "{spec}: not a warp tile: {tiles:?}\n{trace}"
+            );
+            if let Err(e) = tessel::interp::gpu::check_lowered(&program, &v.lowered, 5) {
+                panic!("{spec}: GPU-semantics check failed: {e}\n{trace}");
+            }
+            passed += 1;
+        }
+        assert_eq!(passed, 8, "{spec}: {passed} of {sampled} samples passed");
+    }
+}
+
 /// `postprocess.max_unrolled_statements`: the seed `gemm_3_vthread` (2 x 2 virtual threads
 /// unrolled around every statement) is rejected before compiling when its kernel unrolls
 /// to more statements than the limit, with the kernel and the count named, and passes at

@@ -1622,6 +1622,18 @@ fn joint_spatial_tiles(
         [one] => *one,
         _ => bounds[rand::Rng::gen_range(&mut rng, 0..bounds.len())],
     };
+    if space.warp_tile_share > 0.0 && rand::Rng::gen::<f64>(&mut rng) < space.warp_tile_share {
+        let limits = WarpTileLimits {
+            levels,
+            n_s,
+            threads: min_threads..=space.max_threads_per_block,
+            max_vthreads: space.max_vthreads,
+            max_outputs: max_per_thread,
+        };
+        if let Some(draw) = warp_tiles(&mut rng, space, axes, &limits) {
+            return draw.into_iter().map(Some).collect();
+        }
+    }
     // Axes aligned to the digits of an implicit-GEMM fusion keep their tiles as drawn.
     let movable: Vec<bool> = axes.iter().map(|(_, d)| d.is_none()).collect();
     let repairable = t_level > 0 && v_level != Some(0);
@@ -1662,6 +1674,98 @@ fn joint_spatial_tiles(
         }
     }
     vec![None; axes.len()]
+}
+
+/// Outputs a thread computes per piece along each of a warp tile's two axes: one 16-byte
+/// vector of each operand's fragment a reduction step.
+const WARP_PIECE: i64 = 4;
+
+/// The fewest outputs a thread of a warp tile computes: two pieces, as cuBLAS's smallest
+/// SIMT tiles (64 x 64 blocks of 128 threads) do.
+const WARP_MIN_OUTPUTS: i64 = 2 * WARP_PIECE * WARP_PIECE;
+
+/// What a warp-tile draw must respect: the joint draw's own limits.
+struct WarpTileLimits {
+    levels: ThreadLevels,
+    n_s: usize,
+    threads: std::ops::RangeInclusive<i64>,
+    max_vthreads: i64,
+    max_outputs: i64,
+}
+
+/// Spatial tiles of the structure CUTLASS's and cuBLAS's SIMT kernels share
+/// (`tiling.warp_tile_share`): where exactly two spatial axes are longer than 1 (a GEMM,
+/// a conv's GEMM view, a dense layer), a block of 64-256 threads of which at least 8
+/// run along the columns, each thread computing `WARP_PIECE` x `WARP_PIECE` pieces, one
+/// per virtual thread (at least two), so its outputs lie in pieces a thread row (column)
+/// of the block apart, and blocks of 64-256 rows and columns that divide the axes. One
+/// such shape at random among those that fit; `None` where none does (the joint draw
+/// then goes on).
+fn warp_tiles(
+    rng: &mut rand_chacha::ChaCha8Rng,
+    space: &SearchSpace,
+    axes: &[(i64, Option<Vec<i64>>)],
+    limits: &WarpTileLimits,
+) -> Option<Vec<Vec<i64>>> {
+    let ThreadLevels { t_level, v_level } = limits.levels;
+    let inner = limits.n_s.checked_sub(1).filter(|l| *l > t_level)?;
+    let long: Vec<usize> = (0..axes.len()).filter(|a| axes[*a].0 > 1).collect();
+    let &[rows, cols] = long.as_slice() else {
+        return None;
+    };
+    if axes[rows].1.is_some() || axes[cols].1.is_some() {
+        return None;
+    }
+    let fits_inner = |a: usize| space.max_innermost(a + 1 == axes.len()) >= WARP_PIECE;
+    if !fits_inner(rows) || !fits_inner(cols) {
+        return None;
+    }
+    let vthreads: &[i64] = if v_level.is_some() { &[1, 2, 4] } else { &[1] };
+    let block_fits = |extent: i64, tile: i64| (64..=256).contains(&tile) && extent % tile == 0;
+    let mut shapes = Vec::new();
+    for t_cols in [8, 16, 32] {
+        for t_rows in [2, 4, 8, 16, 32] {
+            let threads = t_rows * t_cols;
+            if !(64..=256).contains(&threads) || !limits.threads.contains(&threads) {
+                continue;
+            }
+            for &v_rows in vthreads {
+                for &v_cols in vthreads {
+                    let outputs = v_rows * v_cols * WARP_PIECE * WARP_PIECE;
+                    if v_rows * v_cols > limits.max_vthreads
+                        || !(WARP_MIN_OUTPUTS..=limits.max_outputs).contains(&outputs)
+                        || !block_fits(axes[rows].0, v_rows * t_rows * WARP_PIECE)
+                        || !block_fits(axes[cols].0, v_cols * t_cols * WARP_PIECE)
+                    {
+                        continue;
+                    }
+                    shapes.push([(t_rows, v_rows), (t_cols, v_cols)]);
+                }
+            }
+        }
+    }
+    if shapes.is_empty() {
+        return None;
+    }
+    let shape = shapes[rand::Rng::gen_range(rng, 0..shapes.len())];
+    let mut draw: Vec<Vec<i64>> = axes
+        .iter()
+        .map(|(e, _)| {
+            let mut t = vec![1; limits.n_s];
+            t[0] = *e;
+            t
+        })
+        .collect();
+    for (axis, (t, v)) in [rows, cols].into_iter().zip(shape) {
+        let tiles = &mut draw[axis];
+        tiles[t_level] = t;
+        tiles[inner] = WARP_PIECE;
+        if let Some(vl) = v_level {
+            tiles[vl] = v;
+        }
+        tiles[0] /= t * v * WARP_PIECE;
+    }
+    Some(draw)
 }
 
 /// The tile levels bound to threadIdx and to vthread in a draw of spatial tiles.

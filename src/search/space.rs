@@ -83,6 +83,10 @@ pub struct SearchSpace {
     /// (`tiling.gemm_view_windowed`); 0: never.
     pub gemm_view: f64,
     pub gemm_view_windowed: f64,
+    /// CUDA: the probability that a sample whose main block has two spatial axes longer
+    /// than 1 draws their tiles in the warp-tile structure of cuBLAS's SIMT kernels
+    /// (`tiling.warp_tile_share`, `crate::search::sketch`); 0: never.
+    pub warp_tile_share: f64,
     pub min_threads_per_block: i64,
     pub max_threads_per_block: i64,
     pub max_vthreads: i64,
@@ -543,6 +547,8 @@ struct Tiling {
     gemm_view: f64,
     #[serde(default)]
     gemm_view_windowed: f64,
+    #[serde(default)]
+    warp_tile_share: f64,
 }
 
 #[derive(Deserialize)]
@@ -831,6 +837,7 @@ impl SearchSpace {
             ("tiling.implicit_gemm_rows", f.tiling.implicit_gemm_rows),
             ("tiling.gemm_view", f.tiling.gemm_view),
             ("tiling.gemm_view_windowed", f.tiling.gemm_view_windowed),
+            ("tiling.warp_tile_share", f.tiling.warp_tile_share),
         ] {
             if !(0.0..=1.0).contains(&x) {
                 return Err(invalid(key, format!("{x} is not in [0, 1]")));
@@ -1175,6 +1182,7 @@ impl SearchSpace {
             implicit_gemm_rows: f.tiling.implicit_gemm_rows,
             gemm_view: f.tiling.gemm_view,
             gemm_view_windowed: f.tiling.gemm_view_windowed,
+            warp_tile_share: f.tiling.warp_tile_share,
             min_threads_per_block: t.min_threads_per_block,
             max_threads_per_block: t.max_threads_per_block,
             max_vthreads: t.max_vthreads,
