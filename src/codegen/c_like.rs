@@ -589,7 +589,12 @@ impl<'a> Printer<'a> {
                             self.line(depth, &format!("#pragma GCC unroll {}", extent.min(&64)))
                         }
                         (ForKind::Vectorized, Dialect::C) => self.line(depth, "#pragma omp simd"),
-                        (ForKind::Parallel, _) => self.line(depth, "#pragma omp parallel for"),
+                        (ForKind::Parallel, _) => self.line(
+                            depth,
+                            &format!(
+                                "#pragma omp parallel for schedule(dynamic, TESSEL_CHUNK({extent}))"
+                            ),
+                        ),
                         (ForKind::Serial, _) => {}
                     }
                     let bases = self.declare_bases(*var, *kind, body, depth);

@@ -1,4 +1,6 @@
-//! C for the host CPU: one function per program, OpenMP `parallel for` on parallel loops,
+//! C for the host CPU: one function per program, OpenMP `parallel for` on parallel loops
+//! (handed out dynamically in chunks, about `TESSEL_CHUNKS` a thread, so that a thread
+//! slowed by the machine's other work or a slower core takes fewer of them),
 //! vector-extension code on vectorized loops whose accesses are contiguous (the width is
 //! that of the ISA the source is compiled for: see `c_vector.rs`; `omp simd` on the
 //! others), `GCC unroll` on unrolled ones; local and shared buffers
@@ -18,6 +20,13 @@ static inline int tessel_floordiv(int a, int b) { int q = a / b; return (a % b !
 static inline int tessel_floormod(int a, int b) { int r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
+#ifdef _OPENMP
+#include <omp.h>
+#define TESSEL_CHUNK(n) (((n) + TESSEL_CHUNKS * omp_get_max_threads() - 1) / (TESSEL_CHUNKS * omp_get_max_threads()))
+#else
+#define TESSEL_CHUNK(n) 1
+#endif
+#define TESSEL_CHUNKS 16
 ";
 
 /// TensorFloat-32's precision (`tf32(x)`): the mantissa cut to 10 bits. Printed only for

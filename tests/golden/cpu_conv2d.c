@@ -4,6 +4,13 @@ static inline int tessel_floordiv(int a, int b) { int q = a / b; return (a % b !
 static inline int tessel_floormod(int a, int b) { int r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
+#ifdef _OPENMP
+#include <omp.h>
+#define TESSEL_CHUNK(n) (((n) + TESSEL_CHUNKS * omp_get_max_threads() - 1) / (TESSEL_CHUNKS * omp_get_max_threads()))
+#else
+#define TESSEL_CHUNK(n) 1
+#endif
+#define TESSEL_CHUNKS 16
 #if defined(__AVX512F__)
 #define TESSEL_VLANES 16
 #elif defined(__AVX__)
@@ -70,7 +77,7 @@ TESSEL_VECTOR_MATH(tessel_v, tessel_vf, tessel_vi)
 TESSEL_VECTOR_MATH(tessel_h, tessel_hf, tessel_hi)
 
 void conv2d_nchw_kernel(float* restrict data, float* restrict weight, float* restrict conv2d_nchw) {
-  #pragma omp parallel for
+  #pragma omp parallel for schedule(dynamic, TESSEL_CHUNK(112))
   for (int nn_ff_0_yy_fused = 0; nn_ff_0_yy_fused < 112; ++nn_ff_0_yy_fused) {
     for (int xx_0 = 0; xx_0 < 2; ++xx_0) {
       float conv2d_nchw_local[32];

@@ -4,6 +4,13 @@ static inline int tessel_floordiv(int a, int b) { int q = a / b; return (a % b !
 static inline int tessel_floormod(int a, int b) { int r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r; }
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }
+#ifdef _OPENMP
+#include <omp.h>
+#define TESSEL_CHUNK(n) (((n) + TESSEL_CHUNKS * omp_get_max_threads() - 1) / (TESSEL_CHUNKS * omp_get_max_threads()))
+#else
+#define TESSEL_CHUNK(n) 1
+#endif
+#define TESSEL_CHUNKS 16
 #if defined(__AVX512F__)
 #define TESSEL_VLANES 16
 #elif defined(__AVX__)
@@ -70,7 +77,7 @@ TESSEL_VECTOR_MATH(tessel_v, tessel_vf, tessel_vi)
 TESSEL_VECTOR_MATH(tessel_h, tessel_hf, tessel_hi)
 
 void matmul_kernel(float* restrict A, float* restrict B, float* restrict C) {
-  #pragma omp parallel for
+  #pragma omp parallel for schedule(dynamic, TESSEL_CHUNK(12))
   for (int i_0_j_0_fused = 0; i_0_j_0_fused < 12; ++i_0_j_0_fused) {
     for (int i_1 = 0; i_1 < 8; ++i_1) {
       for (int j_1 = 0; j_1 < 4; ++j_1) {
