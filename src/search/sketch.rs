@@ -1708,6 +1708,9 @@ fn warp_tiles(
     limits: &WarpTileLimits,
 ) -> Option<Vec<Vec<i64>>> {
     let ThreadLevels { t_level, v_level } = limits.levels;
+    if t_level == 0 || v_level == Some(0) {
+        return None;
+    }
     let inner = limits.n_s.checked_sub(1).filter(|l| *l > t_level)?;
     let long: Vec<usize> = (0..axes.len()).filter(|a| axes[*a].0 > 1).collect();
     let &[rows, cols] = long.as_slice() else {
@@ -1720,30 +1723,7 @@ fn warp_tiles(
     if !fits_inner(rows) || !fits_inner(cols) {
         return None;
     }
-    let vthreads: &[i64] = if v_level.is_some() { &[1, 2, 4] } else { &[1] };
-    let block_fits = |extent: i64, tile: i64| (64..=256).contains(&tile) && extent % tile == 0;
-    let mut shapes = Vec::new();
-    for t_cols in [8, 16, 32] {
-        for t_rows in [2, 4, 8, 16, 32] {
-            let threads = t_rows * t_cols;
-            if !(64..=256).contains(&threads) || !limits.threads.contains(&threads) {
-                continue;
-            }
-            for &v_rows in vthreads {
-                for &v_cols in vthreads {
-                    let outputs = v_rows * v_cols * WARP_PIECE * WARP_PIECE;
-                    if v_rows * v_cols > limits.max_vthreads
-                        || !(WARP_MIN_OUTPUTS..=limits.max_outputs).contains(&outputs)
-                        || !block_fits(axes[rows].0, v_rows * t_rows * WARP_PIECE)
-                        || !block_fits(axes[cols].0, v_cols * t_cols * WARP_PIECE)
-                    {
-                        continue;
-                    }
-                    shapes.push([(t_rows, v_rows), (t_cols, v_cols)]);
-                }
-            }
-        }
-    }
+    let shapes = warp_shapes(axes[rows].0, axes[cols].0, v_level.is_some(), limits);
     if shapes.is_empty() {
         return None;
     }
@@ -1766,6 +1746,40 @@ fn warp_tiles(
         tiles[0] /= t * v * WARP_PIECE;
     }
     Some(draw)
+}
+
+/// The warp-tile shapes that fit a `rows` x `cols` block's axes within `limits`: per axis
+/// its threads and virtual threads (1 where the space has no vthread level).
+fn warp_shapes(
+    rows: i64,
+    cols: i64,
+    vthread_level: bool,
+    limits: &WarpTileLimits,
+) -> Vec<[(i64, i64); 2]> {
+    let vthreads: &[i64] = if vthread_level { &[1, 2, 4] } else { &[1] };
+    let block_fits = |extent: i64, tile: i64| (64..=256).contains(&tile) && extent % tile == 0;
+    let mut shapes = Vec::new();
+    for t_cols in [8, 16, 32] {
+        for t_rows in [2, 4, 8, 16, 32] {
+            let threads = t_rows * t_cols;
+            if !(64..=256).contains(&threads) || !limits.threads.contains(&threads) {
+                continue;
+            }
+            for &v_rows in vthreads {
+                for &v_cols in vthreads {
+                    let outputs = v_rows * v_cols * WARP_PIECE * WARP_PIECE;
+                    if v_rows * v_cols <= limits.max_vthreads
+                        && (WARP_MIN_OUTPUTS..=limits.max_outputs).contains(&outputs)
+                        && block_fits(rows, v_rows * t_rows * WARP_PIECE)
+                        && block_fits(cols, v_cols * t_cols * WARP_PIECE)
+                    {
+                        shapes.push([(t_rows, v_rows), (t_cols, v_cols)]);
+                    }
+                }
+            }
+        }
+    }
+    shapes
 }
 
 /// The tile levels bound to threadIdx and to vthread in a draw of spatial tiles.
