@@ -9,7 +9,8 @@
 #   benches/cpu_blas.sh OUT [TRIALS] [WORKLOAD...]
 #
 # PASSES=N (default 0) then runs every best and its peer N more times, alternating, and
-# prints each pass's medians and ratio: on a shared machine one pair of runs can land in
+# prints each pass's medians and ratio (a GEMM's pass also times ndarray's `dot` in the
+# same `tessel run --compare`, the same way as the kernel): on a shared machine one pair of runs can land in
 # different minutes' load. `tessel run` evicts the kernel's buffers before each timed
 # run, the Python peers run warm; the table also gives tessel's best timed warm
 # (`tessel run --warm`) and its ratio to oneDNN, and WARM=1 times the passes warm.
@@ -98,19 +99,25 @@ passes=${PASSES:-0}
 for ((pass = 1; pass <= passes; pass++)); do
   for w in "${workloads[@]}"; do
     tag=$(printf '%s' "$w" | tr ':,=/' '____')
-    ours=$("$bin" run "$w" --schedule "$out/$tag.trace" --threads "$threads" ${WARM:+--warm} 2>&1 |
-      sed -n 's/^latency *median \([0-9.]*\) \(us\|ms\|s\) .*/\1 \2/p')
+    compare=
+    case $w in matmul:*) compare=--compare ;; esac
+    run=$("$bin" run "$w" --schedule "$out/$tag.trace" --threads "$threads" ${WARM:+--warm} $compare 2>&1)
+    ours=$(printf '%s\n' "$run" | sed -n 's/^latency *median \([0-9.]*\) \(us\|ms\|s\) .*/\1 \2/p')
+    dot=$(printf '%s\n' "$run" | sed -n 's/^peer *ndarray[^:]*: median \([0-9.]*\) \(us\|ms\|s\) .*/\1 \2/p')
     peer=$(python3 "$here/cpu_peers.py" "$w" "$threads" 2>&1 |
       awk '$1 == "peer" && $3 ~ /^[0-9.]+$/ { print $3; exit }')
-    python3 - "$pass" "$w" "$ours" "$peer" <<'PY'
+    python3 - "$pass" "$w" "$ours" "$peer" "$dot" <<'PY'
 import sys
-p, w, ours, peer = sys.argv[1:5]
+p, w, ours, peer, dot = sys.argv[1:6]
+secs = lambda s: float(s.split()[0]) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[s.split()[1]]
 if not ours or not peer:
     print(f"pass {p} {w}: no figure (tessel: {ours!r}, peer: {peer!r})")
 else:
-    v, unit = ours.split()
-    t = float(v) * {"us": 1e-6, "ms": 1e-3, "s": 1.0}[unit]
-    print(f"pass {p} {w}: tessel {t * 1e3:.3f} ms, peer {float(peer) * 1e3:.3f} ms, tessel / peer {float(peer) / t:.2f}x")
+    t = secs(ours)
+    line = f"pass {p} {w}: tessel {t * 1e3:.3f} ms, peer {float(peer) * 1e3:.3f} ms, tessel / peer {float(peer) / t:.2f}x"
+    if dot:
+        line += f"; ndarray dot {secs(dot) * 1e3:.3f} ms, tessel / dot {secs(dot) / t:.2f}x"
+    print(line)
 PY
   done
 done
