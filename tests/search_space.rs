@@ -521,3 +521,49 @@ fn no_operand_is_copied_by_two_kernels_of_their_own() {
         "{padded} padding, {transposed} transposing copies"
     );
 }
+
+/// `threads.standalone_min_blocks`: a split-K sum's elements a thread are drawn only among
+/// the counts that leave it at least that many blocks of 128 threads (one a thread always):
+/// 8,192 outputs offer one a thread alone, 262,144 every count; without the key (1) every
+/// count is offered to both.
+#[test]
+fn a_split_k_sum_is_offered_only_counts_that_leave_it_enough_blocks() {
+    let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+    let shipped = SearchSpace::cuda_default();
+    assert_eq!(shipped.standalone_min_blocks, 128);
+    let mut open = shipped.clone();
+    open.standalone_min_blocks = 1;
+    for (space, spec, want) in [
+        (&shipped, "matmul:m=64,n=128,k=4096", vec![1]),
+        (&shipped, "matmul:m=512,n=512,k=2048", vec![1, 2, 4, 8]),
+        (&open, "matmul:m=64,n=128,k=4096", vec![1, 2, 4, 8]),
+    ] {
+        let mut search = RandomSearch::new(space.clone(), target.clone(), program(spec), 3);
+        let mut sums = 0;
+        for _ in 0..200 {
+            let Ok(sch) = search.sample() else { continue };
+            let trace = tessel::schedule::text::print(sch.trace());
+            if !trace.contains("rfactor(") {
+                continue;
+            }
+            // The sum's split: factors=[None, vN, 128], vN its elements a thread.
+            let counts: Vec<Vec<i64>> = trace
+                .lines()
+                .filter_map(|l| {
+                    let at = l.find("factors=[None, v")? + 15;
+                    let rest = &l[at..];
+                    let var = rest.strip_suffix(", 128])")?;
+                    let def = trace
+                        .lines()
+                        .find(|d| d.starts_with(&format!("{var} = sample_categorical(")))?;
+                    let c = &def[def.find("candidates=[")? + 12..def.find("], probs")?];
+                    Some(c.split(", ").map(|x| x.parse().unwrap()).collect())
+                })
+                .collect();
+            assert_eq!(counts.len(), 1, "{spec}: one split-K sum\n{trace}");
+            assert_eq!(counts[0], want, "{spec}\n{trace}");
+            sums += 1;
+        }
+        assert!(sums >= 10, "{spec}: {sums} split-K samples of 200");
+    }
+}

@@ -99,6 +99,11 @@ pub struct SearchSpace {
     /// draw of the spatial tiles; each sample draws one of these
     /// (`threads.max_outputs_per_thread`, default `[128]`).
     pub max_outputs_per_thread: Vec<i64>,
+    /// CUDA: the fewest blocks a stage spread over the device on its own (a split-K sum,
+    /// an epilogue left outside the main nest) is given: a count of elements a thread that
+    /// leaves fewer is not offered, one element a thread always is
+    /// (`threads.standalone_min_blocks`, default 1: every count offered).
+    pub standalone_min_blocks: i64,
     /// `Some(scope)` when inputs are staged (and cooperatively fetched on CUDA).
     pub cache_read: Option<String>,
     pub fetch_vector_lengths: Vec<i64>,
@@ -561,6 +566,12 @@ struct Threads {
     min_blocks_per_sm: Vec<i64>,
     #[serde(default = "default_outputs_per_thread")]
     max_outputs_per_thread: Vec<i64>,
+    #[serde(default = "one")]
+    standalone_min_blocks: i64,
+}
+
+fn one() -> i64 {
+    1
 }
 
 /// The bound on a thread's register tile where a space names none: larger tiles spill,
@@ -860,6 +871,15 @@ impl SearchSpace {
             return Err(invalid(
                 "threads.min_blocks_per_sm",
                 format!("{m} is not a count of blocks (at least 1)"),
+            ));
+        }
+        if t.standalone_min_blocks < 1 {
+            return Err(invalid(
+                "threads.standalone_min_blocks",
+                format!(
+                    "{} is not a count of blocks (at least 1)",
+                    t.standalone_min_blocks
+                ),
             ));
         }
         if t.max_outputs_per_thread.is_empty() || t.max_outputs_per_thread.iter().any(|m| *m < 1) {
@@ -1188,6 +1208,7 @@ impl SearchSpace {
             max_vthreads: t.max_vthreads,
             min_blocks_per_sm: t.min_blocks_per_sm.clone(),
             max_outputs_per_thread: t.max_outputs_per_thread.clone(),
+            standalone_min_blocks: t.standalone_min_blocks,
             cache_read: f.cache_read.enabled.then_some(f.cache_read.scope),
             fetch_vector_lengths: f.cache_read.vector_lengths,
             reduction_major: f.cache_read.reduction_major,
