@@ -530,7 +530,7 @@ fn no_operand_is_copied_by_two_kernels_of_their_own() {
 fn a_split_k_sum_is_offered_only_counts_that_leave_it_enough_blocks() {
     let target = TargetLimits::Cuda(CudaLimits::sm90_default());
     let shipped = SearchSpace::cuda_default();
-    assert_eq!(shipped.standalone_min_blocks, 128);
+    assert_eq!(shipped.standalone_min_blocks, 256);
     let mut open = shipped.clone();
     open.standalone_min_blocks = 1;
     for (space, spec, want) in [

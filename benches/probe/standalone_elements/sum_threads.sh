@@ -4,7 +4,7 @@
 # vN, 128]` (the last such split of the trace) set to each of its candidates in turn by
 # editing SCHED, each variant run PASSES times in rounds (`tessel run`, medians printed),
 # then the first variant's kernels under the profiler (benches/kernel_times.sh into
-# OUT/kt). On the CUDA device.
+# OUT/kt; KT=0 skips it). On the CUDA device.
 #
 #   bash benches/probe/standalone_elements/sum_threads.sh OUT WORKLOAD SCHED [PASSES]
 set -u
@@ -24,4 +24,4 @@ for pass in $(seq "$passes"); do
       grep -E '^(latency|error)' | head -1)"
   done
 done
-bash "$here/kernel_times.sh" "$out/kt" "$w" "$out/d0.sched" | grep main_kernel
+[ "${KT:-1}" = 0 ] || bash "$here/kernel_times.sh" "$out/kt" "$w" "$out/d0.sched" | grep main_kernel
