@@ -523,9 +523,9 @@ fn no_operand_is_copied_by_two_kernels_of_their_own() {
 }
 
 /// `threads.standalone_min_blocks`: a split-K sum's elements a thread are drawn only among
-/// the counts that leave it at least that many blocks of 128 threads (one a thread always):
-/// 8,192 outputs offer one a thread alone, 262,144 every count; without the key (1) every
-/// count is offered to both.
+/// the counts that leave it at least that many blocks of 128 threads (one a thread always,
+/// as a literal where it is the only count): 8,192 outputs offer one a thread alone,
+/// 262,144 every count; without the key (1) every count is offered to both.
 #[test]
 fn a_split_k_sum_is_offered_only_counts_that_leave_it_enough_blocks() {
     let target = TargetLimits::Cuda(CudaLimits::sm90_default());
@@ -546,16 +546,19 @@ fn a_split_k_sum_is_offered_only_counts_that_leave_it_enough_blocks() {
             if !trace.contains("rfactor(") {
                 continue;
             }
-            // The sum's split: factors=[None, vN, 128], vN its elements a thread.
+            // The sum's split: factors=[None, vN, 128], vN its elements a thread drawn
+            // among the candidates, or factors=[None, 1, 128] where one is offered.
             let counts: Vec<Vec<i64>> = trace
                 .lines()
                 .filter_map(|l| {
-                    let at = l.find("factors=[None, v")? + 15;
-                    let rest = &l[at..];
-                    let var = rest.strip_suffix(", 128])")?;
+                    let at = l.find("factors=[None, ")? + 15;
+                    let each = l[at..].strip_suffix(", 128])")?;
+                    if let Ok(literal) = each.parse::<i64>() {
+                        return Some(vec![literal]);
+                    }
                     let def = trace
                         .lines()
-                        .find(|d| d.starts_with(&format!("{var} = sample_categorical(")))?;
+                        .find(|d| d.starts_with(&format!("{each} = sample_categorical(")))?;
                     let c = &def[def.find("candidates=[")? + 12..def.find("], probs")?];
                     Some(c.split(", ").map(|x| x.parse().unwrap()).collect())
                 })

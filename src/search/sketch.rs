@@ -1566,19 +1566,21 @@ fn spread(
             let id = sch.loop_id(fused).map_err(at(rule))?;
             sch.program().lp(id).extent
         };
-        let counts = standalone_elements(elements, space.standalone_min_blocks);
-        let probs = vec![1.0 / counts.len() as f64; counts.len()];
-        let each = sch
-            .sample_categorical(&counts, &probs, None)
-            .map_err(at(rule))?;
+        // One count offered is no decision: the trace holds it as a literal.
+        let each = match standalone_elements(elements, space.standalone_min_blocks)[..] {
+            [one] => IntArg::Lit(one),
+            ref counts => {
+                let probs = vec![1.0 / counts.len() as f64; counts.len()];
+                let rv = sch
+                    .sample_categorical(counts, &probs, None)
+                    .map_err(at(rule))?;
+                IntArg::Rv(rv)
+            }
+        };
         let parts = sch
             .split(
                 fused,
-                &[
-                    None,
-                    Some(IntArg::Rv(each)),
-                    Some(IntArg::Lit(STANDALONE_THREADS)),
-                ],
+                &[None, Some(each), Some(IntArg::Lit(STANDALONE_THREADS))],
             )
             .map_err(at(rule))?;
         sch.reorder(&[parts[0], parts[2], parts[1]])
