@@ -1366,7 +1366,7 @@ fn print_tune_report(spec: &str, w: &Workload, report: &tessel::tune::TuneReport
     );
     let st = &report.stage_seconds;
     println!(
-        "time      {:.1} s opening, {:.1} s proposing (+{:.1} s while measuring), {:.1} s compiling, {}{:.1} s checking and timing ({:.1} s of it timed runs; {} given up after {} runs as over {}x the best), {:.1} s recording, {:.1} s learning, {:.1} s closing",
+        "time      {:.1} s opening, {:.1} s proposing (+{:.1} s while measuring), {:.1} s compiling, {}{:.1} s checking and timing ({:.1} s of it timed runs; after their {} probe runs {} given up as over {}x the best and {} long enough), {:.1} s recording, {:.1} s learning, {:.1} s closing",
         report.opening.as_secs_f64(),
         st.propose,
         report.overlapped_propose_seconds,
@@ -1378,9 +1378,10 @@ fn print_tune_report(spec: &str, w: &Workload, report: &tessel::tune::TuneReport
         },
         st.check_time,
         report.timed_run_seconds,
-        report.given_up,
         tessel::measure::PROBE_RUNS,
+        report.given_up,
         tessel::tune::DEFAULT_GIVE_UP_FACTOR,
+        report.long_enough,
         st.record,
         st.learn,
         report.closing.as_secs_f64()

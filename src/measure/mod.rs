@@ -81,6 +81,15 @@ pub struct TimingConfig {
     pub enough_seconds: Option<f64>,
 }
 
+/// Why a candidate's timing stopped before `min_runs` ([`TimingConfig::stopped_short`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ShortStop {
+    /// Its probe runs already took `enough_seconds`.
+    LongEnough,
+    /// Its probe runs' median was over the give-up limit.
+    GivenUp,
+}
+
 /// Timed runs before a candidate may be given up (see
 /// [`TimingConfig::give_up_above_seconds`]).
 pub const PROBE_RUNS: usize = 3;
@@ -106,6 +115,21 @@ impl TimingConfig {
             }
             _ => false,
         }
+    }
+
+    /// Why timing stopped short of `min_runs` after `runs`, where it did: the probe runs
+    /// took [`TimingConfig::enough_seconds`] (a long kernel), else the candidate was given
+    /// up ([`TimingConfig::gives_up`]). `None` with `min_runs` or more.
+    pub fn stopped_short(&self, runs: &[f64]) -> Option<ShortStop> {
+        if runs.len() >= self.min_runs {
+            return None;
+        }
+        let timed = runs.iter().sum::<f64>();
+        Some(if self.enough_seconds.is_some_and(|e| timed >= e) {
+            ShortStop::LongEnough
+        } else {
+            ShortStop::GivenUp
+        })
     }
 
     /// After a candidate of the job was timed at `median_seconds`: later candidates more
@@ -487,6 +511,28 @@ mod tests {
             "a short kernel gets min_runs"
         );
         assert!(!timing(None).stops(&long, 0.12), "off unless asked for");
+    }
+
+    #[test]
+    fn a_short_stop_is_named_long_enough_or_given_up() {
+        // The tune's report told three 40 ms probe runs "given up as over 2x the best".
+        let cfg = TimingConfig {
+            enough_seconds: Some(0.1),
+            give_up_above_seconds: Some(1e-3),
+            ..timing(None)
+        };
+        let long = [0.04; PROBE_RUNS];
+        assert_eq!(cfg.stopped_short(&long), Some(ShortStop::LongEnough));
+        assert_eq!(
+            cfg.stopped_short(&[2e-3; PROBE_RUNS]),
+            Some(ShortStop::GivenUp)
+        );
+        assert_eq!(cfg.stopped_short(&[2e-3; 10]), None, "min_runs timed");
+        let never_enough = TimingConfig {
+            enough_seconds: None,
+            ..cfg
+        };
+        assert_eq!(never_enough.stopped_short(&long), Some(ShortStop::GivenUp));
     }
 
     #[test]

@@ -4,7 +4,7 @@
 
 use super::TuneError;
 use crate::measure::worker::{Compiling, MeasureError, Measurer};
-use crate::measure::{session, Device, Job, Outcome, TimingConfig};
+use crate::measure::{session, Device, Job, Outcome, ShortStop, TimingConfig};
 use crate::search::postproc::build_limits;
 use crate::search::{Candidate, SearchSpace, TargetLimits};
 use crate::workload::Workload;
@@ -55,8 +55,11 @@ impl JobTemplate {
 /// One outcome per candidate, in order, and where the measurer's time went.
 pub(crate) struct Measured {
     pub outcomes: Vec<Outcome>,
-    /// Candidates timed by the probe runs alone (given up as too slow).
+    /// Candidates timed by the probe runs alone, given up as too slow.
     pub given_up: usize,
+    /// Candidates timed by the probe runs alone because those took `enough_seconds`
+    /// (long kernels), not counted in `given_up`.
+    pub long_enough: usize,
     /// Starting the worker, running the reference, and compiling where the measuring
     /// waited for it (on CUDA compiles overlap checking and timing; a gated job's
     /// compiles, done before it takes the device, count whole, less what another worker
@@ -100,10 +103,14 @@ pub(crate) fn measure(
     let device_wait = measurer.last_device_wait().min(total);
     let compile =
         (measurer.last_setup_time() + measurer.last_compile_wait()).min(total - device_wait);
-    let given_up = outcomes
-        .iter()
-        .filter(|o| matches!(o, Ok(m) if m.runs.len() < job.timing.min_runs))
-        .count();
+    let short = |why: ShortStop| {
+        outcomes
+            .iter()
+            .filter_map(|o| o.as_ref().ok())
+            .filter(|m| job.timing.stopped_short(&m.runs) == Some(why))
+            .count()
+    };
+    let (long_enough, given_up) = (short(ShortStop::LongEnough), short(ShortStop::GivenUp));
     let timed_runs = outcomes
         .iter()
         .filter_map(|o| o.as_ref().ok())
@@ -112,6 +119,7 @@ pub(crate) fn measure(
     Ok(Measured {
         outcomes,
         given_up,
+        long_enough,
         compile,
         device_wait,
         check_time: total - compile - device_wait,

@@ -516,6 +516,7 @@ fn empty_report(key: &database::TargetKey, strategy: &str, w: &Workload) -> Tune
         instantiation_failures: 0,
         duplicates: 0,
         given_up: 0,
+        long_enough: 0,
         timed_run_seconds: 0.0,
         already_measured: 0,
         fed_back_at_start: 0,

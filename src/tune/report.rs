@@ -111,6 +111,9 @@ pub struct RoundStats {
     /// Candidates timed by the probe runs alone, being more than the give-up factor
     /// slower than the best known (see `Tuner::with_give_up_factor`).
     pub given_up: usize,
+    /// Candidates timed by the probe runs alone because those already took
+    /// `TimingConfig::enough_seconds` (kernels of tens of milliseconds).
+    pub long_enough: usize,
     pub seconds: StageSeconds,
     /// Of `seconds.check_time`, the candidates' timed runs (their kernels' own time,
     /// summed); the rest is warm-up, cache flushes, the checking run and the comparison.
@@ -169,6 +172,8 @@ pub struct TuneReport {
     pub duplicates: usize,
     /// Candidates timed by the probe runs alone (far slower than the best).
     pub given_up: usize,
+    /// Candidates timed by the probe runs alone, those being long enough.
+    pub long_enough: usize,
     /// The candidates' timed runs, summed over the rounds (part of checking and timing).
     pub timed_run_seconds: f64,
     /// Candidates skipped because the database already had them.

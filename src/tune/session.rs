@@ -315,6 +315,8 @@ impl Session<'_> {
         round.seconds.check_time = measured.check_time.as_secs_f64();
         round.given_up = measured.given_up;
         self.report.given_up += measured.given_up;
+        round.long_enough = measured.long_enough;
+        self.report.long_enough += measured.long_enough;
         round.timed_run_seconds = measured.timed_runs.as_secs_f64();
         self.report.timed_run_seconds += round.timed_run_seconds;
         // 5. record.
