@@ -52,6 +52,13 @@ pub enum WorkloadError {
         /// The reader's error.
         msg: String,
     },
+    /// An argument shaped as a preset (`name:args`) whose name is no preset, and no file.
+    #[error("'{name}' is no preset (known: {known}), and no workload file is named so ({msg})")]
+    NotPreset {
+        name: String,
+        known: String,
+        msg: String,
+    },
 }
 
 impl WorkloadError {
@@ -93,9 +100,23 @@ pub fn from_cli(
     if PRESET_NAMES.contains(&head) {
         return preset(arg);
     }
-    let text = read_file(arg).map_err(|e| WorkloadError::Read {
-        path: arg.to_string(),
-        msg: e.to_string(),
+    let text = read_file(arg).map_err(|e| match arg.split_once(':') {
+        // `softmax:4x4`: a name of more than a drive letter, arguments and no path.
+        Some((name, rest))
+            if name.len() > 1
+                && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+                && !rest.contains(['/', '\\']) =>
+        {
+            WorkloadError::NotPreset {
+                name: name.to_string(),
+                known: PRESET_NAMES.join(", "),
+                msg: e.to_string(),
+            }
+        }
+        _ => WorkloadError::Read {
+            path: arg.to_string(),
+            msg: e.to_string(),
+        },
     })?;
     parse(&text)
 }

@@ -442,6 +442,15 @@ fn from_cli_picks_preset_or_file() {
         from_cli("c:/x.tw", no_files).unwrap_err().to_string(),
         "cannot read workload file 'c:/x.tw': no file c:/x.tw"
     );
+    // A preset's shape with a name that is none (softmaxes are workload files).
+    let e = from_cli("softmax:512x1000", no_files)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("'softmax' is no preset (known: matmul, ")
+            && e.ends_with("), and no workload file is named so (no file softmax:512x1000)"),
+        "{e}"
+    );
 }
 
 fn loop_names(p: &Program, root: Node) -> Vec<String> {
