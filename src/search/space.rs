@@ -566,11 +566,12 @@ struct Threads {
     min_blocks_per_sm: Vec<i64>,
     #[serde(default = "default_outputs_per_thread")]
     max_outputs_per_thread: Vec<i64>,
-    #[serde(default = "one")]
+    #[serde(default = "no_block_bound")]
     standalone_min_blocks: i64,
 }
 
-fn one() -> i64 {
+/// `threads.standalone_min_blocks` where a space names none: every count a thread offered.
+fn no_block_bound() -> i64 {
     1
 }
 
