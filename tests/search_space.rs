@@ -570,3 +570,61 @@ fn a_split_k_sum_is_offered_only_counts_that_leave_it_enough_blocks() {
         assert!(sums >= 10, "{spec}: {sums} split-K samples of 200");
     }
 }
+
+/// With `split_k.serial_sum` at 1, every split-K sample sums its partials in the main
+/// kernel, by the thread block arriving last at each tile: the plain sketch's (f32,
+/// imperfect tiles among them) and the wgmma sketch's (f16 GEMMs and convs). Each such
+/// sample computes the reference serially and under GPU semantics (blocks in order, the
+/// counter counted) and one per workload compiles.
+#[test]
+fn serial_split_k_sums_compute_the_reference_under_gpu_semantics() {
+    let mut space = SearchSpace::cuda_default();
+    let rule = space.split_k.as_mut().expect("a split-K rule");
+    rule.probability = 1.0;
+    rule.min_reduction = 1;
+    rule.serial_sum = 1.0;
+    let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+    for spec in [
+        "matmul:16x48x256",
+        "matmul:13x40x96",
+        "dense_bias_relu:m=8,n=24,k=128",
+        "matmul:m=64,n=32,k=128,dtype=f16,acc=f32",
+        "conv2d_nchw:n=1,c=64,h=4,w=4,k=64,r=3,s=3,stride=1,pad=1,dtype=f16",
+    ] {
+        let program = program(spec);
+        let mut search = RandomSearch::new(space.clone(), target.clone(), program.clone(), 5);
+        let (mut serial, mut compiled) = (0, false);
+        for _ in 0..300 {
+            if serial == 4 {
+                break;
+            }
+            let Ok(sch) = search.sample() else { continue };
+            let trace = tessel::schedule::text::print(sch.trace());
+            if !trace.contains("serial_sum_at(") {
+                continue;
+            }
+            let Ok(verified) = tessel::search::postproc::verify(sch.program(), &space, &target)
+            else {
+                continue;
+            };
+            serial += 1;
+            let arrives = verified
+                .lowered
+                .kernels
+                .iter()
+                .any(|k| format!("{:?}", k.body).contains("Arrive"));
+            assert!(arrives, "{spec}: no arrival in the kernels\n{trace}");
+            tessel::interp::check(&program, sch.program(), 7)
+                .unwrap_or_else(|e| panic!("{spec}: {e}\n{trace}"));
+            tessel::interp::gpu::check_lowered(&program, &verified.lowered, 3)
+                .unwrap_or_else(|e| panic!("{spec}: GPU semantics: {e}\n{trace}"));
+            if !compiled && nvrtc_required() {
+                compiled = true;
+                tessel::measure::cuda::compile(&verified.source.code, "sm_90a").unwrap_or_else(
+                    |f| panic!("{spec}: NVRTC refused it: {f}\n{}", verified.source.code),
+                );
+            }
+        }
+        assert_eq!(serial, 4, "{spec}: serial split-K samples found");
+    }
+}

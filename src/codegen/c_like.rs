@@ -308,6 +308,40 @@ impl<'a> Printer<'a> {
         })
     }
 
+    /// [`KStmt::Arrive`]: the block's partial results published (`__threadfence`), thread
+    /// 0 counts the arrival with `atomicAdd` and, last, resets the counter and fences
+    /// again (acquire: the other splits' partials are then visible to what follows); the
+    /// outcome reaches every thread through shared memory.
+    fn arrive(
+        &mut self,
+        counter: BufferId,
+        index: &Expr,
+        arrivals: i64,
+        last: VarId,
+        depth: usize,
+    ) {
+        let flag = format!("{}_shared", self.var(last));
+        let cell = format!(
+            "{} + {}",
+            ident(&self.p.buffer(counter).name),
+            self.expr(index)
+        );
+        let lines = [
+            format!("__shared__ int {flag};"),
+            "__threadfence();".to_string(),
+            "__syncthreads();".to_string(),
+            "if (threadIdx.x == 0 && threadIdx.y == 0 && threadIdx.z == 0) {".to_string(),
+            format!("  {flag} = atomicAdd({cell}, 1) == {};", arrivals - 1),
+            format!("  if ({flag}) {{ *({cell}) = 0; __threadfence(); }}"),
+            "}".to_string(),
+            "__syncthreads();".to_string(),
+            format!("const int {} = {flag};", self.var(last)),
+        ];
+        for l in &lines {
+            self.line(depth, l);
+        }
+    }
+
     pub(super) fn line(&mut self, depth: usize, s: &str) {
         for _ in 0..depth {
             self.out.push_str("  ");
@@ -496,6 +530,13 @@ impl<'a> Printer<'a> {
                         );
                     }
                 }
+                // The CPU lowering refuses serial sums, so only CUDA kernels have these.
+                KStmt::Arrive {
+                    counter,
+                    index,
+                    arrivals,
+                    last,
+                } => self.arrive(*counter, index, *arrivals, *last, depth),
                 KStmt::If { cond, then } => {
                     let c = self.expr(cond);
                     self.line(depth, &format!("if {} {{", paren(&c)));

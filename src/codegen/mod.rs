@@ -51,21 +51,32 @@ pub struct Launch {
 pub struct Source {
     pub code: String,
     pub kernels: Vec<Launch>,
-    /// Global workspace buffers the caller allocates: (name, elements, bytes per element).
-    pub workspaces: Vec<(String, i64, usize)>,
+    /// Global workspace buffers the caller allocates.
+    pub workspaces: Vec<Workspace>,
 }
 
-/// The global workspaces a lowered program needs: (name, elements, bytes per element).
-fn workspaces(l: &crate::lower::Lowered) -> Vec<(String, i64, usize)> {
+/// A global buffer of the kernels that the caller allocates.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Workspace {
+    pub name: String,
+    pub elements: i64,
+    pub elem_bytes: usize,
+    /// All zeros before every run (a serial split-K sum's counters, `int`s, which the
+    /// kernels leave at zero); any other workspace may hold anything, and the runner
+    /// poisons it before a checked run.
+    pub zeroed: bool,
+}
+
+/// The global workspaces a lowered program needs.
+fn workspaces(l: &crate::lower::Lowered) -> Vec<Workspace> {
     let p = &l.program;
     l.workspaces
         .iter()
-        .map(|b| {
-            (
-                p.buffer(*b).name.clone(),
-                p.buffer(*b).numel(),
-                p.buffer(*b).dtype.bytes(),
-            )
+        .map(|b| Workspace {
+            name: p.buffer(*b).name.clone(),
+            elements: p.buffer(*b).numel(),
+            elem_bytes: p.buffer(*b).dtype.bytes(),
+            zeroed: p.buffer(*b).dtype == crate::ir::DType::I32,
         })
         .collect()
 }

@@ -56,6 +56,14 @@ pub(super) enum Stmt {
         body: Box<[Stmt]>,
     },
     Block(Box<CBlock>),
+    /// A serial split-K sum's node (`ir::arrival`): `body` runs on the `arrivals`-th
+    /// arrival at `key`, counted in the run's counters of arrival `id`.
+    LastArrival {
+        id: u32,
+        key: IExpr,
+        arrivals: i64,
+        body: Box<[Stmt]>,
+    },
 }
 
 /// A buffer slot: parameters first (in `prog.params` order), then allocations.
@@ -75,6 +83,8 @@ pub struct Interpreter {
     pub(super) n_params: usize,
     pub(super) bufs: Vec<BufInfo>,
     pub(super) root: Box<[Stmt]>,
+    /// The number of keys of each serial split-K sum, by arrival id.
+    pub(super) arrival_keys: Vec<i64>,
 }
 
 /// Which variables an expression may use.
@@ -108,6 +118,8 @@ struct Compiler<'p> {
     seen_blocks: Vec<bool>,
     /// Name of the block being compiled, for errors.
     block: String,
+    /// The serial split-K sums' arrivals, by their id.
+    arrivals: Vec<crate::ir::arrival::Arrival>,
 }
 
 impl Interpreter {
@@ -122,6 +134,7 @@ impl Interpreter {
             seen_loops: vec![false; prog.loops.len()],
             seen_blocks: vec![false; prog.blocks.len()],
             block: String::new(),
+            arrivals: crate::ir::arrival::arrivals(prog).map_err(InterpError::Arrival)?,
         };
         for &b in &prog.params {
             c.declare(b, false)?;
@@ -136,6 +149,7 @@ impl Interpreter {
             n_params: prog.params.len(),
             bufs: c.bufs,
             root,
+            arrival_keys: c.arrivals.iter().map(|a| a.keys).collect(),
         })
     }
 }
@@ -202,6 +216,22 @@ impl Compiler<'_> {
     }
 
     fn node(&mut self, node: Node) -> Result<Stmt> {
+        let stmt = self.node_alone(node)?;
+        let Some(id) = self.arrivals.iter().position(|a| a.node == node) else {
+            return Ok(stmt);
+        };
+        let arrival = &self.arrivals[id];
+        self.block = self.prog.block(arrival.block).name.clone();
+        let key = expr::int(&self.at(Site::Binding), &arrival.key, 0)?;
+        Ok(Stmt::LastArrival {
+            id: id as u32,
+            key,
+            arrivals: arrival.arrivals,
+            body: Box::new([stmt]),
+        })
+    }
+
+    fn node_alone(&mut self, node: Node) -> Result<Stmt> {
         match node {
             Node::Loop(l) => {
                 let lp = self

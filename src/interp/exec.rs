@@ -72,21 +72,54 @@ impl Interpreter {
         }
         bufs.extend(owned.iter_mut().map(|v| v.as_mut_slice()));
         let mut env = vec![0i64; self.n_slots];
-        self.stmts(&self.root, &mut env, &mut bufs)
+        let mut counts: Vec<Vec<i64>> = self
+            .arrival_keys
+            .iter()
+            .map(|k| vec![0; (*k).max(0) as usize])
+            .collect();
+        self.stmts(&self.root, &mut env, &mut bufs, &mut counts)
     }
 
-    fn stmts(&self, stmts: &[Stmt], env: &mut [i64], bufs: &mut Bufs) -> Result<()> {
+    /// Runs `stmts`; `counts` holds each serial split-K sum's arrivals by key.
+    fn stmts(
+        &self,
+        stmts: &[Stmt],
+        env: &mut [i64],
+        bufs: &mut Bufs,
+        counts: &mut [Vec<i64>],
+    ) -> Result<()> {
         for s in stmts {
             match s {
                 Stmt::Loop { slot, extent, body } => {
                     for v in 0..*extent {
                         env[*slot as usize] = v;
-                        self.stmts(body, env, bufs)?;
+                        self.stmts(body, env, bufs, counts)?;
                     }
                 }
                 Stmt::Block(b) => {
                     if let Err(f) = block(b, env, bufs) {
                         return Err(self.describe(b, f));
+                    }
+                }
+                Stmt::LastArrival {
+                    id,
+                    key,
+                    arrivals,
+                    body,
+                } => {
+                    let key = ev_i(key, env, bufs)
+                        .ok()
+                        .and_then(|k| usize::try_from(k).ok());
+                    let Some(count) = key.and_then(|k| counts[*id as usize].get_mut(k)) else {
+                        return Err(InterpError::Arrival(format!(
+                            "a serial split-K sum's key is outside its {} tiles",
+                            counts[*id as usize].len()
+                        )));
+                    };
+                    *count += 1;
+                    if *count == *arrivals {
+                        *count = 0;
+                        self.stmts(body, env, bufs, counts)?;
                     }
                 }
             }

@@ -259,9 +259,15 @@ pub fn run_kernels(lowered: &Lowered, params: &mut [ArrayD<f32>]) -> GpuResult<(
         .iter()
         .map(|k| compile_kernel(prog, k, &globals, &sizes))
         .collect::<GpuResult<Vec<_>>>()?;
+    // Workspaces of floats start NaN (a read of what no kernel wrote shows); the `int`
+    // ones, counters, start at 0 as the runner's zeroed workspaces do.
     let mut owned: Vec<Vec<f32>> = sizes[params.len()..]
         .iter()
-        .map(|&n| vec![f32::NAN; n as usize])
+        .zip(&lowered.workspaces)
+        .map(|(&n, b)| match prog.buffer(*b).dtype.is_float() {
+            true => vec![f32::NAN; n as usize],
+            false => vec![0.0; n as usize],
+        })
         .collect();
     let mut global: Vec<&mut [f32]> = Vec::with_capacity(globals.len());
     for arr in params.iter_mut() {
@@ -331,6 +337,13 @@ enum CStmt {
         value: FExpr,
         op: FBin,
         lanes: u32,
+    },
+    /// [`KStmt::Arrive`]: the counter's access (global), the arrivals it counts to and the
+    /// slot of the variable that tells the block whether it arrived last.
+    Arrive {
+        counter: Access,
+        arrivals: i64,
+        last: u32,
     },
 }
 
@@ -530,6 +543,25 @@ fn stmts(
                 out.push(CStmt::Store { access, value });
             }
             KStmt::Sync => out.push(CStmt::Sync),
+            KStmt::Arrive {
+                counter,
+                index,
+                arrivals,
+                last,
+            } => {
+                if last.index() >= c.prog.vars.len() {
+                    return Err(GpuInterpError::DanglingId {
+                        kernel: c.kernel.to_string(),
+                        id: last.to_string(),
+                    });
+                }
+                let (counter, _) = cexpr::access(c, *counter, std::slice::from_ref(index), 0)?;
+                out.push(CStmt::Arrive {
+                    counter,
+                    arrivals: *arrivals,
+                    last: last.index() as u32,
+                });
+            }
             KStmt::CpAsync {
                 dst,
                 dst_index,
@@ -615,7 +647,11 @@ fn mark_written(body: &[CStmt], bufs: &[KBuf], written: &mut [usize]) {
                     written[b.slot] = b.size as usize;
                 }
             }
-            CStmt::Sync | CStmt::CpAsync { .. } | CStmt::CommitGroup | CStmt::WaitGroup(_) => {}
+            CStmt::Sync
+            | CStmt::CpAsync { .. }
+            | CStmt::CommitGroup
+            | CStmt::WaitGroup(_)
+            | CStmt::Arrive { .. } => {}
         }
     }
 }
@@ -864,22 +900,15 @@ impl BlockRun<'_, '_, '_> {
                         }
                     }
                 }
-                CStmt::Sync => {
-                    if active.len() != self.threads {
-                        let missing = (0..self.threads as u32)
-                            .find(|t| !active.contains(t))
-                            .unwrap_or(0);
-                        return Err(GpuInterpError::DivergentBarrier {
-                            kernel: self.k.name.clone(),
-                            block: self.block_idx(),
-                            reached: active.len(),
-                            threads: self.threads as i64,
-                            missing: self.thread_idx(missing),
-                        });
-                    }
-                    self.track.barrier();
-                    *self.epoch += 1;
+                CStmt::Arrive {
+                    counter,
+                    arrivals,
+                    last,
+                } => {
+                    self.barrier(active)?;
+                    self.arrive(counter, *arrivals, *last)?;
                 }
+                CStmt::Sync => self.barrier(active)?,
             }
         }
         Ok(())
@@ -932,6 +961,46 @@ impl BlockRun<'_, '_, '_> {
     /// Every group of `lanes` threads (consecutive, all of them active) combines its
     /// lanes' values as `__shfl_xor_sync` does, lane `l` with lane `l ^ d` for `d` from
     /// `lanes / 2` down to 1; then each thread stores `op(current, combination)`.
+    /// `__syncthreads()`: every thread of the block must reach it.
+    fn barrier(&mut self, active: &[u32]) -> GpuResult<()> {
+        if active.len() != self.threads {
+            let missing = (0..self.threads as u32)
+                .find(|t| !active.contains(t))
+                .unwrap_or(0);
+            return Err(GpuInterpError::DivergentBarrier {
+                kernel: self.k.name.clone(),
+                block: self.block_idx(),
+                reached: active.len(),
+                threads: self.threads as i64,
+                missing: self.thread_idx(missing),
+            });
+        }
+        self.track.barrier();
+        *self.epoch += 1;
+        Ok(())
+    }
+
+    /// The block's arrival at a serial sum's counter (after [`Self::barrier`], so every
+    /// thread is active): thread 0 counts it, and every thread's `last` tells whether it
+    /// was the `arrivals`-th, the counter then set back to 0. The counter (an `int`
+    /// workspace, zeroed) is read and written directly: blocks run one after another, so
+    /// the count is exact, and its writes are not global conflicts.
+    fn arrive(&mut self, counter: &Access, arrivals: i64, last: u32) -> GpuResult<()> {
+        let at = self
+            .thread(0)
+            .flat(counter)
+            .and_then(|i| self.thread(0).locate(counter.buf, i));
+        let (_, slot, off) = at.map_err(|f| self.fault(0, f))?;
+        let count = self.global[slot][off] as i64 + 1;
+        let is_last = count >= arrivals;
+        self.global[slot][off] = if is_last { 0.0 } else { count as f32 };
+        let n = self.k.n_slots;
+        for t in 0..self.threads {
+            self.env[t * n + last as usize] = i64::from(is_last);
+        }
+        Ok(())
+    }
+
     fn warp_reduce(
         &mut self,
         access: &Access,

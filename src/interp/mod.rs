@@ -79,6 +79,9 @@ pub enum InterpError {
     /// A loop or block is reachable twice (or a loop contains itself).
     #[error("{node} appears more than once in the loop tree")]
     NodeRepeated { node: String },
+    /// A serial split-K sum's annotation or place is unusable (`ir::arrival`).
+    #[error("{0}")]
+    Arrival(String),
     /// A loop has a negative extent.
     #[error("loop {name} has negative extent {extent}")]
     NegativeExtent { name: String, extent: i64 },

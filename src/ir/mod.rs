@@ -1,6 +1,7 @@
 //! The loop-nest IR: arenas with typed ids, expressions, the arithmetic simplifier and
 //! interval analysis, the printer and the verifier.
 
+pub mod arrival;
 pub mod expr;
 pub mod ids;
 pub mod interval;

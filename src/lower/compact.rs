@@ -86,6 +86,15 @@ fn collect(body: &[KStmt], path: &mut Vec<VarId>, out: &mut Vec<Access>) {
                     collect_expr(v, path, out);
                 }
             }
+            // A counter of a global workspace (kept whole), indexed by blockIdx alone.
+            KStmt::Arrive { counter, index, .. } => {
+                out.push(Access {
+                    buffer: *counter,
+                    indices: vec![index.clone()],
+                    path: path.clone(),
+                });
+                collect_expr(index, path, out);
+            }
             // Tensor-core instructions and warp shuffles are made after compaction
             // (`tensorize.rs`, `warp_reduce.rs`).
             KStmt::Sync
@@ -457,6 +466,10 @@ fn rewrite(body: &mut [KStmt], flat: &dyn Fn(BufferId, &[Expr]) -> Vec<Expr>) {
                 if let Some(v) = valid {
                     *v = rewrite_expr(v, flat);
                 }
+            }
+            KStmt::Arrive { counter, index, .. } => {
+                let i = rewrite_expr(index, flat);
+                *index = flat(*counter, &[i]).remove(0);
             }
             // Tensor-core instructions and warp shuffles are made after compaction
             // (`tensorize.rs`, `warp_reduce.rs`).

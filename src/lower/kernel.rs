@@ -81,6 +81,18 @@ pub enum KStmt {
     },
     /// A comment naming the block a store came from (for readers of the generated code).
     Comment(String),
+    /// A thread block's arrival at a serial split-K sum's tile (`ir::arrival`), a barrier
+    /// every thread of the block reaches: the block's global writes are published
+    /// (`__threadfence`), one thread adds 1 to the counter `counter[index]` (a zeroed
+    /// `int` workspace) and, where that was the `arrivals`-th arrival, sets it back to 0;
+    /// then `last` holds 1 in every thread of the block that arrived last, 0 in the
+    /// others. The sum follows as `if (last != 0) { ... }`.
+    Arrive {
+        counter: BufferId,
+        index: Expr,
+        arrivals: i64,
+        last: VarId,
+    },
 }
 
 /// A tile of a 2-D matrix in a buffer: the flat index of its first element and the
@@ -415,6 +427,11 @@ impl KStmt {
                 valid.iter().for_each(&mut read);
                 acc.reads.insert(*src);
                 acc.writes.insert(*dst);
+            }
+            KStmt::Arrive { counter, index, .. } => {
+                read(index);
+                acc.reads.insert(*counter);
+                acc.writes.insert(*counter);
             }
             KStmt::Sync
             | KStmt::Comment(_)

@@ -131,12 +131,13 @@ fn to_tree(p: &Program, n: Node) -> Tree {
 pub fn lower(p: &Program, backend: Backend) -> Result<Lowered> {
     crate::ir::verify::verify(p).map_err(|e| LowerError::Invalid(e.to_string()))?;
     let mut prog = p.clone();
-    let workspaces: Vec<_> = prog
+    let mut workspaces: Vec<_> = prog
         .allocs
         .iter()
         .copied()
         .filter(|b| prog.buffer(*b).scope == Scope::Global)
         .collect();
+    let arrivals = counters(&mut prog, backend, &mut workspaces)?;
     let mut kernels = Vec::new();
     let roots = prog.root.clone();
     match backend {
@@ -171,6 +172,7 @@ pub fn lower(p: &Program, backend: Backend) -> Result<Lowered> {
                 trees,
                 backend,
                 &workspaces,
+                &arrivals,
             )?;
             kernels.push(k);
         }
@@ -179,7 +181,14 @@ pub fn lower(p: &Program, backend: Backend) -> Result<Lowered> {
                 let tree = to_tree(&prog, *n);
                 check_grid_nest(&prog, *n)?;
                 let trees = vthread::sink_all(&prog, tree);
-                kernels.push(build_kernel(&mut prog, "", trees, backend, &workspaces)?);
+                kernels.push(build_kernel(
+                    &mut prog,
+                    "",
+                    trees,
+                    backend,
+                    &workspaces,
+                    &arrivals,
+                )?);
             }
             kernels = merge::merge_independent(&prog, kernels);
             let single = kernels.len() == 1;
@@ -196,6 +205,45 @@ pub fn lower(p: &Program, backend: Backend) -> Result<Lowered> {
         kernels,
         workspaces,
     })
+}
+
+/// A serial split-K sum's arrival with its counter (`ir::arrival`).
+pub(crate) struct Counted {
+    arrival: crate::ir::arrival::Arrival,
+    counter: crate::ir::BufferId,
+}
+
+/// The serial split-K sums of the program, each with a counter of its own: an `int`
+/// workspace of one element per tile, zeroed by the runner. The CPU backend has none.
+fn counters(
+    prog: &mut Program,
+    backend: Backend,
+    workspaces: &mut Vec<crate::ir::BufferId>,
+) -> Result<Vec<Counted>> {
+    let arrivals = crate::ir::arrival::arrivals(prog).map_err(LowerError::Invalid)?;
+    if let (Backend::Cpu, Some(a)) = (backend, arrivals.first()) {
+        return Err(LowerError::Invalid(format!(
+            "block {} is a serial split-K sum, which the cpu backend cannot run",
+            prog.block(a.block).name
+        )));
+    }
+    let mut out = Vec::new();
+    for arrival in arrivals {
+        let base = format!("{}_arrivals", prog.block(arrival.block).name);
+        let name = crate::ir::fresh_name(&base, |n| prog.buffers.iter().any(|b| b.name == n));
+        let counter = prog.new_buffer(crate::ir::Buffer {
+            name,
+            shape: vec![arrival.keys],
+            dtype: crate::ir::DType::I32,
+            scope: Scope::Global,
+            kind: crate::ir::BufferKind::Intermediate,
+            align: Vec::new(),
+            swizzle: false,
+        });
+        workspaces.push(counter);
+        out.push(Counted { arrival, counter });
+    }
+    Ok(out)
 }
 
 /// A CUDA root nest: blockIdx loops outermost (no serial loop above them), some thread
@@ -241,6 +289,8 @@ fn check_grid_nest(p: &Program, n: Node) -> Result<()> {
 
 struct Builder<'a> {
     prog: &'a mut Program,
+    /// The program's serial split-K sums and their counters.
+    arrivals: &'a [Counted],
     backend: Backend,
     /// Thread-bound loop variable -> the kernel's variable for that tag.
     thread_var: BTreeMap<ThreadTag, VarId>,
@@ -359,9 +409,45 @@ impl Builder<'_> {
     fn stmts(&mut self, trees: &[Tree]) -> Result<Vec<KStmt>> {
         let mut out = Vec::new();
         for t in trees {
-            out.extend(self.stmt(t)?);
+            let lowered = self.stmt(t)?;
+            match self.arrival_at(t) {
+                Some(arrive) => {
+                    let KStmt::Arrive { last, .. } = arrive else {
+                        unreachable!("arrival_at makes an Arrive");
+                    };
+                    let cond = Expr::bin(BinOp::Ne, Expr::Var(last), Expr::Int(0));
+                    out.push(arrive);
+                    out.push(KStmt::If {
+                        cond,
+                        then: lowered,
+                    });
+                }
+                None => out.extend(lowered),
+            }
         }
         Ok(out)
+    }
+
+    /// The arrival of a serial split-K sum whose node `t` is, with a fresh variable for
+    /// its outcome; `None` for any other tree.
+    fn arrival_at(&mut self, t: &Tree) -> Option<KStmt> {
+        let node = match t {
+            Tree::Loop { id, .. } => Node::Loop(*id),
+            Tree::Block(b) => Node::Block(*b),
+            Tree::Unrolled { .. } => return None,
+        };
+        let c = self.arrivals.iter().find(|c| c.arrival.node == node)?;
+        let (counter, arrivals) = (c.counter, c.arrival.arrivals);
+        let index = c.arrival.key.substitute(&|v| self.subst.get(&v).cloned());
+        let index = self.simp(&index);
+        let last = self.prog.new_var("tessel_last");
+        self.ranges.insert(last, 2);
+        Some(KStmt::Arrive {
+            counter,
+            index,
+            arrivals,
+            last,
+        })
     }
 
     fn stmt(&mut self, t: &Tree) -> Result<Vec<KStmt>> {
@@ -620,8 +706,10 @@ fn build_kernel(
     trees: Vec<Tree>,
     backend: Backend,
     workspaces: &[crate::ir::BufferId],
+    arrivals: &[Counted],
 ) -> Result<Kernel> {
     let mut b = Builder {
+        arrivals,
         prog,
         backend,
         thread_var: BTreeMap::new(),

@@ -187,7 +187,7 @@ impl CpuRunner {
         &mut self,
         params: &[ParamSpec],
         inputs: &[Vec<f32>],
-        workspaces: &[(String, i64, usize)],
+        workspaces: &[crate::codegen::Workspace],
     ) -> Result<(), Failure> {
         let launch = |m: String| Failure::new(FailureKind::Launch, m);
         let n_inputs = params.iter().filter(|p| !p.is_output).count();
@@ -227,7 +227,7 @@ impl CpuRunner {
         self.buffers = buffers;
         self.shared = workspaces
             .iter()
-            .map(|(name, n, bytes)| (name.clone(), workspace(*n, *bytes)))
+            .map(|w| (w.name.clone(), workspace(w.elements, w.elem_bytes)))
             .collect();
         Ok(())
     }
@@ -257,7 +257,7 @@ impl CpuRunner {
         let workspaces: Vec<Vec<f32>> = src
             .workspaces
             .iter()
-            .map(|(_, n, bytes)| workspace(*n, *bytes))
+            .map(|w| workspace(w.elements, w.elem_bytes))
             .collect();
         let mut entries = Vec::with_capacity(src.kernels.len());
         for k in &src.kernels {
@@ -285,7 +285,7 @@ impl CpuRunner {
         if let Some(i) = self.params.iter().position(|p| p.name == name) {
             return Ok(Slot::Param(i));
         }
-        if let Some(i) = src.workspaces.iter().position(|w| w.0 == name) {
+        if let Some(i) = src.workspaces.iter().position(|w| w.name == name) {
             return Ok(Slot::Own(i));
         }
         if let Some(i) = self.shared.iter().position(|w| w.0 == name) {

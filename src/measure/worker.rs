@@ -258,7 +258,7 @@ impl Runner {
         &mut self,
         params: &[ParamSpec],
         inputs: &[Vec<f32>],
-        ws: &[(String, i64, usize)],
+        ws: &[crate::codegen::Workspace],
     ) -> Result<(), Failure> {
         match self {
             Runner::Cpu(r) => r.prepare(params, inputs, ws),

@@ -39,10 +39,10 @@ use std::collections::{BTreeMap, HashSet};
 
 /// One dimension of a region: `base + [lo, hi]`, `base` over the fixed loops.
 #[derive(Clone, Debug)]
-struct Dim {
-    base: Expr,
-    lo: i64,
-    hi: i64,
+pub(super) struct Dim {
+    pub(super) base: Expr,
+    pub(super) lo: i64,
+    pub(super) hi: i64,
 }
 
 /// The variables that stay symbolic for one iteration of `target`.
@@ -87,7 +87,7 @@ fn in_loop_vars(
 }
 
 /// The region covered by `accesses` (block, indices) for one iteration of `target`.
-fn region(
+pub(super) fn region(
     p: &Program,
     accesses: &[(BlockId, Vec<Expr>)],
     target: LoopId,
@@ -187,7 +187,7 @@ fn identity_dims(p: &Program, b: BlockId, indices: &[Expr]) -> Option<Vec<usize>
 /// Rebuilds the loops of `b` from a region: one loop per iteration variable (none for a
 /// unit range), bindings `base + lo + ax`, and a predicate where the region may leave
 /// `[0, extent)`. Returns the top node of the new nest.
-fn rebuild(
+pub(super) fn rebuild(
     p: &mut Program,
     b: BlockId,
     dim_of_iter: &BTreeMap<usize, Dim>,
@@ -445,7 +445,47 @@ fn skip_where_masked(p: &mut Program, b: BlockId, w: BlockId, target: LoopId, sc
         .reduce(|a, g| Expr::bin(BinOp::And, a, g));
 }
 
-fn common_checks(p: &Program, b: BlockId, target: LoopId) -> Result<()> {
+/// The blocks other than `b` that write `buf`, when all are under `target` and complete
+/// there (no reduction of theirs still running across iterations of `target`).
+pub(super) fn complete_producers(
+    p: &Program,
+    b: BlockId,
+    buf: BufferId,
+    target: LoopId,
+) -> Result<Vec<BlockId>> {
+    let name = p.block(b).name.clone();
+    let tname = p.loop_name(target).to_string();
+    let producers: Vec<BlockId> = p.writers(buf).into_iter().filter(|w| *w != b).collect();
+    let outside: Vec<BlockId> = producers
+        .iter()
+        .copied()
+        .filter(|w| !p.is_ancestor(target, Node::Block(*w)))
+        .collect();
+    if !outside.is_empty() {
+        return Err(ScheduleError::ProducerNotUnderLoop {
+            block: name,
+            target: tname,
+            producers: block_names(p, &outside),
+        });
+    }
+    let mut fixed_loops = p.ancestors(Node::Loop(target));
+    fixed_loops.push(target);
+    for w in &producers {
+        let blk = p.block(*w);
+        for (iv, e) in blk.iter_vars.iter().zip(&blk.bindings) {
+            if iv.kind == IterKind::Reduce && fixed_loops.iter().any(|l| e.uses_var(p.lp(*l).var)) {
+                return Err(ScheduleError::IncompleteProducer {
+                    block: name,
+                    target: tname,
+                    producer: blk.name.clone(),
+                });
+            }
+        }
+    }
+    Ok(producers)
+}
+
+pub(super) fn common_checks(p: &Program, b: BlockId, target: LoopId) -> Result<()> {
     if p.is_ancestor(target, Node::Block(b)) {
         return Err(ScheduleError::AlreadyUnderLoop {
             block: p.block(b).name.clone(),
@@ -599,33 +639,7 @@ pub fn reverse_compute_at(p: &mut Program, b: BlockId, target: LoopId) -> Result
             many[0].clone()
         }
     };
-    let producers: Vec<BlockId> = p.writers(buf).into_iter().filter(|w| *w != b).collect();
-    let outside: Vec<BlockId> = producers
-        .iter()
-        .copied()
-        .filter(|w| !p.is_ancestor(target, Node::Block(*w)))
-        .collect();
-    if !outside.is_empty() {
-        return Err(ScheduleError::ProducerNotUnderLoop {
-            block: name,
-            target: tname,
-            producers: block_names(p, &outside),
-        });
-    }
-    let mut fixed_loops = p.ancestors(Node::Loop(target));
-    fixed_loops.push(target);
-    for w in &producers {
-        let blk = p.block(*w);
-        for (iv, e) in blk.iter_vars.iter().zip(&blk.bindings) {
-            if iv.kind == IterKind::Reduce && fixed_loops.iter().any(|l| e.uses_var(p.lp(*l).var)) {
-                return Err(ScheduleError::IncompleteProducer {
-                    block: name,
-                    target: tname,
-                    producer: blk.name.clone(),
-                });
-            }
-        }
-    }
+    let producers = complete_producers(p, b, buf, target)?;
     let dims = identity_dims(p, b, &read_idx).ok_or_else(|| ScheduleError::Unsupported {
         primitive: "reverse_compute_at",
         block: name.clone(),

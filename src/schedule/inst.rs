@@ -29,6 +29,7 @@ pub enum InstKind {
     CacheWrite,
     ComputeAt,
     ReverseComputeAt,
+    SerialSumAt,
     ComputeInline,
     ReverseComputeInline,
     DecomposeReduction,
@@ -67,7 +68,7 @@ pub struct Signature {
 }
 
 impl InstKind {
-    pub const ALL: [InstKind; 32] = [
+    pub const ALL: [InstKind; 33] = [
         InstKind::GetBlock,
         InstKind::GetLoops,
         InstKind::GetConsumers,
@@ -85,6 +86,7 @@ impl InstKind {
         InstKind::CacheWrite,
         InstKind::ComputeAt,
         InstKind::ReverseComputeAt,
+        InstKind::SerialSumAt,
         InstKind::ComputeInline,
         InstKind::ReverseComputeInline,
         InstKind::DecomposeReduction,
@@ -138,6 +140,7 @@ impl InstKind {
             ),
             ComputeAt => ("compute_at", Some(&["block", "loop"]), &[], None),
             ReverseComputeAt => ("reverse_compute_at", Some(&["block", "loop"]), &[], None),
+            SerialSumAt => ("serial_sum_at", Some(&["block", "loop"]), &[], None),
             ComputeInline => ("compute_inline", Some(&["block"]), &[], None),
             ReverseComputeInline => ("reverse_compute_inline", Some(&["block"]), &[], None),
             DecomposeReduction => (

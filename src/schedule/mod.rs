@@ -17,6 +17,7 @@ pub mod reduction;
 pub mod replay;
 pub mod rfactor;
 pub mod sampling;
+pub mod serial_sum;
 pub mod state;
 pub mod text;
 pub mod util;

@@ -300,7 +300,7 @@ impl Replayer {
                 self.sch.read_cache(b, cache)?;
                 vec![]
             }
-            ComputeAt | ReverseComputeAt | DecomposeReduction => {
+            ComputeAt | ReverseComputeAt | SerialSumAt | DecomposeReduction => {
                 let b = self.block(Self::input(inst, 0)?)?;
                 let l = self.lp(Self::input(inst, 1)?)?;
                 match inst.kind {
@@ -310,6 +310,10 @@ impl Replayer {
                     }
                     ReverseComputeAt => {
                         self.sch.reverse_compute_at(b, l)?;
+                        vec![]
+                    }
+                    SerialSumAt => {
+                        self.sch.serial_sum_at(b, l)?;
                         vec![]
                     }
                     _ => vec![self.sch.decompose_reduction(b, l)?.0],

@@ -781,6 +781,23 @@ impl Schedule {
         Ok(())
     }
 
+    /// `serial_sum_at(block, loop)`: the split-K sum `block` run in the kernel of its
+    /// partials, under blockIdx loop `loop`, by the last split to arrive at each tile.
+    pub fn serial_sum_at(&mut self, block: BlockRv, lp: LoopRv) -> Result<()> {
+        let (b, l) = (self.block_id(block)?, self.loop_id(lp)?);
+        self.transact("serial_sum_at", |p| {
+            super::serial_sum::serial_sum_at(p, b, l)
+        })?;
+        self.record(
+            InstKind::SerialSumAt,
+            vec![Operand::Rv(block.0), Operand::Rv(lp.0)],
+            vec![],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
     /// `compute_inline(block)`.
     pub fn compute_inline(&mut self, block: BlockRv) -> Result<()> {
         let b = self.block_id(block)?;

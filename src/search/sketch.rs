@@ -779,7 +779,14 @@ pub fn apply_sketch(
     }
     // Stages left outside the main nest.
     if let Some((_, wb, _)) = split {
-        split_k_sum(space, sch, wb)?;
+        let grid = levels[0].first().copied();
+        let threads = IntArg::Product(thread_factors.iter().map(|f| IntArg::Rv(*f)).collect());
+        split_k_sum(
+            space,
+            sch,
+            wb,
+            grid.map(|g| (g, vec![(threads, thread_tag(space))])),
+        )?;
     }
     for name in st.reductions.iter().chain(&leftovers) {
         standalone(space, sch, name)?;
@@ -1537,7 +1544,31 @@ fn input_groups(
 /// Schedules the split-K sum on its own: its spatial loops fused and spread over blocks
 /// of [`STANDALONE_THREADS`] threads (parallel on the CPU), the sum over the partial
 /// results serial and unrolled for each element.
-fn split_k_sum(space: &SearchSpace, sch: &mut Schedule, wb: BlockRv) -> Result<(), SketchError> {
+/// The main kernel of a split-K sample, as its sum may use it: the blockIdx loop and the
+/// thread counts of the block, each with its tag, outermost first.
+type MainKernel = (LoopRv, Vec<(IntArg, String)>);
+
+/// The split-K sum `wb`: on spaces with `split_k.serial_sum`, by a decision, in the main
+/// kernel (`serial_sum_at` under its blockIdx loop, the tile's elements spread over its
+/// threads, the splits unrolled) where that is legal; else spread over the device in a
+/// kernel of its own.
+fn split_k_sum(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    wb: BlockRv,
+    main: Option<MainKernel>,
+) -> Result<(), SketchError> {
+    let serial = space.split_k.as_ref().map_or(0.0, |k| k.serial_sum);
+    if let (Some((grid, threads)), true) = (main, serial > 0.0 && space.is_gpu()) {
+        let choice = sch
+            .sample_categorical(&[0, 1], &[1.0 - serial, serial], None)
+            .map_err(at("split-K sum"))?;
+        if sch.value(choice).map_err(at("split-K sum"))? == 1
+            && attempt(sch, |s| s.serial_sum_at(wb, grid)).is_ok()
+        {
+            return spread_over_block(sch, wb, threads);
+        }
+    }
     let loops = sch.get_loops(wb).map_err(at("split-K sum"))?;
     let Some((last, spatial)) = loops.split_last() else {
         return Ok(());
@@ -1547,6 +1578,32 @@ fn split_k_sum(space: &SearchSpace, sch: &mut Schedule, wb: BlockRv) -> Result<(
     }
     spread(space, sch, spatial, "split-K sum")?;
     sch.unroll(*last).map_err(at("split-K sum"))?;
+    Ok(())
+}
+
+/// A serial split-K sum's tile spread over the threads of its block: its loops below the
+/// grid's but the last (the splits, unrolled) fused and split by `threads` (outermost
+/// first), each part bound to its tag, the part above them serial.
+fn spread_over_block(
+    sch: &mut Schedule,
+    sum: BlockRv,
+    threads: Vec<(IntArg, String)>,
+) -> Result<(), SketchError> {
+    let loops = sch.get_loops(sum).map_err(at("split-K sum"))?;
+    let [_, tile @ .., splits] = &loops[..] else {
+        return Ok(());
+    };
+    if !tile.is_empty() {
+        let fused = fuse(sch, tile)?;
+        let factors: Vec<Option<IntArg>> = std::iter::once(None)
+            .chain(threads.iter().map(|(n, _)| Some(n.clone())))
+            .collect();
+        let parts = sch.split(fused, &factors).map_err(at("split-K sum"))?;
+        for (part, (_, tag)) in parts[1..].iter().zip(&threads) {
+            sch.bind(*part, tag).map_err(at("split-K sum"))?;
+        }
+    }
+    sch.unroll(*splits).map_err(at("split-K sum"))?;
     Ok(())
 }
 

@@ -329,6 +329,10 @@ pub struct SplitK {
     pub min_reduction: i64,
     pub splits: Vec<i64>,
     pub max_partial_elements: i64,
+    /// How often a split-K sample sums its partials in the main kernel, by the thread
+    /// block that arrives last at each tile (`serial_sum_at`), rather than in a kernel of
+    /// its own: the probability of a decision of the trace (none drawn at 0).
+    pub serial_sum: f64,
 }
 
 impl SplitK {
@@ -522,6 +526,9 @@ struct SplitKFile {
     /// Absent in space files written before the key: no bound.
     #[serde(default = "unbounded")]
     max_partial_elements: i64,
+    /// Absent: never (the sum in a kernel of its own).
+    #[serde(default)]
+    serial_sum: f64,
 }
 
 fn unbounded() -> i64 {
@@ -946,6 +953,12 @@ impl SearchSpace {
                         "it and max_output_elements must be at least 1".into(),
                     ));
                 }
+                if !(0.0..=1.0).contains(&k.serial_sum) {
+                    return Err(invalid(
+                        "split_k.serial_sum",
+                        format!("{} is not in [0, 1]", k.serial_sum),
+                    ));
+                }
                 if k.max_partial_elements < 2 {
                     return Err(invalid(
                         "split_k.max_partial_elements",
@@ -958,6 +971,7 @@ impl SearchSpace {
                     min_reduction: k.min_reduction,
                     splits: k.splits,
                     max_partial_elements: k.max_partial_elements,
+                    serial_sum: k.serial_sum,
                 })
             }
             _ => None,

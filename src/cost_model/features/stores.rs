@@ -322,7 +322,8 @@ impl<'a> Walker<'a> {
                     let acc = Expr::Load(*buffer, indices.clone());
                     self.store(*buffer, indices, &Expr::bin(*op, acc, value.clone()))
                 }
-                KStmt::Sync => self.counts.barriers += self.trips(),
+                // An arrival at a serial sum's counter is a barrier (and an atomic).
+                KStmt::Sync | KStmt::Arrive { .. } => self.counts.barriers += self.trips(),
                 // An asynchronous copy counts as the stores of its lanes.
                 KStmt::CpAsync {
                     dst,

@@ -63,6 +63,8 @@ struct DeviceBuffer {
     dtype: Option<DType>,
     numel: usize,
     is_output: bool,
+    /// A workspace that must hold zeros before every run (never poisoned).
+    zeroed: bool,
     mem: CudaSlice<u8>,
     ptr: sys::CUdeviceptr,
 }
@@ -212,7 +214,7 @@ impl CudaRunner {
         &mut self,
         params: &[ParamSpec],
         inputs: &[Vec<f32>],
-        workspaces: &[(String, i64, usize)],
+        workspaces: &[crate::codegen::Workspace],
     ) -> Result<(), Failure> {
         self.enter()?;
         let fail = |m: String| Failure::new(FailureKind::Launch, m);
@@ -251,10 +253,8 @@ impl CudaRunner {
             }
             self.params.push(buf);
         }
-        for (name, elems, elem_bytes) in workspaces {
-            let buf = self
-                .alloc(name, None, (*elems).max(0) as usize, *elem_bytes)
-                .map_err(|e| self.fail(e))?;
+        for w in workspaces {
+            let buf = self.alloc_workspace(w).map_err(|e| self.fail(e))?;
             self.workspaces.push(buf);
         }
         if self.flush.is_none() {
@@ -270,22 +270,35 @@ impl CudaRunner {
 
     /// Allocates each workspace (name, elements, bytes per element) that is missing or
     /// smaller than asked for; the others are kept.
-    fn ensure_workspaces(&mut self, workspaces: &[(String, i64, usize)]) -> Result<(), Failure> {
-        for (name, elems, elem_bytes) in workspaces {
-            let bytes = (*elems).max(0) as usize * elem_bytes;
-            let have = self.workspaces.iter().position(|b| &b.name == name);
+    fn ensure_workspaces(
+        &mut self,
+        workspaces: &[crate::codegen::Workspace],
+    ) -> Result<(), Failure> {
+        for w in workspaces {
+            let bytes = w.elements.max(0) as usize * w.elem_bytes;
+            let have = self.workspaces.iter().position(|b| b.name == w.name);
             if let Some(i) = have {
-                if self.workspaces[i].mem.len() >= bytes {
+                if self.workspaces[i].mem.len() >= bytes && self.workspaces[i].zeroed == w.zeroed {
                     continue;
                 }
                 self.workspaces.remove(i);
             }
-            let buf = self
-                .alloc(name, None, (*elems).max(0) as usize, *elem_bytes)
-                .map_err(|e| self.fail(e))?;
+            let buf = self.alloc_workspace(w).map_err(|e| self.fail(e))?;
             self.workspaces.push(buf);
         }
         Ok(())
+    }
+
+    /// A workspace's buffer; a zeroed one is zeroed here, and kept so by its kernels.
+    fn alloc_workspace(&self, w: &crate::codegen::Workspace) -> Result<DeviceBuffer, CudaError> {
+        let mut buf = self.alloc(&w.name, None, w.elements.max(0) as usize, w.elem_bytes)?;
+        buf.zeroed = w.zeroed;
+        if w.zeroed {
+            // SAFETY: the memset writes the buffer's own bytes, on its stream.
+            unsafe { result::memset_d8_async(buf.ptr, 0, buf.mem.len(), self.stream.cu_stream()) }
+                .map_err(during(format!("zeroing {}", w.name)))?;
+        }
+        Ok(buf)
     }
 
     fn alloc(
@@ -307,6 +320,7 @@ impl CudaRunner {
             dtype,
             numel,
             is_output: false,
+            zeroed: false,
             mem,
             ptr,
         })
@@ -610,7 +624,7 @@ impl CudaRunner {
         for buf in self.params.iter().filter(|b| b.is_output) {
             poison_buffer(buf, &self.stream)?;
         }
-        for buf in &self.workspaces {
+        for buf in self.workspaces.iter().filter(|b| !b.zeroed) {
             poison_buffer(buf, &self.stream)?;
         }
         Ok(())

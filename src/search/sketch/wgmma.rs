@@ -334,7 +334,11 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule) -> Result<(), Sketc
         standalone(space, sch, name)?;
     }
     if let Some((_, sum)) = sum {
-        sum_partials(space, sch, sum, &st.epilogues)?;
+        let threads = vec![
+            (warps, "threadIdx.y".to_string()),
+            (IntArg::Lit(32), "threadIdx.x".to_string()),
+        ];
+        sum_partials(space, sch, sum, &st.epilogues, (bx, threads))?;
     }
     Ok(())
 }
@@ -462,6 +466,7 @@ fn sum_partials(
     sch: &mut Schedule,
     sum: BlockRv,
     epilogues: &[String],
+    main: super::MainKernel,
 ) -> Result<(), SketchError> {
     let mut kept = Vec::new();
     for (i, name) in epilogues.iter().enumerate() {
@@ -474,7 +479,7 @@ fn sum_partials(
         }
     }
     let write_back = super::attempt(sch, |s| s.cache_write(sum, 0, "local")).ok();
-    super::split_k_sum(space, sch, sum)?;
+    super::split_k_sum(space, sch, sum, Some(main))?;
     let loops = sch.get_loops(sum).map_err(at("split-K sum"))?;
     // The loop over a thread's elements, above the serial sum over the partial results.
     let thread = loops.len().checked_sub(2).map(|i| loops[i]);
@@ -573,6 +578,40 @@ mod tests {
         let mut sch = Schedule::new(big, 0);
         apply_sketch(&space, &mut sch, 0, SketchKind::Wgmma).unwrap();
         assert!(!crate::schedule::text::print(sch.trace()).contains("rfactor("));
+    }
+
+    #[test]
+    fn a_serial_split_sums_the_partial_gemms_in_their_own_kernel_under_gpu_semantics() {
+        // With `split_k.serial_sum` at 1 the partials are summed, converted to f16 and
+        // stored by the block that arrives last at its tile: one kernel, as the
+        // unsplit GEMM, which computes the reference with the blocks' arrivals counted.
+        let mut space = SearchSpace::cuda_default();
+        let rule = space.split_k.as_mut().unwrap();
+        rule.serial_sum = 1.0;
+        rule.min_reduction = 1;
+        let p = program("matmul:m=64,n=64,k=256,dtype=f16,acc=f32");
+        let mut serial = 0;
+        for seed in 0..12 {
+            if serial == 2 {
+                break;
+            }
+            let mut sch = Schedule::new(p.clone(), seed);
+            apply_sketch(&space, &mut sch, seed, SketchKind::Wgmma).unwrap();
+            let trace = crate::schedule::text::print(sch.trace());
+            if !trace.contains("rfactor(") {
+                continue;
+            }
+            assert!(trace.contains("serial_sum_at("), "{trace}");
+            serial += 1;
+            crate::interp::check(&p, sch.program(), seed).unwrap();
+            let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{trace}"));
+            assert_eq!(lowered.kernels.len(), 1, "{trace}");
+            assert_eq!(lowered.kernels[0].block, [32, 4, 1], "{trace}");
+            crate::interp::gpu::check_lowered(&p, &lowered, seed)
+                .unwrap_or_else(|e| panic!("seed {seed}: {e}\n{trace}"));
+        }
+        assert_eq!(serial, 2, "split samples of 12");
     }
 
     #[test]
