@@ -134,7 +134,7 @@ impl Interpreter {
             seen_loops: vec![false; prog.loops.len()],
             seen_blocks: vec![false; prog.blocks.len()],
             block: String::new(),
-            arrivals: crate::ir::arrival::arrivals(prog).map_err(InterpError::Arrival)?,
+            arrivals: Vec::new(),
         };
         for &b in &prog.params {
             c.declare(b, false)?;
@@ -142,7 +142,20 @@ impl Interpreter {
         for &b in &prog.allocs {
             c.declare(b, true)?;
         }
-        let root = c.nodes(&prog.root)?;
+        let mut root = c.nodes(&prog.root)?;
+        // Serial split-K sums are placed once the tree is known to be one (no node
+        // reached twice, no cycle), then the tree is compiled again around them.
+        let serial = crate::ir::arrival::SERIAL_SUM_KEY;
+        if prog
+            .blocks
+            .iter()
+            .any(|b| b.annotations.contains_key(serial))
+        {
+            c.arrivals = crate::ir::arrival::arrivals(prog).map_err(InterpError::Arrival)?;
+            c.seen_loops.fill(false);
+            c.seen_blocks.fill(false);
+            root = c.nodes(&prog.root)?;
+        }
         Ok(Interpreter {
             program: prog.name.clone(),
             n_slots: prog.vars.len(),
