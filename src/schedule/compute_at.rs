@@ -485,6 +485,22 @@ pub(super) fn complete_producers(
     Ok(producers)
 }
 
+/// Inserts `top` into the body of `target` after the last child holding one of
+/// `producers`.
+pub(super) fn insert_after_producers(
+    p: &mut Program,
+    target: LoopId,
+    producers: &[BlockId],
+    top: Node,
+) {
+    let last = producers
+        .iter()
+        .filter_map(|w| child_containing(p, Some(target), Node::Block(*w)))
+        .max()
+        .map_or(0, |i| i + 1);
+    p.lp_mut(target).body.insert(last, top);
+}
+
 pub(super) fn common_checks(p: &Program, b: BlockId, target: LoopId) -> Result<()> {
     if p.is_ancestor(target, Node::Block(b)) {
         return Err(ScheduleError::AlreadyUnderLoop {
@@ -695,12 +711,7 @@ pub fn reverse_compute_at(p: &mut Program, b: BlockId, target: LoopId) -> Result
     if let (Some(w), true) = (single, exact_box) {
         skip_where_masked(p, b, w, target, scope);
     }
-    let last = producers
-        .iter()
-        .filter_map(|w| child_containing(p, Some(target), Node::Block(*w)))
-        .max()
-        .map_or(0, |i| i + 1);
-    p.lp_mut(target).body.insert(last, top);
+    insert_after_producers(p, target, &producers, top);
     // 4. An update in place (it reads what it writes) runs once for each point: under a
     //    thread loop a shared region is relaxed over, every thread would add it again.
     if let Some(untouched) = untouched {

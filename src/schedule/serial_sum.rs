@@ -14,9 +14,10 @@
 //! tiles partition the output: then the last arrival at a tile finds every split's
 //! partials of exactly that tile written, and no two thread blocks sum one element.
 
-use super::compute_at::{common_checks, complete_producers, rebuild, region, Dim};
+use super::compute_at::{
+    common_checks, complete_producers, insert_after_producers, rebuild, region, Dim,
+};
 use super::error::{Result, ScheduleError};
-use super::util::child_containing;
 use crate::ir::arrival::SERIAL_SUM_KEY;
 use crate::ir::{
     AnnValue, BlockId, BufferKind, Expr, IterKind, LoopId, LoopKind, Node, Program, Scope,
@@ -141,12 +142,7 @@ pub fn serial_sum_at(p: &mut Program, b: BlockId, target: LoopId) -> Result<()> 
         .collect();
     super::util::remove_exclusive(p, b);
     let top = rebuild(p, b, &dims, Node::Loop(target));
-    let last = producers
-        .iter()
-        .filter_map(|w| child_containing(p, Some(target), Node::Block(*w)))
-        .max()
-        .map_or(0, |i| i + 1);
-    p.lp_mut(target).body.insert(last, top);
+    insert_after_producers(p, target, &producers, top);
     p.block_mut(b)
         .annotations
         .insert(SERIAL_SUM_KEY.into(), AnnValue::Int(splits));
