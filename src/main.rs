@@ -359,6 +359,12 @@ enum Command {
         /// One JSON array of the candidates.
         #[arg(long)]
         json: bool,
+        /// Instead, the one candidate grown from this schedule's decisions (a trace file):
+        /// the sketch meeting the most of them takes them, the rest drawn from the seed.
+        /// With a decision edited, one a sketch branches on, it is the schedule's
+        /// neighbour on the other branch.
+        #[arg(long, conflicts_with = "n")]
+        like: Option<PathBuf>,
     },
 }
 
@@ -408,17 +414,20 @@ fn load_workload(arg: &str) -> Result<Workload> {
         .with_context(|| format!("workload {arg}"))
 }
 
-fn load_schedule(w: &Workload, path: &PathBuf) -> Result<Schedule> {
+/// A schedule file: text, or JSON as the database stores a trace (`db export`'s `trace`).
+fn read_trace(path: &std::path::Path) -> Result<tessel::schedule::Trace> {
     let src =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    // A trace as the database stores it (`db export`'s `trace` field) is JSON; a schedule
-    // file is text.
-    let trace = if src.trim_start().starts_with('{') {
+    if src.trim_start().starts_with('{') {
         tessel::schedule::json::from_json(&src)
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     } else {
         text::parse(&src).map_err(|e| anyhow::anyhow!("{}:{e}", path.display()))
-    }?;
+    }
+}
+
+fn load_schedule(w: &Workload, path: &std::path::Path) -> Result<Schedule> {
+    let trace = read_trace(path)?;
     match replay(&trace, w.to_program(), 0) {
         Ok(sch) => Ok(sch),
         Err(first) => {
@@ -896,9 +905,11 @@ fn run(cli: Cli) -> Result<()> {
             seed,
             space,
             json,
+            like,
         } => {
             let space = space_file(space.as_deref())?;
-            run_sample(&workload, target, n, seed, space, json)?
+            let like = like.as_deref().map(read_trace).transpose()?;
+            run_sample(&workload, target, n, seed, space, json, like)?
         }
     }
     Ok(())
@@ -1042,6 +1053,7 @@ fn run_sample(
     seed: u64,
     space: Option<tessel::search::SearchSpace>,
     json: bool,
+    like: Option<tessel::schedule::Trace>,
 ) -> Result<()> {
     use tessel::search::{SearchSpace, TargetLimits};
     let w = load_workload(spec)?;
@@ -1063,8 +1075,13 @@ fn run_sample(
             (space, TargetLimits::Cpu)
         }
     };
-    let samples = tessel::search::sample(&space, &limits, &program, n, seed)
-        .with_context(|| format!("workload {spec} on {target_name}"))?;
+    let samples = match like {
+        Some(trace) => tessel::search::sample_like(&space, &limits, &program, &trace, seed)
+            .map(|s| vec![s])
+            .with_context(|| format!("workload {spec} on {target_name}"))?,
+        None => tessel::search::sample(&space, &limits, &program, n, seed)
+            .with_context(|| format!("workload {spec} on {target_name}"))?,
+    };
     if json {
         println!("{}", serde_json::to_string_pretty(&samples)?);
         return Ok(());

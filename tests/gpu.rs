@@ -1035,3 +1035,68 @@ fn builds_over_the_job_limits_are_rejected_before_they_run() {
     let (outcomes, _) = m.measure(&job).expect("the worker runs");
     assert!(outcomes[0].is_ok(), "{:?}", outcomes[0]);
 }
+
+/// Up to `n` verified CUDA sources of `spec` whose split-K partials are summed by the block
+/// that arrives last at each tile (`serial_sum_at`): the default space with split-K and the
+/// serial sum drawn always.
+fn serial_split_sources(spec: &str, n: usize) -> Vec<Source> {
+    let mut space = tessel::search::SearchSpace::cuda_default();
+    let rule = space.split_k.as_mut().expect("a split-K rule");
+    rule.probability = 1.0;
+    rule.serial_sum = 1.0;
+    let target = tessel::search::TargetLimits::Cuda(CudaLimits::sm90_default());
+    let program = workload_of(spec).to_program();
+    let mut search = tessel::search::RandomSearch::new(space.clone(), target.clone(), program, 5);
+    let mut sources = Vec::new();
+    for _ in 0..400 {
+        if sources.len() == n {
+            break;
+        }
+        let Ok(sch) = search.sample() else { continue };
+        if !tessel::schedule::text::print(sch.trace()).contains("serial_sum_at(") {
+            continue;
+        }
+        if let Ok(v) = tessel::search::postproc::verify(sch.program(), &space, &target) {
+            sources.push(v.source);
+        }
+    }
+    sources
+}
+
+#[test]
+fn serial_split_k_sums_match_the_reference_on_the_gpu_run_after_run() {
+    // The last block to arrive at a tile sums its split-K partials in the main kernel:
+    // writers fence and count in an int workspace the runner zeroes once, and the last
+    // one resets the count. Measured twice in one worker, which keeps the workspace, so
+    // the second check runs on the counters the first job's timed runs left behind.
+    if !gpu_enabled() {
+        return;
+    }
+    let arch = device_arch();
+    let device = tessel::measure::Device::Cuda { arch: arch.clone() };
+    let mut m = tessel::measure::worker::Measurer::new(tessel_bin());
+    for (spec, dtype) in [
+        ("matmul:m=128,n=768,k=3072", DType::F32),
+        ("matmul:m=13,n=1000,k=997,layout=nt", DType::F32),
+        ("matmul:m=128,n=768,k=3072,dtype=f16,acc=f32", DType::F16),
+        (
+            "conv2d_nchw:n=1,c=256,h=14,w=14,k=256,r=3,s=3,stride=1,pad=1,dtype=f16",
+            DType::F16,
+        ),
+    ] {
+        let sources = serial_split_sources(spec, 3);
+        assert!(!sources.is_empty(), "{spec}: no serial split-K sample");
+        for s in &sources {
+            assert!(s.code.contains("atomicAdd"), "{spec}: no arrival counter");
+        }
+        let w = workload_of(spec);
+        let mut job =
+            tessel::measure::session::job(&w, sources.clone(), device.clone(), false, 7).unwrap();
+        job.timing = quick_timing();
+        for round in 0..2 {
+            let (outcomes, _) = m.measure(&job).expect("the worker runs");
+            let labels = (0..outcomes.len()).map(|i| format!("{spec} sample {i} round {round}"));
+            assert_within(labels, &outcomes, tessel::interp::tolerance(dtype));
+        }
+    }
+}

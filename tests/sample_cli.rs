@@ -192,3 +192,34 @@ fn a_skinny_gemm_is_split_into_many_parts_and_stays_correct() {
     assert!(!many.is_empty(), "no sample split more than 16 ways");
     check_samples(spec, &many);
 }
+
+#[test]
+fn a_sampled_trace_grows_back_into_its_decisions_and_a_bad_one_is_named() {
+    let dir = std::env::temp_dir().join(format!("tessel-like-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let items = sample_json(&["matmul:96x80x64", "--target", "cuda", "-n", "2"]);
+    let trace = items[1]["trace"].as_str().unwrap();
+    let path = dir.join("like.sched");
+    std::fs::write(&path, trace).unwrap();
+    let like = path.to_str().unwrap();
+    let again = sample_json(&["matmul:96x80x64", "--target", "cuda", "--like", like]);
+    assert_eq!(again.len(), 1);
+    // The same decisions (the grown trace may fetch a loop list fewer times).
+    let decisions = |t: &str| -> Vec<String> {
+        t.lines()
+            .filter_map(|l| Some(l.split_once("decision=")?.1.to_string()))
+            .collect()
+    };
+    let grown = again[0]["trace"].as_str().unwrap();
+    assert_eq!(decisions(grown), decisions(trace), "{grown}");
+    assert_eq!(again[0]["outputs_per_block"], items[1]["outputs_per_block"]);
+    std::fs::write(&path, "b0 = get_block(\"t2\")\nsplit(b0, factors=[2])\n").unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_tessel"))
+        .args(["sample", "matmul:96x80x64", "--like", like])
+        .output()
+        .expect("run tessel");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("like.sched:2"), "{stderr}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -575,7 +575,8 @@ fn a_split_k_sum_is_offered_only_counts_that_leave_it_enough_blocks() {
 /// kernel, by the thread block arriving last at each tile: the plain sketch's (f32,
 /// imperfect tiles among them) and the wgmma sketch's (f16 GEMMs and convs). Each such
 /// sample computes the reference serially and under GPU semantics (blocks in order, the
-/// counter counted) and one per workload compiles.
+/// counter counted) and one per workload compiles; where a thread sums several elements
+/// of its tile, it loads a chunk of them together.
 #[test]
 fn serial_split_k_sums_compute_the_reference_under_gpu_semantics() {
     let mut space = SearchSpace::cuda_default();
@@ -584,6 +585,7 @@ fn serial_split_k_sums_compute_the_reference_under_gpu_semantics() {
     rule.min_reduction = 1;
     rule.serial_sum = 1.0;
     let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+    let mut total_chunked = 0;
     for spec in [
         "matmul:16x48x256",
         "matmul:13x40x96",
@@ -593,7 +595,7 @@ fn serial_split_k_sums_compute_the_reference_under_gpu_semantics() {
     ] {
         let program = program(spec);
         let mut search = RandomSearch::new(space.clone(), target.clone(), program.clone(), 5);
-        let (mut serial, mut compiled) = (0, false);
+        let (mut serial, mut compiled, mut chunked) = (0, false, 0);
         for _ in 0..300 {
             if serial == 4 {
                 break;
@@ -608,6 +610,16 @@ fn serial_split_k_sums_compute_the_reference_under_gpu_semantics() {
                 continue;
             };
             serial += 1;
+            // A thread's elements summed in chunks loaded together: the chunk's loop split
+            // off and moved innermost, below the thread loops.
+            let tail: Vec<&str> = trace[trace.find("serial_sum_at(").unwrap()..]
+                .lines()
+                .collect();
+            chunked += usize::from(tail.windows(2).any(|w| {
+                let chunk = w[0].rsplit_once("factors=[None, ").map(|(_, f)| f);
+                chunk.is_some_and(|f| f.starts_with(|c: char| c.is_ascii_digit()))
+                    && w[1].starts_with("reorder(")
+            }));
             let arrives = verified
                 .lowered
                 .kernels
@@ -626,5 +638,8 @@ fn serial_split_k_sums_compute_the_reference_under_gpu_semantics() {
             }
         }
         assert_eq!(serial, 4, "{spec}: serial split-K samples found");
+        total_chunked += chunked;
     }
+    // Tiles of several elements a thread are summed in chunks.
+    assert!(total_chunked > 0, "no serial sum in chunks");
 }

@@ -128,6 +128,11 @@ impl Hints {
     pub fn took_first(&self, n: usize) -> bool {
         self.list.len() >= n && self.list[..n].iter().all(|h| h.taken)
     }
+
+    /// How many hints were taken.
+    pub fn taken(&self) -> usize {
+        self.list.iter().filter(|h| h.taken).count()
+    }
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ pub use mutator::MutatorKind;
 pub use postproc::{RejectKind, Rejection, TargetLimits, Verified};
 pub use random::{ir_hash, Candidate, MeasuredResult, Proposal, RandomSearch, SearchStrategy};
 pub use round_times::RoundTimes;
-pub use sample::{sample, BlockShape, NoCandidate, SampleSummary};
+pub use sample::{sample, sample_like, BlockShape, NoCandidate, NotLike, SampleSummary};
 pub use sketch::{SketchError, SketchKind};
 pub use space::{PipelineRule, SearchParams, SearchSpace, SpaceError};
 

@@ -3,10 +3,13 @@
 //! trace, threads per block, output elements per block, shared memory and pipeline stages
 //! (`tessel sample`).
 
-use super::postproc::TargetLimits;
-use super::random::{Candidate, RandomSearch, SearchStrategy};
+use super::postproc::{verify, TargetLimits};
+use super::random::{ir_hash, Candidate, RandomSearch, SearchStrategy};
+use super::sketch;
 use super::space::SearchSpace;
 use crate::ir::{Expr, IterKind, LoopKind, Node, Program, ThreadTag};
+use crate::schedule::hints::Hints;
+use crate::schedule::Trace;
 use serde::Serialize;
 
 /// One candidate of the space, as `tessel sample` shows it.
@@ -58,6 +61,49 @@ pub fn sample(
         });
     }
     Ok(proposal.candidates.iter().map(summarise).collect())
+}
+
+/// Why `trace`'s decisions grew no candidate ([`sample_like`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum NotLike {
+    #[error("no sketch of the space applies with the trace's decisions")]
+    NoSketch,
+    #[error("the candidate grown from the trace's decisions was refused: {0}")]
+    Refused(String),
+}
+
+/// The candidate grown from `trace`'s decisions (see [`crate::schedule::hints`]): each of
+/// the program's sketches is sampled afresh taking the trace's decisions first where it
+/// meets the same sampling instruction, the others drawn from `seed`, and the sketch that
+/// takes the most of them gives the candidate. A decision edited in the trace, one a
+/// sketch branches on, so gives the trace's neighbour on the other branch (`tessel sample
+/// --like`), the decisions after the branch kept where the sketch meets them again.
+pub fn sample_like(
+    space: &SearchSpace,
+    target: &TargetLimits,
+    program: &Program,
+    trace: &Trace,
+    seed: u64,
+) -> Result<SampleSummary, NotLike> {
+    let hints = Hints::from_trace(trace);
+    let kinds = sketch::sketches(space, program).map_err(|_| NotLike::NoSketch)?;
+    let grown = kinds
+        .into_iter()
+        .filter_map(|kind| {
+            let mut sch = sketch::sample_afresh(space, program, kind, seed, Some(hints.clone()))?;
+            let taken = sch.take_hints().map_or(0, |h| h.taken());
+            Some((taken, sch))
+        })
+        .reduce(|best, next| if next.0 > best.0 { next } else { best });
+    let (_, sch) = grown.ok_or(NotLike::NoSketch)?;
+    let sch = super::padding::tighten_if_asked(space, sch, program);
+    let verified =
+        verify(sch.program(), space, target).map_err(|r| NotLike::Refused(r.to_string()))?;
+    Ok(summarise(&Candidate {
+        trace: sch.trace().clone(),
+        ir_hash: ir_hash(sch.program()),
+        verified,
+    }))
 }
 
 fn summarise(c: &Candidate) -> SampleSummary {
@@ -360,5 +406,56 @@ mod tests {
             "{e}"
         );
         assert!(e.to_string().contains("(the first: "), "{e}");
+    }
+
+    /// A trace grows back into itself, and with the decision a sketch branches on flipped
+    /// (the split-K sum summed apart or by the last block to arrive) into the other branch,
+    /// the decisions before it the same; flipped back, into the trace again.
+    #[test]
+    fn a_trace_grows_into_its_neighbour_on_the_other_branch_and_back() {
+        let mut space = SearchSpace::cuda_default();
+        let rule = space.split_k.as_mut().expect("a split-K rule");
+        rule.probability = 1.0;
+        rule.min_reduction = 1;
+        rule.serial_sum = 0.5;
+        let target = TargetLimits::Cuda(CudaLimits::sm90_default());
+        let p = program("matmul:16x48x256");
+        let serial = sample(&space, &target, &p, 32, 3)
+            .unwrap()
+            .into_iter()
+            .map(|s| s.trace)
+            .find(|t| t.contains("\nserial_sum_at("))
+            .expect("a serial split-K sample");
+        let like = |text: &str| {
+            let trace = crate::schedule::text::parse(text).unwrap();
+            sample_like(&space, &target, &p, &trace, 11).unwrap().trace
+        };
+        assert_eq!(like(&serial), serial);
+        // The decision is the line before the move.
+        let lines: Vec<&str> = serial.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with("serial_sum_at("))
+            .unwrap()
+            - 1;
+        assert!(lines[at].ends_with("decision=1)"), "{}", lines[at]);
+        let flip = |lines: &[&str], to: &str| {
+            let mut edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+            edited[at] = lines[at].replace(
+                &format!("decision={}", 1 - to.parse::<i32>().unwrap()),
+                &format!("decision={to}"),
+            );
+            edited.join("\n") + "\n"
+        };
+        let apart = like(&flip(&lines, "0"));
+        assert!(!apart.contains("serial_sum_at("), "{apart}");
+        let apart_lines: Vec<&str> = apart.lines().collect();
+        assert_eq!(apart_lines[..at], lines[..at]);
+        assert!(
+            apart_lines[at].ends_with("decision=0)"),
+            "{}",
+            apart_lines[at]
+        );
+        assert_eq!(like(&flip(&apart_lines, "1")), serial);
     }
 }

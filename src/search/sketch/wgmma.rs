@@ -479,10 +479,7 @@ fn sum_partials(
         }
     }
     let write_back = super::attempt(sch, |s| s.cache_write(sum, 0, "local")).ok();
-    super::split_k_sum(space, sch, sum, Some(main))?;
-    let loops = sch.get_loops(sum).map_err(at("split-K sum"))?;
-    // The loop over a thread's elements, above the serial sum over the partial results.
-    let thread = loops.len().checked_sub(2).map(|i| loops[i]);
+    let thread = super::split_k_sum(space, sch, sum, Some(main))?;
     let mut all_placed = true;
     for b in write_back.into_iter().chain(
         kept.iter()
