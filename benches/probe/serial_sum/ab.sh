@@ -8,9 +8,8 @@
 # whether it grew back into its own decisions); then each two-way `sample_categorical` of
 # that trace is flipped in turn and grown again, and the flip right before which (or after
 # which) `serial_sum_at(` stands, with every line before it unchanged, gives the other
-# side; a third is the serial side with the sum's loop over its tile's elements unrolled.
-# All three are run PASSES times in rounds (`tessel run`: check and median latency), then
-# under the profiler (benches/kernel_times.sh into OUT/kt-{separate,serial,serial_unrolled}; KT=0 skips
+# side. Both are run PASSES times in rounds (`tessel run`: check and median latency), then
+# under the profiler (benches/kernel_times.sh into OUT/kt-{separate,serial}; KT=0 skips
 # it). On the CUDA device.
 #
 #   bash benches/probe/serial_sum/ab.sh OUT WORKLOAD SCHED SPACE [PASSES]
@@ -44,18 +43,14 @@ done
 [ -s "$out/serial.sched" ] && [ -s "$out/separate.sched" ] ||
   { echo "$w: no flip of $sched changes its split-K sum alone" >&2; exit 1; }
 echo "$w: the serial sum's decision on line $line"
-# A third side: the serial sum's loop over the tile's elements (the first loop it splits)
-# unrolled as well, so that each thread's loads of every element overlap.
-outer=$(sed -n '/^serial_sum_at(/,$p' "$out/serial.sched" | grep -m1 "= split(" | cut -d, -f1)
-{ cat "$out/serial.sched"; echo "unroll($outer)"; } >"$out/serial_unrolled.sched"
 for pass in $(seq "$passes"); do
-  for side in separate serial serial_unrolled; do
+  for side in separate serial; do
     echo "$w $side pass $pass $("$bin" run "$w" --schedule "$out/$side.sched" --target cuda 2>&1 |
       grep -E '^(check|latency|speed|error)' | tr '\n' ' ')"
   done
 done
 [ "${KT:-1}" = 0 ] && exit 0
-for side in separate serial serial_unrolled; do
+for side in separate serial; do
   echo "$side:"
   bash "$here/kernel_times.sh" "$out/kt-$side" "$w" "$out/$side.sched" | grep main_kernel
 done
