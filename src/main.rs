@@ -536,7 +536,7 @@ fn run_measure(
     job.timing.flush_cache = !warm;
     if compare && job.peer.is_none() {
         eprintln!(
-            "note: --compare has a peer for matmul (any layout), batch_matmul and dense_bias_relu workloads only, in f32 (math=ieee or tf32) or in f16/bf16 with acc=f32"
+            "note: --compare has a peer for matmul (any layout), batch_matmul and dense_bias_relu workloads only, in f32 (math=ieee or tf32) or, on CUDA, in f16/bf16 with acc=f32"
         );
     }
     let mut measurer = Measurer::for_current_exe()?;

@@ -1,7 +1,6 @@
 //! The statement and expression printer shared by the CUDA and C back ends.
 
 use super::c_bases::{bases_at, relative, summands, Base};
-use super::{CodegenError, Result};
 use crate::ir::interval::Interval;
 use crate::ir::simplify::range_of;
 use crate::ir::{BinOp, BufferId, DType, Expr, Program, ThreadTag, UnOp, VarId};
@@ -42,22 +41,16 @@ pub(super) fn ident(name: &str) -> String {
     s
 }
 
-pub(super) fn ctype(d: DType, dialect: Dialect) -> Result<&'static str> {
+/// The C type of a buffer element of `d` (in both dialects).
+pub(super) fn ctype(d: DType) -> &'static str {
     match d {
-        DType::F32 => Ok("float"),
-        DType::I32 => Ok("int"),
-        DType::Bool => Ok("bool"),
-        // Half-precision storage on CUDA: the raw 16 bits (NVRTC has no `cuda_fp16.h`
-        // here), converted to and from f32 at each load and store (`HALF` in cuda.rs).
-        DType::F16 | DType::BF16 if dialect == Dialect::Cuda => Ok("unsigned short"),
-        DType::F16 | DType::BF16 => Err(CodegenError::Unsupported {
-            what: d.name().into(),
-            backend: if dialect == Dialect::Cuda {
-                "cuda"
-            } else {
-                "cpu"
-            },
-        }),
+        DType::F32 => "float",
+        DType::I32 => "int",
+        DType::Bool => "bool",
+        // Half-precision storage: the raw 16 bits (NVRTC has no `cuda_fp16.h` here, and
+        // C has no portable half type), converted to and from f32 at each load and store
+        // (`HALF` in cuda.rs, `HALF` in cpu.rs).
+        DType::F16 | DType::BF16 => "unsigned short",
     }
 }
 
@@ -265,17 +258,13 @@ impl<'a> Printer<'a> {
                 format!("({} ? {} : {})", self.expr(c), self.expr(a), self.expr(b))
             }
             // A value rounded to half precision, computed on as f32.
-            Expr::Cast(DType::F16, a) if self.dialect == Dialect::Cuda => {
+            Expr::Cast(DType::F16, a) => {
                 format!("tessel_h2f(tessel_f2h({}))", self.expr(a))
             }
-            Expr::Cast(DType::BF16, a) if self.dialect == Dialect::Cuda => {
+            Expr::Cast(DType::BF16, a) => {
                 format!("tessel_bf2f(tessel_f2bf({}))", self.expr(a))
             }
-            Expr::Cast(t, a) => format!(
-                "(({}){})",
-                ctype(*t, self.dialect).unwrap_or("float"),
-                self.expr(a)
-            ),
+            Expr::Cast(t, a) => format!("(({}){})", ctype(*t), self.expr(a)),
         }
     }
 
@@ -302,9 +291,16 @@ impl<'a> Printer<'a> {
                 raw(load).map(|l| format!("({} ? {l} : (unsigned short)0)", self.expr(&c)))
             }
         }
-        .unwrap_or_else(|| match dtype {
-            DType::F16 => format!("tessel_f2h({})", self.expr(value)),
-            _ => format!("tessel_f2bf({})", self.expr(value)),
+        .unwrap_or_else(|| {
+            // A value rounded to the stored type already (`f16(x)`) is rounded once.
+            let value = match value {
+                Expr::Cast(t, inner) if *t == dtype => &**inner,
+                _ => value,
+            };
+            match dtype {
+                DType::F16 => format!("tessel_f2h({})", self.expr(value)),
+                _ => format!("tessel_f2bf({})", self.expr(value)),
+            }
         })
     }
 
@@ -667,7 +663,7 @@ impl<'a> Printer<'a> {
                 .cloned()
                 .reduce(Expr::add)
                 .unwrap_or(Expr::Int(0));
-            let ty = ctype(self.p.buffer(*buffer).dtype, self.dialect).unwrap_or("float");
+            let ty = ctype(self.p.buffer(*buffer).dtype);
             let line = format!("{ty} *{name} = &{};", self.element(*buffer, &base));
             self.line(depth, &line);
             self.bases.push(Base {

@@ -18,6 +18,9 @@
 //! its first or last lane: a step whose lanes all pass runs as a vector, the edge's step
 //! lane by lane (`Printer::vector_step`).
 //!
+//! Loads and stores of 16-bit float buffers (f16, bf16) convert to and from f32 vectors
+//! lane by lane (`tessel_vload_h`, `tessel_vstore_bf`, ...; `cpu.rs`).
+//!
 //! A loop this printer does not take (a select on an index, another guard on the lane, a
 //! non-contiguous or non-float access, a cast, `sqrt`) stays a scalar loop under
 //! `#pragma omp simd`.
@@ -131,7 +134,8 @@ pub(super) fn vector_statement(
         indices,
         value,
     } = crate::lower::kernel_vector_body(body, var).ok()?;
-    if pr.p.buffer(buffer).dtype != DType::F32
+    let stored = pr.p.buffer(buffer).dtype;
+    if !stored.is_float()
         || crate::lower::kernel_contiguous(&indices[0], var, 1, pr.ranges()).is_err()
     {
         return None;
@@ -150,8 +154,9 @@ pub(super) fn vector_statement(
     }
     let rhs = splat(width, vexpr(pr, value, var, width)?);
     let stmt = format!(
-        "{}store(&{}, {rhs});",
+        "{}store{}(&{}, {rhs});",
         width.prefix(),
+        suffix(stored),
         pr.element(buffer, &indices[0])
     );
     Some(VectorStep {
@@ -199,13 +204,19 @@ fn vexpr(pr: &Printer, e: &Expr, var: VarId, width: Width) -> Option<VExpr> {
     }
     match e {
         Expr::Load(b, idx) => {
-            if pr.p.buffer(*b).dtype != DType::F32
+            let dtype = pr.p.buffer(*b).dtype;
+            if !dtype.is_float()
                 || crate::lower::kernel_contiguous(&idx[0], var, 1, pr.ranges()).is_err()
             {
                 return None;
             }
             Some(VExpr {
-                text: format!("{}load(&{})", width.prefix(), pr.element(*b, &idx[0])),
+                text: format!(
+                    "{}load{}(&{})",
+                    width.prefix(),
+                    suffix(dtype),
+                    pr.element(*b, &idx[0])
+                ),
                 vector: true,
             })
         }
@@ -287,8 +298,22 @@ fn vexpr(pr: &Printer, e: &Expr, var: VarId, width: Width) -> Option<VExpr> {
                 vector: true,
             })
         }
-        // The lane index itself, selects on indices, casts, sqrt: scalar loop.
+        // A 16-bit value read as f32 (`f32(x)` of an f16 or bf16 load): its load
+        // converts already.
+        Expr::Cast(DType::F32, a) if pr.is_float(a) => vexpr(pr, a, var, width),
+        // The lane index itself, selects on indices, other casts, sqrt: scalar loop.
         _ => None,
+    }
+}
+
+/// The suffix of the load and store helpers of a float `dtype`'s storage: none for f32,
+/// `_h` and `_bf` for the 16-bit ones (`cpu.rs`'s `HALF` and `BFLOAT16`, converting lane
+/// by lane).
+fn suffix(dtype: DType) -> &'static str {
+    match dtype {
+        DType::F16 => "_h",
+        DType::BF16 => "_bf",
+        _ => "",
     }
 }
 

@@ -10,6 +10,7 @@
 
 use super::c_like::{ctype, ident, Dialect, Printer};
 use super::{Launch, Result, Source};
+use crate::ir::DType;
 use crate::lower::Lowered;
 use std::fmt::Write;
 
@@ -35,12 +36,86 @@ const TF32: &str = "\
 static inline float tessel_tf32(float x) { union { float f; unsigned int u; } v = { x }; v.u &= 0xffffe000u; return v.f; }
 ";
 
+/// float16 storage: the raw 16 bits, converted to and from f32 at each load and store,
+/// rounded to nearest even on the way in (a NaN stays a NaN), as the interpreter rounds.
+/// Through the compiler's `_Float16` where it has one (F16C's `vcvtph2ps` / `vcvtps2ph`
+/// with `-mf16c`), else by the bits. Vector loads and stores of `TESSEL_VLANES` or
+/// `TESSEL_HLANES` elements (`c_vector.rs` prints them) convert with F16C's or AVX-512's
+/// vector conversions (GCC 12 converts `_Float16` vectors lane by lane), else lane by
+/// lane. Printed only for programs with a float16 buffer.
+const HALF: &str = "\
+#ifdef __FLT16_MAX__
+static inline float tessel_h2f(unsigned short h) { _Float16 x; __builtin_memcpy(&x, &h, 2); return (float)x; }
+static inline unsigned short tessel_f2h(float f) { _Float16 x = (_Float16)f; unsigned short h; __builtin_memcpy(&h, &x, 2); return h; }
+#else
+static inline float tessel_h2f(unsigned short h) {
+  unsigned int s = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu, u;
+  float f;
+  if (e == 0x1fu) u = s | 0x7f800000u | (m << 13);
+  else if (e != 0) u = s | ((e + 112u) << 23) | (m << 13);
+  else { f = (float)m * 5.9604644775390625e-8f; __builtin_memcpy(&u, &f, 4); u |= s; }
+  __builtin_memcpy(&f, &u, 4);
+  return f;
+}
+static inline unsigned short tessel_f2h(float f) {
+  unsigned int u, s, a;
+  __builtin_memcpy(&u, &f, 4);
+  s = (u >> 16) & 0x8000u;
+  a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return (unsigned short)(s | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a >= 0x477ff000u) return (unsigned short)(s | 0x7c00u);
+  if (a >= 0x38800000u) return (unsigned short)(s | ((a + 0x0fffu + ((a >> 13) & 1u) - 0x38000000u) >> 13));
+  return (unsigned short)(s | (unsigned int)rintf(fabsf(f) * 16777216.0f));
+}
+#endif
+#if defined(__AVX512F__) && TESSEL_VLANES == 16
+#include <immintrin.h>
+static inline tessel_vf tessel_vload_h(const unsigned short *p) { return (tessel_vf)_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
+static inline tessel_hf tessel_hload_h(const unsigned short *p) { return (tessel_hf)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline void tessel_vstore_h(unsigned short *p, tessel_vf v) { _mm256_storeu_si256((__m256i *)p, _mm512_cvtps_ph((__m512)v, _MM_FROUND_TO_NEAREST_INT)); }
+static inline void tessel_hstore_h(unsigned short *p, tessel_hf v) { _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT)); }
+#elif defined(__F16C__) && TESSEL_VLANES == 8
+#include <immintrin.h>
+static inline tessel_vf tessel_vload_h(const unsigned short *p) { return (tessel_vf)_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline tessel_hf tessel_hload_h(const unsigned short *p) { return (tessel_hf)_mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p)); }
+static inline void tessel_vstore_h(unsigned short *p, tessel_vf v) { _mm_storeu_si128((__m128i *)p, _mm256_cvtps_ph((__m256)v, _MM_FROUND_TO_NEAREST_INT)); }
+static inline void tessel_hstore_h(unsigned short *p, tessel_hf v) { _mm_storel_epi64((__m128i *)p, _mm_cvtps_ph((__m128)v, _MM_FROUND_TO_NEAREST_INT)); }
+#else
+static inline tessel_vf tessel_vload_h(const unsigned short *p) { tessel_vf v; for (int i = 0; i < TESSEL_VLANES; i++) v[i] = tessel_h2f(p[i]); return v; }
+static inline tessel_hf tessel_hload_h(const unsigned short *p) { tessel_hf v; for (int i = 0; i < TESSEL_HLANES; i++) v[i] = tessel_h2f(p[i]); return v; }
+static inline void tessel_vstore_h(unsigned short *p, tessel_vf v) { for (int i = 0; i < TESSEL_VLANES; i++) p[i] = tessel_f2h(v[i]); }
+static inline void tessel_hstore_h(unsigned short *p, tessel_hf v) { for (int i = 0; i < TESSEL_HLANES; i++) p[i] = tessel_f2h(v[i]); }
+#endif
+";
+
+/// bfloat16 storage: the upper 16 bits of a float32, rounded to nearest even on the way
+/// in (a NaN stays a quiet NaN), as the interpreter rounds; vector loads and stores
+/// convert with integer vector operations (widen, shift). Printed only for programs with
+/// a bfloat16 buffer.
+const BFLOAT16: &str = "\
+static inline float tessel_bf2f(unsigned short h) { unsigned int u = (unsigned int)h << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }
+static inline unsigned short tessel_f2bf(float f) { unsigned int u; __builtin_memcpy(&u, &f, 4); if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+#define TESSEL_BF16_VECTORS(P, N) \\
+typedef unsigned short tessel_##P##u16 __attribute__((vector_size(N * 2))); \\
+typedef unsigned int tessel_##P##u32 __attribute__((vector_size(N * 4))); \\
+static inline tessel_##P##f tessel_##P##load_bf(const unsigned short *p) { tessel_##P##u16 h; tessel_##P##f f; __builtin_memcpy(&h, p, sizeof h); tessel_##P##u32 u = __builtin_convertvector(h, tessel_##P##u32) << 16; __builtin_memcpy(&f, &u, sizeof f); return f; } \\
+static inline void tessel_##P##store_bf(unsigned short *p, tessel_##P##f f) { tessel_##P##u32 u; __builtin_memcpy(&u, &f, sizeof u); tessel_##P##u32 nan = (tessel_##P##u32)((u & 0x7fffffffu) > 0x7f800000u); tessel_##P##u32 r = (nan & ((u >> 16) | 0x40u)) | (~nan & ((u + 0x7fffu + ((u >> 16) & 1u)) >> 16)); tessel_##P##u16 h = __builtin_convertvector(r, tessel_##P##u16); __builtin_memcpy(p, &h, sizeof h); }
+TESSEL_BF16_VECTORS(v, TESSEL_VLANES)
+TESSEL_BF16_VECTORS(h, TESSEL_HLANES)
+";
+
 /// C source for a lowered program (one kernel).
 pub fn generate(l: &Lowered) -> Result<Source> {
     let p = &l.program;
     let mut code = String::from(PRELUDE);
     code.push_str(super::c_vector::PRELUDE);
     code.push_str(super::c_vector_math::PRELUDE);
+    if p.buffers.iter().any(|b| b.dtype == DType::F16) {
+        code.push_str(HALF);
+    }
+    if p.buffers.iter().any(|b| b.dtype == DType::BF16) {
+        code.push_str(BFLOAT16);
+    }
     if super::reads_tf32(p) {
         code.push_str(TF32);
     }
@@ -50,25 +125,20 @@ pub fn generate(l: &Lowered) -> Result<Source> {
             .params
             .iter()
             .map(|b| {
-                Ok(format!(
+                format!(
                     "{}* restrict {}",
-                    ctype(p.buffer(*b).dtype, Dialect::C)?,
+                    ctype(p.buffer(*b).dtype),
                     ident(&p.buffer(*b).name)
-                ))
+                )
             })
-            .collect::<Result<_>>()?;
+            .collect();
         let _ = writeln!(code, "\nvoid {}({}) {{", ident(&k.name), params.join(", "));
         let mut decls = Vec::new();
         for a in &k.allocs {
             let b = p.buffer(a.buffer);
             decls.push((
                 a.at,
-                format!(
-                    "{} {}[{}];",
-                    ctype(b.dtype, Dialect::C)?,
-                    ident(&b.name),
-                    a.size
-                ),
+                format!("{} {}[{}];", ctype(b.dtype), ident(&b.name), a.size),
             ));
         }
         let mut pr = Printer::new(p, k, Dialect::C);
@@ -91,13 +161,8 @@ pub fn generate(l: &Lowered) -> Result<Source> {
             .params
             .iter()
             .enumerate()
-            .map(|(i, b)| {
-                Ok(format!(
-                    "({}*)args[{i}]",
-                    ctype(p.buffer(*b).dtype, Dialect::C)?
-                ))
-            })
-            .collect::<Result<_>>()?;
+            .map(|(i, b)| format!("({}*)args[{i}]", ctype(p.buffer(*b).dtype)))
+            .collect();
         let _ = writeln!(
             code,
             "\nvoid tessel_entry_{}(void **args) {{ {}({}); }}",

@@ -69,13 +69,13 @@ fn kernel(l: &Lowered, k: &Kernel, waits: bool, out: &mut String) -> Result<Laun
         .params
         .iter()
         .map(|b| {
-            Ok(format!(
+            format!(
                 "{}* __restrict__ {}",
-                ctype(p.buffer(*b).dtype, Dialect::Cuda)?,
+                ctype(p.buffer(*b).dtype),
                 ident(&p.buffer(*b).name)
-            ))
+            )
         })
-        .collect::<Result<_>>()?;
+        .collect();
     let shared = k.shared_bytes(p);
     // Swizzled buffers start on 1024-byte boundaries (`lower::swizzle`): dynamic shared
     // memory with 1024 bytes to spare, its base rounded up at run time.
@@ -109,7 +109,7 @@ fn kernel(l: &Lowered, k: &Kernel, waits: bool, out: &mut String) -> Result<Laun
     let mut offset = 0i64;
     for a in &k.allocs {
         let b = p.buffer(a.buffer);
-        let ty = ctype(b.dtype, Dialect::Cuda)?;
+        let ty = ctype(b.dtype);
         let name = ident(&b.name);
         match a.scope {
             Scope::Shared if dynamic => {

@@ -14,6 +14,7 @@
 //! the host's, here 260 MB); elsewhere a scratch buffer twice the last-level cache
 //! (clamped to 8..256 MB) is written.
 
+use super::host_values::{decode, encode, poison};
 use super::{BuildInfo, Failure, FailureKind, GemmPeer, ParamSpec, Peer, TimingConfig};
 use crate::codegen::{self, Source};
 use crate::ir::{DType, Program};
@@ -200,14 +201,14 @@ impl CpuRunner {
         let mut inputs = inputs.iter();
         let mut buffers = Vec::with_capacity(params.len());
         for p in params {
-            if p.dtype != DType::F32 {
+            if !matches!(p.dtype, DType::F32 | DType::F16 | DType::BF16) {
                 return Err(launch(format!(
-                    "parameter {} is {:?}: the CPU runner handles float32 only",
+                    "parameter {} is {}: the CPU runner handles float32, float16 and bfloat16",
                     p.name, p.dtype
                 )));
             }
             if p.is_output {
-                buffers.push(vec![f32::NAN; p.numel()]);
+                buffers.push(words(&poison(p.dtype, p.numel())));
             } else {
                 let data = inputs
                     .next()
@@ -220,7 +221,7 @@ impl CpuRunner {
                         p.numel()
                     )));
                 }
-                buffers.push(data.clone());
+                buffers.push(words(&encode(p.dtype, data)));
             }
         }
         self.params = params.to_vec();
@@ -298,11 +299,11 @@ impl CpuRunner {
     }
 
     /// Poisons the outputs with NaN, runs every kernel of the handle in order and
-    /// returns the outputs (in parameter order).
+    /// returns the outputs (in parameter order), as f32 values.
     pub fn run_once(&mut self, handle: usize) -> Result<Vec<Vec<f32>>, Failure> {
         for (p, b) in self.params.iter().zip(&mut self.buffers) {
             if p.is_output {
-                b.fill(f32::NAN);
+                *b = words(&poison(p.dtype, p.numel()));
             }
         }
         self.launch(handle)?;
@@ -311,7 +312,7 @@ impl CpuRunner {
             .iter()
             .zip(&self.buffers)
             .filter(|(p, _)| p.is_output)
-            .map(|(_, b)| b.clone())
+            .map(|(p, b)| decode(p.dtype, &stored_bytes(b, p.numel() * p.dtype.bytes())))
             .collect())
     }
 
@@ -342,6 +343,19 @@ impl CpuRunner {
                 .is_some_and(|p| p.numel() as i128 == numel && p.is_output == output)
         };
         let (na, nb, nc) = g.numels();
+        if let Some(p) = [g.a, g.b, g.c]
+            .iter()
+            .filter_map(|&i| self.params.get(i))
+            .find(|p| p.dtype != DType::F32)
+        {
+            return Err(Failure::new(
+                FailureKind::Launch,
+                format!(
+                    "no CPU peer for {} GEMMs: ndarray's dot multiplies float32 ({} is {})",
+                    p.dtype, p.name, p.dtype
+                ),
+            ));
+        }
         if [g.batch, g.m, g.n, g.k].iter().any(|d| *d <= 0)
             || !shape_ok(g.a, na, false)
             || !shape_ok(g.b, nb, false)
@@ -522,6 +536,24 @@ pub fn naive_source(program: &Program) -> Result<Source, Failure> {
             format!("generating the reference: {e}"),
         )
     })
+}
+
+/// Stored bytes as the 4-byte words of a host buffer (aligned for every element type),
+/// the last word zero-padded.
+fn words(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks(4)
+        .map(|c| {
+            let mut w = [0u8; 4];
+            w[..c.len()].copy_from_slice(c);
+            f32::from_ne_bytes(w)
+        })
+        .collect()
+}
+
+/// The first `n` stored bytes of a host buffer's words.
+fn stored_bytes(words: &[f32], n: usize) -> Vec<u8> {
+    words.iter().flat_map(|w| w.to_ne_bytes()).take(n).collect()
 }
 
 /// A zeroed workspace of `n` elements of `bytes` bytes, as 4-byte words.

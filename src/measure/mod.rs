@@ -10,6 +10,7 @@
 
 pub mod cpu;
 pub mod cuda;
+pub mod host_values;
 pub mod session;
 pub mod worker;
 

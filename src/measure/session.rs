@@ -155,6 +155,15 @@ pub fn gemm_peer(w: &Workload) -> Option<Peer> {
     }))
 }
 
+/// The peer of `w` on `device`: [`gemm_peer`], on the CPU for float32 GEMMs alone (ndarray's
+/// `dot` has no 16-bit GEMM).
+fn peer_on(w: &Workload, device: &Device) -> Option<Peer> {
+    let peer = gemm_peer(w)?;
+    let p = w.to_program();
+    let f32_only = p.params.iter().all(|b| p.buffer(*b).dtype == DType::F32);
+    (*device != Device::Cpu || f32_only).then_some(peer)
+}
+
 /// A job measuring `candidates` of workload `w` on `device`.
 pub fn job(
     w: &Workload,
@@ -185,7 +194,7 @@ pub fn job(
         candidates,
         seed,
         timing: TimingConfig::default(),
-        peer: if with_peer { gemm_peer(w) } else { None },
+        peer: if with_peer { peer_on(w, &device) } else { None },
         tolerance,
         timeout_seconds: 60.0,
         build_limits: None,

@@ -180,11 +180,13 @@ impl VectorIsa {
         }
     }
 
-    /// The C compiler flags that enable the ISA (none where it is the baseline).
+    /// The C compiler flags that enable the ISA (none where it is the baseline). F16C
+    /// (float16 conversions, what a kernel of float16 buffers converts with) comes with
+    /// both x86 ISAs: every AVX2 processor has it.
     pub fn cc_flags(self) -> &'static [&'static str] {
         match self {
-            VectorIsa::Avx512f => &["-mavx512f", "-mavx2", "-mfma"],
-            VectorIsa::Avx2Fma => &["-mavx2", "-mfma"],
+            VectorIsa::Avx512f => &["-mavx512f", "-mavx2", "-mfma", "-mf16c"],
+            VectorIsa::Avx2Fma => &["-mavx2", "-mfma", "-mf16c"],
             VectorIsa::Neon | VectorIsa::Baseline => &[],
         }
     }
@@ -378,7 +380,7 @@ flags\t\t: fpu sse sse2 sse4_2 avx avx2 fma\n";
         let isa = VectorIsa::from_flags(&flags("sse4_2 avx avx2 fma avx512f"));
         assert_eq!(isa, VectorIsa::Avx512f);
         assert_eq!((isa.f32_lanes(), isa.vector_registers()), (16, 32));
-        assert_eq!(isa.cc_flags(), &["-mavx512f", "-mavx2", "-mfma"]);
+        assert_eq!(isa.cc_flags(), &["-mavx512f", "-mavx2", "-mfma", "-mf16c"]);
         let isa = VectorIsa::from_flags(&flags("sse4_2 avx avx2 fma"));
         assert_eq!((isa.name(), isa.f32_lanes()), ("avx2+fma", 8));
         if cfg!(target_arch = "x86_64") {

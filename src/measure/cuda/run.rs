@@ -16,6 +16,9 @@ use super::build::Cubin;
 use super::lt::{self, LtGemm};
 use crate::codegen::{Launch, Source};
 use crate::ir::DType;
+use crate::measure::host_values::{
+    decode, encode, POISON_BF16, POISON_F16, POISON_F32, POISON_I32,
+};
 use crate::measure::{Failure, FailureKind, GemmPeer, ParamSpec, Peer, TimingConfig};
 use crate::target::cuda::{cuda_driver_available, CudaDeviceInfo};
 use cudarc::driver::sys::{self, CUresult};
@@ -152,12 +155,6 @@ impl Drop for CudaRunner {
         }
     }
 }
-
-/// NaN (or a sentinel) bit patterns written into outputs before each run.
-const POISON_F32: u32 = 0x7fc0_0000;
-const POISON_F16: u16 = 0x7e00;
-const POISON_BF16: u16 = 0x7fc0;
-const POISON_I32: u32 = 0x8000_0000;
 
 impl CudaRunner {
     /// Probes the driver, creates (shares) device 0's primary context and one stream.
@@ -873,49 +870,6 @@ fn poison_buffer(buf: &DeviceBuffer, stream: &CudaStream) -> Result<(), CudaErro
         .map_err(during(format!("poisoning {}", buf.name)))
 }
 
-/// f32 values to the device representation of `dtype`.
-fn encode(dtype: DType, values: &[f32]) -> Vec<u8> {
-    match dtype {
-        DType::F32 => values.iter().flat_map(|v| v.to_ne_bytes()).collect(),
-        DType::F16 => values
-            .iter()
-            .flat_map(|v| half::f16::from_f32(*v).to_bits().to_ne_bytes())
-            .collect(),
-        DType::BF16 => values
-            .iter()
-            .flat_map(|v| half::bf16::from_f32(*v).to_bits().to_ne_bytes())
-            .collect(),
-        DType::I32 => values
-            .iter()
-            .flat_map(|v| (*v as i32).to_ne_bytes())
-            .collect(),
-        DType::Bool => values.iter().map(|v| u8::from(*v != 0.0)).collect(),
-    }
-}
-
-/// The device representation of `dtype` back to f32.
-fn decode(dtype: DType, bytes: &[u8]) -> Vec<f32> {
-    match dtype {
-        DType::F32 => bytes
-            .chunks_exact(4)
-            .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
-            .collect(),
-        DType::F16 => bytes
-            .chunks_exact(2)
-            .map(|c| half::f16::from_bits(u16::from_ne_bytes([c[0], c[1]])).to_f32())
-            .collect(),
-        DType::BF16 => bytes
-            .chunks_exact(2)
-            .map(|c| half::bf16::from_bits(u16::from_ne_bytes([c[0], c[1]])).to_f32())
-            .collect(),
-        DType::I32 => bytes
-            .chunks_exact(4)
-            .map(|c| i32::from_ne_bytes([c[0], c[1], c[2], c[3]]) as f32)
-            .collect(),
-        DType::Bool => bytes.iter().map(|&b| f32::from(u8::from(b != 0))).collect(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -924,30 +878,5 @@ mod tests {
     fn a_runner_can_move_to_another_thread() {
         fn is_send<T: Send>() {}
         is_send::<CudaRunner>();
-    }
-
-    #[test]
-    fn encode_and_decode_round_trip() {
-        let v = [1.0f32, -2.5, 3.0, 0.0];
-        for dtype in [DType::F32, DType::F16, DType::BF16, DType::I32] {
-            let want: Vec<f32> = if dtype == DType::I32 {
-                v.iter().map(|x| (*x as i32) as f32).collect()
-            } else {
-                v.to_vec()
-            };
-            assert_eq!(decode(dtype, &encode(dtype, &v)), want, "{dtype:?}");
-        }
-        assert_eq!(
-            decode(DType::Bool, &encode(DType::Bool, &v)),
-            vec![1.0, 1.0, 1.0, 0.0]
-        );
-    }
-
-    #[test]
-    fn poison_patterns_are_nan() {
-        assert!(f32::from_bits(POISON_F32).is_nan());
-        assert!(half::f16::from_bits(POISON_F16).is_nan());
-        assert!(half::bf16::from_bits(POISON_BF16).is_nan());
-        assert!(f32::from_bits(u32::MAX).is_nan());
     }
 }
