@@ -4,7 +4,8 @@ one a line, for the bench scripts that tune them.
 
     benches/set_workloads.py SET [--suffix S] [--first N] [--count M] [--layouts L,...] KIND...
 
-KIND: the set's tables (gemm, conv, tensor_core), in order; --first/--count a slice of
+KIND: the set's tables (gemm, conv, tensor_core; `workload` for the suite's file,
+bench/suite.toml, whose entries name theirs `name`), in order; --first/--count a slice of
 them; --layouts keeps the GEMMs of those layouts (`nn,tn`); --suffix is appended to every
 spec (`,math=tf32`: the f32 GEMMs on TF32 tensor cores).
 """
@@ -24,7 +25,7 @@ def main():
     a = ap.parse_args()
     with open(a.set, "rb") as f:
         doc = tomllib.load(f)
-    specs = [e["workload"] for kind in a.kinds for e in doc[kind]]
+    specs = [e.get("workload", e.get("name")) for kind in a.kinds for e in doc[kind]]
     end = None if a.count is None else a.first + a.count
     specs = specs[a.first:end]
     if a.layouts:
