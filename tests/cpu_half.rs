@@ -29,7 +29,8 @@ fn c_source(spec: &str, trace: &str) -> String {
 
 /// Samples of the CPU space for 16-bit GEMMs and convs (accumulated in f32 and in their
 /// own precision, odd extents, a transposed operand) compile, run and match the
-/// reference; and some of them read their 16-bit operands as vectors.
+/// reference; some of them read their 16-bit operands as vectors, some pack one in f32
+/// (`storage_widen`).
 #[test]
 fn sixteen_bit_gemms_and_convs_sampled_for_the_cpu_run_and_match_the_reference() {
     let specs = [
@@ -41,7 +42,7 @@ fn sixteen_bit_gemms_and_convs_sampled_for_the_cpu_run_and_match_the_reference()
         "conv2d_nchw:n=1,c=6,h=10,w=10,k=5,r=3,s=3,stride=2,pad=1,dtype=bf16",
     ];
     let mut m = measurer();
-    let mut vector_reads = 0;
+    let (mut vector_reads, mut widened) = (0, 0);
     for spec in specs {
         // The canonical workload: its parameters are named as the canonical program's.
         let w = tessel::workload::preset(spec).expect("preset");
@@ -59,6 +60,7 @@ fn sixteen_bit_gemms_and_convs_sampled_for_the_cpu_run_and_match_the_reference()
             .iter()
             .map(|s| {
                 let code = c_source(spec, &s.trace);
+                widened += usize::from(s.trace.contains("storage_widen("));
                 vector_reads += usize::from(
                     code.contains("tessel_vload_h(") || code.contains("tessel_vload_bf("),
                 );

@@ -40,6 +40,7 @@ pub enum InstKind {
     SplitLayout,
     StorageAlign,
     StorageSwizzle,
+    StorageWiden,
     Tensorize,
     SamplePerfectTile,
     SampleTile,
@@ -68,7 +69,7 @@ pub struct Signature {
 }
 
 impl InstKind {
-    pub const ALL: [InstKind; 33] = [
+    pub const ALL: [InstKind; 34] = [
         InstKind::GetBlock,
         InstKind::GetLoops,
         InstKind::GetConsumers,
@@ -97,6 +98,7 @@ impl InstKind {
         InstKind::SplitLayout,
         InstKind::StorageAlign,
         InstKind::StorageSwizzle,
+        InstKind::StorageWiden,
         InstKind::Tensorize,
         InstKind::SamplePerfectTile,
         InstKind::SampleTile,
@@ -171,6 +173,7 @@ impl InstKind {
                 None,
             ),
             StorageSwizzle => ("storage_swizzle", Some(&["block"]), &["buffer_index"], None),
+            StorageWiden => ("storage_widen", Some(&["block"]), &["buffer_index"], None),
             Tensorize => ("tensorize", Some(&["loop"]), &["intrin"], None),
             SamplePerfectTile => (
                 "sample_perfect_tile",

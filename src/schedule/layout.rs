@@ -11,9 +11,57 @@
 //! index map `i -> (i // f, i % f)`); with a permutation after it, the CPU register-tile
 //! sketch packs a GEMM's A block as GotoBLAS does, `[row tile][k][row in tile]`, so that
 //! the micro-kernel reads the MR scalars of a k step from one run of memory.
+//!
+//! `storage_widen`: an allocated 16-bit float stage that only copies 16-bit values (a
+//! cache stage's fetch) stored as float32 instead; the CPU register-tile sketch so packs a
+//! 16-bit GEMM's panel in f32, converting each element once rather than at every use.
 
 use super::error::{Result, ScheduleError};
 use crate::ir::{BinOp, BlockId, BufferId, Expr, Program};
+
+/// Stores the 16-bit float buffer block `b` writes (`buffer_index` 0) as float32. Legal for
+/// an allocated buffer every writer of which stores a copy of a buffer of its own 16-bit
+/// type, zero-filled or not (a cache stage's fetch): every value it holds is then a 16-bit
+/// value, exactly a float32 too, and its readers, which widen what they read, read the
+/// same values. Nothing computed changes.
+pub fn storage_widen(p: &mut Program, b: BlockId, buffer_index: i64) -> Result<()> {
+    let buf = super::util::written_buffer(p, b, buffer_index)?;
+    let buffer = p.buffer(buf);
+    let fail = |reason: String| {
+        Err(ScheduleError::InvalidArgument {
+            what: "storage_widen",
+            reason,
+        })
+    };
+    if !p.allocs.contains(&buf) {
+        return fail(format!(
+            "{} is a parameter; only allocated buffers can be widened",
+            buffer.name
+        ));
+    }
+    if !buffer.dtype.is_half() {
+        return fail(format!(
+            "{} is {}; only 16-bit float buffers can be widened",
+            buffer.name, buffer.dtype
+        ));
+    }
+    for w in p.writers(buf) {
+        let blk = p.block(w);
+        let copy = blk.init.is_none()
+            && matches!(
+                crate::lower::zero_filled(&blk.body.value).0,
+                Expr::Load(src, _) if p.buffer(*src).dtype == buffer.dtype
+            );
+        if !copy {
+            return fail(format!(
+                "block {} stores into {} what is not a copy of a {} value",
+                blk.name, buffer.name, buffer.dtype
+            ));
+        }
+    }
+    p.buffer_mut(buf).dtype = crate::ir::DType::F32;
+    Ok(())
+}
 
 /// Stores the buffer block `b` writes (`buffer_index` 0) in a new layout: new axis `i` is
 /// the old axes `layout[i]` (each old axis exactly once), fused row-major when there are

@@ -375,6 +375,12 @@ impl Replayer {
                     .storage_swizzle(b, Self::int(inst, "buffer_index")?)?;
                 vec![]
             }
+            StorageWiden => {
+                let b = self.block(Self::input(inst, 0)?)?;
+                self.sch
+                    .storage_widen(b, Self::int(inst, "buffer_index")?)?;
+                vec![]
+            }
             SplitLayout => {
                 let b = self.block(Self::input(inst, 0)?)?;
                 let factor = self.int_arg(Self::attr(inst, "factor")?)?;

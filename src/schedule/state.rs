@@ -602,6 +602,22 @@ impl Schedule {
         Ok(())
     }
 
+    /// `storage_widen(block, buffer_index)`.
+    pub fn storage_widen(&mut self, block: BlockRv, buffer_index: i64) -> Result<()> {
+        let b = self.block_id(block)?;
+        self.transact("storage_widen", |p| {
+            layout::storage_widen(p, b, buffer_index)
+        })?;
+        self.record(
+            InstKind::StorageWiden,
+            vec![Operand::Rv(block.0)],
+            vec![("buffer_index", Operand::Int(buffer_index))],
+            None,
+            vec![],
+        );
+        Ok(())
+    }
+
     /// `storage_align(block, buffer_index, axis, factor, offset)`.
     pub fn storage_align(
         &mut self,

@@ -731,3 +731,35 @@ fn read_cache_redirects_a_further_reader_to_the_copy() {
     let e = rejected(&mut sch, |sch| sch.read_cache(s, late));
     assert!(e.to_string().ends_with("does not run before it"), "{e}");
 }
+
+/// `storage_widen` stores a cache stage of a 16-bit operand as f32: the program still
+/// computes the reference and replays; a parameter, an f32 buffer and a stage that rounds
+/// what it stores (not a copy) are refused, naming the buffer.
+#[test]
+fn storage_widen_stores_a_16_bit_copy_as_f32_and_refuses_the_rest() {
+    let w = crate::workload::preset("matmul:m=16,n=24,k=32,dtype=f16,acc=f32").unwrap();
+    let reference = crate::database::canonical_program(&w).unwrap();
+    let mut sch = Schedule::new(reference.clone(), 0);
+    let main = sch.get_block("t2").unwrap();
+    let out = sch.get_block("t3").unwrap();
+    let panel = sch.cache_read(main, 1, "local").unwrap();
+    let l = sch.get_loops(main).unwrap();
+    sch.compute_at(panel, l[0]).unwrap();
+    let e = rejected(&mut sch, |s| s.storage_widen(main, 0));
+    assert!(e.to_string().contains("only 16-bit float buffers"), "{e}");
+    let e = rejected(&mut sch, |s| s.storage_widen(out, 0));
+    assert!(e.to_string().contains("is a parameter"), "{e}");
+    // The output's stage rounds the f32 sum into f16 (`t3` now writes it): not a copy.
+    sch.cache_write(out, 0, "local").unwrap();
+    let e = rejected(&mut sch, |s| s.storage_widen(out, 0));
+    assert!(e.to_string().contains("not a copy"), "{e}");
+    sch.storage_widen(panel, 0).unwrap();
+    let p = sch.program();
+    let pb = sch.block_id(panel).unwrap();
+    assert_eq!(p.buffer(p.block(pb).body.buffer).dtype, DType::F32);
+    let lowered = crate::lower::lower(p, crate::lower::Backend::Cpu).unwrap();
+    let err = crate::interp::check_lowered(&reference, &lowered, 5).unwrap();
+    assert!(err < 1e-2, "relative error {err}");
+    let again = crate::schedule::replay(sch.trace(), reference, 0).unwrap();
+    assert_eq!(print_program(again.program()), print_program(sch.program()));
+}

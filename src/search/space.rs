@@ -230,6 +230,9 @@ pub struct RegisterTile {
     /// `[row tile][k][row in tile]` at each K0 iteration, a coin of the trace where it
     /// fits; 0: never packed (the micro-kernel reads the operand as stored).
     pub max_row_panel_elements: i64,
+    /// The same bound for a 16-bit row operand, whose packing (into f32,
+    /// `storage_widen`) also converts each element once instead of at every use.
+    pub max_half_row_panel_elements: i64,
     /// Whether that operand may instead be packed so once per call, whole, by a stage of
     /// its own before the main nest (a coin of the trace).
     pub row_panel_per_call: bool,
@@ -497,6 +500,8 @@ struct RegisterTileFile {
     max_waste: f64,
     #[serde(default)]
     max_row_panel_elements: i64,
+    #[serde(default)]
+    max_half_row_panel_elements: i64,
     #[serde(default)]
     row_panel_per_call: bool,
 }
@@ -1173,6 +1178,7 @@ impl SearchSpace {
                     pad_multiples: r.pad_multiples,
                     max_waste: r.max_waste,
                     max_row_panel_elements: r.max_row_panel_elements.max(0),
+                    max_half_row_panel_elements: r.max_half_row_panel_elements.max(0),
                     row_panel_per_call: r.row_panel_per_call,
                     panel_at: if panel_at.is_empty() {
                         vec![PanelAt::ColumnTile]

@@ -51,9 +51,11 @@
 //!    weights once per parallel block. The other operand's block (a GEMM's A: the M1 * MR
 //!    rows of a parallel iteration x Kc) may be packed at each K0 iteration too,
 //!    `[row tile][k][row in tile]` (`split_layout` by MR, `transform_layout`), as
-//!    GotoBLAS packs its A block: a coin where it holds at most `max_row_panel_elements`;
+//!    GotoBLAS packs its A block: a coin where it holds at most `max_row_panel_elements`
+//!    (`max_half_row_panel_elements` for a 16-bit operand);
 //!    or (`row_panel_per_call`) the whole operand packed so once per call by a stage of
-//!    its own before the main nest.
+//!    its own before the main nest. A packed 16-bit operand is stored in f32
+//!    (`storage_widen`): converted once when packed, not at every use.
 //! 6. The micro-kernel: the MR loop unrolled, the NR loop vectorized (the C back end
 //!    prints it as vector code with FMAs, the accumulators then held in registers across
 //!    the Kc loop); the panel copy, the write-back and the accumulator's initialisation
@@ -235,11 +237,17 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
     }
     // 3. Tiling.
     let axes = axes(sch, main, v_var)?;
+    let packs_rows = rule.max_row_panel_elements > 0
+        || rule.max_half_row_panel_elements > 0
+        || rule.row_panel_per_call;
     let row_read = match axes.row {
-        Some(row) if rule.max_row_panel_elements > 0 || rule.row_panel_per_call => {
-            row_read(sch, main, row, v_var)?
-        }
+        Some(row) if packs_rows => row_read(sch, main, row, v_var)?,
         _ => None,
+    };
+    // A 16-bit row operand has a bound of its own: packing it also converts it once.
+    let row_panel_bound = match row_read {
+        Some((read, _)) if reads_half(sch, main, read)? => rule.max_half_row_panel_elements,
+        _ => rule.max_row_panel_elements,
     };
     let extent = |sch: &Schedule, l: LoopRv| -> Result<i64, SketchError> {
         let id = sch.loop_id(l).map_err(at("tiling"))?;
@@ -354,10 +362,12 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
                 .map_err(at("cache_read"))?;
             vector_axis_last(sch, main, pack, v_var)?;
             transpose_pack(sch, pack, dim)?;
+            widen_half(sch, pack)?;
         } else {
             let panel = sch
                 .cache_read(main, read, "local")
                 .map_err(at("cache_read"))?;
+            widen_half(sch, panel)?;
             let location = panel_location(&rule, sch, panel, v[1], reduction_block)?;
             sch.compute_at(panel, location).map_err(at("compute_at"))?;
             vector_axis_last(sch, main, panel, v_var)?;
@@ -379,7 +389,7 @@ pub(super) fn apply(space: &SearchSpace, sch: &mut Schedule, seed: u64) -> Resul
         let block = k_outer
             .last()
             .copied()
-            .filter(|_| elements <= rule.max_row_panel_elements);
+            .filter(|_| elements <= row_panel_bound);
         let places: Vec<Option<LoopRv>> = block
             .map(Some)
             .into_iter()
@@ -502,6 +512,30 @@ fn row_read(
     Ok(None)
 }
 
+/// Whether the read `read` of `main` is of a 16-bit float buffer.
+fn reads_half(sch: &Schedule, main: BlockRv, read: i64) -> Result<bool, SketchError> {
+    let p = sch.program();
+    let b = sch.block_id(main).map_err(at("row panel"))?;
+    Ok(p.block_reads(b)
+        .get(read as usize)
+        .is_some_and(|(buf, _)| p.buffer(*buf).dtype.is_half()))
+}
+
+/// A packing stage of a 16-bit operand stored as f32 (`storage_widen`): each element is
+/// converted once, when it is packed, and the micro-kernel reads f32 vectors, where it
+/// would convert every element of the panel at each of its uses.
+fn widen_half(sch: &mut Schedule, pack: BlockRv) -> Result<(), SketchError> {
+    let half = {
+        let p = sch.program();
+        let b = sch.block_id(pack).map_err(at("storage_widen"))?;
+        p.buffer(p.block(b).body.buffer).dtype.is_half()
+    };
+    if half {
+        sch.storage_widen(pack, 0).map_err(at("storage_widen"))?;
+    }
+    Ok(())
+}
+
 /// Packs the operand read `read` of `main` at the loop `k0` into a local block, or with
 /// no loop once per call into a global buffer by a stage of its own (its outer loop
 /// parallel), whose dimension `dim` (the row axis's) is split by the row tile `mr`
@@ -520,6 +554,7 @@ fn pack_rows(
     let panel = sch
         .cache_read(main, read, scope)
         .map_err(at("cache_read"))?;
+    widen_half(sch, panel)?;
     match k0 {
         Some(k0) => sch.compute_at(panel, k0).map_err(at("compute_at"))?,
         None => {
