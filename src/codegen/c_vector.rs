@@ -19,7 +19,7 @@
 //! lane by lane (`Printer::vector_step`).
 //!
 //! Loads and stores of 16-bit float buffers (f16, bf16) convert to and from f32 vectors
-//! lane by lane (`tessel_vload_h`, `tessel_vstore_bf`, ...; `cpu.rs`).
+//! through the helpers of `cpu.rs`'s prelude (`tessel_vload_h`, `tessel_vstore_bf`, ...).
 //!
 //! A loop this printer does not take (a select on an index, another guard on the lane, a
 //! non-contiguous or non-float access, a cast, `sqrt`) stays a scalar loop under
@@ -307,8 +307,7 @@ fn vexpr(pr: &Printer, e: &Expr, var: VarId, width: Width) -> Option<VExpr> {
 }
 
 /// The suffix of the load and store helpers of a float `dtype`'s storage: none for f32,
-/// `_h` and `_bf` for the 16-bit ones (`cpu.rs`'s `HALF` and `BFLOAT16`, converting lane
-/// by lane).
+/// `_h` and `_bf` for the 16-bit ones (`cpu.rs`'s `HALF` and `BFLOAT16`).
 fn suffix(dtype: DType) -> &'static str {
     match dtype {
         DType::F16 => "_h",
