@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """A robustness sweep over workloads nobody wrote: COUNT small workloads drawn with SEED
 from every preset (GEMMs of every layout, batched GEMMs, dense layers, NCHW / NHWC /
-depthwise / concatenated convs with strides, padding and dilation; f32, f16, bf16, TF32),
+depthwise / concatenated convs with strides, padding and dilation; f32, f16, bf16, TF32)
+and workload-language programs (`benches/programs.py`: normalizations over any axis,
+GEMMs with epilogues, GEMM chains, broadcasts, multi-axis reductions, concat),
 PER candidates of each sampled for CUDA and for the CPU (`tessel sample --json`), each
 checked against the reference by the interpreter (`tessel check`); the first of each
 compiled by NVRTC (`tessel build`, needs NVRTC, not a GPU) and, on the CPU, built by the
@@ -11,16 +13,22 @@ C compiler, run and checked (`tessel run --target cpu`). Prints each failure and
     python3 benches/sweep.py SEED COUNT PER DIR
     e.g. python3 benches/sweep.py 20261156 40 4 /tmp/sweep     (about 2 minutes here)
 
-TESSEL_BIN names the binary (default target/release/tessel).
+TESSEL_BIN names the binary (default target/release/tessel); SWEEP_ONLY=programs draws
+programs alone.
 """
 import json, random, subprocess, sys, os, pathlib
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import programs
 T = os.environ.get('TESSEL_BIN', 'target/release/tessel')
+ONLY_PROGRAMS = os.environ.get('SWEEP_ONLY') == 'programs'
 seed = int(sys.argv[1]); count = int(sys.argv[2]); per = int(sys.argv[3])
 rng = random.Random(seed)
 out = pathlib.Path(sys.argv[4]); out.mkdir(parents=True, exist_ok=True)
 def dim(lo, hi): return rng.randint(lo, hi)
 def draw():
-    k = rng.choice(['mm', 'mm', 'bmm', 'nchw', 'nhwc', 'dw', 'dense', 'concat'])
+    k = 'prog' if ONLY_PROGRAMS else rng.choice(['mm', 'mm', 'bmm', 'nchw', 'nhwc', 'dw', 'dense', 'concat', 'prog', 'prog'])
+    if k == 'prog':
+        return programs.draw(rng)[1]
     dt = rng.choice(['f32', 'f32', 'f16', 'bf16'])
     if k == 'mm':
         lay = rng.choice(['nn', 'nt', 'tn', 'tt'])
@@ -47,6 +55,8 @@ def sh(args, timeout=300):
 bad = 0
 for i in range(count):
     w = draw()
+    if '\n' in w:  # a drawn program: the workload is its file
+        f = out / f'{i}.tw'; f.write_text(w); w = str(f)
     for target in ['cuda', 'cpu']:
         if target == 'cpu' and 'tf32' in w: continue
         s = rng.randint(0, 10**6)

@@ -595,6 +595,9 @@ fn run_measure(
                 rate(flops, pm.median_seconds),
                 pm.rel_error
             );
+            if let Some(kernel) = &pm.kernel {
+                println!("peer      kernel: {kernel}");
+            }
             println!(
                 "ratio     tessel / {} = {:.2}x (throughput; >1 is faster)",
                 pm.name,

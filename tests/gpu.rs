@@ -422,14 +422,16 @@ fn check_cublas(batch: usize, m: usize, n: usize, k: usize) {
     let mut runner = CudaRunner::new().expect("a CUDA device");
     runner.prepare(&params, &inputs, &[]).expect("prepare");
     let peer = Peer::Gemm(GemmPeer::nn(batch as i64, m as i64, n as i64, k as i64));
-    let (runs, out) = runner.time_peer(&peer, &quick_timing()).expect("cublasLt");
+    let (runs, out, kernel) = runner.time_peer(&peer, &quick_timing()).expect("cublasLt");
     let want = host_gemm(batch, m, n, k, &inputs[0], &inputs[1]);
     let err = rel_error(&out, &want);
     let (median, _, _) = stats(&runs);
     eprintln!(
-        "cuBLAS {batch}x{m}x{n}x{k}: rel error {err:.2e}, median {:.1} us",
+        "cuBLAS {batch}x{m}x{n}x{k}: rel error {err:.2e}, median {:.1} us, {kernel}",
         median * 1e6
     );
+    // The fastest algorithm says what it is: its id at least.
+    assert!(kernel.starts_with("algo "), "kernel {kernel:?}");
     // TF32 would give about 1e-3; strict fp32 about 1e-7.
     assert!(err < 1e-5, "rel error {err}");
     assert!(median > 0.0);

@@ -412,6 +412,10 @@ pub struct Measured {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PeerMeasured {
     pub name: String,
+    /// Which of the library's kernels was the fastest, where the library says (cublasLt:
+    /// its algorithm, tile, stages, split-K and swizzle).
+    #[serde(default)]
+    pub kernel: Option<String>,
     pub median_seconds: f64,
     pub min_seconds: f64,
     pub max_seconds: f64,

@@ -308,14 +308,12 @@ impl Runner {
         }
     }
 
-    fn time_peer(
-        &mut self,
-        peer: &Peer,
-        cfg: &super::TimingConfig,
-    ) -> Result<(Vec<f64>, Vec<f32>), Failure> {
+    fn time_peer(&mut self, peer: &Peer, cfg: &super::TimingConfig) -> Result<PeerRun, Failure> {
         match self {
-            Runner::Cpu(r) => r.time_peer(peer, cfg),
-            Runner::Cuda { runner, .. } => runner.time_peer(peer, cfg),
+            Runner::Cpu(r) => r.time_peer(peer, cfg).map(|(runs, out)| (runs, out, None)),
+            Runner::Cuda { runner, .. } => runner
+                .time_peer(peer, cfg)
+                .map(|(runs, out, kernel)| (runs, out, Some(kernel).filter(|k| !k.is_empty()))),
         }
     }
 
@@ -727,13 +725,16 @@ fn measure_candidate(
     })
 }
 
+/// A peer's run times, its output and, where the library says, which kernel ran.
+type PeerRun = (Vec<f64>, Vec<f32>, Option<String>);
+
 fn measure_peer(
     runner: &mut Runner,
     job: &Job,
     peer: &Peer,
     reference: &[Vec<f32>],
 ) -> Result<PeerMeasured, Failure> {
-    let (runs, out) = runner.time_peer(peer, &job.timing)?;
+    let (runs, out, kernel) = runner.time_peer(peer, &job.timing)?;
     let Peer::Gemm(g) = peer;
     let c = &g.c;
     let slot = job.params.iter().take(*c).filter(|p| p.is_output).count();
@@ -763,6 +764,7 @@ fn measure_peer(
                 d.short()
             ),
         },
+        kernel,
         median_seconds,
         min_seconds,
         max_seconds,

@@ -238,6 +238,59 @@ impl LtGemm {
         self.algos.len()
     }
 
+    /// What cublasLt's algorithm `i` is, as its configuration states it: the algorithm's
+    /// id, its block tile, its stages (the K tile by the stage count), its split-K
+    /// factor with the reduction that sums the splits, and its block swizzle, e.g. `algo
+    /// 21, tile 128x128, stages 32x3, split-K 1, swizzle 0`. An attribute the library
+    /// does not answer is left out.
+    pub fn describe(&self, i: usize) -> String {
+        use lt::cublasLtMatmulAlgoConfigAttributes_t as A;
+        let Some(algo) = self.algos.get(i) else {
+            return String::new();
+        };
+        let get = |attr: A| -> Option<u32> {
+            let mut value = 0u32;
+            let mut written = 0usize;
+            // SAFETY: `algo` is one the heuristic returned; every attribute read here is
+            // a 32-bit integer and the buffer holds four bytes.
+            let s = unsafe {
+                lt::cublasLtMatmulAlgoConfigGetAttribute(
+                    algo,
+                    attr,
+                    (&mut value as *mut u32).cast(),
+                    size_of::<u32>(),
+                    &mut written,
+                )
+            };
+            (s == lt::cublasStatus_t::CUBLAS_STATUS_SUCCESS && written == size_of::<u32>())
+                .then_some(value)
+        };
+        let mut parts = Vec::new();
+        if let Some(id) = get(A::CUBLASLT_ALGO_CONFIG_ID) {
+            parts.push(format!("algo {}", id as i32));
+        }
+        if let Some(tile) = get(A::CUBLASLT_ALGO_CONFIG_TILE_ID).and_then(tile_name) {
+            parts.push(format!("tile {tile}"));
+        }
+        if let Some(stages) = get(A::CUBLASLT_ALGO_CONFIG_STAGES_ID).and_then(stages_name) {
+            parts.push(format!("stages {stages}"));
+        }
+        if let Some(k) = get(A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM) {
+            let scheme = get(A::CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME).unwrap_or(0);
+            parts.push(match (k, scheme) {
+                (0 | 1, _) => "split-K 1".to_string(),
+                (k, 1) => format!("split-K {k} (summed in place)"),
+                (k, 2) => format!("split-K {k} (summed in a workspace of the compute type)"),
+                (k, 4) => format!("split-K {k} (summed in a workspace of the output type)"),
+                (k, _) => format!("split-K {k}"),
+            });
+        }
+        if let Some(swizzle) = get(A::CUBLASLT_ALGO_CONFIG_CTA_SWIZZLING) {
+            parts.push(format!("swizzle {swizzle}"));
+        }
+        parts.join(", ")
+    }
+
     /// Enqueues one run with algorithm `i` on `stream`, without waiting.
     pub fn enqueue(&self, i: usize, stream: lt::cudaStream_t) -> Result<(), String> {
         let algo = self.algos.get(i).ok_or("no such cublasLt algorithm")?;
@@ -288,5 +341,55 @@ impl Drop for LtGemm {
                 lt::cublasLtDestroy(self.handle);
             }
         }
+    }
+}
+
+/// A tile id's shape (`128x64`), or `None` for an undefined or unknown id.
+fn tile_name(id: u32) -> Option<String> {
+    use lt::cublasLtMatmulTile_t as T;
+    if id == 0 || id >= T::CUBLASLT_MATMUL_TILE_END as u32 {
+        return None;
+    }
+    // SAFETY: with the `cuda-13000` bindings the tile enum's discriminants run without
+    // a gap from 0 to `CUBLASLT_MATMUL_TILE_END`, so every id below it is a variant.
+    let tile: T = unsafe { std::mem::transmute::<u32, T>(id) };
+    Some(
+        format!("{tile:?}")
+            .trim_start_matches("CUBLASLT_MATMUL_TILE_")
+            .to_string(),
+    )
+}
+
+/// A stages id's K tile and stage count (`32x3`), or `None` for an undefined or unknown id.
+fn stages_name(id: u32) -> Option<String> {
+    use lt::cublasLtMatmulStages_t as S;
+    // The `cuda-13000` bindings number the stages 1..=28 and 31..=38.
+    if !(1..=28).contains(&id) && !(31..S::CUBLASLT_MATMUL_STAGES_END as u32).contains(&id) {
+        return None;
+    }
+    // SAFETY: every id admitted above is a discriminant of the enum.
+    let stages: S = unsafe { std::mem::transmute::<u32, S>(id) };
+    Some(
+        format!("{stages:?}")
+            .trim_start_matches("CUBLASLT_MATMUL_STAGES_")
+            .to_string(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tile_and_stage_ids_read_as_their_shapes() {
+        assert_eq!(tile_name(18).as_deref(), Some("128x64"));
+        assert_eq!(tile_name(20).as_deref(), Some("128x128"));
+        assert_eq!(tile_name(0), None);
+        assert_eq!(tile_name(u32::MAX), None);
+        assert_eq!(stages_name(9).as_deref(), Some("32x3"));
+        assert_eq!(stages_name(31).as_deref(), Some("8x3"));
+        assert_eq!(stages_name(29), None);
+        assert_eq!(stages_name(0), None);
+        assert_eq!(stages_name(1000), None);
     }
 }

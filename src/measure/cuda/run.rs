@@ -426,13 +426,14 @@ impl CudaRunner {
     /// Times the GEMM peer on the prepared buffers in its precision (strict fp32, no TF32,
     /// for f32 unless the workload states `math=tf32`; f32 accumulation for f16 and bf16): cublasLt's
     /// heuristic candidates are each timed briefly, the fastest is timed exactly as
-    /// [`CudaRunner::time`] times a program; returns its run times and its output `C`
-    /// (poisoned before the run, like any output).
+    /// [`CudaRunner::time`] times a program; returns its run times, its output `C`
+    /// (poisoned before the run, like any output) and what the fastest algorithm is
+    /// ([`LtGemm::describe`]).
     pub fn time_peer(
         &mut self,
         peer: &Peer,
         cfg: &TimingConfig,
-    ) -> Result<(Vec<f64>, Vec<f32>), Failure> {
+    ) -> Result<(Vec<f64>, Vec<f32>, String), Failure> {
         self.enter()?;
         let Peer::Gemm(g) = peer;
         self.plan_peer(g)?;
@@ -478,7 +479,11 @@ impl CudaRunner {
         self.sync().map_err(|e| self.fail_at_sync(e))?;
         let output = self.download(out)?;
         let runs = self.time_work(Work::Peer(algo), cfg)?;
-        Ok((runs, output))
+        let kernel = self
+            .peer
+            .as_ref()
+            .map_or_else(String::new, |p| p.describe(algo));
+        Ok((runs, output, kernel))
     }
 
     /// Checks `g` against the prepared parameters and plans it with cublasLt.
