@@ -49,6 +49,81 @@ fn identity(op: BinOp) -> Option<f64> {
     }
 }
 
+/// Where loop variable `lv` feeds several consecutive reduction variables of `blk`, as a
+/// `fuse` of their loops leaves them (`h = f // 28`, `w = f % 28`, the digits of one
+/// index), replaces them in `blk` by one reduction variable over their product, bound to
+/// `b_h * 28 + b_w` (which the simplifier folds back to `f`), the body reading `h` and `w`
+/// as its digits; the block computes the same. rfactor then factors that one variable.
+/// `blk` is left as it is otherwise.
+fn merge_fused_reductions(p: &mut Program, blk: &mut Block, lv: VarId) {
+    let users: Vec<usize> = (0..blk.iter_vars.len())
+        .filter(|i| blk.bindings[*i].uses_var(lv))
+        .collect();
+    let (Some(&first), Some(&last)) = (users.first(), users.last()) else {
+        return;
+    };
+    if users.len() < 2
+        || last - first + 1 != users.len()
+        || users
+            .iter()
+            .any(|i| blk.iter_vars[*i].kind != IterKind::Reduce)
+    {
+        return;
+    }
+    let extents: Vec<i64> = users.iter().map(|i| blk.iter_vars[*i].extent).collect();
+    let Some(total) = extents.iter().try_fold(1i64, |a, e| a.checked_mul(*e)) else {
+        return;
+    };
+    // The stride of each digit: the product of the extents after it.
+    let mut strides = vec![1i64; users.len()];
+    for d in (0..users.len() - 1).rev() {
+        strides[d] = strides[d + 1] * extents[d + 1];
+    }
+    let binding = users
+        .iter()
+        .zip(&strides)
+        .map(|(i, s)| Expr::mul(blk.bindings[*i].clone(), Expr::Int(*s)))
+        .reduce(Expr::add)
+        .unwrap_or(Expr::Int(0));
+    let names: Vec<&str> = users
+        .iter()
+        .map(|i| p.var_name(blk.iter_vars[*i].var))
+        .collect();
+    let merged = p.new_var(names.join("_"));
+    let digit = |d: usize| {
+        let q = if strides[d] == 1 {
+            Expr::Var(merged)
+        } else {
+            Expr::bin(BinOp::FloorDiv, Expr::Var(merged), Expr::Int(strides[d]))
+        };
+        if d == 0 {
+            q
+        } else {
+            Expr::bin(BinOp::FloorMod, q, Expr::Int(extents[d]))
+        }
+    };
+    let digits: BTreeMap<VarId, Expr> = users
+        .iter()
+        .enumerate()
+        .map(|(d, i)| (blk.iter_vars[*i].var, digit(d)))
+        .collect();
+    let digit_of = |v: VarId| digits.get(&v).cloned();
+    blk.body.value = blk.body.value.substitute(&digit_of);
+    for e in &mut blk.body.indices {
+        *e = e.substitute(&digit_of);
+    }
+    let binding = simplify_loops(p, &binding);
+    blk.iter_vars.splice(
+        first..=last,
+        [IterVar {
+            var: merged,
+            extent: total,
+            kind: IterKind::Reduce,
+        }],
+    );
+    blk.bindings.splice(first..=last, [binding]);
+}
+
 /// Applies rfactor to the reduction under loop `lp`, with the new axis at `factor_axis`
 /// of the partial-result buffer. Returns the rf block.
 pub fn rfactor(p: &mut Program, lp: LoopId, factor_axis: i64) -> Result<BlockId> {
@@ -66,7 +141,8 @@ pub fn rfactor(p: &mut Program, lp: LoopId, factor_axis: i64) -> Result<BlockId>
             ),
         ));
     };
-    let blk = p.block(b).clone();
+    let mut blk = p.block(b).clone();
+    merge_fused_reductions(p, &mut blk, p.lp(lp).var);
     let unsupported = |reason: String| ScheduleError::Unsupported {
         primitive: "rfactor",
         block: blk.name.clone(),

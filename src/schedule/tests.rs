@@ -484,6 +484,58 @@ fn rfactor_split_k_lowers_to_two_kernels_that_match_the_reference() {
     assert_eq!(print_program(again.program()), print_program(sch.program()));
 }
 
+/// A reduction over two axes stored one after the other (a global average pool's `h`
+/// and `w` of NCHW), their loops fused and split by a lane count that does not divide the
+/// product: rfactor of the inner part merges the two reduction variables into one over
+/// their product (the body reads them as its digits), factors it like any other, and the
+/// result is the reference's, with the loops moved, lowered, and replayed.
+#[test]
+fn rfactor_of_fused_reduction_loops_factors_their_product() {
+    let reference = crate::workload::parse(
+        "input X: f32[2, 3, 5, 7]\nS[n, c] = sum(X[n, c, h, w], h: 5, w: 7)\n",
+    )
+    .unwrap()
+    .to_program();
+    let mut sch = Schedule::new(reference.clone(), 0);
+    let s = sch.get_block("S").unwrap();
+    let l = sch.get_loops(s).unwrap();
+    let hw = sch.fuse(&l[2..]).unwrap();
+    let k = sch.split(hw, &[None, Some(8.into())]).unwrap();
+    let rf = sch.rfactor(k[1], 0).unwrap();
+    let p = sch.program();
+    let text = print_program(p);
+    let rb = sch.block_id(rf).unwrap();
+    assert_eq!(
+        p.buffer(p.block(rb).body.buffer).shape,
+        vec![8, 2, 3],
+        "{text}"
+    );
+    let extents: Vec<i64> = p.block(rb).iter_vars.iter().map(|iv| iv.extent).collect();
+    // n, c, the 8 lanes, 5 steps of them over the 35 (h, w) pairs.
+    assert_eq!(extents, vec![2, 3, 8, 5], "{text}");
+    assert!(
+        text.contains("X[vn, vc, (vh_vw_in * 8 + vh_vw_rf) // 7, (vh_vw_in * 8 + vh_vw_rf) % 7]"),
+        "{text}"
+    );
+    let err = crate::interp::check(&reference, p, 11).unwrap();
+    assert!(err < 1e-5, "relative error {err}");
+    let wl = sch.get_loops(s).unwrap();
+    sch.compute_at(rf, wl[1]).unwrap();
+    let err = crate::interp::check(&reference, sch.program(), 12).unwrap();
+    assert!(err < 1e-5, "relative error {err}");
+    let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cpu).unwrap();
+    let err = crate::interp::check_lowered(&reference, &lowered, 13).unwrap();
+    assert!(err < 1e-5, "relative error {err}");
+    let again = crate::schedule::replay(sch.trace(), reference.clone(), 0).unwrap();
+    assert_eq!(print_program(again.program()), print_program(sch.program()));
+    // A loop feeding a spatial and a reduction variable is still refused (fuse refuses
+    // to make one): rfactor of c fused with h is never reached.
+    let mut sch = Schedule::new(reference, 0);
+    let s = sch.get_block("S").unwrap();
+    let l = sch.get_loops(s).unwrap();
+    assert!(sch.fuse(&l[1..3]).is_err());
+}
+
 #[test]
 fn rfactor_of_what_it_cannot_factor_is_rejected_naming_the_loop() {
     let (mut sch, _, l) = block_c(matmul(32, 32, 30));

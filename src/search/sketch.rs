@@ -2252,7 +2252,34 @@ fn last_reduction_loop(
         .map(|i| loops[i]))
 }
 
-/// Splits `block`'s last reduction axis into parts of `inner` steps and factors the inner
+/// The loop `block`'s lanes split: its last reduction loop, or its last reduction loops
+/// that read its largest input contiguously ([`cross_thread::contiguous_reduction_run`]),
+/// fused into one (which `rfactor` then factors as one reduction variable). `None` where
+/// it reduces nothing.
+fn lane_reduction_loop(sch: &mut Schedule, block: BlockRv) -> Result<Option<LoopRv>, SketchError> {
+    let run = {
+        let p = sch.program();
+        let id = sch.block_id(block).map_err(at("tiling"))?;
+        cross_thread::contiguous_reduction_run(p, id)
+    };
+    let loops = sch.get_loops(block).map_err(at("tiling"))?;
+    let kinds = loop_kinds(sch, block, &loops)?;
+    let trailing = kinds
+        .iter()
+        .rev()
+        .take_while(|k| **k == IterKind::Reduce)
+        .count();
+    if run < 2 || trailing < run {
+        return last_reduction_loop(sch, block);
+    }
+    let fused = sch
+        .fuse(&loops[loops.len() - run..])
+        .map_err(at("tiling"))?;
+    Ok(Some(fused))
+}
+
+/// Splits `block`'s last reduction axis (or its contiguous run: [`lane_reduction_loop`])
+/// into parts of `inner` steps and factors the inner
 /// part into partial results (axis `factor_axis` of the rf block's output), written to a
 /// buffer of `scope` that replaces the rf block's global one: returns the rf block, which
 /// `block` (now the sum of the partial results) reads. What the reduction rules share
@@ -2267,7 +2294,7 @@ fn factor_last_reduction(
     rule: &'static str,
     missing: SketchError,
 ) -> Result<BlockRv, SketchError> {
-    let last_r = last_reduction_loop(sch, block)?.ok_or(missing)?;
+    let last_r = lane_reduction_loop(sch, block)?.ok_or(missing)?;
     let k = sch.split(last_r, &[None, Some(inner)]).map_err(at(rule))?;
     let rf = sch.rfactor(k[1], factor_axis).map_err(at(rule))?;
     let cache = sch.cache_write(rf, 0, scope).map_err(at(rule))?;

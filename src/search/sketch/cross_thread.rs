@@ -65,14 +65,60 @@ pub(super) fn applies(space: &SearchSpace, p: &Program, main: crate::ir::BlockId
         && !lane_counts(space, p, main).is_empty()
 }
 
-/// The extent of `main`'s last reduction axis (0 when it has none).
+/// The extent of the reduction `main`'s lanes read side by side: its last reduction axis,
+/// or the run of its last reduction axes that its largest input stores contiguously, as
+/// one axis ([`contiguous_reduction_run`]: a global average pool's `h` and `w`, a
+/// channel's statistics over `h` and `w` of NCHW); 0 when it reduces nothing.
 pub(super) fn last_reduction(p: &Program, main: crate::ir::BlockId) -> i64 {
+    let run = contiguous_reduction_run(p, main);
     p.block(main)
         .iter_vars
         .iter()
         .rev()
-        .find(|iv| iv.kind == IterKind::Reduce)
-        .map_or(0, |iv| iv.extent)
+        .filter(|iv| iv.kind == IterKind::Reduce)
+        .take(run.max(1))
+        .map(|iv| iv.extent)
+        .reduce(|a, b| a * b)
+        .unwrap_or(0)
+}
+
+/// How many of `main`'s last reduction axes its largest input reads as one contiguous
+/// run: those axes are the block's last iteration variables and the input's last indices,
+/// in the same order, and every one after the first spans its whole dimension, so that
+/// fused they step through consecutive elements (`X[n, c, h, w]` summed over `h` and `w`:
+/// 2). 1 where only the last one does (or the block reads no input), 0 where it reduces
+/// nothing.
+pub(super) fn contiguous_reduction_run(p: &Program, main: crate::ir::BlockId) -> usize {
+    let blk = p.block(main);
+    let trailing: Vec<_> = blk
+        .iter_vars
+        .iter()
+        .rev()
+        .take_while(|iv| iv.kind == IterKind::Reduce)
+        .collect();
+    if trailing.len() < 2 {
+        return trailing.len();
+    }
+    let Some((buf, idx)) = largest_input(p, main) else {
+        return 1;
+    };
+    let shape = &p.buffer(buf).shape;
+    let mut run = 0;
+    for (k, iv) in trailing.iter().enumerate() {
+        let (Some(e), Some(dim)) = (idx.iter().rev().nth(k), shape.iter().rev().nth(k)) else {
+            break;
+        };
+        if !matches!(e, Expr::Var(v) if *v == iv.var) {
+            break;
+        }
+        run = k + 1;
+        // An axis short of its whole dimension ends the run: the one before it would
+        // step past the elements it skips.
+        if iv.extent != *dim {
+            break;
+        }
+    }
+    run.max(1)
 }
 
 /// How many times `main` reads each element of its largest input, on average: its
@@ -819,7 +865,12 @@ mod tests {
     /// have (rows x lanes above 1,024) are the postprocessor's to refuse and are skipped;
     /// most of eight are not.
     fn samples_check(spec: &str) -> Vec<String> {
-        let p = program(spec);
+        samples_check_of(&program(spec), spec)
+    }
+
+    /// [`samples_check`] of a program (`spec` names it in failures).
+    fn samples_check_of(p: &crate::ir::Program, spec: &str) -> Vec<String> {
+        let p = p.clone();
         let space = SearchSpace::cuda_default();
         assert!(
             sketches(&space, &p)
@@ -866,6 +917,42 @@ mod tests {
         // Outputs that no row count divides (7), and a batch of them.
         samples_check("matmul:m=7,n=1,k=768,layout=nt");
         samples_check("batch_matmul:b=3,m=1,n=5,k=256");
+    }
+
+    /// A reduction over axes stored one after the other (a global average pool of NCHW
+    /// over `h` and `w`, a channel's sum of squares over `n`, `h` and `w`): the lanes read
+    /// the run of the last ones as one axis (their loops fused, then split by the lane
+    /// count), so a short `w` (11, 13) no longer keeps the sketch away; the loads move by
+    /// one with threadIdx.x and every sample computes the reference with a GPU's
+    /// semantics. Where the last reduction axis is not the input's last (NHWC pooled over
+    /// `h` and `w`), the run is that axis alone and too short for lanes.
+    #[test]
+    fn reductions_over_contiguous_axes_are_read_by_lanes_as_one_axis() {
+        let parse = |t: &str| crate::workload::parse(t).unwrap().to_program();
+        let main = |p: &crate::ir::Program| p.find_block("S")[0];
+        let pool = parse(
+            "input X: f32[3, 37, 9, 11]\nS[n, c] = sum(X[n, c, h, w], h: 9, w: 11)\n\
+             Y[n, c] = S[n, c] / 99.0\n",
+        );
+        assert_eq!(super::contiguous_reduction_run(&pool, main(&pool)), 2);
+        assert_eq!(super::last_reduction(&pool, main(&pool)), 99);
+        let stats = parse(
+            "input X: f32[5, 24, 7, 13]\n\
+             S[c] = sum(X[n, c, h, w] * X[n, c, h, w], n: 5, h: 7, w: 13)\n",
+        );
+        assert_eq!(super::contiguous_reduction_run(&stats, main(&stats)), 2);
+        for (p, name) in [(&pool, "pool"), (&stats, "stats")] {
+            for src in samples_check_of(p, name) {
+                assert!(src.contains("+ ((int)threadIdx.x))]"), "{name}: {src}");
+            }
+        }
+        let nhwc = parse("input X: f32[3, 9, 11, 37]\nS[n, c] = sum(X[n, h, w, c], h: 9, w: 11)\n");
+        assert_eq!(super::contiguous_reduction_run(&nhwc, main(&nhwc)), 1);
+        assert_eq!(super::last_reduction(&nhwc, main(&nhwc)), 11);
+        let space = SearchSpace::cuda_default();
+        assert!(!sketches(&space, &nhwc)
+            .unwrap()
+            .contains(&SketchKind::CrossThread));
     }
 
     /// A dense layer of batch 1: the bias and the relu go into the sum's write-back.
