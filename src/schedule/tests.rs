@@ -440,14 +440,27 @@ fn rfactor_of_an_inner_or_middle_part_of_a_split_reduction() {
         text.contains("T.if_then_else(vk_in * 16 + vk_rf < 90, A[vi, vk_in * 16 + vk_rf]"),
         "{text}"
     );
-    let err = crate::interp::check(&reference, p, 8).unwrap();
+    checks_as_factored_and_moved(&mut sch, &reference, c, rf, 8);
+}
+
+/// The reference's result from `sch`, a reduction `block` factored into `rf`: as it is,
+/// after `rf` moves under the write-back's second loop (compute_at, which rebuilds a
+/// block's loops from its domain), and lowered for the CPU (inputs drawn from `seed`).
+fn checks_as_factored_and_moved(
+    sch: &mut Schedule,
+    reference: &Program,
+    block: BlockRv,
+    rf: BlockRv,
+    seed: u64,
+) {
+    let err = crate::interp::check(reference, sch.program(), seed).unwrap();
     assert!(err < 1e-5, "relative error {err}");
-    let wl = sch.get_loops(c).unwrap();
+    let wl = sch.get_loops(block).unwrap();
     sch.compute_at(rf, wl[1]).unwrap();
-    let err = crate::interp::check(&reference, sch.program(), 9).unwrap();
+    let err = crate::interp::check(reference, sch.program(), seed + 1).unwrap();
     assert!(err < 1e-5, "relative error {err}");
     let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cpu).unwrap();
-    let err = crate::interp::check_lowered(&reference, &lowered, 10).unwrap();
+    let err = crate::interp::check_lowered(reference, &lowered, seed + 2).unwrap();
     assert!(err < 1e-5, "relative error {err}");
 }
 
@@ -517,15 +530,7 @@ fn rfactor_of_fused_reduction_loops_factors_their_product() {
         text.contains("X[vn, vc, (vh_vw_in * 8 + vh_vw_rf) // 7, (vh_vw_in * 8 + vh_vw_rf) % 7]"),
         "{text}"
     );
-    let err = crate::interp::check(&reference, p, 11).unwrap();
-    assert!(err < 1e-5, "relative error {err}");
-    let wl = sch.get_loops(s).unwrap();
-    sch.compute_at(rf, wl[1]).unwrap();
-    let err = crate::interp::check(&reference, sch.program(), 12).unwrap();
-    assert!(err < 1e-5, "relative error {err}");
-    let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cpu).unwrap();
-    let err = crate::interp::check_lowered(&reference, &lowered, 13).unwrap();
-    assert!(err < 1e-5, "relative error {err}");
+    checks_as_factored_and_moved(&mut sch, &reference, s, rf, 11);
     let again = crate::schedule::replay(sch.trace(), reference.clone(), 0).unwrap();
     assert_eq!(print_program(again.program()), print_program(sch.program()));
     // A loop feeding a spatial and a reduction variable is still refused (fuse refuses
