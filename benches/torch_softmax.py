@@ -9,7 +9,10 @@ Usage: python3 benches/torch_softmax.py [SHAPE | FILE ...]
   -> torch.softmax, `attention_softmax_masked` -> torch.softmax(S * scale + mask) with the
   mask broadcast over heads and rows, `layer_norm` -> F.layer_norm (weight and bias),
   `add_layer_norm` -> F.layer_norm(X + R) (a residual add, then the norm), `rms_norm` ->
-  F.rms_norm (weight); the norms' eps as the file's sqrt adds it.
+  F.rms_norm (weight); the norms' eps as the file's sqrt adds it; and reductions over
+  other axes: `column_softmax` -> torch.softmax(X, dim=0), `channel_sumsq` -> (X * X)
+  summed over dims 0, 2, 3, `channel_norm` -> X over the root mean square of dim 1, times
+  the weight, `global_avg_pool` -> X.mean over dims 2, 3.
 `row_op(text)` gives the call for a workload's text (benches/network_peers.py uses it)."""
 import re
 import sys
@@ -45,6 +48,19 @@ def row_op(text):
     if kind == "add_layer_norm":
         x, r = t["X"], t["R"]
         return lambda: F.layer_norm(x + r, x.shape[-1:], t["G"], t["B"], eps=eps)
+    # Reductions over axes other than the innermost (benches/reductions_run.sh).
+    if kind == "column_softmax":
+        x = t["X"]
+        return lambda: torch.softmax(x, dim=0)
+    if kind == "channel_sumsq":
+        x = t["X"]
+        return lambda: (x * x).sum(dim=(0, 2, 3))
+    if kind == "channel_norm":
+        x, g = t["X"], t["G"]
+        return lambda: x / torch.sqrt((x * x).mean(dim=1, keepdim=True) + eps) * g[None, :, None]
+    if kind == "global_avg_pool":
+        x = t["X"]
+        return lambda: x.mean(dim=(2, 3))
     if kind == "rms_norm":
         x = t["X"]
         return lambda: F.rms_norm(x, x.shape[-1:], t["G"], eps=eps)
