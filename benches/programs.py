@@ -97,7 +97,7 @@ def epilogue(rng, src, out_idx, m, n, head, names):
         rhs = f'min(max({v}, -1.0), 1.0)'
     return f'{name}[{out_idx}] = {rhs}\n'
 
-def gemm(rng, A, B, C, m, n, k, batch, lay):
+def gemm(A, B, C, m, n, k, batch, lay):
     a_shape = [k, m] if lay[0] == 't' else [m, k]
     b_shape = [n, k] if lay[1] == 't' else [k, n]
     a_idx = 'k, i' if lay[0] == 't' else 'i, k'
@@ -112,7 +112,7 @@ def gemm_epi(rng):
     m, n, k = dims(rng, 3, 1, 70)
     batch = rng.choice([0, 0, rng.randint(1, 4)])
     lay = rng.choice(['nn', 'nt', 'tn', 'tt'])
-    head, stage, out_shape, out_idx = gemm(rng, 'A', 'B', 'C', m, n, k, batch, lay)
+    head, stage, out_shape, out_idx = gemm('A', 'B', 'C', m, n, k, batch, lay)
     names, body, src = [], stage, 'C'
     for _ in range(rng.randint(1, 3)):
         body += epilogue(rng, src, out_idx, m, n, head, names)
@@ -122,7 +122,7 @@ def gemm_epi(rng):
 
 def chain(rng):
     m, n, k, p = dims(rng, 4, 1, 50)
-    head, s1, _, _ = gemm(rng, 'A', 'B', 'C', m, n, k, 0, rng.choice(['nn', 'nt']))
+    head, s1, _, _ = gemm('A', 'B', 'C', m, n, k, 0, rng.choice(['nn', 'nt']))
     mid = rng.choice(['relu(C[i, j])', 'C[i, j] * 0.5', 'exp(C[i, j] * 0.01)'])
     dt = rng.choice(['nn', 'nt'])
     d_shape, d_idx = ([n, p], 'j, l') if dt == 'nn' else ([p, n], 'l, j')

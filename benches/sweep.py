@@ -2,9 +2,9 @@
 """A robustness sweep over workloads nobody wrote: COUNT small workloads drawn with SEED
 from every preset (GEMMs of every layout, batched GEMMs, dense layers, NCHW / NHWC /
 depthwise / concatenated convs with strides, padding and dilation; f32, f16, bf16, TF32)
-and workload-language programs (`benches/programs.py`: normalizations over any axis,
-GEMMs with epilogues, GEMM chains, broadcasts, multi-axis reductions, concat),
-PER candidates of each sampled for CUDA and for the CPU (`tessel sample --json`), each
+or, with SWEEP_ONLY=programs, workload-language programs (`benches/programs.py`:
+normalizations over any axis, GEMMs with epilogues, GEMM chains, broadcasts, multi-axis
+reductions, concat), PER candidates of each sampled for CUDA and for the CPU (`tessel sample --json`), each
 checked against the reference by the interpreter (`tessel check`); the first of each
 compiled by NVRTC (`tessel build`, needs NVRTC, not a GPU) and, on the CPU, built by the
 C compiler, run and checked (`tessel run --target cpu`). Prints each failure and, last,
@@ -13,8 +13,8 @@ C compiler, run and checked (`tessel run --target cpu`). Prints each failure and
     python3 benches/sweep.py SEED COUNT PER DIR
     e.g. python3 benches/sweep.py 20261156 40 4 /tmp/sweep     (about 2 minutes here)
 
-TESSEL_BIN names the binary (default target/release/tessel); SWEEP_ONLY=programs draws
-programs alone.
+TESSEL_BIN names the binary (default target/release/tessel). A seed draws the same
+workloads as before programs were added.
 """
 import json, random, subprocess, sys, os, pathlib
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -26,9 +26,9 @@ rng = random.Random(seed)
 out = pathlib.Path(sys.argv[4]); out.mkdir(parents=True, exist_ok=True)
 def dim(lo, hi): return rng.randint(lo, hi)
 def draw():
-    k = 'prog' if ONLY_PROGRAMS else rng.choice(['mm', 'mm', 'bmm', 'nchw', 'nhwc', 'dw', 'dense', 'concat', 'prog', 'prog'])
-    if k == 'prog':
+    if ONLY_PROGRAMS:
         return programs.draw(rng)[1]
+    k = rng.choice(['mm', 'mm', 'bmm', 'nchw', 'nhwc', 'dw', 'dense', 'concat'])
     dt = rng.choice(['f32', 'f32', 'f16', 'bf16'])
     if k == 'mm':
         lay = rng.choice(['nn', 'nt', 'tn', 'tt'])

@@ -353,11 +353,7 @@ fn tile_name(id: u32) -> Option<String> {
     // SAFETY: with the `cuda-13000` bindings the tile enum's discriminants run without
     // a gap from 0 to `CUBLASLT_MATMUL_TILE_END`, so every id below it is a variant.
     let tile: T = unsafe { std::mem::transmute::<u32, T>(id) };
-    Some(
-        format!("{tile:?}")
-            .trim_start_matches("CUBLASLT_MATMUL_TILE_")
-            .to_string(),
-    )
+    Some(variant_name(tile, "CUBLASLT_MATMUL_TILE_"))
 }
 
 /// A stages id's K tile and stage count (`32x3`), or `None` for an undefined or unknown id.
@@ -369,11 +365,14 @@ fn stages_name(id: u32) -> Option<String> {
     }
     // SAFETY: every id admitted above is a discriminant of the enum.
     let stages: S = unsafe { std::mem::transmute::<u32, S>(id) };
-    Some(
-        format!("{stages:?}")
-            .trim_start_matches("CUBLASLT_MATMUL_STAGES_")
-            .to_string(),
-    )
+    Some(variant_name(stages, "CUBLASLT_MATMUL_STAGES_"))
+}
+
+/// An enum variant's name without the prefix every variant shares (`128x64`).
+fn variant_name(variant: impl std::fmt::Debug, prefix: &str) -> String {
+    format!("{variant:?}")
+        .trim_start_matches(prefix)
+        .to_string()
 }
 
 #[cfg(test)]
