@@ -82,6 +82,7 @@
 
 mod cpu;
 mod cross_thread;
+mod fetch_order;
 mod lane_reduction;
 mod row_fusion;
 mod staging;
@@ -699,8 +700,14 @@ pub fn apply_sketch(
             if cl.len() <= fetch_depth {
                 continue;
             }
+            let walked = transposed
+                && space.walk_contiguous
+                && walk_contiguous(sch, cached, &cl[fetch_depth..])?;
+            let cl = sch.get_loops(cached).map_err(at("cooperative fetch"))?;
             let fused = fuse(sch, &cl[fetch_depth..])?;
-            let lengths = if transposed {
+            let lengths = if walked {
+                vec![1]
+            } else if transposed {
                 transposed_lengths(space, sch, cached)?
             } else {
                 space.fetch_vector_lengths.clone()
@@ -1001,6 +1008,41 @@ fn reduction_major(
     let axis = perm.len() as i64 - 2;
     sch.storage_align(cached, 0, axis, SHARED_BANKS, 1)
         .map_err(at("reduction-major"))?;
+    Ok(true)
+}
+
+/// Step 7's fetch of a copy stored reduction first ([`reduction_major`]) whose source
+/// is stored contiguously along another axis ([`fetch_order::contiguous_axis`]: an NCHW
+/// conv's gathered data, a row's pixels in `m` of `X_im2col[m, kk]`): its loops `fetch`
+/// reordered so that it walks that axis fastest, which is then the fastest axis of the
+/// copy too (stored `[kk, m]`), so a warp reads a row's neighbouring pixels and stores
+/// neighbouring words, one element a thread. Returns whether it reordered.
+fn walk_contiguous(
+    sch: &mut Schedule,
+    cached: BlockRv,
+    fetch: &[LoopRv],
+) -> Result<bool, SketchError> {
+    let p = sch.program();
+    let b = sch.block_id(cached).map_err(at("cooperative fetch"))?;
+    let Some(axis) = fetch_order::contiguous_axis(p, b) else {
+        return Ok(false);
+    };
+    let binding = &p.block(b).bindings[axis];
+    let mut order = Vec::with_capacity(fetch.len());
+    let mut walk = None;
+    for lp in fetch {
+        let var = p.lp(sch.loop_id(*lp).map_err(at("cooperative fetch"))?).var;
+        match binding.uses_var(var) {
+            true if walk.is_none() => walk = Some(*lp),
+            true => return Ok(false),
+            false => order.push(*lp),
+        }
+    }
+    let Some(walk) = walk else {
+        return Ok(false);
+    };
+    order.push(walk);
+    sch.reorder(&order).map_err(at("cooperative fetch"))?;
     Ok(true)
 }
 

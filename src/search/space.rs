@@ -113,6 +113,10 @@ pub struct SearchSpace {
     /// The fetch of a reduction-major operand is offered `fetch_vector_lengths` too (one
     /// vector load, a store per lane; `cache_read.vector_transposed`), else only 1.
     pub vector_transposed: bool,
+    /// The fetch of a reduction-major operand whose source stores another axis
+    /// contiguously (an NCHW conv's gathered data) walks that axis fastest
+    /// (`cache_read.walk_contiguous`, CUDA only).
+    pub walk_contiguous: bool,
     /// A reduction-major operand read more than once (and, in the wgmma sketch, a TF32
     /// operand whose k is not its last axis) may instead be transposed once by a kernel of
     /// its own (a decision of the trace), after which the fetch copies it as stored
@@ -604,6 +608,8 @@ struct CacheRead {
     reduction_major: bool,
     #[serde(default)]
     vector_transposed: bool,
+    #[serde(default)]
+    walk_contiguous: bool,
     #[serde(default)]
     transpose_kernels: bool,
     #[serde(default)]
@@ -1234,6 +1240,7 @@ impl SearchSpace {
             fetch_vector_lengths: f.cache_read.vector_lengths,
             reduction_major: f.cache_read.reduction_major,
             vector_transposed: f.cache_read.vector_transposed,
+            walk_contiguous: f.cache_read.walk_contiguous,
             transpose_kernels: f.cache_read.transpose_kernels,
             transpose_padding_kernels: f.cache_read.transpose_padding_kernels,
             channels_last_kernels: f.cache_read.channels_last_kernels,
