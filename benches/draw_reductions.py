@@ -24,17 +24,23 @@ def shape(max_c):
     return n, min(c, MAX_ELEMENTS // (n * h * w)), h, w
 
 
+def pool(n, c, h, w):
+    return (f"global_avg_pool_{n}x{c}x{h}x{w}",
+            f"workload global_avg_pool\ninput X: f32[{n}, {c}, {h}, {w}]\n"
+            f"S[n, c] = sum(X[n, c, h, w], h: {h}, w: {w})\nY[n, c] = S[n, c] / {float(h * w)}\n")
+
+
+def sumsq(n, c, h, w):
+    return (f"channel_sumsq_{n}x{c}x{h}x{w}",
+            f"workload channel_sumsq\ninput X: f32[{n}, {c}, {h}, {w}]\n"
+            f"S[c] = sum(X[n, c, h, w] * X[n, c, h, w], n: {n}, h: {h}, w: {w})\n")
+
+
 files = []
-for _ in range(pools):
-    n, c, h, w = shape(2048)
-    f = out / f"global_avg_pool_{n}x{c}x{h}x{w}.tw"
-    f.write_text(f"workload global_avg_pool\ninput X: f32[{n}, {c}, {h}, {w}]\n"
-                 f"S[n, c] = sum(X[n, c, h, w], h: {h}, w: {w})\nY[n, c] = S[n, c] / {float(h * w)}\n")
-    files.append(f)
-for _ in range(sums):
-    n, c, h, w = shape(1024)
-    f = out / f"channel_sumsq_{n}x{c}x{h}x{w}.tw"
-    f.write_text(f"workload channel_sumsq\ninput X: f32[{n}, {c}, {h}, {w}]\n"
-                 f"S[c] = sum(X[n, c, h, w] * X[n, c, h, w], n: {n}, h: {h}, w: {w})\n")
-    files.append(f)
+for count, max_c, program in ((pools, 2048, pool), (sums, 1024, sumsq)):
+    for _ in range(count):
+        name, text = program(*shape(max_c))
+        f = out / f"{name}.tw"
+        f.write_text(text)
+        files.append(f)
 print(" ".join(str(f) for f in files))
