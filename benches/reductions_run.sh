@@ -6,6 +6,8 @@
 #
 #   benches/reductions_run.sh OUT [TRIALS]
 #   WORKLOADS="benches/global_avg_pool_16x512x28x28.tw" benches/reductions_run.sh OUT
+#   WORKLOADS="$(python3 benches/draw_reductions.py 20261166 /tmp/r)" benches/reductions_run.sh OUT
+#     (held-out pools and channel statistics; TESSEL_BIN=... times another binary)
 set -u
 out=$1 trials=${2:-256}
 here=$(dirname "$0")
