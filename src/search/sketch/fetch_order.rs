@@ -29,8 +29,14 @@ const MARGIN: f64 = 0.25;
 /// the last is that axis, where it reads its source directly, or where it reads no single
 /// input.
 pub(super) fn contiguous_axis(p: &Program, copy: BlockId) -> Option<usize> {
+    // A copy of a global input reads it as stored: nothing to inline, nothing to copy.
+    let [(source, _)] = p.block_reads(copy)[..] else {
+        return None;
+    };
+    if p.buffer(source).kind == BufferKind::Input {
+        return None;
+    }
     let mut p = p.clone();
-    let mut inlined = false;
     // Inline the chain of stages between the copy and the input (a padding, a gather,
     // a zero-fill of a padded GEMM operand): at most a few.
     for _ in 0..8 {
@@ -45,10 +51,6 @@ pub(super) fn contiguous_axis(p: &Program, copy: BlockId) -> Option<usize> {
             return None;
         };
         compute_inline(&mut p, writer).ok()?;
-        inlined = true;
-    }
-    if !inlined {
-        return None;
     }
     let reads = p.block_reads(copy);
     let [(buf, idx)] = reads.as_slice() else {
