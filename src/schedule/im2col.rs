@@ -33,10 +33,9 @@
 
 use super::error::{Result, ScheduleError};
 use super::pad_einsum::{einsum, new_global};
-use super::util::replace_node;
+use super::util::{self, replace_node};
 use crate::ir::{
-    BinOp, Block, BlockId, BufferId, BufferKind, Expr, IterKind, IterVar, Node, Program, Store,
-    VarId,
+    Block, BlockId, BufferId, BufferKind, Expr, IterKind, IterVar, Node, Program, Store, VarId,
 };
 use std::collections::BTreeMap;
 
@@ -71,33 +70,14 @@ impl Group {
         self.extents.iter().product()
     }
 
-    /// Each variable of the group as a digit of `t` (mixed radix, the last fastest), for
-    /// `t` within the group's size: a variable of extent 1 is 0, and the outermost of
-    /// the others needs no modulo (a batch-1 conv's pixel row is `t // Q`, not
-    /// `t // Q % P`, so that the digits fold back into `t` wherever `t` is split).
+    /// Each variable of the group as a digit of `t` ([`util::digits`]), for `t` within the
+    /// group's size.
     fn digits(&self, t: VarId) -> Vec<(VarId, Expr)> {
-        let mut stride = 1;
-        let mut out = Vec::new();
-        let outermost = self.extents.iter().position(|e| *e > 1);
-        for (i, (v, e)) in self.vars.iter().zip(&self.extents).enumerate().rev() {
-            if *e == 1 {
-                out.push((*v, Expr::Int(0)));
-                continue;
-            }
-            let div = if stride == 1 {
-                Expr::Var(t)
-            } else {
-                Expr::bin(BinOp::FloorDiv, Expr::Var(t), Expr::Int(stride))
-            };
-            let val = if Some(i) == outermost {
-                div
-            } else {
-                Expr::bin(BinOp::FloorMod, div, Expr::Int(*e))
-            };
-            out.push((*v, val));
-            stride *= e;
-        }
-        out
+        self.vars
+            .iter()
+            .copied()
+            .zip(util::digits(t, &self.extents))
+            .collect()
     }
 }
 

@@ -90,22 +90,10 @@ fn merge_fused_reductions(p: &mut Program, blk: &mut Block, lv: VarId) {
         .map(|i| p.var_name(blk.iter_vars[*i].var))
         .collect();
     let merged = p.new_var(names.join("_"));
-    let digit = |d: usize| {
-        let q = if strides[d] == 1 {
-            Expr::Var(merged)
-        } else {
-            Expr::bin(BinOp::FloorDiv, Expr::Var(merged), Expr::Int(strides[d]))
-        };
-        if d == 0 {
-            q
-        } else {
-            Expr::bin(BinOp::FloorMod, q, Expr::Int(extents[d]))
-        }
-    };
     let digits: BTreeMap<VarId, Expr> = users
         .iter()
-        .enumerate()
-        .map(|(d, i)| (blk.iter_vars[*i].var, digit(d)))
+        .map(|i| blk.iter_vars[*i].var)
+        .zip(digits(merged, &extents))
         .collect();
     let digit_of = |v: VarId| digits.get(&v).cloned();
     blk.body.value = blk.body.value.substitute(&digit_of);

@@ -384,6 +384,14 @@ fn rfactor_turns_the_outer_reduction_loop_into_a_partial_result_axis() {
     assert!(err < 1e-5, "relative error {err}");
 }
 
+/// The partial-result buffer's shape and the iteration extents of the rf block `rf`.
+fn rf_dims(sch: &Schedule, rf: BlockRv) -> (Vec<i64>, Vec<i64>) {
+    let p = sch.program();
+    let rb = p.block(sch.block_id(rf).unwrap());
+    let extents = rb.iter_vars.iter().map(|iv| iv.extent).collect();
+    (p.buffer(rb.body.buffer).shape.clone(), extents)
+}
+
 /// The inner part of a split factored (what a warp's lanes reading consecutive elements of
 /// a row need): the partial results are indexed by it, the new reduction walks the outer
 /// part; a middle part of a three-way split leaves the parts outside and inside it to the
@@ -396,13 +404,8 @@ fn rfactor_of_an_inner_or_middle_part_of_a_split_reduction() {
     let rf = sch.rfactor(k[1], 0).unwrap();
     let p = sch.program();
     let text = print_program(p);
-    let rb = sch.block_id(rf).unwrap();
-    assert_eq!(
-        p.buffer(p.block(rb).body.buffer).shape,
-        vec![16, 8, 12],
-        "{text}"
-    );
-    let extents: Vec<i64> = p.block(rb).iter_vars.iter().map(|iv| iv.extent).collect();
+    let (shape, extents) = rf_dims(&sch, rf);
+    assert_eq!(shape, vec![16, 8, 12], "{text}");
     assert_eq!(extents, vec![8, 12, 16, 6], "{text}");
     assert!(text.contains("A[vi, vk_in * 16 + vk_rf]"), "{text}");
     let err = crate::interp::check(&reference, p, 6).unwrap();
@@ -416,9 +419,8 @@ fn rfactor_of_an_inner_or_middle_part_of_a_split_reduction() {
         .unwrap();
     let rf = sch.rfactor(k[1], 2).unwrap();
     let p = sch.program();
-    let rb = sch.block_id(rf).unwrap();
-    assert_eq!(p.buffer(p.block(rb).body.buffer).shape, vec![8, 12, 8]);
-    let extents: Vec<i64> = p.block(rb).iter_vars.iter().map(|iv| iv.extent).collect();
+    let (shape, extents) = rf_dims(&sch, rf);
+    assert_eq!(shape, vec![8, 12, 8]);
     assert_eq!(extents, vec![8, 12, 8, 12], "{}", print_program(p));
     let err = crate::interp::check(&reference, p, 7).unwrap();
     assert!(err < 1e-5, "relative error {err}");
@@ -434,7 +436,7 @@ fn rfactor_of_an_inner_or_middle_part_of_a_split_reduction() {
     let text = print_program(p);
     let rb = sch.block_id(rf).unwrap();
     assert!(p.block(rb).predicate.is_none(), "{text}");
-    let extents: Vec<i64> = p.block(rb).iter_vars.iter().map(|iv| iv.extent).collect();
+    let (_, extents) = rf_dims(&sch, rf);
     assert_eq!(extents, vec![8, 12, 16, 6], "{text}");
     assert!(
         text.contains("T.if_then_else(vk_in * 16 + vk_rf < 90, A[vi, vk_in * 16 + vk_rf]"),
@@ -515,15 +517,9 @@ fn rfactor_of_fused_reduction_loops_factors_their_product() {
     let hw = sch.fuse(&l[2..]).unwrap();
     let k = sch.split(hw, &[None, Some(8.into())]).unwrap();
     let rf = sch.rfactor(k[1], 0).unwrap();
-    let p = sch.program();
-    let text = print_program(p);
-    let rb = sch.block_id(rf).unwrap();
-    assert_eq!(
-        p.buffer(p.block(rb).body.buffer).shape,
-        vec![8, 2, 3],
-        "{text}"
-    );
-    let extents: Vec<i64> = p.block(rb).iter_vars.iter().map(|iv| iv.extent).collect();
+    let text = print_program(sch.program());
+    let (shape, extents) = rf_dims(&sch, rf);
+    assert_eq!(shape, vec![8, 2, 3], "{text}");
     // n, c, the 8 lanes, 5 steps of them over the 35 (h, w) pairs.
     assert_eq!(extents, vec![2, 3, 8, 5], "{text}");
     assert!(

@@ -19,6 +19,33 @@ pub fn kind_str(k: LoopKind) -> String {
     }
 }
 
+/// The digits of `t` in the mixed radix of `extents` (outermost first, the last fastest),
+/// for `t` below their product: a digit of extent 1 is 0, and the outermost of the others
+/// needs no modulo (`t // Q`, not `t // Q % P`), so that the digits fold back into `t`
+/// wherever `t` is split.
+pub fn digits(t: VarId, extents: &[i64]) -> Vec<Expr> {
+    let mut stride = 1;
+    let mut out = vec![Expr::Int(0); extents.len()];
+    let outermost = extents.iter().position(|e| *e > 1);
+    for (i, e) in extents.iter().enumerate().rev() {
+        if *e == 1 {
+            continue;
+        }
+        let div = if stride == 1 {
+            Expr::Var(t)
+        } else {
+            Expr::bin(BinOp::FloorDiv, Expr::Var(t), Expr::Int(stride))
+        };
+        out[i] = if Some(i) == outermost {
+            div
+        } else {
+            Expr::bin(BinOp::FloorMod, div, Expr::Int(*e))
+        };
+        stride *= e;
+    }
+    out
+}
+
 /// Names of loops visible around `node`: its ancestors and everything under it.
 pub fn names_in_scope(p: &Program, node: Node) -> HashSet<String> {
     let mut names: HashSet<String> = p
