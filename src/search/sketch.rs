@@ -703,7 +703,10 @@ pub fn apply_sketch(
             let walked = transposed
                 && space.walk_contiguous
                 && walk_contiguous(sch, cached, &cl[fetch_depth..])?;
-            let cl = sch.get_loops(cached).map_err(at("cooperative fetch"))?;
+            let cl = match walked {
+                true => sch.get_loops(cached).map_err(at("cooperative fetch"))?,
+                false => cl,
+            };
             let fused = fuse(sch, &cl[fetch_depth..])?;
             let lengths = if walked {
                 vec![1]
