@@ -6,7 +6,8 @@
 # search-space files, one after the other on the GPU; per tune the best's check and speed
 # (`tessel run`), whether the best took the GEMM view (`im2col(`) and how many operands
 # it copies by kernels of their own (`scope="global"`) or stores transposed by the
-# padding kernels that write them (`pt`), and the tune's own records grouped as the
+# padding kernels that write them (`pt`), the unroll bound drawn for the steps of a fetch
+# that walks its gathered data (`wu`, - for none), and the tune's own records grouped as the
 # conv's loops or its GEMM view, each with or without such copies (`+tk`) and with or without a split reduction (`+sk`, split-K): how many, how many
 # ran, the fastest. Then cuDNN (benches/cudnn_conv.py) for
 # each conv in the same call. Other workloads (GEMMs) are run against cublasLt in the same
@@ -42,7 +43,17 @@ for w in "$@"; do
     # Operands stored reduction first by kernels of their own: copies, or padding kernels
     # that store their operand transposed (pt).
     pt=$(awk -F' = ' '/get_block\(".*_pad"\)/ {pad[$1] = 1} /^transform_layout\(/ {split($0, a, "[(,]"); if (a[2] in pad) n++} END {print n + 0}' "$sched")
-    echo "$w | $(basename "$sp") | $t | view $(grep -c 'im2col(' "$sched") tk $(grep -c 'scope="global")' "$sched") pt $pt | $r"
+    # The unroll bound drawn for each walked fetch's steps (`cache_read.walk_unroll`), - for none.
+    wu=$(python3 - "$sched" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+drawn = {m[1]: m[2].split(", ")[int(m[3])] for m in re.finditer(
+    r"(v\d+) = sample_categorical\(candidates=\[([^]]*)\], probs=\[[^]]*\], decision=(\d+)\)", text)}
+walks = re.findall(r'annotate\(\w+_fused_0, key="pragma_auto_unroll_max_step", value=(v\d+)\)', text)
+print(",".join(drawn[v] for v in walks) or "-")
+PY
+)
+    echo "$w | $(basename "$sp") | $t | view $(grep -c 'im2col(' "$sched") tk $(grep -c 'scope="global")' "$sched") pt $pt wu $wu | $r"
     python3 - "$db" "$last" <<'PY'
 import json, sqlite3, sys
 rows = sqlite3.connect(sys.argv[1]).execute(

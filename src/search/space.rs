@@ -117,6 +117,10 @@ pub struct SearchSpace {
     /// contiguously (an NCHW conv's gathered data) walks that axis fastest
     /// (`cache_read.walk_contiguous`, CUDA only).
     pub walk_contiguous: bool,
+    /// The `pragma_auto_unroll_max_step` candidates (a decision) of such a walked fetch's
+    /// loop over its steps, unrolled where its extent is at most the value drawn; empty:
+    /// no decision, the loop as the compiler leaves it (`cache_read.walk_unroll`).
+    pub walk_unroll: Vec<i64>,
     /// A reduction-major operand read more than once (and, in the wgmma sketch, a TF32
     /// operand whose k is not its last axis) may instead be transposed once by a kernel of
     /// its own (a decision of the trace), after which the fetch copies it as stored
@@ -611,6 +615,8 @@ struct CacheRead {
     #[serde(default)]
     walk_contiguous: bool,
     #[serde(default)]
+    walk_unroll: Vec<i64>,
+    #[serde(default)]
     transpose_kernels: bool,
     #[serde(default)]
     transpose_padding_kernels: bool,
@@ -927,6 +933,13 @@ impl SearchSpace {
                 format!("{lens:?}: each must be 1, 2 or 4, and at least one given"),
             ));
         }
+        let walk = &f.cache_read.walk_unroll;
+        if walk.iter().any(|s| *s < 0) {
+            return Err(invalid(
+                "cache_read.walk_unroll",
+                format!("{walk:?}: must be non-negative"),
+            ));
+        }
         let steps = &f.unroll.max_steps;
         if steps.is_empty() || steps.iter().any(|s| *s < 0) {
             return Err(invalid(
@@ -1241,6 +1254,7 @@ impl SearchSpace {
             reduction_major: f.cache_read.reduction_major,
             vector_transposed: f.cache_read.vector_transposed,
             walk_contiguous: f.cache_read.walk_contiguous,
+            walk_unroll: f.cache_read.walk_unroll,
             transpose_kernels: f.cache_read.transpose_kernels,
             transpose_padding_kernels: f.cache_read.transpose_padding_kernels,
             channels_last_kernels: f.cache_read.channels_last_kernels,

@@ -173,8 +173,9 @@ mod tests {
         // the gathered data (the fetch gathers them).
         let spec = "conv2d_nchw:n=1,c=4,h=12,w=12,k=8,r=3,s=3,stride=1,pad=1";
         let p = crate::workload::preset(spec).unwrap().to_program();
+        // The walked samples, those whose fetch's steps were left rolled and unrolled.
         let walked = |space: &SearchSpace| {
-            let mut walked = 0;
+            let mut walked = [0; 2];
             for seed in 0..48 {
                 let mut sch = Schedule::new(p.clone(), seed);
                 apply_sketch(space, &mut sch, seed, SketchKind::Plain)
@@ -185,19 +186,70 @@ mod tests {
                     continue;
                 }
                 assert!(trace.contains("im2col("), "seed {seed}: {trace}");
-                walked += 1;
                 let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
                     .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                 let err = crate::interp::check_lowered(&p, &lowered, seed)
                     .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                 assert!(err < 1e-4, "seed {seed}: relative error {err}");
+                walked[walk_unrolled(sch.program(), &lowered) as usize] += 1;
             }
             walked
         };
         let mut space = SearchSpace::cuda_default();
         assert!(space.walk_contiguous);
-        assert!(walked(&space) >= 2);
+        // Both ways of `walk_unroll`'s decision are drawn.
+        let [rolled, unrolled] = walked(&space);
+        assert!(
+            rolled >= 1 && unrolled >= 1,
+            "{rolled} rolled, {unrolled} unrolled"
+        );
         space.walk_contiguous = false;
-        assert_eq!(walked(&space), 0);
+        assert_eq!(walked(&space), [0, 0]);
+    }
+
+    /// Whether the walked fetch's loop over its steps (`ax1_ax0_fused_0`) is lowered
+    /// unrolled, checked against its `walk_unroll` annotation: unrolled exactly where its
+    /// extent is at most the value drawn, in every copy the pipeline made of it.
+    fn walk_unrolled(p: &Program, lowered: &crate::lower::Lowered) -> bool {
+        use crate::ir::AnnValue;
+        use crate::lower::{ForKind, KStmt};
+        let lp = p
+            .loops
+            .iter()
+            .find(|l| p.var_name(l.var) == "ax1_ax0_fused_0")
+            .expect("the walked fetch's steps");
+        let Some(AnnValue::Int(max)) = lp.annotations.get(super::super::AUTO_UNROLL_KEY) else {
+            panic!("the walked fetch's steps carry no unroll decision");
+        };
+        fn kinds(body: &[KStmt], var: VarId, out: &mut Vec<ForKind>) {
+            for st in body {
+                match st {
+                    KStmt::For {
+                        var: v, kind, body, ..
+                    } => {
+                        if *v == var {
+                            out.push(*kind);
+                        }
+                        kinds(body, var, out);
+                    }
+                    KStmt::If { then, .. } => kinds(then, var, out),
+                    _ => {}
+                }
+            }
+        }
+        let mut found = Vec::new();
+        for k in &lowered.kernels {
+            kinds(&k.body, lp.var, &mut found);
+        }
+        let want = match lp.extent <= *max {
+            true => ForKind::Unrolled,
+            false => ForKind::Serial,
+        };
+        assert!(
+            !found.is_empty() && found.iter().all(|k| *k == want),
+            "{found:?}, extent {}, max {max}",
+            lp.extent
+        );
+        want == ForKind::Unrolled
     }
 }
