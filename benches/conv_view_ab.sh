@@ -8,7 +8,7 @@
 # it copies by kernels of their own (`scope="global"`) or stores transposed by the
 # padding kernels that write them (`pt`), the unroll bound drawn for the steps of a fetch
 # that walks its gathered data (`wu`, - for none), and the tune's own records grouped as the
-# conv's loops or its GEMM view, each with or without such copies (`+tk`) and with or without a split reduction (`+sk`, split-K): how many, how many
+# conv's loops or its GEMM view, each with or without such copies (`+tk`), with or without a split reduction (`+sk`, split-K) and with the unroll bound of a walked fetch (`+w0`, `+w32`): how many, how many
 # ran, the fastest. Then cuDNN (benches/cudnn_conv.py) for
 # each conv in the same call. Other workloads (GEMMs) are run against cublasLt in the same
 # process (`tessel run --compare`); their records are all "loops".
@@ -36,7 +36,7 @@ for w in "$@"; do
     t=$("$bin" tune "$w" --target cuda --space "$sp" --trials 300 --time-limit 60 --batch 64 \
       --seed "${TESSEL_SEED:-11}" --db "$db" --retrain focused --confirm "${TESSEL_CONFIRM:-3}" 2>/dev/null | grep -E "^stopped" | tr '\n' ' ')
     "$bin" best "$w" --target cuda --db "$db" --emit trace >"$sched" 2>/dev/null
-    cp "$sched" "$out/best/$(echo "$w" | tr -c 'A-Za-z0-9_=,\n' '_')-$(basename "$sp" .toml).sched"
+    cp "$sched" "$out/best/$(echo "$w" | tr -c 'A-Za-z0-9_\n' '_')-$(basename "$sp" .toml).sched"
     # A GEMM's best against cublasLt in the same process; a conv's cuDNN runs below.
     case $w in conv2d*) cmp= ;; *) cmp=--compare ;; esac
     r=$("$bin" run "$w" --schedule "$sched" --target cuda $cmp 2>&1 | grep -E "^(speed|check|peer)" | tr '\n' ' ')
@@ -66,10 +66,20 @@ def pad_transposed(trace):
             and str(i["attrs"].get("name", "")).endswith("_pad") for o in i["outputs"]}
     return any(i["kind"] == "transform_layout" and i["inputs"][:1]
                and i["inputs"][0].get("rv") in pads for i in insts)
+def walk_unroll(trace):
+    """`+w` and the unroll bound drawn where a fetch walks its gathered data, else ''."""
+    t = json.loads(trace)
+    drawn = {i["outputs"][0]: i["attrs"]["candidates"][i["decision"]]
+             for i in t["insts"] if i["kind"] == "sample_categorical"}
+    bounds = [drawn.get(i["attrs"]["value"].get("rv")) for i in t["insts"]
+              if i["kind"] == "annotate" and i["attrs"]["key"] == "pragma_auto_unroll_max_step"
+              and t["rvs"][i["inputs"][0]["rv"]]["name"].endswith("_fused_0")
+              and isinstance(i["attrs"]["value"], dict)]
+    return "".join(f"+w{b}" for b in bounds)
 for trace, status, secs in rows:
     key = ("view" if "im2col" in trace else "loops") \
         + ("+tk" if '"global"' in trace or pad_transposed(trace) else "") \
-        + ("+sk" if '"rfactor"' in trace else "")
+        + ("+sk" if '"rfactor"' in trace else "") + walk_unroll(trace)
     g = groups.setdefault(key, [0, 0, None])
     g[0] += 1
     if status == "ok":

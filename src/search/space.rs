@@ -1404,6 +1404,12 @@ mod tests {
         let bad_bind = CUDA_DEFAULT.replace("\"vthread.x\"", "\"warp\"");
         let e = SearchSpace::parse(&bad_bind, "f.toml").unwrap_err();
         assert!(e.to_string().contains("tiling.spatial_bind"), "{e}");
+        let bad_walk = CUDA_DEFAULT.replace("walk_unroll = []", "walk_unroll = [0, -1]");
+        let e = SearchSpace::parse(&bad_walk, "f.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.toml: key `cache_read.walk_unroll`: [0, -1]: must be non-negative"
+        );
     }
 
     #[test]

@@ -164,7 +164,8 @@ mod tests {
     /// The plain sketch of an NCHW conv: the samples that take the GEMM view and gather
     /// its data in the fetch walk the pixels fastest (the copy's loops fused `ax1, ax0`),
     /// and each of them computes the reference with a GPU's semantics; without
-    /// `walk_contiguous` none does.
+    /// `walk_contiguous` none does. With `walk_unroll` (off by default) their steps are
+    /// unrolled by a decision drawn both ways, without it they carry none.
     #[test]
     fn the_plain_sketch_walks_an_nchw_gather_along_its_pixels() {
         use super::super::{apply_sketch, SketchKind};
@@ -173,9 +174,10 @@ mod tests {
         // the gathered data (the fetch gathers them).
         let spec = "conv2d_nchw:n=1,c=4,h=12,w=12,k=8,r=3,s=3,stride=1,pad=1";
         let p = crate::workload::preset(spec).unwrap().to_program();
-        // The walked samples, those whose fetch's steps were left rolled and unrolled.
+        // The walked samples: whose fetch's steps carry no unroll decision, were left
+        // rolled by it, were unrolled.
         let walked = |space: &SearchSpace| {
-            let mut walked = [0; 2];
+            let mut walked = [0; 3];
             for seed in 0..48 {
                 let mut sch = Schedule::new(p.clone(), seed);
                 apply_sketch(space, &mut sch, seed, SketchKind::Plain)
@@ -191,26 +193,37 @@ mod tests {
                 let err = crate::interp::check_lowered(&p, &lowered, seed)
                     .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                 assert!(err < 1e-4, "seed {seed}: relative error {err}");
-                walked[walk_unrolled(sch.program(), &lowered) as usize] += 1;
+                walked[match walk_unrolled(sch.program(), &lowered) {
+                    None => 0,
+                    Some(false) => 1,
+                    Some(true) => 2,
+                }] += 1;
             }
             walked
         };
         let mut space = SearchSpace::cuda_default();
-        assert!(space.walk_contiguous);
-        // Both ways of `walk_unroll`'s decision are drawn.
-        let [rolled, unrolled] = walked(&space);
+        assert!(space.walk_contiguous && space.walk_unroll.is_empty());
+        let [plain, rolled, unrolled] = walked(&space);
         assert!(
-            rolled >= 1 && unrolled >= 1,
-            "{rolled} rolled, {unrolled} unrolled"
+            plain >= 2 && rolled + unrolled == 0,
+            "{plain} {rolled} {unrolled}"
+        );
+        // Both ways of `walk_unroll`'s decision are drawn.
+        space.walk_unroll = vec![0, 32];
+        let [plain, rolled, unrolled] = walked(&space);
+        assert!(
+            plain == 0 && rolled >= 1 && unrolled >= 1,
+            "{plain} {rolled} {unrolled}"
         );
         space.walk_contiguous = false;
-        assert_eq!(walked(&space), [0, 0]);
+        assert_eq!(walked(&space), [0, 0, 0]);
     }
 
     /// Whether the walked fetch's loop over its steps (`ax1_ax0_fused_0`) is lowered
     /// unrolled, checked against its `walk_unroll` annotation: unrolled exactly where its
-    /// extent is at most the value drawn, in every copy the pipeline made of it.
-    fn walk_unrolled(p: &Program, lowered: &crate::lower::Lowered) -> bool {
+    /// extent is at most the value drawn, in every copy the pipeline made of it; `None`
+    /// where it carries no annotation.
+    fn walk_unrolled(p: &Program, lowered: &crate::lower::Lowered) -> Option<bool> {
         use crate::ir::AnnValue;
         use crate::lower::{ForKind, KStmt};
         let lp = p
@@ -218,8 +231,10 @@ mod tests {
             .iter()
             .find(|l| p.var_name(l.var) == "ax1_ax0_fused_0")
             .expect("the walked fetch's steps");
-        let Some(AnnValue::Int(max)) = lp.annotations.get(super::super::AUTO_UNROLL_KEY) else {
-            panic!("the walked fetch's steps carry no unroll decision");
+        let max = match lp.annotations.get(super::super::AUTO_UNROLL_KEY) {
+            None => return None,
+            Some(AnnValue::Int(max)) => max,
+            Some(other) => panic!("the walked fetch's unroll bound is {other:?}"),
         };
         fn kinds(body: &[KStmt], var: VarId, out: &mut Vec<ForKind>) {
             for st in body {
@@ -250,6 +265,6 @@ mod tests {
             "{found:?}, extent {}, max {max}",
             lp.extent
         );
-        want == ForKind::Unrolled
+        Some(want == ForKind::Unrolled)
     }
 }
