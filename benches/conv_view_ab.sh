@@ -8,7 +8,7 @@
 # it copies by kernels of their own (`scope="global"`) or stores transposed by the
 # padding kernels that write them (`pt`), the unroll bound drawn for the steps of a fetch
 # that walks its gathered data (`wu`, - for none), and the tune's own records grouped as the
-# conv's loops or its GEMM view, each with or without such copies (`+tk`), with or without a split reduction (`+sk`, split-K) and with the unroll bound of a walked fetch (`+w0`, `+w32`): how many, how many
+# conv's loops or its GEMM view, each with or without such copies (`+tk`), with or without a split reduction (`+sk`, split-K), with the unroll bound of a walked fetch (`+w0`, `+w32`) and with rows padded to 16 bytes (`+al`, and `al` the best's count of such copies): how many, how many
 # ran, the fastest. Then cuDNN (benches/cudnn_conv.py) for
 # each conv in the same call. Other workloads (GEMMs) are run against cublasLt in the same
 # process (`tessel run --compare`); their records are all "loops".
@@ -53,7 +53,9 @@ walks = re.findall(r'annotate\(\w+_fused_0, key="pragma_auto_unroll_max_step", v
 print(",".join(drawn[v] for v in walks) or "-")
 PY
 )
-    echo "$w | $(basename "$sp") | $t | view $(grep -c 'im2col(' "$sched") tk $(grep -c 'scope="global")' "$sched") pt $pt wu $wu | $r"
+    # Copies stored reduction first with rows padded to 16 bytes (`cache_read.aligned_rows`).
+    al=$(grep -cE 'factor=32, offset=(4|8)\)' "$sched")
+    echo "$w | $(basename "$sp") | $t | view $(grep -c 'im2col(' "$sched") tk $(grep -c 'scope="global")' "$sched") pt $pt wu $wu al $al | $r"
     python3 - "$db" "$last" <<'PY'
 import json, sqlite3, sys
 rows = sqlite3.connect(sys.argv[1]).execute(
@@ -79,7 +81,9 @@ def walk_unroll(trace):
 for trace, status, secs in rows:
     key = ("view" if "im2col" in trace else "loops") \
         + ("+tk" if '"global"' in trace or pad_transposed(trace) else "") \
-        + ("+sk" if '"rfactor"' in trace else "") + walk_unroll(trace)
+        + ("+sk" if '"rfactor"' in trace else "") + walk_unroll(trace) \
+        + ("+al" if any(i["kind"] == "storage_align" and i["attrs"]["factor"] == 32
+                        and i["attrs"]["offset"] in (4, 8) for i in json.loads(trace)["insts"]) else "")
     g = groups.setdefault(key, [0, 0, None])
     g[0] += 1
     if status == "ok":

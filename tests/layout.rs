@@ -335,3 +335,28 @@ fn a_split_that_does_not_divide_is_refused_naming_the_axis() {
     sch.split_layout(b2, 0, 0, 5.into()).unwrap();
     assert_ne!(print(&sch), before);
 }
+
+/// B's rows padded to 16 bytes past the banks (`storage_align` offset 4, the sketch's
+/// `cache_read.aligned_rows` coin) with four columns a thread: the reference computed,
+/// rows 36 floats apart, and a thread's four neighbouring columns of a row read as one
+/// 16-byte vector, where the odd stride of one element leaves narrower loads.
+#[test]
+fn rows_padded_to_16_bytes_are_read_as_vectors() {
+    let four_columns = TRACE
+        .replace("split(j, factors=[2, 4, 3])", "split(j, factors=[2, 3, 4])")
+        .replace("factors=[None, 16])", "factors=[None, 12])");
+    let aligned = four_columns.replace("offset=1)", "offset=4)");
+    let (_, _, odd_src) = checked(SPEC, &four_columns);
+    let (_, _, src) = checked(SPEC, &aligned);
+    assert!(odd_src.contains("* 33)"), "{odd_src}");
+    assert!(src.contains("* 36)"), "{src}");
+    if std::env::var("TESSEL_NO_NVRTC").as_deref() != Ok("1") {
+        let vectors = |src: &str| {
+            let ptx = tessel::measure::cuda::compile_ptx(src, "sm_90a")
+                .unwrap_or_else(|f| panic!("NVRTC: {f}"));
+            ptx.matches("ld.shared.v4.f32").count()
+        };
+        assert_eq!(vectors(&odd_src), 0);
+        assert!(vectors(&src) >= 1, "{src}");
+    }
+}

@@ -692,7 +692,7 @@ pub fn apply_sketch(
                 .cache_read(main, idx as i64, scope)
                 .map_err(at("cache_read"))?;
             sch.compute_at(cached, fetch_at).map_err(at("compute_at"))?;
-            let transposed = space.reduction_major && reduction_major(sch, main, cached)?;
+            let transposed = space.reduction_major && reduction_major(space, sch, main, cached)?;
             if thread_factors.is_empty() {
                 continue;
             }
@@ -983,6 +983,10 @@ fn split_k(
 /// Shared-memory banks of 4 bytes (every CUDA architecture since Maxwell).
 const SHARED_BANKS: i64 = 32;
 
+/// The widest shared-memory load a thread issues (`LDS.128`), in bytes: the row padding
+/// of an `aligned_rows` copy.
+const ALIGNED_ROW_BYTES: i64 = 16;
+
 /// The reduction-major rule (`cache_read.reduction_major`): when `main` reads the buffer
 /// `cached` writes with a reduction variable alone in the last index and a spatial one
 /// before it (a GEMM's `A[m, k]`, an NT GEMM's `B[n, k]`), the copy is stored with the
@@ -992,6 +996,7 @@ const SHARED_BANKS: i64 = 32;
 /// so the copy's transposed stores do not all fall in one bank. Returns whether it
 /// transposed.
 fn reduction_major(
+    space: &SearchSpace,
     sch: &mut Schedule,
     main: BlockRv,
     cached: BlockRv,
@@ -1010,9 +1015,21 @@ fn reduction_major(
     sch.transform_layout(cached, 0, &crate::schedule::layout::singletons(&perm))
         .map_err(at("reduction-major"))?;
     // The copy's stores walk the transposed axis: an odd row stride spreads them (and
-    // keeps the threads' reads along the last axis on distinct banks).
+    // keeps the threads' reads along the last axis on distinct banks). With
+    // `aligned_rows`, a coin pads the rows to 16 bytes past the banks instead: a thread's
+    // neighbouring elements of a row are then read as one vector, the stores down a
+    // column fall four to a bank.
+    let elem = {
+        let p = sch.program();
+        let cb = sch.block_id(cached).map_err(at("reduction-major"))?;
+        p.buffer(p.block(cb).body.buffer).dtype.bytes() as i64
+    };
+    let offset = match space.aligned_rows && coin(sch, "reduction-major")? {
+        true => (ALIGNED_ROW_BYTES / elem).max(1),
+        false => 1,
+    };
     let axis = perm.len() as i64 - 2;
-    sch.storage_align(cached, 0, axis, SHARED_BANKS, 1)
+    sch.storage_align(cached, 0, axis, SHARED_BANKS, offset)
         .map_err(at("reduction-major"))?;
     Ok(true)
 }
@@ -2490,6 +2507,32 @@ mod tests {
             .replace("max_innermost_fastest = 16", "max_innermost_fastest = 0");
         let e = SearchSpace::parse(&bad, "t.toml").unwrap_err().to_string();
         assert!(e.contains("tiling.max_innermost_fastest"), "{e}");
+    }
+
+    /// `cache_read.aligned_rows`: a GEMM operand stored reduction first has its rows
+    /// padded to 16 bytes past the banks in some samples and to one element in others,
+    /// each computing the reference; without it always to one element.
+    #[test]
+    fn reduction_major_rows_are_padded_one_element_or_16_bytes() {
+        let p = crate::workload::preset("matmul:m=48,n=40,k=24,layout=nt")
+            .unwrap()
+            .to_program();
+        let offsets = |space: &SearchSpace| {
+            let mut seen = [0; 2];
+            for seed in 0..24 {
+                let (_, trace) = checked_sample(space, &p, seed, SketchKind::Plain);
+                seen[0] += trace.matches("factor=32, offset=1)").count();
+                seen[1] += trace.matches("factor=32, offset=4)").count();
+            }
+            seen
+        };
+        let mut space = SearchSpace::cuda_default();
+        assert!(space.aligned_rows);
+        let [odd, aligned] = offsets(&space);
+        assert!(odd >= 1 && aligned >= 1, "{odd} {aligned}");
+        space.aligned_rows = false;
+        let [odd, aligned] = offsets(&space);
+        assert!(odd >= 1 && aligned == 0, "{odd} {aligned}");
     }
 
     #[test]

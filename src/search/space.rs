@@ -113,6 +113,10 @@ pub struct SearchSpace {
     /// The fetch of a reduction-major operand is offered `fetch_vector_lengths` too (one
     /// vector load, a store per lane; `cache_read.vector_transposed`), else only 1.
     pub vector_transposed: bool,
+    /// A coin per reduction-major copy pads its rows to 16 bytes past the shared-memory
+    /// banks instead of one element, so that a thread reads neighbouring elements of a row
+    /// as one vector (`cache_read.aligned_rows`, CUDA).
+    pub aligned_rows: bool,
     /// The fetch of a reduction-major operand whose source stores another axis
     /// contiguously (an NCHW conv's gathered data) walks that axis fastest
     /// (`cache_read.walk_contiguous`, CUDA only).
@@ -612,6 +616,8 @@ struct CacheRead {
     reduction_major: bool,
     #[serde(default)]
     vector_transposed: bool,
+    #[serde(default)]
+    aligned_rows: bool,
     #[serde(default)]
     walk_contiguous: bool,
     #[serde(default)]
@@ -1253,6 +1259,7 @@ impl SearchSpace {
             fetch_vector_lengths: f.cache_read.vector_lengths,
             reduction_major: f.cache_read.reduction_major,
             vector_transposed: f.cache_read.vector_transposed,
+            aligned_rows: f.cache_read.aligned_rows,
             walk_contiguous: f.cache_read.walk_contiguous,
             walk_unroll: f.cache_read.walk_unroll,
             transpose_kernels: f.cache_read.transpose_kernels,
