@@ -61,8 +61,10 @@
 //!    block's threads (a product of the sampled thread tiles, so a changed decision keeps
 //!    the split consistent) and vectorized by a sampled length. With
 //!    `cache_read.reduction_major`, an operand whose last axis is a reduction is stored
-//!    reduction axes first, rows padded against bank conflicts ([`reduction_major`]), its
-//!    fetch vectorized by the lengths [`transposed_lengths`] offers; or, a decision
+//!    reduction axes first ([`reduction_major`]), rows padded against bank conflicts or
+//!    to 16 bytes ([`pad_rows`]), its fetch vectorized by the lengths
+//!    [`transposed_lengths`] offers or walking its source's contiguous axis
+//!    ([`walk_contiguous`]); or, a decision
 //!    (`cache_read.transpose_kernels`), such operands are transposed once by kernels of
 //!    their own ([`transpose_kernels`]) and the fetch copies them as stored.
 //!
@@ -692,17 +694,24 @@ pub fn apply_sketch(
                 .cache_read(main, idx as i64, scope)
                 .map_err(at("cache_read"))?;
             sch.compute_at(cached, fetch_at).map_err(at("compute_at"))?;
-            let transposed = space.reduction_major && reduction_major(space, sch, main, cached)?;
-            if thread_factors.is_empty() {
-                continue;
+            let transposed = space.reduction_major && reduction_major(sch, main, cached)?;
+            let fetch = match thread_factors.is_empty() {
+                true => None,
+                false => Some(sch.get_loops(cached).map_err(at("cooperative fetch"))?)
+                    .filter(|cl| cl.len() > fetch_depth),
+            };
+            let walked = match &fetch {
+                Some(cl) if transposed && space.walk_contiguous => {
+                    walk_contiguous(sch, cached, &cl[fetch_depth..])?
+                }
+                _ => false,
+            };
+            if transposed {
+                pad_rows(space, sch, cached, walked)?;
             }
-            let cl = sch.get_loops(cached).map_err(at("cooperative fetch"))?;
-            if cl.len() <= fetch_depth {
+            let Some(cl) = fetch else {
                 continue;
-            }
-            let walked = transposed
-                && space.walk_contiguous
-                && walk_contiguous(sch, cached, &cl[fetch_depth..])?;
+            };
             let cl = match walked {
                 true => sch.get_loops(cached).map_err(at("cooperative fetch"))?,
                 false => cl,
@@ -992,11 +1001,9 @@ const ALIGNED_ROW_BYTES: i64 = 16;
 /// before it (a GEMM's `A[m, k]`, an NT GEMM's `B[n, k]`), the copy is stored with the
 /// reduction axes first (`transform_layout`), so that the threads of a warp, which own
 /// neighbouring outputs, read neighbouring words instead of words a row apart in the
-/// same memory bank; the row stride is padded to 1 modulo the 32 banks (`storage_align`),
-/// so the copy's transposed stores do not all fall in one bank. Returns whether it
+/// same memory bank; its rows are then padded by [`pad_rows`]. Returns whether it
 /// transposed.
 fn reduction_major(
-    space: &SearchSpace,
     sch: &mut Schedule,
     main: BlockRv,
     cached: BlockRv,
@@ -1014,24 +1021,40 @@ fn reduction_major(
     let perm: Vec<i64> = perm.into_iter().map(|d| d as i64).collect();
     sch.transform_layout(cached, 0, &crate::schedule::layout::singletons(&perm))
         .map_err(at("reduction-major"))?;
-    // The copy's stores walk the transposed axis: an odd row stride spreads them (and
-    // keeps the threads' reads along the last axis on distinct banks). With
-    // `aligned_rows`, a coin pads the rows to 16 bytes past the banks instead: a thread's
-    // neighbouring elements of a row are then read as one vector, the stores down a
-    // column fall four to a bank.
-    let elem = {
+    Ok(true)
+}
+
+/// The row stride of a copy stored reduction first ([`reduction_major`]), padded past
+/// the 32 banks by `storage_align`. Its fetch stores down the columns, a row apart: one
+/// element of padding spreads those stores over the banks (and keeps the threads' reads
+/// along the rows on distinct banks). Where the fetch walks the rows instead
+/// ([`walk_contiguous`], `walked`) its stores are neighbouring words either way, and with
+/// `cache_read.walk_aligned` the rows are padded to 16 bytes, so that a thread's
+/// neighbouring elements of a row are read as one vector; elsewhere, with
+/// `cache_read.aligned_rows`, a coin chooses between the two paddings.
+fn pad_rows(
+    space: &SearchSpace,
+    sch: &mut Schedule,
+    cached: BlockRv,
+    walked: bool,
+) -> Result<(), SketchError> {
+    let (rank, elem) = {
         let p = sch.program();
         let cb = sch.block_id(cached).map_err(at("reduction-major"))?;
-        p.buffer(p.block(cb).body.buffer).dtype.bytes() as i64
+        let buf = p.buffer(p.block(cb).body.buffer);
+        (buf.shape.len() as i64, buf.dtype.bytes() as i64)
     };
-    let offset = match space.aligned_rows && coin(sch, "reduction-major")? {
+    let aligned = match walked {
+        true => space.walk_aligned,
+        false => space.aligned_rows && coin(sch, "reduction-major")?,
+    };
+    let offset = match aligned {
         true => (ALIGNED_ROW_BYTES / elem).max(1),
         false => 1,
     };
-    let axis = perm.len() as i64 - 2;
-    sch.storage_align(cached, 0, axis, SHARED_BANKS, offset)
+    sch.storage_align(cached, 0, rank - 2, SHARED_BANKS, offset)
         .map_err(at("reduction-major"))?;
-    Ok(true)
+    Ok(())
 }
 
 /// Step 7's fetch of a copy stored reduction first ([`reduction_major`]) whose source
@@ -2509,9 +2532,10 @@ mod tests {
         assert!(e.contains("tiling.max_innermost_fastest"), "{e}");
     }
 
-    /// `cache_read.aligned_rows`: a GEMM operand stored reduction first has its rows
-    /// padded to 16 bytes past the banks in some samples and to one element in others,
-    /// each computing the reference; without it always to one element.
+    /// `cache_read.aligned_rows` (off by default): a GEMM operand stored reduction first
+    /// has its rows padded to 16 bytes past the banks in some samples and to one element
+    /// in others, each computing the reference; without it always to one element (a
+    /// GEMM's fetch never walks its operand's rows, so `walk_aligned` pads none).
     #[test]
     fn reduction_major_rows_are_padded_one_element_or_16_bytes() {
         let p = crate::workload::preset("matmul:m=48,n=40,k=24,layout=nt")
@@ -2527,12 +2551,12 @@ mod tests {
             seen
         };
         let mut space = SearchSpace::cuda_default();
-        assert!(space.aligned_rows);
-        let [odd, aligned] = offsets(&space);
-        assert!(odd >= 1 && aligned >= 1, "{odd} {aligned}");
-        space.aligned_rows = false;
+        assert!(!space.aligned_rows && space.walk_aligned);
         let [odd, aligned] = offsets(&space);
         assert!(odd >= 1 && aligned == 0, "{odd} {aligned}");
+        space.aligned_rows = true;
+        let [odd, aligned] = offsets(&space);
+        assert!(odd >= 1 && aligned >= 1, "{odd} {aligned}");
     }
 
     #[test]

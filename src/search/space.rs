@@ -121,6 +121,9 @@ pub struct SearchSpace {
     /// contiguously (an NCHW conv's gathered data) walks that axis fastest
     /// (`cache_read.walk_contiguous`, CUDA only).
     pub walk_contiguous: bool,
+    /// The rows of such a walked copy are padded to 16 bytes past the shared-memory banks
+    /// instead of one element (`cache_read.walk_aligned`, CUDA).
+    pub walk_aligned: bool,
     /// The `pragma_auto_unroll_max_step` candidates (a decision) of such a walked fetch's
     /// loop over its steps, unrolled where its extent is at most the value drawn; empty:
     /// no decision, the loop as the compiler leaves it (`cache_read.walk_unroll`).
@@ -620,6 +623,8 @@ struct CacheRead {
     aligned_rows: bool,
     #[serde(default)]
     walk_contiguous: bool,
+    #[serde(default)]
+    walk_aligned: bool,
     #[serde(default)]
     walk_unroll: Vec<i64>,
     #[serde(default)]
@@ -1261,6 +1266,7 @@ impl SearchSpace {
             vector_transposed: f.cache_read.vector_transposed,
             aligned_rows: f.cache_read.aligned_rows,
             walk_contiguous: f.cache_read.walk_contiguous,
+            walk_aligned: f.cache_read.walk_aligned,
             walk_unroll: f.cache_read.walk_unroll,
             transpose_kernels: f.cache_read.transpose_kernels,
             transpose_padding_kernels: f.cache_read.transpose_padding_kernels,

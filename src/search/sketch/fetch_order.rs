@@ -165,7 +165,9 @@ mod tests {
     /// its data in the fetch walk the pixels fastest (the copy's loops fused `ax1, ax0`),
     /// and each of them computes the reference with a GPU's semantics; without
     /// `walk_contiguous` none does. With `walk_unroll` (off by default) their steps are
-    /// unrolled by a decision drawn both ways, without it they carry none.
+    /// unrolled by a decision drawn both ways, without it they carry none. With
+    /// `walk_aligned` the walked copy's rows are padded to 16 bytes past the banks, without
+    /// it to one element.
     #[test]
     fn the_plain_sketch_walks_an_nchw_gather_along_its_pixels() {
         use super::super::{apply_sketch, SketchKind};
@@ -188,6 +190,18 @@ mod tests {
                     continue;
                 }
                 assert!(trace.contains("im2col("), "seed {seed}: {trace}");
+                // The walked copy's rows (padded after its loops are reordered), as
+                // `walk_aligned` says.
+                let offset = if space.walk_aligned { 4 } else { 1 };
+                let walk = trace.find("reorder(ax1, ax0)").unwrap();
+                let padding = trace[walk..]
+                    .lines()
+                    .find(|l| l.starts_with("storage_align("));
+                let padded = format!("factor=32, offset={offset})");
+                assert!(
+                    padding.is_some_and(|l| l.ends_with(&padded)),
+                    "seed {seed}: {trace}"
+                );
                 let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda)
                     .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                 let err = crate::interp::check_lowered(&p, &lowered, seed)
@@ -208,6 +222,9 @@ mod tests {
             plain >= 2 && rolled + unrolled == 0,
             "{plain} {rolled} {unrolled}"
         );
+        space.walk_aligned = false;
+        assert_eq!(walked(&space)[0], plain);
+        space.walk_aligned = true;
         // Both ways of `walk_unroll`'s decision are drawn.
         space.walk_unroll = vec![0, 32];
         let [plain, rolled, unrolled] = walked(&space);
