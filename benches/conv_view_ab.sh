@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Convolutions tuned as issue 14's protocol tunes them (a base database of the shipped
-# records and the model trained on them, the default evolutionary search, 300 trials,
-# batch 64, seed 11 or $TESSEL_SEED, a 60 s limit, focused retraining, the fastest
+# records and the model trained on them, the default evolutionary search, 300 trials or
+# $TESSEL_TRIALS, batch 64, seed 11 or $TESSEL_SEED, a 60 s limit or $TESSEL_TIME_LIMIT,
+# focused retraining, the fastest
 # $TESSEL_CONFIRM (3) records timed again in fresh workers) with one or two
 # search-space files, one after the other on the GPU; per tune the best's check and speed
 # (`tessel run`), whether the best took the GEMM view (`im2col(`) and how many operands
@@ -33,7 +34,8 @@ db=/tmp/tessel-conv-ab.sqlite sched=/tmp/tessel-conv-ab.sched
 for w in "$@"; do
   for sp in "${spaces[@]}"; do
     fresh_db "$base" "$db"
-    t=$("$bin" tune "$w" --target cuda --space "$sp" --trials 300 --time-limit 60 --batch 64 \
+    t=$("$bin" tune "$w" --target cuda --space "$sp" --trials "${TESSEL_TRIALS:-300}" \
+      --time-limit "${TESSEL_TIME_LIMIT:-60}" --batch 64 \
       --seed "${TESSEL_SEED:-11}" --db "$db" --retrain focused --confirm "${TESSEL_CONFIRM:-3}" 2>/dev/null | grep -E "^stopped" | tr '\n' ' ')
     "$bin" best "$w" --target cuda --db "$db" --emit trace >"$sched" 2>/dev/null
     cp "$sched" "$out/best/$(echo "$w" | tr -c 'A-Za-z0-9_\n' '_')-$(basename "$sp" .toml).sched"
