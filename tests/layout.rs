@@ -360,3 +360,35 @@ fn rows_padded_to_16_bytes_are_read_as_vectors() {
         assert!(vectors(&src) >= 1, "{src}");
     }
 }
+
+/// The fp32 ceiling's 2048^3 TT kernel that transposes B in its fetch, rows padded to 16
+/// bytes (`tests/golden/tt_transposing_fetch_2048.sched`, from `benches/gemm_ceiling.py`):
+/// with the loop over a staged tile's reduction steps (`r0_1`) unrolled, as
+/// `unroll.tile_steps` annotates it, NVRTC reads the fragments of both operands as 16-byte
+/// vectors, one for every 16 FMAs (left rolled it loaded them a float at a time with
+/// NVRTC 13.0).
+#[test]
+fn a_staged_tiles_unrolled_steps_read_their_fragments_as_vectors() {
+    if std::env::var("TESSEL_NO_NVRTC").as_deref() == Ok("1") {
+        return;
+    }
+    let golden = std::fs::read_to_string("tests/golden/tt_transposing_fetch_2048.sched").unwrap();
+    let trace = format!("{golden}annotate(r0_1, key=\"pragma_auto_unroll_max_step\", value=512)\n");
+    let w = workload::preset("matmul:2048x2048x2048,layout=tt").unwrap();
+    let t = text::parse(&trace).unwrap_or_else(|e| panic!("{e}"));
+    // The trace names the canonical workload's blocks (t0, t1, t2), as the database does.
+    let canonical = tessel::database::canonical_program(&w).unwrap();
+    let sch = replay(&t, canonical, 0).unwrap_or_else(|e| panic!("{e}"));
+    let lowered = lower(sch.program(), Backend::Cuda).unwrap();
+    let src = tessel::codegen::cuda::generate(&lowered).unwrap().code;
+    let ptx =
+        tessel::measure::cuda::compile_ptx(&src, "sm_90a").unwrap_or_else(|f| panic!("NVRTC: {f}"));
+    let (vectors, fmas) = (
+        ptx.matches("ld.shared.v4.f32").count(),
+        ptx.matches("fma.rn.f32").count(),
+    );
+    assert!(
+        fmas >= 2048 && vectors * 16 >= fmas,
+        "{vectors} vector loads for {fmas} FMAs"
+    );
+}

@@ -787,7 +787,12 @@ pub fn apply_sketch(
     let step = sch
         .sample_categorical(steps, &probs, None)
         .map_err(at("auto-unroll"))?;
-    let inner_from = space.levels.len().saturating_sub(3).max(first_r + 1);
+    //    The loops of the last three levels; with `unroll.tile_steps` from the level after
+    //    the first reduction level (the loop over a staged tile's reduction steps too).
+    let inner_from = match space.unroll_tile_steps {
+        true => first_r + 1,
+        false => space.levels.len().saturating_sub(3).max(first_r + 1),
+    };
     for lp in levels[inner_from.min(levels.len())..].iter().flatten() {
         sch.annotate(Target::Loop(*lp), AUTO_UNROLL_KEY, AnnArg::Rv(step))
             .map_err(at("auto-unroll"))?;
@@ -2557,6 +2562,81 @@ mod tests {
         space.aligned_rows = true;
         let [odd, aligned] = offsets(&space);
         assert!(odd >= 1 && aligned >= 1, "{odd} {aligned}");
+    }
+
+    /// `unroll.tile_steps` (off by default): the loop over a staged tile's reduction steps
+    /// (`k_1`) carries the sample's auto-unroll annotation and is lowered unrolled exactly
+    /// where its extent is at most the value drawn; without it, it carries none.
+    #[test]
+    fn a_staged_tiles_steps_are_unrolled_with_tile_steps() {
+        use crate::ir::AnnValue;
+        use crate::lower::{ForKind, KStmt};
+        let p = crate::workload::preset("matmul:32x24x128")
+            .unwrap()
+            .to_program();
+        fn kinds(body: &[KStmt], var: crate::ir::VarId, out: &mut Vec<ForKind>) {
+            for st in body {
+                match st {
+                    KStmt::For {
+                        var: v, kind, body, ..
+                    } => {
+                        if *v == var {
+                            out.push(*kind);
+                        }
+                        kinds(body, var, out);
+                    }
+                    KStmt::If { then, .. } => kinds(then, var, out),
+                    _ => {}
+                }
+            }
+        }
+        // Per sample whose `k_1` is longer than 1: None (no annotation), or whether it was
+        // lowered unrolled.
+        let steps = |space: &SearchSpace| -> Vec<Option<bool>> {
+            (0..16)
+                .filter_map(|seed| {
+                    let (sch, _) = checked_sample(space, &p, seed, SketchKind::Plain);
+                    let prog = sch.program();
+                    let lp = prog.loops.iter().find(|l| prog.var_name(l.var) == "k_1")?;
+                    if lp.extent <= 1 {
+                        return None;
+                    }
+                    let Some(AnnValue::Int(max)) = lp.annotations.get(AUTO_UNROLL_KEY) else {
+                        return Some(None);
+                    };
+                    let lowered = crate::lower::lower(prog, crate::lower::Backend::Cuda).unwrap();
+                    let mut found = Vec::new();
+                    for k in &lowered.kernels {
+                        kinds(&k.body, lp.var, &mut found);
+                    }
+                    let unrolled = lp.extent <= *max;
+                    let want = if unrolled {
+                        ForKind::Unrolled
+                    } else {
+                        ForKind::Serial
+                    };
+                    assert!(
+                        !found.is_empty() && found.iter().all(|k| *k == want),
+                        "seed {seed}: {found:?}, extent {}, max {max}",
+                        lp.extent
+                    );
+                    Some(Some(unrolled))
+                })
+                .collect()
+        };
+        let mut space = SearchSpace::cuda_default();
+        assert!(!space.unroll_tile_steps);
+        let rolled = steps(&space);
+        assert!(
+            !rolled.is_empty() && rolled.iter().all(|s| s.is_none()),
+            "{rolled:?}"
+        );
+        space.unroll_tile_steps = true;
+        let annotated = steps(&space);
+        assert!(
+            annotated.contains(&Some(true)) && annotated.iter().all(|s| s.is_some()),
+            "{annotated:?}"
+        );
     }
 
     #[test]

@@ -151,6 +151,10 @@ pub struct SearchSpace {
     /// level before the first R level.
     pub write_back_levels: Vec<usize>,
     pub unroll_max_steps: Vec<i64>,
+    /// The auto-unroll annotation also on the loops of the level after the first
+    /// reduction level: on CUDA the loop over the reduction steps of a staged tile, between
+    /// two fetches (`unroll.tile_steps`).
+    pub unroll_tile_steps: bool,
     pub inline_padding: bool,
     pub inline_epilogue: bool,
     /// The innermost spatial loop is vectorized when at most this long (0: never).
@@ -648,6 +652,8 @@ struct CacheWrite {
 #[serde(deny_unknown_fields)]
 struct Unroll {
     max_steps: Vec<i64>,
+    #[serde(default)]
+    tile_steps: bool,
 }
 
 #[derive(Deserialize)]
@@ -1274,6 +1280,7 @@ impl SearchSpace {
             cache_write: f.cache_write.enabled.then_some(f.cache_write.scope),
             write_back_levels,
             unroll_max_steps: f.unroll.max_steps,
+            unroll_tile_steps: f.unroll.tile_steps,
             inline_padding: f.inline.padding,
             inline_epilogue: f.inline.epilogue,
             max_vector_extent,
