@@ -351,14 +351,19 @@ fn rows_padded_to_16_bytes_are_read_as_vectors() {
     assert!(odd_src.contains("* 33)"), "{odd_src}");
     assert!(src.contains("* 36)"), "{src}");
     if std::env::var("TESSEL_NO_NVRTC").as_deref() != Ok("1") {
-        let vectors = |src: &str| {
-            let ptx = tessel::measure::cuda::compile_ptx(src, "sm_90a")
-                .unwrap_or_else(|f| panic!("NVRTC: {f}"));
-            ptx.matches("ld.shared.v4.f32").count()
-        };
-        assert_eq!(vectors(&odd_src), 0);
-        assert!(vectors(&src) >= 1, "{src}");
+        assert_eq!(shared_vector_loads(&ptx(&odd_src)), 0);
+        assert!(shared_vector_loads(&ptx(&src)) >= 1, "{src}");
     }
+}
+
+/// The PTX NVRTC makes of `src` for sm_90a.
+fn ptx(src: &str) -> String {
+    tessel::measure::cuda::compile_ptx(src, "sm_90a").unwrap_or_else(|f| panic!("NVRTC: {f}"))
+}
+
+/// The 16-byte shared-memory loads of f32 in `ptx`.
+fn shared_vector_loads(ptx: &str) -> usize {
+    ptx.matches("ld.shared.v4.f32").count()
 }
 
 /// The fp32 ceiling's 2048^3 TT kernel that transposes B in its fetch, rows padded to 16
@@ -381,12 +386,8 @@ fn a_staged_tiles_unrolled_steps_read_their_fragments_as_vectors() {
     let sch = replay(&t, canonical, 0).unwrap_or_else(|e| panic!("{e}"));
     let lowered = lower(sch.program(), Backend::Cuda).unwrap();
     let src = tessel::codegen::cuda::generate(&lowered).unwrap().code;
-    let ptx =
-        tessel::measure::cuda::compile_ptx(&src, "sm_90a").unwrap_or_else(|f| panic!("NVRTC: {f}"));
-    let (vectors, fmas) = (
-        ptx.matches("ld.shared.v4.f32").count(),
-        ptx.matches("fma.rn.f32").count(),
-    );
+    let ptx = ptx(&src);
+    let (vectors, fmas) = (shared_vector_loads(&ptx), ptx.matches("fma.rn.f32").count());
     assert!(
         fmas >= 2048 && vectors * 16 >= fmas,
         "{vectors} vector loads for {fmas} FMAs"

@@ -770,6 +770,55 @@ fn build_kernel(
     Ok(kernel)
 }
 
+/// Test helper: whether the loop of `p` named `name` is lowered unrolled, checked against
+/// its `pragma_auto_unroll_max_step` annotation in every copy of it in `lowered` (the
+/// pipeline copies a fetch's loops): unrolled exactly where its extent is at most the
+/// annotated value. `None` where it carries no annotation; panics where `p` has no such
+/// loop or `lowered` none of its copies.
+#[cfg(test)]
+pub(crate) fn auto_unrolled(p: &Program, lowered: &Lowered, name: &str) -> Option<bool> {
+    fn kinds(body: &[KStmt], var: VarId, out: &mut Vec<ForKind>) {
+        for st in body {
+            match st {
+                KStmt::For {
+                    var: v, kind, body, ..
+                } => {
+                    if *v == var {
+                        out.push(*kind);
+                    }
+                    kinds(body, var, out);
+                }
+                KStmt::If { then, .. } => kinds(then, var, out),
+                _ => {}
+            }
+        }
+    }
+    let lp = p
+        .loops
+        .iter()
+        .find(|l| p.var_name(l.var) == name)
+        .unwrap_or_else(|| panic!("no loop {name}"));
+    let max = match lp.annotations.get("pragma_auto_unroll_max_step") {
+        None => return None,
+        Some(crate::ir::AnnValue::Int(max)) => *max,
+        Some(other) => panic!("loop {name}'s unroll bound is {other:?}"),
+    };
+    let mut found = Vec::new();
+    for k in &lowered.kernels {
+        kinds(&k.body, lp.var, &mut found);
+    }
+    let want = match lp.extent <= max {
+        true => ForKind::Unrolled,
+        false => ForKind::Serial,
+    };
+    assert!(
+        !found.is_empty() && found.iter().all(|k| *k == want),
+        "loop {name}: {found:?}, extent {}, max {max}",
+        lp.extent
+    );
+    Some(want == ForKind::Unrolled)
+}
+
 #[cfg(test)]
 mod unroll_tests {
     use super::{lower, Backend, ForKind, KStmt};

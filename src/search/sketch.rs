@@ -2569,27 +2569,9 @@ mod tests {
     /// where its extent is at most the value drawn; without it, it carries none.
     #[test]
     fn a_staged_tiles_steps_are_unrolled_with_tile_steps() {
-        use crate::ir::AnnValue;
-        use crate::lower::{ForKind, KStmt};
         let p = crate::workload::preset("matmul:32x24x128")
             .unwrap()
             .to_program();
-        fn kinds(body: &[KStmt], var: crate::ir::VarId, out: &mut Vec<ForKind>) {
-            for st in body {
-                match st {
-                    KStmt::For {
-                        var: v, kind, body, ..
-                    } => {
-                        if *v == var {
-                            out.push(*kind);
-                        }
-                        kinds(body, var, out);
-                    }
-                    KStmt::If { then, .. } => kinds(then, var, out),
-                    _ => {}
-                }
-            }
-        }
         // Per sample whose `k_1` is longer than 1: None (no annotation), or whether it was
         // lowered unrolled.
         let steps = |space: &SearchSpace| -> Vec<Option<bool>> {
@@ -2601,26 +2583,8 @@ mod tests {
                     if lp.extent <= 1 {
                         return None;
                     }
-                    let Some(AnnValue::Int(max)) = lp.annotations.get(AUTO_UNROLL_KEY) else {
-                        return Some(None);
-                    };
                     let lowered = crate::lower::lower(prog, crate::lower::Backend::Cuda).unwrap();
-                    let mut found = Vec::new();
-                    for k in &lowered.kernels {
-                        kinds(&k.body, lp.var, &mut found);
-                    }
-                    let unrolled = lp.extent <= *max;
-                    let want = if unrolled {
-                        ForKind::Unrolled
-                    } else {
-                        ForKind::Serial
-                    };
-                    assert!(
-                        !found.is_empty() && found.iter().all(|k| *k == want),
-                        "seed {seed}: {found:?}, extent {}, max {max}",
-                        lp.extent
-                    );
-                    Some(Some(unrolled))
+                    Some(crate::lower::auto_unrolled(prog, &lowered, "k_1"))
                 })
                 .collect()
         };

@@ -207,7 +207,8 @@ mod tests {
                 let err = crate::interp::check_lowered(&p, &lowered, seed)
                     .unwrap_or_else(|e| panic!("seed {seed}: {e}"));
                 assert!(err < 1e-4, "seed {seed}: relative error {err}");
-                walked[match walk_unrolled(sch.program(), &lowered) {
+                let steps = crate::lower::auto_unrolled(sch.program(), &lowered, "ax1_ax0_fused_0");
+                walked[match steps {
                     None => 0,
                     Some(false) => 1,
                     Some(true) => 2,
@@ -234,54 +235,5 @@ mod tests {
         );
         space.walk_contiguous = false;
         assert_eq!(walked(&space), [0, 0, 0]);
-    }
-
-    /// Whether the walked fetch's loop over its steps (`ax1_ax0_fused_0`) is lowered
-    /// unrolled, checked against its `walk_unroll` annotation: unrolled exactly where its
-    /// extent is at most the value drawn, in every copy the pipeline made of it; `None`
-    /// where it carries no annotation.
-    fn walk_unrolled(p: &Program, lowered: &crate::lower::Lowered) -> Option<bool> {
-        use crate::ir::AnnValue;
-        use crate::lower::{ForKind, KStmt};
-        let lp = p
-            .loops
-            .iter()
-            .find(|l| p.var_name(l.var) == "ax1_ax0_fused_0")
-            .expect("the walked fetch's steps");
-        let max = match lp.annotations.get(super::super::AUTO_UNROLL_KEY) {
-            None => return None,
-            Some(AnnValue::Int(max)) => max,
-            Some(other) => panic!("the walked fetch's unroll bound is {other:?}"),
-        };
-        fn kinds(body: &[KStmt], var: VarId, out: &mut Vec<ForKind>) {
-            for st in body {
-                match st {
-                    KStmt::For {
-                        var: v, kind, body, ..
-                    } => {
-                        if *v == var {
-                            out.push(*kind);
-                        }
-                        kinds(body, var, out);
-                    }
-                    KStmt::If { then, .. } => kinds(then, var, out),
-                    _ => {}
-                }
-            }
-        }
-        let mut found = Vec::new();
-        for k in &lowered.kernels {
-            kinds(&k.body, lp.var, &mut found);
-        }
-        let want = match lp.extent <= *max {
-            true => ForKind::Unrolled,
-            false => ForKind::Serial,
-        };
-        assert!(
-            !found.is_empty() && found.iter().all(|k| *k == want),
-            "{found:?}, extent {}, max {max}",
-            lp.extent
-        );
-        Some(want == ForKind::Unrolled)
     }
 }
