@@ -2564,7 +2564,7 @@ mod tests {
         assert!(odd >= 1 && aligned >= 1, "{odd} {aligned}");
     }
 
-    /// `unroll.tile_steps` (off by default): the loop over a staged tile's reduction steps
+    /// `unroll.tile_steps` (on by default): the loop over a staged tile's reduction steps
     /// (`k_1`) carries the sample's auto-unroll annotation and is lowered unrolled exactly
     /// where its extent is at most the value drawn; without it, it carries none.
     #[test]
@@ -2589,17 +2589,17 @@ mod tests {
                 .collect()
         };
         let mut space = SearchSpace::cuda_default();
-        assert!(!space.unroll_tile_steps);
-        let rolled = steps(&space);
-        assert!(
-            !rolled.is_empty() && rolled.iter().all(|s| s.is_none()),
-            "{rolled:?}"
-        );
-        space.unroll_tile_steps = true;
+        assert!(space.unroll_tile_steps);
         let annotated = steps(&space);
         assert!(
             annotated.contains(&Some(true)) && annotated.iter().all(|s| s.is_some()),
             "{annotated:?}"
+        );
+        space.unroll_tile_steps = false;
+        let rolled = steps(&space);
+        assert!(
+            !rolled.is_empty() && rolled.iter().all(|s| s.is_none()),
+            "{rolled:?}"
         );
     }
 
