@@ -369,9 +369,10 @@ fn shared_vector_loads(ptx: &str) -> usize {
 /// The fp32 ceiling's 2048^3 TT kernel that transposes B in its fetch, rows padded to 16
 /// bytes (`tests/golden/tt_transposing_fetch_2048.sched`, from `benches/gemm_ceiling.py`):
 /// with the loop over a staged tile's reduction steps (`r0_1`) unrolled, as
-/// `unroll.tile_steps` annotates it, NVRTC reads the fragments of both operands as 16-byte
-/// vectors, one for every 16 FMAs (left rolled it loaded them a float at a time with
-/// NVRTC 13.0).
+/// `unroll.tile_steps` annotates it, NVRTC's PTX reads the fragments of both operands as
+/// 16-byte vectors, one for every 16 FMAs (left rolled its PTX loads them a float at a time
+/// with NVRTC 13.0, which ptxas widens to the same LDS.128: benches/probe/sass_loop_mix.py).
+/// The check is that the annotation reaches the code NVRTC compiles.
 #[test]
 fn a_staged_tiles_unrolled_steps_read_their_fragments_as_vectors() {
     if std::env::var("TESSEL_NO_NVRTC").as_deref() == Ok("1") {

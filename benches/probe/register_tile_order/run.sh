@@ -3,11 +3,12 @@
 # (MetaSchedule's SSSRRSRS: i_3, r_2, i_4) against the same tile in the inner level alone
 # (i_3 = 1, i_4 = i_3 * i_4: every register of the tile inside r_2), for two tuned bests
 # whose fastest axis has its factor in the outer level (tt_*.sched here: H200 tunes of
-# 2026-12-02, `unroll.tile_steps` on). With the outer level, NVRTC loads B's columns from
-# shared memory a float at a time (the two columns of a thread are 16 r_2 steps apart in
-# the unrolled code); merged, as 8-byte vectors. Prints the PTX's shared loads and FMAs of
-# both; on the GPU machine (nvidia-smi present) then times both against cublasLt
-# alternately REPS times (default 2).
+# 2026-12-02, `unroll.tile_steps` on). With the outer level, NVRTC's PTX loads B's columns
+# from shared memory a float at a time (the two columns of a thread are 16 r_2 steps apart
+# in the unrolled code); merged, as 8-byte vectors. ptxas pairs them either way (the SASS
+# of both forms loads alike: benches/probe/sass_loop_mix.py). Prints the PTX's shared
+# loads and FMAs of both; on the GPU machine (nvidia-smi present) then times both against
+# cublasLt alternately REPS times (default 2).
 #
 #   eval "$(../shared/tools/nvrtc-local)"; benches/probe/register_tile_order/run.sh   # here
 #   benches/probe/register_tile_order/run.sh [REPS]                                  # GPU
