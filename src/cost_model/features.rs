@@ -374,6 +374,19 @@ fn measure(l: &Lowered, dev: &DeviceSpec) -> Measured {
     m
 }
 
+/// The bank-conflict degree of each store into the shared buffer named `name` in `l`
+/// (warp 0's first phase, as the features count it): 1 where its threads store on
+/// distinct banks. For tests elsewhere in the crate.
+#[cfg(test)]
+pub(crate) fn shared_store_bank_ways(l: &Lowered, name: &str) -> Vec<f64> {
+    measure(l, &DeviceSpec::cuda("sm_90a"))
+        .stores
+        .iter()
+        .filter(|s| l.program.buffer(s.buffer).name == name && s.write.scope == Scope::Shared)
+        .map(|s| s.write.bank_ways)
+        .collect()
+}
+
 /// Blocks, threads and the resources of a kernel, and how it fills the device.
 struct KernelShape {
     blocks: f64,

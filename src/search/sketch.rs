@@ -706,18 +706,20 @@ pub fn apply_sketch(
                 }
                 _ => false,
             };
-            if transposed {
-                pad_rows(space, sch, cached, walked)?;
-            }
+            let aligned = transposed && pad_rows(space, sch, cached, walked)?;
+            let chunked = match &fetch {
+                Some(cl) if aligned && !walked => chunk_rows(sch, cached, &cl[fetch_depth..])?,
+                _ => false,
+            };
             let Some(cl) = fetch else {
                 continue;
             };
-            let cl = match walked {
+            let cl = match walked || chunked {
                 true => sch.get_loops(cached).map_err(at("cooperative fetch"))?,
                 false => cl,
             };
             let fused = fuse(sch, &cl[fetch_depth..])?;
-            let lengths = if walked {
+            let lengths = if walked || chunked {
                 vec![1]
             } else if transposed {
                 transposed_lengths(space, sch, cached)?
@@ -1036,13 +1038,15 @@ fn reduction_major(
 /// ([`walk_contiguous`], `walked`) its stores are neighbouring words either way, and with
 /// `cache_read.walk_aligned` the rows are padded to 16 bytes, so that a thread's
 /// neighbouring elements of a row are read as one vector; elsewhere, with
-/// `cache_read.aligned_rows`, a coin chooses between the two paddings.
+/// `cache_read.aligned_rows`, a coin chooses between the two paddings (then
+/// [`chunk_rows`] orders the fetch so that its stores down the columns stay on distinct
+/// banks). Returns whether the rows were padded to 16 bytes.
 fn pad_rows(
     space: &SearchSpace,
     sch: &mut Schedule,
     cached: BlockRv,
     walked: bool,
-) -> Result<(), SketchError> {
+) -> Result<bool, SketchError> {
     let (rank, elem) = {
         let p = sch.program();
         let cb = sch.block_id(cached).map_err(at("reduction-major"))?;
@@ -1059,7 +1063,71 @@ fn pad_rows(
     };
     sch.storage_align(cached, 0, rank - 2, SHARED_BANKS, offset)
         .map_err(at("reduction-major"))?;
-    Ok(())
+    Ok(aligned)
+}
+
+/// Rows a warp's fetch stores at once into a copy whose rows are padded to 16 bytes past
+/// the banks ([`chunk_rows`]): consecutive rows start 16 bytes further along the banks, so
+/// 8 of them, 4 words from each, cover the 32 banks once.
+const CHUNK_ROWS: i64 = SHARED_BANKS * 4 / ALIGNED_ROW_BYTES;
+
+/// Step 7's fetch of a copy stored reduction first ([`reduction_major`]) with rows padded
+/// to 16 bytes past the banks ([`pad_rows`]) that does not walk its rows: its loops
+/// `fetch` reordered so that the fetch's threads take [`CHUNK_ROWS`] consecutive rows
+/// (the reduction, along which the source is stored) fastest and the columns next, one
+/// element each. A warp then stores 8 rows by 4 columns, on 32 distinct banks, and reads
+/// 32 contiguous bytes of 4 of the source's rows; walked along the reduction alone it
+/// would store 32 rows of one column, 4 to a bank (the row padding's cost that the
+/// one-element padding avoids, but which leaves the compute's reads of a row unaligned).
+/// Returns whether it reordered: not where the row or column index is not one loop's,
+/// where the rows are not a multiple of 8 or the columns fewer than 4.
+fn chunk_rows(sch: &mut Schedule, cached: BlockRv, fetch: &[LoopRv]) -> Result<bool, SketchError> {
+    let p = sch.program();
+    let b = sch.block_id(cached).map_err(at("cooperative fetch"))?;
+    let blk = p.block(b);
+    let [.., row, col] = blk.body.indices.as_slice() else {
+        return Ok(false);
+    };
+    // The fetch loop that alone gives an index of the copy, with its extent.
+    let loop_of = |index: &Expr| -> Result<Option<(LoopRv, i64)>, SketchError> {
+        let axes: Vec<usize> = (0..blk.iter_vars.len())
+            .filter(|a| index.uses_var(blk.iter_vars[*a].var))
+            .collect();
+        let [axis] = axes[..] else {
+            return Ok(None);
+        };
+        let mut found = None;
+        for lp in fetch {
+            let l = p.lp(sch.loop_id(*lp).map_err(at("cooperative fetch"))?);
+            let uses = |a: usize| blk.bindings[a].uses_var(l.var);
+            match (
+                uses(axis),
+                (0..blk.bindings.len()).filter(|a| uses(*a)).count(),
+            ) {
+                (true, 1) if found.is_none() => found = Some((*lp, l.extent)),
+                (false, _) => {}
+                _ => return Ok(None),
+            }
+        }
+        Ok(found)
+    };
+    let (Some((rows, n_rows)), Some((cols, n_cols))) = (loop_of(row)?, loop_of(col)?) else {
+        return Ok(false);
+    };
+    if n_rows % CHUNK_ROWS != 0 || n_cols < SHARED_BANKS / CHUNK_ROWS {
+        return Ok(false);
+    }
+    let mut order: Vec<LoopRv> = fetch
+        .iter()
+        .copied()
+        .filter(|lp| *lp != rows && *lp != cols)
+        .collect();
+    let parts = sch
+        .split(rows, &[None, Some(IntArg::Lit(CHUNK_ROWS))])
+        .map_err(at("cooperative fetch"))?;
+    order.extend([parts[0], cols, parts[1]]);
+    sch.reorder(&order).map_err(at("cooperative fetch"))?;
+    Ok(true)
 }
 
 /// Step 7's fetch of a copy stored reduction first ([`reduction_major`]) whose source
@@ -2562,6 +2630,35 @@ mod tests {
         space.aligned_rows = true;
         let [odd, aligned] = offsets(&space);
         assert!(odd >= 1 && aligned >= 1, "{odd} {aligned}");
+    }
+
+    /// With `cache_read.aligned_rows`, a copy whose rows are padded to 16 bytes is fetched
+    /// 8 rows by 4 columns a warp where its tile has a multiple of 8 rows ([`chunk_rows`]):
+    /// its stores fall on 32 distinct banks (walked down one column, rows a multiple of 4
+    /// words past the banks apart would put them 4 to a bank), and the samples compute the
+    /// reference.
+    #[test]
+    fn a_copy_with_16_byte_rows_is_fetched_eight_rows_at_a_time() {
+        let p = crate::workload::preset("matmul:m=64,n=48,k=64")
+            .unwrap()
+            .to_program();
+        let mut space = SearchSpace::cuda_default();
+        space.aligned_rows = true;
+        let mut chunked = 0;
+        for seed in 0..64 {
+            let (sch, trace) = checked_sample(&space, &p, seed, SketchKind::Plain);
+            if !(trace.contains("offset=4)") && trace.contains("factors=[None, 8])")) {
+                continue;
+            }
+            let lowered = crate::lower::lower(sch.program(), crate::lower::Backend::Cuda).unwrap();
+            let ways = crate::cost_model::features::shared_store_bank_ways(&lowered, "A_shared");
+            assert!(
+                !ways.is_empty() && ways.iter().all(|w| *w == 1.0),
+                "{ways:?}\n{trace}"
+            );
+            chunked += 1;
+        }
+        assert!(chunked >= 2, "{chunked} samples with 16-byte rows");
     }
 
     /// `unroll.tile_steps` (on by default): the loop over a staged tile's reduction steps
