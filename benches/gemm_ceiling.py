@@ -62,14 +62,19 @@ def transpose_kernel(blk, name, run=64, channels=32, threads=128):
 
 def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512, transpose_a=True,
              transpose_b=None, interleave_i=False, interleave_j=False, local=False,
-             kernels=(False, False), registers=False):
+             kernels=(False, False), registers=False, lone=(False, False)):
     """mi, nj: factors of i and j, [blocks, vthreads, warps, lanes, serial, inner];
     kk: factors of the reduction, [outer (pipelined), middle, inner]. transpose_a=False
     keeps A's shared tile as it is in memory (rows of the reduction: 16-byte copies, and
     a thread reads its rows' inner reduction steps as vectors); None means A is stored
     reduction-major already (layout t). transpose_b likewise for B, whose rows are of the
     reduction in layout t (None: stored reduction-major, layout n). registers: the
-    pipeline stages its transposing fetches in registers (`software_pipeline_register_fetch`)."""
+    pipeline stages its transposing fetches in registers (`software_pipeline_register_fetch`).
+    lone: per operand, a transposing fetch copies one element a thread (consecutive threads
+    along the source's contiguous rows) into rows padded by one word, instead of `vector`
+    elements a thread into rows padded by `offset`."""
+    fetch_vector = [1 if lone[i] else vector for i in (0, 1)]
+    row_offset = [1 if lone[i] else offset for i in (0, 1)]
     threads = mi[2] * mi[3] * nj[2] * nj[3]
     # Operands transposed once by kernels of their own (the sketch's `transpose_kernels`
     # decision): a global copy stored reduction first, then read as stored.
@@ -95,21 +100,21 @@ def schedule(mi, nj, kk, stages, offset=4, vector=4, unroll=512, transpose_a=Tru
         'b2 = cache_read(b0, read_index=0, scope="shared")',
         "compute_at(b2, r0_0)",
         *(["transform_layout(b2, buffer_index=0, permutation=[1, 0])"] if transpose_a else []),
-        *([f"storage_align(b2, buffer_index=0, axis=0, factor=32, offset={offset})"]
+        *([f"storage_align(b2, buffer_index=0, axis=0, factor=32, offset={row_offset[0]})"]
           if transpose_a is not None else []),
         "_, _, _, _, a0, a1 = get_loops(b2)",
         "af = fuse(a0, a1)",
-        f"_, at, av = split(af, factors=[None, {threads}, {vector}])",
+        f"_, at, av = split(af, factors=[None, {threads}, {fetch_vector[0]}])",
         'bind(at, thread="threadIdx.x")',
         "vectorize(av)",
         'b3 = cache_read(b0, read_index=1, scope="shared")',
         "compute_at(b3, r0_0)",
         *(["transform_layout(b3, buffer_index=0, permutation=[1, 0])"] if transpose_b else []),
-        *([f"storage_align(b3, buffer_index=0, axis=0, factor=32, offset={offset})"]
+        *([f"storage_align(b3, buffer_index=0, axis=0, factor=32, offset={row_offset[1]})"]
           if transpose_b is not None else []),
         "_, _, _, _, c0, c1 = get_loops(b3)",
         "bf = fuse(c0, c1)",
-        f"_, bt, bv = split(bf, factors=[None, {threads}, {vector}])",
+        f"_, bt, bv = split(bf, factors=[None, {threads}, {fetch_vector[1]}])",
         'bind(bt, thread="threadIdx.x")',
         "vectorize(bv)",
     ]
@@ -165,7 +170,10 @@ def layout_variants(n, layout):
     kept as stored (S; with the lanes interleaved, I), or transposed once by a kernel of
     its own and read as stored after (K, the sketch's `transpose_kernels`), or transposed
     by the fetch through registers (R: T with `software_pipeline_register_fetch`); "_vl"
-    variants read each step's operands into registers by vector loads."""
+    variants read each step's operands into registers by vector loads. E: T with one
+    element a thread, consecutive threads along the source's rows, into rows padded by one
+    word (each warp's 4-byte copies read 128 contiguous bytes; T's lanes of 4 read 16 bytes
+    of each of 8 rows a copy)."""
     a_rows = layout[0] == "n"
     b_rows = layout[1] == "t"
     tilings = {
@@ -178,6 +186,7 @@ def layout_variants(n, layout):
         "I": dict(t=False, i=True),
         "K": dict(t=None, k=True),
         "R": dict(t=True, r=True),
+        "E": dict(t=True, lone=True),
     }
     out = {}
     for tname, (mi, nj, stages) in tilings.items():
@@ -189,13 +198,16 @@ def layout_variants(n, layout):
                     # Staging in registers is the pipeline's, for every transposing fetch.
                     if "R" in (fa, fb) and {fa, fb} & {"T", "K"}:
                         continue
+                    if "E" in (fa, fb) and {fa, fb} - {"E", "-"}:
+                        continue
                     a = forms.get(fa, dict(t=None))
                     b = forms.get(fb, dict(t=None))
                     args = dict(mi=mi, nj=nj, kk=kk, stages=stages,
                                 transpose_a=a["t"], transpose_b=b["t"],
                                 interleave_i=a.get("i", False), interleave_j=b.get("i", False),
                                 kernels=(a.get("k", False), b.get("k", False)),
-                                registers=a.get("r", False) or b.get("r", False))
+                                registers=a.get("r", False) or b.get("r", False),
+                                lone=(a.get("lone", False), b.get("lone", False)))
                     name = f"{layout}_{fa}{fb}_{tname}_{kname}_s{stages}"
                     out[name] = args
                     if {fa, fb} <= {"T", "-"}:

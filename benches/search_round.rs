@@ -116,6 +116,7 @@ fn main() {
             }
             let gpu = space.is_gpu();
             let name = if gpu { "cuda" } else { "cpu" };
+            let bounds = space.search.thread_tile_classes.clone();
             let mut search = EvolutionarySearch::new(space, target, program.clone(), 1);
             if gpu {
                 search.set_scorer(scorer.clone());
@@ -143,7 +144,10 @@ fn main() {
                 );
                 println!("    branches: {}", branches(&p.candidates));
                 println!("    block shapes: {}", block_shapes(&p.candidates));
-                println!("    outputs a thread: {}", tile_classes(&p.candidates));
+                println!(
+                    "    outputs a thread: {}",
+                    tile_classes(&p.candidates, &bounds)
+                );
                 println!("    {}", search.last_times());
                 all.add(search.last_times());
             }
@@ -201,15 +205,14 @@ fn block_shapes(candidates: &[tessel::search::Candidate]) -> String {
 }
 
 /// How many of `candidates` each class of outputs per thread has.
-fn tile_classes(candidates: &[tessel::search::Candidate]) -> String {
-    TileClass::ALL
-        .iter()
+fn tile_classes(candidates: &[tessel::search::Candidate], bounds: &[usize]) -> String {
+    TileClass::all(bounds)
         .map(|class| {
             let n = candidates
                 .iter()
-                .filter(|c| TileClass::of(&c.verified.lowered) == *class)
+                .filter(|c| TileClass::of(&c.verified.lowered, bounds) == class)
                 .count();
-            format!("{n} {class:?}")
+            format!("{n} at {}", class.range(bounds))
         })
         .collect::<Vec<_>>()
         .join(", ")

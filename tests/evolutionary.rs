@@ -636,25 +636,41 @@ impl Scorer for PreferSmallTiles {
 }
 
 /// A scorer that ranks large register tiles last leaves them out of a batch; the floor
-/// gives each class of outputs per thread its `thread_tile_share` of the batch.
+/// gives each class of outputs per thread its `thread_tile_share` of the batch, with the
+/// shipped class bounds and with finer ones.
 #[test]
 fn each_class_of_outputs_per_thread_gets_its_share_of_a_batch() {
-    let of_class = |share: f64, class: TileClass| {
+    let shipped = cuda().0.search.thread_tile_classes;
+    assert_eq!(shipped, [16, 64]);
+    let labels: Vec<String> = TileClass::all(&shipped)
+        .map(|c| c.range(&shipped))
+        .collect();
+    assert_eq!(labels, ["..=16", "17..=64", "65.."]);
+    let of_class = |share: f64, bounds: &[usize], class: TileClass| {
         batch(
             "matmul:512x512x512",
             Arc::new(PreferSmallTiles),
-            |space| space.search.thread_tile_share = share,
+            |space| {
+                space.search.thread_tile_share = share;
+                space.search.thread_tile_classes = bounds.to_vec();
+            },
             5,
         )
         .iter()
-        .filter(|c| TileClass::of(&c.verified.lowered) == class)
+        .filter(|c| TileClass::of(&c.verified.lowered, bounds) == class)
         .count()
     };
-    assert!(of_class(0.0, TileClass::Large) < 2);
-    for class in TileClass::ALL {
-        // ceil(16 x 0.125) = 2 of each class.
-        let n = of_class(0.125, class);
-        assert!(n >= 2, "{n} candidates of {class:?} in a batch of 16");
+    assert!(of_class(0.0, &shipped, TileClass(2)) < 2);
+    for bounds in [&shipped[..], &[16, 32, 64]] {
+        for class in TileClass::all(bounds) {
+            // ceil(16 x 0.125) = 2 of each class.
+            let n = of_class(0.125, bounds, class);
+            let range = class.range(bounds);
+            assert!(
+                n >= 2,
+                "{n} candidates of {range} a thread in a batch of 16"
+            );
+        }
     }
 }
 

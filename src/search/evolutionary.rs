@@ -835,12 +835,13 @@ impl EvolutionarySearch {
         };
         let best = n - n_random.min(n);
         if per_class > 0 {
+            let bounds = &self.params.thread_tile_classes;
             let classes: Vec<TileClass> = round
                 .entries
                 .par_iter()
-                .map(|e| TileClass::of(&e.member.lowered))
+                .map(|e| TileClass::of(&e.member.lowered, bounds))
                 .collect();
-            for class in TileClass::ALL {
+            for class in TileClass::all(bounds) {
                 let of_class: Vec<usize> = by_score
                     .iter()
                     .copied()
@@ -864,25 +865,39 @@ impl EvolutionarySearch {
 
 /// A candidate's class of outputs per thread of its main computation (output elements
 /// of a block over its threads, [`BlockShape`]), by which
-/// [`EvolutionarySearch::pick_batch`] gives each class its `thread_tile_share`: small
-/// register tiles (at most 16), medium (17 to 64) and large (more than 64, cuBLAS's
+/// [`EvolutionarySearch::pick_batch`] gives each class its `thread_tile_share`: the
+/// index of the first of the space's `thread_tile_classes` bounds that the candidate's
+/// outputs per thread do not exceed, or the number of bounds past the last (with the
+/// bounds [16, 64]: small register tiles, medium, and large ones such as cuBLAS's
 /// 128 x 128 blocks of 16 x 8 a thread).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-pub enum TileClass {
-    Small,
-    Medium,
-    Large,
-}
+pub struct TileClass(pub usize);
 
 impl TileClass {
-    pub const ALL: [TileClass; 3] = [TileClass::Small, TileClass::Medium, TileClass::Large];
-
-    pub fn of(lowered: &Lowered) -> TileClass {
+    pub fn of(lowered: &Lowered, bounds: &[usize]) -> TileClass {
         let shape = BlockShape::of(lowered);
-        match shape.outputs / shape.threads.max(1) {
-            ..=16 => TileClass::Small,
-            17..=64 => TileClass::Medium,
-            _ => TileClass::Large,
+        let per_thread = shape.outputs / shape.threads.max(1);
+        TileClass(
+            bounds
+                .iter()
+                .take_while(|b| per_thread > **b as i64)
+                .count(),
+        )
+    }
+
+    /// Every class the bounds make, smallest register tiles first.
+    pub fn all(bounds: &[usize]) -> impl Iterator<Item = TileClass> {
+        (0..=bounds.len()).map(TileClass)
+    }
+
+    /// The class's outputs per thread, as `..=16`, `17..=64` or `65..`.
+    pub fn range(self, bounds: &[usize]) -> String {
+        let low = self.0.checked_sub(1).map(|i| bounds[i] + 1);
+        match (low, bounds.get(self.0)) {
+            (None, Some(high)) => format!("..={high}"),
+            (Some(low), Some(high)) => format!("{low}..={high}"),
+            (Some(low), None) => format!("{low}.."),
+            (None, None) => "..".into(),
         }
     }
 }

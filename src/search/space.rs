@@ -306,11 +306,14 @@ pub struct SearchParams {
     /// branch's records does not spend the whole budget there.
     pub branch_share: f64,
     /// The least of a batch's best-scored picks given to each class of outputs per thread
-    /// (at most 16, 17 to 64, more than 64: [`super::evolutionary::TileClass`]) the round
+    /// (`thread_tile_classes`: [`super::evolutionary::TileClass`]) the round
     /// has candidates of, as a share of the batch: the register tile sets a kernel's
     /// occupancy and reuse, where a model trained on other workloads' records extrapolates
     /// worst, so each class gets measured and teaches the retrained model (0: off).
     pub thread_tile_share: f64,
+    /// The upper bounds of the classes of outputs per thread but the last, ascending:
+    /// [16, 64] makes three classes, at most 16, 17 to 64 and more than 64.
+    pub thread_tile_classes: Vec<usize>,
     /// Samples (or mutants) that may be tried per wanted one before the search stops
     /// looking: what keeps a small space from spinning on duplicates.
     pub max_attempts_per_candidate: usize,
@@ -497,6 +500,7 @@ struct SearchFile {
     tiling_share: f64,
     branch_share: f64,
     thread_tile_share: f64,
+    thread_tile_classes: Vec<usize>,
     max_attempts_per_candidate: usize,
 }
 
@@ -1363,6 +1367,12 @@ fn search_params(
     let tiling_share = share("search.tiling_share", f.tiling_share)?;
     let branch_share = share("search.branch_share", f.branch_share)?;
     let thread_tile_share = share("search.thread_tile_share", f.thread_tile_share)?;
+    if !f.thread_tile_classes.windows(2).all(|w| w[0] < w[1]) {
+        return Err(invalid(
+            "search.thread_tile_classes",
+            format!("{:?} is not ascending", f.thread_tile_classes),
+        ));
+    }
     if f.max_attempts_per_candidate < 1 {
         return Err(invalid(
             "search.max_attempts_per_candidate",
@@ -1380,6 +1390,7 @@ fn search_params(
         tiling_share,
         branch_share,
         thread_tile_share,
+        thread_tile_classes: f.thread_tile_classes,
         max_attempts_per_candidate: f.max_attempts_per_candidate,
     })
 }
@@ -1552,6 +1563,16 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "f.toml: key `search.branch_share`: -0.5 is not in [0, 1]"
+        );
+        assert_eq!(c.search.thread_tile_classes, [16, 64]);
+        let unordered = CUDA_DEFAULT.replace(
+            "thread_tile_classes = [16, 64]",
+            "thread_tile_classes = [64, 16]",
+        );
+        let e = SearchSpace::parse(&unordered, "f.toml").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "f.toml: key `search.thread_tile_classes`: [64, 16] is not ascending"
         );
         let no_pop = CPU_DEFAULT.replace("population = 512", "population = 0");
         let e = SearchSpace::parse(&no_pop, "f.toml").unwrap_err();
