@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where the fp32 ceiling's fetch-transposing (T) TT kernel loses to the kernel-transposed
-# (K) one (0.86x vs 0.98x cublasLt at 4096^3, benches/RESULTS.md), though their compute
+# (K) one (0.86x vs 0.96x cublasLt at 4096^3, benches/RESULTS.md), though their compute
 # loops issue the same SASS (benches/probe/sass_loop_mix.py): both 128x128 k32i16 3-stage
 # variants of benches/gemm_ceiling.py profiled by Nsight Compute beside cublasLt, with
 # shared-memory bank conflicts (loads, stores) and wavefronts, global sectors and the
